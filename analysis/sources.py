@@ -1,0 +1,148 @@
+"""Where perturbed counts come from: the collector's HTTP API, or Redis directly.
+
+Both return ``MetricCounts``: per UTC hour bucket, the reports ``n`` and perturbed ``ones``.
+Neither ever sees a true value; there is none to see.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Protocol
+
+import numpy as np
+import requests
+from numpy.typing import NDArray
+
+from deniable.client.errors import DeniableError
+from deniable.client.mechanism import RandomizedResponse
+from deniable.client.transport import DEFAULT_TIMEOUT
+
+
+class SourceError(DeniableError):
+    """Counts could not be read."""
+
+
+@dataclass(frozen=True)
+class MetricInfo:
+    """A registered metric as an analyst sees it."""
+
+    name: str
+    description: str
+    mechanism: RandomizedResponse
+
+
+@dataclass(frozen=True)
+class MetricCounts:
+    """Perturbed counts for one metric, one row per non-empty hour bucket.
+
+    Attributes:
+        starts: bucket start times (UTC), shape (buckets,).
+        n: reports per bucket, shape (buckets,).
+        ones: perturbed ones per bucket, shape (buckets,).
+    """
+
+    metric: MetricInfo
+    starts: list[datetime]
+    n: NDArray[np.int64]
+    ones: NDArray[np.int64]
+
+
+class CountsSource(Protocol):
+    """Anything that lists metrics and reads their perturbed counts."""
+
+    def metrics(self) -> dict[str, MetricInfo]: ...
+
+    def counts(self, metric: str, start: datetime | None = None,
+               end: datetime | None = None) -> MetricCounts: ...
+
+
+def default_range(start: datetime | None, end: datetime | None) -> tuple[datetime, datetime]:
+    """Fill in the default range: the 7 days up to ``end`` (now by default)."""
+    end = end or datetime.now(timezone.utc)
+    return start or end - timedelta(days=7), end
+
+
+def _counts(info: MetricInfo, rows: list[tuple[datetime, int, int]]) -> MetricCounts:
+    return MetricCounts(info, [r[0] for r in rows],
+                        np.array([r[1] for r in rows], dtype=np.int64),
+                        np.array([r[2] for r in rows], dtype=np.int64))
+
+
+class HTTPSource:
+    """Reads ``GET /v1/metrics`` and ``GET /v1/metrics/<name>/counts`` of a collector.
+
+    Args:
+        collector_url: the collector's base URL.
+        token: a read token, sent as ``Authorization: Bearer``, if the collector wants one.
+    """
+
+    def __init__(self, collector_url: str, token: str | None = None,
+                 timeout: tuple[float, float] = DEFAULT_TIMEOUT) -> None:
+        self.base_url = collector_url.rstrip("/")
+        self.timeout = timeout
+        self._session = requests.Session()
+        if token:
+            self._session.headers["Authorization"] = f"Bearer {token}"
+        self._metrics: dict[str, MetricInfo] | None = None
+
+    def _get(self, path: str, params: dict[str, str] | None = None) -> dict:  # type: ignore[type-arg]
+        url = f"{self.base_url}{path}"
+        try:
+            response = self._session.get(url, params=params, timeout=self.timeout)
+        except requests.RequestException as exc:
+            raise SourceError(f"GET {url} failed: {type(exc).__name__}") from exc
+        if response.status_code != 200:
+            raise SourceError(f"GET {url} answered {response.status_code}: {response.text[:300]}")
+        return response.json()  # type: ignore[no-any-return]
+
+    def metrics(self) -> dict[str, MetricInfo]:
+        if self._metrics is None:
+            doc = self._get("/v1/metrics")
+            self._metrics = {m["name"]: MetricInfo(m["name"], m.get("description", ""),
+                                                   RandomizedResponse.from_id(m["mechanism"]))
+                             for m in doc["metrics"]}
+        return self._metrics
+
+    def counts(self, metric: str, start: datetime | None = None,
+               end: datetime | None = None) -> MetricCounts:
+        info = self.metrics().get(metric)
+        if info is None:
+            raise SourceError(f"the collector has no metric named {metric!r}")
+        start, end = default_range(start, end)
+        doc = self._get(f"/v1/metrics/{metric}/counts",
+                        {"from": start.isoformat(), "to": end.isoformat()})
+        if doc["mechanism"] != info.mechanism.id:
+            raise SourceError(f"{metric}: counts are for {doc['mechanism']}, "
+                              f"not {info.mechanism.id}")
+        return _counts(info, [(datetime.fromisoformat(b["start"]), int(b["n"]), int(b["ones"]))
+                              for b in doc["buckets"]])
+
+
+class RedisSource:
+    """Reads counters straight from Redis, through the collector's one key-layout module.
+
+    Args:
+        redis_url: the collector's Redis.
+        metrics_file: the collector's metrics TOML file (it names each metric's mechanism).
+    """
+
+    def __init__(self, redis_url: str, metrics_file: str | Path) -> None:
+        from deniable.collector.registry import load_metrics_file
+        from deniable.collector.store import Store, connect
+
+        self._store = Store(connect(redis_url))
+        self._registry = load_metrics_file(metrics_file)
+
+    def metrics(self) -> dict[str, MetricInfo]:
+        return {m.name: MetricInfo(m.name, m.description, m.mechanism)
+                for m in self._registry.values()}
+
+    def counts(self, metric: str, start: datetime | None = None,
+               end: datetime | None = None) -> MetricCounts:
+        info = self.metrics().get(metric)
+        if info is None:
+            raise SourceError(f"the metrics file registers no metric named {metric!r}")
+        start, end = default_range(start, end)
+        hours = self._store.counts(metric, info.mechanism.id, start, end)
+        return _counts(info, [(h.start, h.n, h.ones) for h in hours])

@@ -1,0 +1,3 @@
+from deniable.cli.main import main
+
+raise SystemExit(main())

@@ -1,0 +1,44 @@
+"""The ``deniable`` command: one entry point, a subcommand per job."""
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Sequence
+
+from deniable.client.errors import DeniableError
+from deniable.cli import demo, report, serve
+
+SUBCOMMANDS = (demo, serve, report)
+
+
+class CLIError(DeniableError):
+    """A command could not do its job; the message says why. Exit status 1."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="deniable",
+        description="App telemetry under local differential privacy: randomized response on "
+                    "the device, perturbed counters on the server, debiased reports.")
+    parser.add_argument("-v", "--verbose", action="store_true", help="log debug messages")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for module in SUBCOMMANDS:
+        module.register(commands)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the CLI; return the exit status (0 ok, 1 failed, 2 bad usage, 130 interrupted)."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        return int(args.run(args) or 0)
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    except (DeniableError, OSError) as exc:
+        print(f"deniable {args.command}: error: {exc}", file=sys.stderr)
+        return 1

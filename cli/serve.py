@@ -1,0 +1,43 @@
+"""``deniable serve``: run the collector."""
+from __future__ import annotations
+
+import argparse
+import os
+
+from deniable.cli.options import env_default, positive_int
+
+HELP = "run the collector (gunicorn; --dev for Flask's development server)"
+
+
+def register(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    parser = commands.add_parser(
+        "serve", help=HELP, description=HELP + ". Every option falls back to its DENIABLE_* "
+        "environment variable; other settings are read from the environment (see README).")
+    parser.add_argument("--host", default=env_default("HOST", "127.0.0.1"),
+                        help="address to bind (DENIABLE_HOST; default %(default)s)")
+    parser.add_argument("--port", type=positive_int, default=int(env_default("PORT", "8000")),
+                        help="port to bind (DENIABLE_PORT; default %(default)s)")
+    parser.add_argument("--redis-url", default=env_default("REDIS_URL"),
+                        help="Redis holding the counters (DENIABLE_REDIS_URL)")
+    parser.add_argument("--metrics-file", default=env_default("METRICS_FILE"),
+                        help="TOML file of registered metrics (DENIABLE_METRICS_FILE)")
+    parser.add_argument("--workers", type=positive_int, default=None,
+                        help="gunicorn sync workers (default: one per core, at least 2)")
+    parser.add_argument("--config", default=env_default("GUNICORN_CONFIG"),
+                        help="a gunicorn config file, e.g. deploy/gunicorn.conf.py")
+    parser.add_argument("--dev", action="store_true",
+                        help="use Flask's development server (demo and tests only)")
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from deniable.collector.app import create_app
+    from deniable.collector.server import serve
+
+    if args.redis_url:
+        os.environ["DENIABLE_REDIS_URL"] = args.redis_url
+    if args.metrics_file:
+        os.environ["DENIABLE_METRICS_FILE"] = args.metrics_file
+    create_app()  # fail fast, in the parent, on a bad metrics file or setting
+    serve(args.host, args.port, workers=args.workers, dev=args.dev, config_file=args.config)
+    return 0

@@ -1,0 +1,37 @@
+"""deniable.client: the library embedded in apps.
+
+It perturbs every true value on the device with randomized response, so only perturbed bits
+ever leave the process. It depends on the standard library and ``requests`` only.
+"""
+from __future__ import annotations
+
+from deniable.client.errors import (
+    DeniableError,
+    InvalidParameterError,
+    UnknownMetricError,
+    UploadError,
+    WireFormatError,
+)
+from deniable.client.mechanism import Estimate, RandomizedResponse
+from deniable.client.randomness import SecureBits
+
+__all__ = [
+    "DeniableError",
+    "Estimate",
+    "InvalidParameterError",
+    "RandomizedResponse",
+    "Reporter",
+    "SecureBits",
+    "UnknownMetricError",
+    "UploadError",
+    "WireFormatError",
+]
+
+
+def __getattr__(name: str) -> object:
+    # Reporter pulls in requests; import it lazily so the mechanism stays importable alone.
+    if name == "Reporter":
+        from deniable.client.reporter import Reporter
+
+        return Reporter
+    raise AttributeError(name)

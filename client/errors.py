@@ -1,0 +1,53 @@
+"""Errors raised by deniable.client.
+
+Every error the client raises derives from one root, so an app can catch them all at once::
+
+    DeniableError
+    ├── InvalidParameterError (also ValueError)   a mechanism parameter or epsilon is unusable
+    ├── UnknownMetricError (also KeyError)        a metric the client was not configured with
+    ├── WireFormatError (also ValueError)         a batch that breaks the v1 wire format
+    └── UploadError                               the collector could not be reached or refused
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+class DeniableError(Exception):
+    """Root of every error raised by Deniable's client library."""
+
+
+class InvalidParameterError(DeniableError, ValueError):
+    """A mechanism was asked for with parameters that give no privacy or no information."""
+
+
+class UnknownMetricError(DeniableError, KeyError):
+    """A metric (or its mechanism) is not one this client was configured with."""
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return str(self.args[0]) if self.args else ""
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One offending field: an RFC 6901 JSON pointer into the document, and what is wrong."""
+
+    pointer: str
+    detail: str
+
+
+class WireFormatError(DeniableError, ValueError):
+    """A batch document breaks the v1 wire format. ``problems`` names every offending field."""
+
+    def __init__(self, message: str, problems: list[Problem] | None = None) -> None:
+        super().__init__(message)
+        self.problems: list[Problem] = list(problems or [])
+
+
+class UploadError(DeniableError):
+    """A batch could not be delivered. ``status`` is the HTTP status, if one was received."""
+
+    def __init__(self, message: str, status: int | None = None, retryable: bool = True) -> None:
+        super().__init__(message)
+        self.status = status
+        self.retryable = retryable

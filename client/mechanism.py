@@ -1,0 +1,300 @@
+"""Randomized response: THE mechanism, its privacy loss and its estimator, defined once.
+
+Client, collector and analysis all use this module. A mechanism is forced-response randomized
+response with exact rational parameters: flip the *truth* coin; with probability ``truth``
+report the true bit, otherwise report 1 with probability ``forced_yes``. The default
+(1/2, 1/2) is the two-coin scheme: P(1 | 1) = 3/4, P(1 | 0) = 1/4, epsilon = ln 3, and the
+debiased share is p = 2 * ones / n - 1/2.
+"""
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from fractions import Fraction
+from statistics import NormalDist
+from typing import Any, Union
+
+from deniable.client.errors import InvalidParameterError
+from deniable.client.randomness import SYSTEM_BITS, RandomBits, SecureBits
+
+Probability = Union[Fraction, str]
+"""An exact probability: a ``Fraction`` or a string such as ``"1/2"``. Floats are refused."""
+
+ID_PREFIX = "rr"
+_ID_PATTERN = re.compile(r"^rr:([0-9]+/[0-9]+):([0-9]+/[0-9]+)$")
+_MAX_TABLE_BITS = 12  # precompute the output for every draw when the coins need <= 12 bits
+
+
+def _exact(name: str, value: Probability) -> Fraction:
+    if isinstance(value, bool) or not isinstance(value, (Fraction, str, int)):
+        raise InvalidParameterError(
+            f"{name} must be an exact probability, a Fraction or a string such as '1/2'. "
+            f"Got {value!r} ({type(value).__name__}) instead.")
+    try:
+        return Fraction(value)
+    except (ValueError, ZeroDivisionError) as exc:
+        raise InvalidParameterError(
+            f"{name} must be a fraction such as '1/2'. Got {value!r} instead.") from exc
+
+
+def _power_of_two_bits(den: int) -> int | None:
+    return den.bit_length() - 1 if den & (den - 1) == 0 else None
+
+
+def z_score(confidence: float) -> float:
+    """The two-sided standard-normal quantile for a confidence level in (0, 1)."""
+    if not 0 < confidence < 1:
+        raise InvalidParameterError(f"confidence must lie in (0, 1). Got {confidence} instead.")
+    return NormalDist().inv_cdf(0.5 + confidence / 2)
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """The debiased share of true "yes" answers behind ``ones`` perturbed ones out of ``n``.
+
+    ``value`` and the interval are clipped to [0, 1]; ``unclipped`` keeps the raw unbiased
+    estimate, and ``clipped`` says whether clipping changed it. ``wide`` flags an interval
+    spanning half of [0, 1] or more: too few reports for the estimate to mean much.
+    """
+
+    n: int
+    ones: int
+    yes_rate: float
+    value: float
+    unclipped: float
+    stderr: float
+    ci_low: float
+    ci_high: float
+    confidence: float
+    clipped: bool
+    wide: bool
+
+
+@dataclass(frozen=True)
+class RandomizedResponse:
+    """Forced-response randomized response with exact probabilities.
+
+    Args:
+        truth: probability of reporting the true bit, strictly between 0 and 1.
+        forced_yes: probability of a forced 1 when the truth is not reported, strictly
+            between 0 and 1.
+
+    Raises:
+        InvalidParameterError: a parameter that is not exact, or that gives infinite epsilon
+            (truth = 1, forced_yes in {0, 1}) or no information (truth = 0).
+    """
+
+    truth: Fraction = Fraction(1, 2)
+    forced_yes: Fraction = Fraction(1, 2)
+    _tables: tuple[tuple[int, ...], tuple[int, ...]] | None = field(
+        default=None, init=False, repr=False, compare=False)
+    _table_bits: int = field(default=0, init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        truth = _exact("truth", self.truth)
+        forced_yes = _exact("forced_yes", self.forced_yes)
+        if not 0 < truth < 1:
+            raise InvalidParameterError(
+                "truth must lie strictly between 0 and 1: 0 carries no information and 1 "
+                f"gives infinite epsilon. Got {truth} instead.")
+        if not 0 < forced_yes < 1:
+            raise InvalidParameterError(
+                "forced_yes must lie strictly between 0 and 1, else epsilon is infinite. "
+                f"Got {forced_yes} instead.")
+        object.__setattr__(self, "truth", truth)
+        object.__setattr__(self, "forced_yes", forced_yes)
+        self._build_tables()
+
+    # -- construction --------------------------------------------------------------------
+
+    @classmethod
+    def from_id(cls, mechanism_id: str) -> RandomizedResponse:
+        """Parse a canonical id such as ``"rr:1/2:1/2"``. Non-canonical spellings are refused."""
+        match = _ID_PATTERN.match(mechanism_id) if isinstance(mechanism_id, str) else None
+        if match is None:
+            raise InvalidParameterError(
+                f"mechanism id must look like 'rr:<truth>:<forced_yes>', e.g. 'rr:1/2:1/2'. "
+                f"Got {mechanism_id!r} instead.")
+        mechanism = cls(match.group(1), match.group(2))
+        if mechanism.id != mechanism_id:
+            raise InvalidParameterError(
+                f"mechanism id must be in lowest terms: {mechanism.id!r}. "
+                f"Got {mechanism_id!r} instead.")
+        return mechanism
+
+    @classmethod
+    def from_epsilon(cls, epsilon: float, denominator_bits: int = 16) -> RandomizedResponse:
+        """Symmetric Warner randomized response whose epsilon never exceeds ``epsilon``.
+
+        Keeps the true bit with probability (1 + t) / 2 and flips it otherwise, with
+        t = k / 2**denominator_bits the largest such rational whose exact epsilon,
+        ln((1 + t) / (1 - t)), is at most the one requested.
+        """
+        if not (isinstance(epsilon, (int, float)) and math.isfinite(epsilon) and epsilon > 0):
+            raise InvalidParameterError(
+                f"epsilon must be a finite number above 0. Got {epsilon!r} instead.")
+        if not 1 <= denominator_bits <= 62:
+            raise InvalidParameterError(
+                f"denominator_bits must lie in [1, 62]. Got {denominator_bits} instead.")
+        den = 1 << denominator_bits
+        num = min(den - 1, math.floor(math.tanh(epsilon / 2) * den))
+        while num > 0 and cls(Fraction(num, den), Fraction(1, 2)).epsilon > epsilon:
+            num -= 1
+        if num <= 0:
+            raise InvalidParameterError(
+                f"epsilon {epsilon} is too small for a truth coin with denominator 2**"
+                f"{denominator_bits}: raise denominator_bits or epsilon.")
+        return cls(Fraction(num, den), Fraction(1, 2))
+
+    # -- the mechanism's probabilities and privacy loss ----------------------------------
+
+    @property
+    def id(self) -> str:
+        """The canonical id that travels with every report, e.g. ``"rr:1/2:1/2"``."""
+        return f"{ID_PREFIX}:{self.truth.numerator}/{self.truth.denominator}:" \
+               f"{self.forced_yes.numerator}/{self.forced_yes.denominator}"
+
+    @property
+    def p_yes_given_yes(self) -> Fraction:
+        """P1 = P(report 1 | true 1), exact."""
+        return self.truth + (1 - self.truth) * self.forced_yes
+
+    @property
+    def p_yes_given_no(self) -> Fraction:
+        """Q = P(report 1 | true 0), exact."""
+        return (1 - self.truth) * self.forced_yes
+
+    @property
+    def likelihood_ratio(self) -> Fraction:
+        """max(P1 / Q, (1 - Q) / (1 - P1)), exact: the worst-case odds one report moves."""
+        p, q = self.p_yes_given_yes, self.p_yes_given_no
+        return max(p / q, (1 - q) / (1 - p))
+
+    @property
+    def epsilon(self) -> float:
+        """The local-DP epsilon of one report, ln(likelihood_ratio), in nats."""
+        return math.log(self.likelihood_ratio)
+
+    # -- sampling ------------------------------------------------------------------------
+
+    def perturb(self, true_bit: bool | int, rng: RandomBits | None = None) -> int:
+        """Return the reported bit, 0 or 1. ``true_bit`` never leaves this function.
+
+        Draws only integers from ``rng`` (the secure system source by default), so every
+        outcome has exactly the probability the mechanism states.
+        """
+        source = SYSTEM_BITS if rng is None else rng
+        tables = self._tables
+        if tables is not None:
+            return tables[1 if true_bit else 0][source.bits(self._table_bits)]
+        below = source.below if isinstance(source, SecureBits) else _below_from(source)
+        if below(self.truth.denominator) < self.truth.numerator:
+            return 1 if true_bit else 0
+        return 1 if below(self.forced_yes.denominator) < self.forced_yes.numerator else 0
+
+    def _build_tables(self) -> None:
+        # With power-of-two denominators one draw of kt + ky bits decides both coins; the
+        # output for every draw is precomputed, exactly as the coins would decide it.
+        kt = _power_of_two_bits(self.truth.denominator)
+        ky = _power_of_two_bits(self.forced_yes.denominator)
+        if kt is None or ky is None or kt + ky > _MAX_TABLE_BITS:
+            return
+        tables = tuple(
+            tuple(
+                true_bit if (draw & ((1 << kt) - 1)) < self.truth.numerator
+                else int((draw >> kt) < self.forced_yes.numerator)
+                for draw in range(1 << (kt + ky)))
+            for true_bit in (0, 1))
+        object.__setattr__(self, "_tables", tables)
+        object.__setattr__(self, "_table_bits", kt + ky)
+
+    # -- estimation ----------------------------------------------------------------------
+
+    def debias(self, yes_rate: Fraction | float) -> Fraction | float:
+        """Map an observed yes-rate to the unbiased true share: (rate - Q) / (P1 - Q).
+
+        Exact for a Fraction; for the default this is 2 * rate - 1/2.
+        """
+        q = self.p_yes_given_no
+        return (yes_rate - q) / (self.p_yes_given_yes - q)
+
+    def estimate(self, ones: int, n: int, confidence: float = 0.95) -> Estimate:
+        """Debias ``ones`` perturbed ones out of ``n`` reports, with a confidence interval.
+
+        The interval is Wilson's score interval on the perturbed yes-rate, mapped through the
+        debiasing line and clipped to [0, 1]: it keeps its coverage at small n and near 0 or 1.
+        The standard error is the plug-in sqrt(r (1 - r) / n) / (P1 - Q).
+        """
+        if isinstance(ones, bool) or isinstance(n, bool) or not (
+                isinstance(ones, int) and isinstance(n, int)):
+            raise InvalidParameterError(f"ones and n must be integers. Got {ones!r}, {n!r}.")
+        if n < 0 or not 0 <= ones <= n:
+            raise InvalidParameterError(f"need 0 <= ones <= n. Got ones={ones}, n={n} instead.")
+        if n == 0:
+            nan = math.nan
+            return Estimate(0, 0, nan, nan, nan, nan, 0.0, 1.0, confidence, False, True)
+        z = z_score(confidence)
+        rate = Fraction(ones, n)
+        unclipped = float(self.debias(rate))
+        r = float(rate)
+        spread = float(self.p_yes_given_yes - self.p_yes_given_no)
+        low, high = wilson_interval(r, n, z)
+        ci_low = _clip01(float(self.debias(low)))
+        ci_high = _clip01(float(self.debias(high)))
+        value = _clip01(unclipped)
+        return Estimate(
+            n=n, ones=ones, yes_rate=r, value=value, unclipped=unclipped,
+            stderr=math.sqrt(r * (1 - r) / n) / spread,
+            ci_low=ci_low, ci_high=ci_high, confidence=confidence,
+            clipped=value != unclipped, wide=ci_high - ci_low >= 0.5)
+
+    def margin_of_error(self, n: int, confidence: float = 0.95) -> float:
+        """The worst-case (yes-rate 1/2) half-width of the interval on the true share."""
+        if n < 1:
+            raise InvalidParameterError(f"n must be at least 1. Got {n} instead.")
+        spread = float(self.p_yes_given_yes - self.p_yes_given_no)
+        return z_score(confidence) * 0.5 / (math.sqrt(n) * spread)
+
+    def reports_for_margin(self, margin: float, confidence: float = 0.95) -> int:
+        """The fewest reports whose worst-case margin of error is at most ``margin``."""
+        if not 0 < margin < 1:
+            raise InvalidParameterError(f"margin must lie in (0, 1). Got {margin} instead.")
+        spread = float(self.p_yes_given_yes - self.p_yes_given_no)
+        n = math.ceil((z_score(confidence) * 0.5 / (margin * spread)) ** 2)
+        while n > 1 and self.margin_of_error(n - 1, confidence) <= margin:
+            n -= 1
+        while self.margin_of_error(n, confidence) > margin:
+            n += 1
+        return n
+
+
+def wilson_interval(rate: Any, n: Any, z: float) -> tuple[Any, Any]:
+    """Wilson's score interval for a binomial proportion ``rate`` observed over ``n`` trials.
+
+    Works element-wise on floats and on numpy arrays alike (the analysis package passes
+    arrays of buckets). The bounds lie in [0, 1] up to rounding; callers clip.
+    """
+    z2 = z * z
+    denom = 1 + z2 / n
+    centre = (rate + z2 / (2 * n)) / denom
+    half = z / denom * (rate * (1 - rate) / n + z2 / (4 * n * n)) ** 0.5
+    return centre - half, centre + half
+
+
+def _clip01(x: float) -> float:
+    return min(1.0, max(0.0, x))
+
+
+def _below_from(source: RandomBits):  # type: ignore[no-untyped-def]
+    def below(bound: int) -> int:
+        k = (bound - 1).bit_length()
+        while True:
+            value = source.bits(k)
+            if value < bound:
+                return value
+    return below
+
+
+DEFAULT = RandomizedResponse()
+"""The two-coin scheme, ``rr:1/2:1/2``: epsilon = ln 3."""

@@ -1,0 +1,163 @@
+"""The v1 wire format: THE one shape of a batch, shared by the client and the collector.
+
+A batch is one JSON object::
+
+    {"batch_id": "<32 lowercase hex chars, random per batch>",
+     "reports": [{"metric": "feature_x_enabled", "mechanism": "rr:1/2:1/2", "bit": 1}, ...]}
+
+It carries perturbed bits only: no true value, device id, user id or device timestamp.
+The collector accepts a batch whole or not at all and counts a re-sent ``batch_id`` once.
+"""
+from __future__ import annotations
+
+import hashlib
+import re
+import secrets
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from deniable.client.errors import Problem, WireFormatError
+
+API_VERSION = "v1"
+REPORTS_PATH = f"/{API_VERSION}/reports"
+METRICS_PATH = f"/{API_VERSION}/metrics"
+MEDIA_TYPE = "application/json"
+
+METRIC_NAME = re.compile(r"^[a-z][a-z0-9_]{0,63}\Z")
+"""Metric names: lowercase letters, digits and underscores, at most 64 characters. This keeps
+Redis glob and hash-tag characters out of every key."""
+BATCH_ID = re.compile(r"^[0-9a-f]{32}\Z")
+BATCH_FIELDS = frozenset({"batch_id", "reports"})
+REPORT_FIELDS = frozenset({"metric", "mechanism", "bit"})
+DEFAULT_MAX_REPORTS = 1000
+"""The default cap on reports per batch, for the client and the collector alike."""
+MAX_PROBLEMS = 50
+"""At most this many offending fields are listed in one error."""
+
+
+def new_batch_id() -> str:
+    """A fresh random batch id: 128 bits from the secure source, as 32 lowercase hex chars."""
+    return secrets.token_hex(16)
+
+
+def is_metric_name(name: object) -> bool:
+    """Whether ``name`` is a valid metric name."""
+    return isinstance(name, str) and METRIC_NAME.match(name) is not None
+
+
+def encode_batch(batch_id: str, reports: Iterable[tuple[str, str, int]]) -> dict[str, Any]:
+    """Build the JSON document for a batch of (metric, mechanism id, perturbed bit) triples."""
+    return {"batch_id": batch_id,
+            "reports": [{"metric": m, "mechanism": k, "bit": b} for m, k, b in reports]}
+
+
+@dataclass(frozen=True)
+class Tally:
+    """What one batch adds to one metric: ``n`` reports, ``ones`` of them perturbed ones."""
+
+    mechanism: str
+    n: int
+    ones: int
+
+
+@dataclass(frozen=True)
+class Batch:
+    """A validated batch, already summed per metric."""
+
+    batch_id: str
+    tallies: dict[str, Tally]
+    n_reports: int
+
+    @property
+    def digest(self) -> str:
+        """SHA-256 of the batch's content (its per-metric tallies), for idempotency checks.
+
+        A re-sent batch has the same digest; a batch id reused for other content does not.
+        """
+        text = ";".join(f"{metric}|{t.mechanism}|{t.n}|{t.ones}"
+                        for metric, t in sorted(self.tallies.items()))
+        return hashlib.sha256(text.encode()).hexdigest()
+
+
+class _Problems:
+    def __init__(self) -> None:
+        self.items: list[Problem] = []
+
+    def add(self, pointer: str, detail: str) -> None:
+        if len(self.items) < MAX_PROBLEMS:
+            self.items.append(Problem(pointer, detail))
+
+    def raise_if_any(self) -> None:
+        if self.items:
+            raise WireFormatError("the batch breaks the v1 wire format", self.items)
+
+
+def decode_batch(doc: Any, registry: Mapping[str, str],
+                 max_reports: int = DEFAULT_MAX_REPORTS) -> Batch:
+    """Validate a parsed batch document against the registered metrics and sum it per metric.
+
+    Args:
+        doc: the parsed JSON document.
+        registry: metric name -> its registered mechanism id.
+        max_reports: the most reports one batch may carry.
+
+    Raises:
+        WireFormatError: listing every offending field as a JSON pointer (up to MAX_PROBLEMS).
+    """
+    problems = _Problems()
+    if type(doc) is not dict:
+        problems.add("", "the batch must be a JSON object")
+        problems.raise_if_any()
+    for unknown in sorted(doc.keys() - BATCH_FIELDS):
+        problems.add(f"/{_escape(unknown)}", "unknown field")
+    batch_id = doc.get("batch_id")
+    if type(batch_id) is not str or not BATCH_ID.match(batch_id):
+        problems.add("/batch_id", "must be 32 lowercase hex characters")
+    reports = doc.get("reports")
+    if type(reports) is not list:
+        problems.add("/reports", "must be a list of reports")
+        problems.raise_if_any()
+    if not reports:
+        problems.add("/reports", "must hold at least one report")
+    elif len(reports) > max_reports:
+        problems.add("/reports", f"holds {len(reports)} reports; the most is {max_reports}")
+    problems.raise_if_any()
+
+    counts: dict[str, list[int]] = {}
+    for i, report in enumerate(reports):
+        if type(report) is not dict:
+            problems.add(f"/reports/{i}", "must be an object")
+            continue
+        if report.keys() != REPORT_FIELDS:
+            for missing in sorted(REPORT_FIELDS - report.keys()):
+                problems.add(f"/reports/{i}/{missing}", "is required")
+            for unknown in sorted(report.keys() - REPORT_FIELDS):
+                problems.add(f"/reports/{i}/{_escape(unknown)}", "unknown field")
+            continue
+        metric, mechanism, bit = report["metric"], report["mechanism"], report["bit"]
+        expected = registry.get(metric) if type(metric) is str else None
+        if expected is None:
+            problems.add(f"/reports/{i}/metric", "is not a registered metric")
+        elif mechanism != expected:
+            problems.add(f"/reports/{i}/mechanism",
+                         f"must be the metric's registered mechanism {expected}")
+        if type(bit) is not int or not (bit == 0 or bit == 1):
+            problems.add(f"/reports/{i}/bit", "must be the integer 0 or 1")
+        if problems.items:
+            continue
+        tally = counts.get(metric)
+        if tally is None:
+            counts[metric] = [1, bit]
+        else:
+            tally[0] += 1
+            tally[1] += bit
+    problems.raise_if_any()
+    return Batch(batch_id=batch_id,
+                 tallies={m: Tally(registry[m], n, ones) for m, (n, ones) in counts.items()},
+                 n_reports=len(reports))
+
+
+def _escape(token: str) -> str:
+    """Escape one JSON-pointer reference token (RFC 6901)."""
+    return str(token).replace("~", "~0").replace("/", "~1")

@@ -1,0 +1,1 @@
+"""deniable.collector."""

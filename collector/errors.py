@@ -1,0 +1,90 @@
+"""HTTP errors as RFC 9457 problem documents (``application/problem+json``).
+
+Every error the API returns is one JSON object::
+
+    {"type": "about:blank", "title": "Unprocessable Content", "status": 422,
+     "detail": "the batch breaks the v1 wire format",
+     "errors": [{"pointer": "/reports/3/bit", "detail": "must be the integer 0 or 1"}]}
+
+No error ever carries a stack trace, a report body or a client address.
+"""
+from __future__ import annotations
+
+import logging
+from http import HTTPStatus
+from typing import Any
+
+from flask import Flask, Response
+from werkzeug.exceptions import HTTPException
+
+from deniable.client.errors import DeniableError, Problem
+
+PROBLEM_TYPE = "application/problem+json"
+log = logging.getLogger("deniable.collector")
+
+
+class CollectorError(DeniableError):
+    """Root of the collector's own errors."""
+
+
+class APIError(CollectorError):
+    """An HTTP error answered as a problem document.
+
+    Args:
+        status: the HTTP status.
+        detail: a human-readable explanation.
+        problems: offending fields, as JSON pointers into the request body.
+        parameters: offending query parameters, by name.
+        headers: extra response headers, e.g. Retry-After.
+    """
+
+    def __init__(self, status: int, detail: str, problems: list[Problem] | None = None,
+                 parameters: dict[str, str] | None = None,
+                 headers: dict[str, str] | None = None) -> None:
+        super().__init__(detail)
+        self.status = status
+        self.detail = detail
+        self.problems = problems or []
+        self.parameters = parameters or {}
+        self.headers = headers or {}
+
+
+def problem_response(status: int, detail: str, errors: list[dict[str, str]] | None = None,
+                     headers: dict[str, str] | None = None) -> Response:
+    """Build a problem+json response."""
+    body: dict[str, Any] = {"type": "about:blank", "title": HTTPStatus(status).phrase,
+                            "status": status, "detail": detail}
+    if errors:
+        body["errors"] = errors
+    response = Response(_dumps(body), status=status, mimetype=PROBLEM_TYPE)
+    response.headers.update(headers or {})
+    return response
+
+
+def register_error_handlers(app: Flask) -> None:
+    """Answer every error, ours and werkzeug's, as problem+json."""
+
+    @app.errorhandler(APIError)
+    def _api_error(exc: APIError) -> Response:
+        errors = [{"pointer": p.pointer, "detail": p.detail} for p in exc.problems]
+        errors += [{"parameter": name, "detail": d} for name, d in exc.parameters.items()]
+        return problem_response(exc.status, exc.detail, errors, exc.headers)
+
+    @app.errorhandler(HTTPException)
+    def _http_error(exc: HTTPException) -> Response:
+        status = exc.code or 500
+        response = problem_response(status, exc.description or HTTPStatus(status).phrase)
+        if status == 405 and exc.get_response().headers.get("Allow"):
+            response.headers["Allow"] = exc.get_response().headers["Allow"]
+        return response
+
+    @app.errorhandler(Exception)
+    def _unexpected(exc: Exception) -> Response:
+        log.error("unhandled %s", type(exc).__name__, exc_info=exc)
+        return problem_response(500, "internal error")
+
+
+def _dumps(body: dict[str, Any]) -> bytes:
+    import orjson
+
+    return orjson.dumps(body)

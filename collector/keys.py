@@ -1,0 +1,55 @@
+"""Every Redis key the collector uses, as pure functions: THE key layout.
+
+=========================================================  ======  =====================================
+key                                                        type    holds
+=========================================================  ======  =====================================
+``dn:v1:{<metric>}:c:<mechanism id>:<YYYYMMDDHH>``         HASH    ``n`` reports and ``ones`` perturbed
+                                                                   ones received in that UTC hour;
+                                                                   expires after the metric's retention
+``dn:v1:{<metric>}:b:<batch id>``                          STRING  SHA-256 digest of a batch that
+                                                                   touched the metric (idempotency);
+                                                                   expires after the batch-id TTL
+=========================================================  ======  =====================================
+
+Nothing else is stored: no IP addresses, user agents, device ids, per-report rows or times
+finer than the hour. The ``{<metric>}`` hash tag keeps all of a metric's keys in one Redis
+Cluster slot, so a batch's write for one metric is a single-slot script and sharding needs no
+data migration.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import datetime, timedelta, timezone
+
+PREFIX = "dn:v1"
+HOUR_FORMAT = "%Y%m%d%H"
+BUCKET = timedelta(hours=1)
+
+
+def counters(metric: str, mechanism_id: str, hour: datetime) -> str:
+    """HASH {n, ones}: reports and perturbed ones for one metric in one UTC hour bucket."""
+    return f"{PREFIX}:{{{metric}}}:c:{mechanism_id}:{bucket_start(hour):{HOUR_FORMAT}}"
+
+
+def batch(metric: str, batch_id: str) -> str:
+    """STRING: the digest of batch ``batch_id``, kept so a re-sent batch is counted once."""
+    return f"{PREFIX}:{{{metric}}}:b:{batch_id}"
+
+
+def bucket_start(moment: datetime) -> datetime:
+    """The start of the UTC hour holding ``moment`` (naive datetimes are taken as UTC)."""
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=timezone.utc)
+    return moment.astimezone(timezone.utc).replace(minute=0, second=0, microsecond=0)
+
+
+def hours(start: datetime, end: datetime) -> Iterator[datetime]:
+    """Every hour bucket overlapping [start, end), oldest first."""
+    hour, end = bucket_start(start), _utc(end)
+    while hour < end:
+        yield hour
+        hour += BUCKET
+
+
+def _utc(moment: datetime) -> datetime:
+    return moment.replace(tzinfo=timezone.utc) if moment.tzinfo is None else moment

@@ -1,0 +1,143 @@
+"""Running the collector: under gunicorn (production), Werkzeug (dev), or as a child process.
+
+``deniable serve`` calls ``serve``. ``CollectorProcess`` starts ``deniable serve`` as a real
+HTTP server in a child process, for the demo and the tests.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Mapping
+from pathlib import Path
+from types import TracebackType
+from typing import IO, Any
+
+from deniable.collector.embedded import free_port
+from deniable.collector.errors import CollectorError
+
+
+def default_workers() -> int:
+    """Sync workers: one per core, as measured best on small machines (see deploy/)."""
+    return max(2, os.cpu_count() or 1)
+
+
+def serve(host: str, port: int, *, workers: int | None = None, dev: bool = False,
+          config_file: str | None = None) -> None:
+    """Serve the collector configured by the ``DENIABLE_*`` environment, until stopped."""
+    if dev:
+        from deniable.collector.app import create_app
+
+        create_app().run(host=host, port=port, threaded=True, use_reloader=False)
+        return
+    from gunicorn.app.base import BaseApplication
+
+    options: dict[str, Any] = {
+        "bind": f"{host}:{port}", "workers": workers or default_workers(),
+        "worker_class": "sync", "graceful_timeout": 30, "timeout": 30, "keepalive": 5,
+        "accesslog": None, "errorlog": "-", "loglevel": "info", "proc_name": "deniable-collector",
+    }
+
+    class _Collector(BaseApplication):  # type: ignore[misc]
+        def load_config(self) -> None:
+            if config_file:
+                self.load_config_from_file(config_file)
+            for key, value in options.items():
+                if not (config_file and key in ("workers", "worker_class") and workers is None):
+                    self.cfg.set(key, value)
+
+        def load(self) -> Any:
+            from deniable.collector.wsgi import app
+
+            return app
+
+    _Collector().run()
+
+
+class CollectorProcess:
+    """``deniable serve`` in a child process on 127.0.0.1 and a free port.
+
+    Args:
+        redis_url: the Redis holding the counters.
+        metrics_file: the metrics TOML file.
+        workers: gunicorn sync workers.
+        dev: use Werkzeug's threaded server instead of gunicorn.
+        env: extra ``DENIABLE_*`` settings.
+    """
+
+    def __init__(self, redis_url: str, metrics_file: str | Path, *, workers: int = 2,
+                 dev: bool = False, port: int | None = None,
+                 env: Mapping[str, str] | None = None) -> None:
+        self.redis_url = redis_url
+        self.metrics_file = str(metrics_file)
+        self.workers = workers
+        self.dev = dev
+        self.port = port or free_port()
+        self.env = dict(env or {})
+        self.process: subprocess.Popen[bytes] | None = None
+        self._log: IO[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self, timeout: float = 20.0) -> str:
+        """Start the server and wait until /healthz answers; return its base URL."""
+        command = [sys.executable, "-m", "deniable.cli", "serve", "--host", "127.0.0.1",
+                   "--port", str(self.port), "--redis-url", self.redis_url,
+                   "--metrics-file", self.metrics_file, "--workers", str(self.workers)]
+        if self.dev:
+            command.append("--dev")
+        env = {**os.environ, **self.env}
+        self._log = tempfile.TemporaryFile()
+        self.process = subprocess.Popen(command, env=env, stdin=subprocess.DEVNULL,
+                                        stdout=self._log, stderr=subprocess.STDOUT,
+                                        start_new_session=True)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise CollectorError(f"the collector exited with {self.process.returncode}: "
+                                     f"{self.log_tail()}")
+            try:
+                with urllib.request.urlopen(f"{self.url}/healthz", timeout=1) as response:
+                    if response.status == 200:
+                        return self.url
+            except (urllib.error.URLError, OSError):
+                time.sleep(0.05)
+        self.stop()
+        raise CollectorError(f"the collector did not answer on port {self.port} in {timeout}s")
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 15.0) -> None:
+        """Stop the server and all its workers: ``sig`` (SIGTERM, graceful) then SIGKILL."""
+        process, self.process = self.process, None
+        if process is None:
+            return
+        if process.poll() is None:
+            try:
+                os.killpg(process.pid, sig)
+                process.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait()
+            except ProcessLookupError:
+                pass
+
+    def log_tail(self, limit: int = 4000) -> str:
+        """The end of the server's combined stdout and stderr."""
+        if self._log is None:
+            return ""
+        self._log.seek(0)
+        return self._log.read().decode(errors="replace")[-limit:]
+
+    def __enter__(self) -> CollectorProcess:
+        self.start()
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.stop()

@@ -101,8 +101,9 @@ class CollectorProcess:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
-                raise CollectorError(f"the collector exited with {self.process.returncode}: "
-                                     f"{self.log_tail()}")
+                message = f"the collector exited with {self.process.returncode}: {self.log_tail()}"
+                self.stop()
+                raise CollectorError(message)
             try:
                 with urllib.request.urlopen(f"{self.url}/healthz", timeout=1) as response:
                     if response.status == 200:
@@ -115,6 +116,9 @@ class CollectorProcess:
     def stop(self, sig: int = signal.SIGTERM, timeout: float = 15.0) -> None:
         """Stop the server and all its workers: ``sig`` (SIGTERM, graceful) then SIGKILL."""
         process, self.process = self.process, None
+        log, self._log = self._log, None
+        if log is not None:
+            log.close()
         if process is None:
             return
         if process.poll() is None:

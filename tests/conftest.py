@@ -1,0 +1,83 @@
+"""Shared fixtures: a real redis-server on a free port in a temp dir, apps and live collectors.
+
+Tests never touch the machine's shared Redis on port 6379 and never use a Redis mock.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import redis
+
+from deniable.collector.app import create_app
+from deniable.collector.embedded import RedisNotFoundError, RedisServer
+from deniable.collector.server import CollectorProcess
+
+METRICS_TOML = """\
+[metrics.feature_x_enabled]
+description = "Feature X is switched on"
+mechanism = "rr:1/2:1/2"
+
+[metrics.dark_mode]
+description = "Dark mode is on"
+mechanism = "rr:3/4:1/2"
+retention_days = 30
+"""
+
+
+@pytest.fixture(scope="session")
+def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
+    try:
+        server = RedisServer(tmp_path_factory.mktemp("redis"))
+        server.start()
+    except RedisNotFoundError as exc:
+        pytest.fail(f"{exc}: run the README's test command, ./dev test")
+    assert server.port != 6379
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def redis_url(redis_server: RedisServer) -> str:
+    return redis_server.url
+
+
+@pytest.fixture()
+def redis_client(redis_url: str) -> Iterator[redis.Redis]:
+    client = redis.Redis.from_url(redis_url)
+    client.flushdb()
+    yield client
+    client.flushdb()
+    client.close()
+
+
+@pytest.fixture(scope="session")
+def metrics_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("config") / "metrics.toml"
+    path.write_text(METRICS_TOML)
+    return path
+
+
+@pytest.fixture()
+def app(redis_url: str, metrics_file: Path, redis_client: redis.Redis):  # type: ignore[no-untyped-def]
+    return create_app({"REDIS_URL": redis_url, "METRICS_FILE": str(metrics_file),
+                       "TESTING": True})
+
+
+@pytest.fixture()
+def http(app):  # type: ignore[no-untyped-def]
+    """Flask's test client for ``app``."""
+    return app.test_client()
+
+
+@pytest.fixture(scope="session")
+def live_collector(redis_url: str, metrics_file: Path) -> Iterator[CollectorProcess]:
+    """A real collector (gunicorn, 2 workers) over HTTP on a free port."""
+    with CollectorProcess(redis_url, metrics_file, workers=2) as collector:
+        yield collector
+
+
+def snapshot(client: redis.Redis) -> dict[bytes, bytes]:
+    """Every key's serialized value: equal snapshots mean Redis is byte-for-byte unchanged."""
+    return {key: client.dump(key) for key in sorted(client.scan_iter(count=1000))}

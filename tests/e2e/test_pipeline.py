@@ -1,0 +1,129 @@
+"""Device -> collector -> Redis -> report, with every part real and on the wire."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import redis
+import requests
+
+from deniable.analysis import HTTPSource, RedisSource, summarize
+from deniable.client import Reporter, UploadError
+from deniable.client.randomness import SecureBits
+from deniable.collector.server import CollectorProcess
+from tests.conftest import snapshot
+from tests.servers import response_dropping_proxy
+
+
+class RecordingBits:
+    """The secure source, recording nothing but passing through: used to count bits."""
+
+    def __init__(self) -> None:
+        self.source = SecureBits()
+
+    def bits(self, k: int) -> int:
+        return self.source.bits(k)
+
+
+def counters(redis_client: redis.Redis) -> dict[str, tuple[int, int]]:
+    """metric -> (n, ones), summed over every hour bucket in Redis."""
+    totals: dict[str, tuple[int, int]] = {}
+    for key in redis_client.scan_iter("dn:v1:*:c:*"):
+        metric = key.decode().split("{")[1].split("}")[0]
+        n, ones = (int(v) for v in redis_client.hmget(key, "n", "ones"))
+        a, b = totals.get(metric, (0, 0))
+        totals[metric] = (a + n, b + ones)
+    return totals
+
+
+def test_counters_equal_exactly_what_the_client_sent(live_collector, redis_client) -> None:
+    sent: dict[str, list[int]] = {"feature_x_enabled": [], "dark_mode": []}
+    reporter = Reporter(live_collector.url, batch_size=100)
+    original = reporter._transport.send
+
+    def spy(body: dict) -> dict:  # observe the perturbed bits on their way out
+        for r in body["reports"]:
+            sent[r["metric"]].append(r["bit"])
+        return original(body)
+
+    reporter._transport.send = spy  # type: ignore[method-assign]
+    for i in range(2_500):
+        reporter.report("feature_x_enabled", i % 10 == 0)
+        reporter.report("dark_mode", i % 2 == 0)
+    reporter.close()
+    assert counters(redis_client) == {m: (len(bits), sum(bits)) for m, bits in sent.items()}
+    assert reporter.sent == 5_000
+
+
+def test_a_resent_batch_over_http_counts_once(live_collector, redis_client) -> None:
+    body = {"batch_id": "ab" * 16, "reports": [
+        {"metric": "feature_x_enabled", "mechanism": "rr:1/2:1/2", "bit": 1}] * 10}
+    first = requests.post(f"{live_collector.url}/v1/reports", json=body, timeout=5)
+    assert first.status_code == 202 and first.json()["accepted"] == 10
+    before = snapshot(redis_client)
+    second = requests.post(f"{live_collector.url}/v1/reports", json=body, timeout=5)
+    assert second.status_code == 200 and second.json()["accepted"] == 0
+    assert snapshot(redis_client) == before
+    assert counters(redis_client) == {"feature_x_enabled": (10, 10)}
+
+
+@pytest.mark.parametrize("data, content_type, status", [
+    (b"{", "application/json", 400),
+    (b"{}", "text/plain", 415),
+    (b"x" * (2 << 20), "application/json", 413),
+    (json.dumps({"batch_id": "00" * 16, "reports": [
+        {"metric": "feature_x_enabled", "mechanism": "rr:1/2:1/2", "bit": 1.0}]}).encode(),
+     "application/json", 422),
+])
+def test_bad_requests_over_http_change_nothing(live_collector, redis_client, data: bytes,
+                                               content_type: str, status: int) -> None:
+    requests.post(f"{live_collector.url}/v1/reports", timeout=5, json={
+        "batch_id": "cd" * 16,
+        "reports": [{"metric": "dark_mode", "mechanism": "rr:3/4:1/2", "bit": 1}]})
+    before = snapshot(redis_client)
+    response = requests.post(f"{live_collector.url}/v1/reports", data=data, timeout=5,
+                             headers={"Content-Type": content_type})
+    assert response.status_code == status
+    assert response.headers["Content-Type"] == "application/problem+json"
+    assert snapshot(redis_client) == before
+
+
+def test_a_retry_after_a_lost_response_reuses_the_batch_id(live_collector, redis_client) -> None:
+    # The first two POSTs reach the collector and are applied, but their answers are lost;
+    # the client times out and retries the same batch id, which is counted once.
+    with response_dropping_proxy(live_collector.port, drop_first=2) as proxy_url:
+        reporter = Reporter(proxy_url, metrics={"feature_x_enabled": "rr:1/2:1/2"},
+                            batch_size=50, timeout=(1.0, 1.0), retries=3)
+        for _ in range(50):
+            reporter.report("feature_x_enabled", True)
+        reporter.close()
+    assert counters(redis_client)["feature_x_enabled"][0] == 50
+
+
+def test_a_failed_upload_raises_and_is_retried_with_the_same_batch_id(
+        redis_url: str, metrics_file: Path, redis_client) -> None:
+    collector = CollectorProcess(redis_url, metrics_file, workers=1)
+    reporter = Reporter(collector.url, metrics={"dark_mode": "rr:3/4:1/2"}, batch_size=1000,
+                        timeout=(0.5, 0.5), retries=0)
+    for _ in range(40):
+        reporter.report("dark_mode", False)
+    with pytest.raises(UploadError):
+        reporter.flush()  # nobody is listening yet
+    with collector:
+        assert reporter.flush() == 40
+        assert reporter.flush() == 0
+    assert counters(redis_client)["dark_mode"][0] == 40
+
+
+def test_analysis_reads_the_same_counts_over_http_and_from_redis(
+        live_collector, redis_client, redis_url: str, metrics_file: Path) -> None:
+    with Reporter(live_collector.url, batch_size=500) as reporter:
+        for i in range(4_000):
+            reporter.report("feature_x_enabled", i % 4 == 0)
+    over_http = summarize(HTTPSource(live_collector.url).counts("feature_x_enabled"))
+    from_redis = summarize(RedisSource(redis_url, metrics_file).counts("feature_x_enabled"))
+    assert over_http == from_redis
+    assert over_http.n == 4_000
+    assert over_http.ci_low <= 0.25 <= over_http.ci_high or over_http.wide is False
+    assert over_http.estimate == pytest.approx(2 * over_http.ones / 4_000 - 0.5)

@@ -105,7 +105,8 @@ def run(args: argparse.Namespace) -> int:
             table = Table(title=f"{args.devices:,} devices: what the collector learned")
             for header in ("metric", "epsilon", "true rate", "raw yes-rate", "estimate",
                            "95% CI", "true rate in CI"):
-                table.add_column(header, justify="left" if header == "metric" else "right")
+                table.add_column(header, justify="left" if header == "metric" else "right",
+                                 no_wrap=header == "metric")
             inside = 0
             for m in METRICS:
                 s = summarize(source.counts(m.name))

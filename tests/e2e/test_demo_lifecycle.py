@@ -1,0 +1,71 @@
+"""The demo as a user runs it: it finishes, and it cleans up every process it started."""
+from __future__ import annotations
+
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+
+
+def port_open(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+            return True
+    except OSError:
+        return False
+
+
+def run_demo(*args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, "-m", "deniable.cli", "demo", *args],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            env={**os.environ, "COLUMNS": "160"})
+
+
+def wait_for_ports(demo: subprocess.Popen[str], timeout: float = 30) -> tuple[int, int]:
+    """Read the demo's output until it has named its Redis and collector ports."""
+    redis_port = collector_port = None
+    deadline = time.monotonic() + timeout
+    assert demo.stdout is not None
+    while time.monotonic() < deadline and not (redis_port and collector_port):
+        line = demo.stdout.readline()
+        if not line:
+            break
+        if match := re.search(r"Redis on redis://127\.0\.0\.1:(\d+)", line):
+            redis_port = int(match.group(1))
+        if match := re.search(r"on http://127\.0\.0\.1:(\d+)", line):
+            collector_port = int(match.group(1))
+    assert redis_port and collector_port, "the demo never named its servers"
+    return redis_port, collector_port
+
+
+@pytest.mark.slow
+def test_the_demo_reports_every_metric_and_stops_its_servers() -> None:
+    demo = run_demo("--devices", "20000")
+    redis_port, collector_port = wait_for_ports(demo)
+    output, _ = demo.communicate(timeout=120)
+    assert demo.returncode == 0, output
+    for metric in ("crash_reporter_enabled", "dark_mode", "notifications_on"):
+        assert metric in output
+    assert re.search(r"\d of 3 true rates fall inside their 95% intervals", output)
+    assert not port_open(redis_port) and not port_open(collector_port)
+
+
+@pytest.mark.slow
+def test_ctrl_c_stops_every_process_the_demo_started() -> None:
+    demo = run_demo("--devices", "3000000")  # long enough to interrupt mid-run
+    redis_port, collector_port = wait_for_ports(demo)
+    assert port_open(redis_port) and port_open(collector_port)
+    time.sleep(1.0)
+    demo.send_signal(signal.SIGINT)
+    demo.communicate(timeout=60)
+    assert demo.returncode == 130
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and (port_open(redis_port) or port_open(collector_port)):
+        time.sleep(0.1)
+    assert not port_open(redis_port), "the demo left its Redis running"
+    assert not port_open(collector_port), "the demo left its collector running"

@@ -54,7 +54,10 @@ def series_svg(ts: TimeSeries, width_inches: float = 9.0, height_inches: float =
     top.set_ylim(-0.02, 1.02)
     top.set_ylabel("share answering yes")
     top.grid(alpha=0.3)
-    top.legend(loc="upper left", fontsize=8, ncols=3, frameon=False)
+    if has.any():
+        top.legend(loc="upper left", fontsize=8, ncols=3, frameon=False)
+    else:
+        top.text(0.5, 0.5, "no reports in this range", transform=top.transAxes, ha="center")
     if len(x):
         bottom.bar(x, e.n, width=step * 0.8, align="center", color=BARS)
     bottom.set_ylabel("n")

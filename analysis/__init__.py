@@ -1,6 +1,21 @@
-"""deniable.analysis: debias perturbed counts into estimates analysts can read."""
-from deniable.analysis.estimate import Estimates, MetricSummary, debias, summarize
-from deniable.analysis.sources import HTTPSource, MetricCounts, MetricInfo, RedisSource
+"""deniable.analysis: debias perturbed counts into estimates analysts can read.
 
-__all__ = ["Estimates", "HTTPSource", "MetricCounts", "MetricInfo", "MetricSummary",
-           "RedisSource", "debias", "summarize"]
+Time series (``series``, ``rolling``), comparisons with multiplicity corrections (``compare``),
+planning (``plan``), and outputs: terminal tables, JSON, CSV, pandas (``to_frame``) and a
+self-contained HTML report (``render_html``).
+"""
+from deniable.analysis.analyze import Analysis, analyze
+from deniable.analysis.compare import (Comparison, bonferroni, compare_metrics, compare_windows,
+                                       correct, difference, holm)
+from deniable.analysis.estimate import Estimates, MetricSummary, debias, summarize
+from deniable.analysis.frame import to_frame
+from deniable.analysis.html import MetricSection, render_html
+from deniable.analysis.plan import Plan, plan
+from deniable.analysis.sources import HTTPSource, MetricCounts, MetricInfo, RedisSource
+from deniable.analysis.timeseries import TimeSeries, rolling, rollup, series
+
+__all__ = ["Analysis", "Comparison", "Estimates", "HTTPSource", "MetricCounts", "MetricInfo",
+           "MetricSection", "MetricSummary", "Plan", "RedisSource", "TimeSeries", "analyze",
+           "bonferroni", "compare_metrics", "compare_windows", "correct", "debias",
+           "difference", "holm", "plan", "render_html", "rolling", "rollup", "series",
+           "summarize", "to_frame"]

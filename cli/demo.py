@@ -1,8 +1,15 @@
 """``deniable demo``: the whole pipeline, end to end, on an embedded Redis.
 
 Starts a private redis-server and a real collector (gunicorn) on free ports, simulates a
-population of devices whose answers are perturbed by the real client library and uploaded
-over HTTP, then debiases the counts and compares them with the known true rates.
+population of devices that report every day for several simulated days, their answers
+perturbed by the real client library and uploaded over HTTP; then debiases the counts, compares
+them with the known true rates, tests for changes, and writes an HTML report.
+
+Simulated days: buckets always come from the collector's receive time, never from a device.
+To fill past days the demo turns on the collector's demo-only clock (DENIABLE_DEMO_CLOCK_FILE,
+off by default) and steps it back one day at a time: day 1 is filed (days - 1) days ago, the
+last day today. One metric (dark_mode) shifts half-way, as after a release, so the report
+shows a time series and a detected change.
 """
 from __future__ import annotations
 
@@ -27,13 +34,22 @@ class DemoMetric:
     description: str
     mechanism: str
     true_rate: float
+    rate_after_shift: float | None = None
+
+    def rate(self, day: int, shift_day: int) -> float:
+        """The true rate on simulated day ``day`` (0-based)."""
+        if self.rate_after_shift is not None and day >= shift_day:
+            return self.rate_after_shift
+        return self.true_rate
 
 
 METRICS = (
     DemoMetric("crash_reporter_enabled", "Crash reporting is switched on", "rr:1/2:1/2", 0.03),
-    DemoMetric("dark_mode", "Dark mode is on", "rr:1/2:1/2", 0.50),
+    DemoMetric("dark_mode", "Dark mode is on (a release half-way makes it the default for "
+               "some)", "rr:1/2:1/2", 0.50, 0.56),
     DemoMetric("notifications_on", "Notifications are allowed", "rr:3/4:1/2", 0.80),
 )
+DAY = 86_400
 
 
 def register(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -48,6 +64,11 @@ def register(commands: argparse._SubParsersAction) -> None:  # type: ignore[type
                              "drawn from the secure source)")
     parser.add_argument("--workers", type=positive_int, default=2,
                         help="collector workers (default %(default)s)")
+    parser.add_argument("--days", type=positive_int, default=7,
+                        help="simulated days; every device reports once a day "
+                             "(default %(default)s)")
+    parser.add_argument("--html", type=Path, default=Path("deniable-demo-report.html"),
+                        help="where to write the HTML report (default %(default)s)")
     parser.set_defaults(run=run)
 
 
@@ -64,11 +85,15 @@ def _raise_interrupt(signum: int, frame: FrameType | None) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from datetime import datetime, timedelta, timezone
+
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
     from rich.table import Table
 
-    from deniable.analysis import HTTPSource, summarize
+    from deniable.analysis import HTTPSource, analyze, render_html
+    from deniable.analysis.report import render_comparisons_table, sparkline
+    from deniable.analysis.timeseries import floor
     from deniable.client import Reporter
     from deniable.collector.embedded import RedisServer
     from deniable.collector.server import CollectorProcess
@@ -79,46 +104,77 @@ def run(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, _raise_interrupt)
     population = random.Random(args.seed)
     started = time.monotonic()
+    days, shift_day = args.days, args.days // 2
     with tempfile.TemporaryDirectory(prefix="deniable-demo-") as tmp, \
             RedisServer(Path(tmp) / "redis") as redis_server:
         console.print(f"[bold]1.[/] embedded Redis on {redis_server.url}")
-        with CollectorProcess(redis_server.url, _metrics_toml(Path(tmp)),
-                              workers=args.workers) as collector:
+        clock_file = Path(tmp) / "clock"
+        clock_file.write_text(str(-(days - 1) * DAY))
+        with CollectorProcess(redis_server.url, _metrics_toml(Path(tmp)), workers=args.workers,
+                              env={"DENIABLE_DEMO_CLOCK_FILE": str(clock_file)}) as collector:
             console.print(f"[bold]2.[/] collector (gunicorn, {args.workers} workers) on "
-                          f"{collector.url}")
+                          f"{collector.url}, with the demo clock on")
+            # Each simulated person's standing propensity per metric: a true answer is
+            # "yes" on a day when it falls below that day's true rate.
+            propensity = {m.name: [population.random() for _ in range(args.devices)]
+                          for m in METRICS}
             true_yes = {m.name: 0 for m in METRICS}
-            columns = (TextColumn("[bold]3.[/] devices report"), BarColumn(),
+            day_starts = []
+            columns = (TextColumn("[bold]3.[/] devices report, day by day"), BarColumn(),
                        MofNCompleteColumn(), TimeElapsedColumn())
             with Reporter(collector.url, batch_size=args.batch_size) as reporter, \
-                    Progress(*columns, console=console, transient=False,
-                             disable=False) as progress:
-                task = progress.add_task("devices", total=args.devices)
-                for device in range(args.devices):
-                    for m in METRICS:
-                        truth = population.random() < m.true_rate  # the simulated person
-                        true_yes[m.name] += truth
-                        reporter.report(m.name, truth)  # perturbed on the "device"
-                    if device % 1000 == 999:
-                        progress.update(task, completed=device + 1)
-                progress.update(task, completed=args.devices)
+                    Progress(*columns, console=console, transient=False) as progress:
+                task = progress.add_task("devices", total=args.devices * days)
+                for day in range(days):
+                    offset = -(days - 1 - day) * DAY
+                    clock_file.write_text(str(offset))  # the collector files today's reports here
+                    day_starts.append(datetime.now(timezone.utc) + timedelta(seconds=offset))
+                    rates = [(m.name, m.rate(day, shift_day)) for m in METRICS]
+                    for device in range(args.devices):
+                        for name, rate in rates:
+                            truth = propensity[name][device] < rate  # the simulated person
+                            true_yes[name] += truth
+                            reporter.report(name, truth)  # perturbed on the "device"
+                        if device % 1000 == 999:
+                            progress.update(task, completed=day * args.devices + device + 1)
+                    reporter.flush()  # every batch of this day lands before the clock moves
+                progress.update(task, completed=args.devices * days)
             source = HTTPSource(collector.url)
-            table = Table(title=f"{args.devices:,} devices: what the collector learned")
+            start = floor(day_starts[0], "day")
+            end = datetime.now(timezone.utc) + timedelta(hours=1)
+            analysis = analyze(source, [m.name for m in METRICS], start=start, end=end,
+                               granularity="day", split=floor(day_starts[shift_day], "day"))
+            reports = args.devices * days
+            table = Table(title=f"{args.devices:,} devices x {days} days: what the collector "
+                                "learned")
             for header in ("metric", "epsilon", "true rate", "raw yes-rate", "estimate",
-                           "95% CI", "true rate in CI"):
-                table.add_column(header, justify="left" if header == "metric" else "right",
-                                 no_wrap=header == "metric")
+                           "95% CI", "in CI", "daily trend"):
+                table.add_column(header, justify="left" if header in ("metric", "daily trend")
+                                 else "right", no_wrap=header == "metric")
             inside = 0
-            for m in METRICS:
-                s = summarize(source.counts(m.name))
-                true_rate = true_yes[m.name] / args.devices
+            for m, section in zip(METRICS, analysis.sections):
+                s = section.summary
+                true_rate = true_yes[m.name] / reports
                 hit = s.ci_low <= true_rate <= s.ci_high
                 inside += hit
                 table.add_row(m.name, f"{s.epsilon:.3f}", f"{true_rate:.4f}",
                               f"{s.yes_rate:.4f}", f"{s.estimate:.4f}",
                               f"[{s.ci_low:.4f}, {s.ci_high:.4f}]",
-                              "[green]yes[/]" if hit else "[red]no[/]")
+                              "[green]yes[/]" if hit else "[red]no[/]",
+                              sparkline([float(v) for v in section.series.estimates.estimate]))
             console.print(table)
             console.print(f"{inside} of {len(METRICS)} true rates fall inside their 95% "
                           f"intervals. No true answer ever left a simulated device; Redis "
-                          f"holds only perturbed counters. ({time.monotonic() - started:.1f} s)")
+                          f"holds only perturbed counters.")
+            console.print(render_comparisons_table(analysis.comparisons, width=console.width),
+                          end="")
+            shifted = [c.label for c in analysis.comparisons if c.significant]
+            console.print(f"Significant changes from day {shift_day + 1} on (Holm-corrected, "
+                          f"alpha 0.05): {', '.join(shifted) or 'none'}. The true shift: "
+                          f"dark_mode 0.50 -> 0.56.")
+            args.html.write_text(render_html(analysis.sections, analysis.comparisons,
+                                             title=f"Deniable demo: {args.devices:,} devices "
+                                                   f"over {days} days"), encoding="utf-8")
+            console.print(f"[bold]4.[/] HTML report: {args.html.resolve()} "
+                          f"({time.monotonic() - started:.1f} s)")
     return 0

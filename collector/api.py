@@ -11,6 +11,7 @@ from flask import Blueprint, Response, current_app, request
 
 from deniable.client.errors import Problem, WireFormatError
 from deniable.client.wire import API_VERSION, MEDIA_TYPE, decode_batch
+from deniable.collector import clock
 from deniable.collector.errors import APIError
 from deniable.collector.registry import Metric
 from deniable.collector.store import Outcome, Store
@@ -62,7 +63,7 @@ def post_reports() -> Response:
                              max_reports=current_app.config["MAX_BATCH_REPORTS"])
     except WireFormatError as exc:
         raise APIError(422, str(exc), exc.problems) from exc
-    received_at = datetime.now(timezone.utc)
+    received_at = clock.now()  # the server's receive time; never a device clock
     retention = {name: registry[name].retention_days for name in batch.tallies}
     with storage_guard():
         outcome = _store().add_batch(batch, received_at, retention,

@@ -8,7 +8,7 @@ from typing import Any
 
 from flask import Flask, Response
 
-from deniable.collector import api
+from deniable.collector import api, dashboard
 from deniable.collector.errors import CollectorError, problem_response, register_error_handlers
 from deniable.collector.registry import load_metrics_file
 from deniable.collector.settings import DEFAULTS
@@ -40,6 +40,7 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     app.extensions["deniable.store"] = Store(
         connect(app.config["REDIS_URL"], float(app.config["REDIS_TIMEOUT_SECONDS"])))
     app.register_blueprint(api.bp)
+    dashboard.init_app(app)
     register_error_handlers(app)
     # Werkzeug's request log would write client addresses: keep it to warnings.
     logging.getLogger("werkzeug").setLevel(logging.WARNING)

@@ -30,4 +30,7 @@ DEFAULTS: dict[str, Any] = {
     "COUNTS_MAX_DAYS": 400,
     # Redis socket timeouts, in seconds.
     "REDIS_TIMEOUT_SECONDS": 2.0,
+    # DEMO/TEST ONLY, off by default: a file holding seconds to shift the receive clock by,
+    # read per request (see clock.py). Lets the demo fill simulated days.
+    "DEMO_CLOCK_FILE": None,
 }

@@ -1,0 +1,54 @@
+"""One call from a counts source to everything a report shows: per metric a time series and a
+pooled summary, and the change between the two halves of the range, corrected for
+multiplicity."""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from deniable.analysis.compare import Comparison, ComparisonError, compare_windows, correct
+from deniable.analysis.estimate import summarize
+from deniable.analysis.html import MetricSection
+from deniable.analysis.sources import CountsSource, default_range
+from deniable.analysis.timeseries import floor, series
+
+
+@dataclass(frozen=True)
+class Analysis:
+    """Sections (series + summary) per metric, and the before/after comparisons."""
+
+    start: datetime
+    end: datetime
+    split: datetime
+    sections: list[MetricSection]
+    comparisons: list[Comparison]
+
+
+def analyze(source: CountsSource, metrics: Sequence[str] | None = None, *,
+            start: datetime | None = None, end: datetime | None = None,
+            granularity: str = "day", confidence: float = 0.95, split: datetime | None = None,
+            correction: str = "holm", alpha: float = 0.05) -> Analysis:
+    """Read each metric's counts over [start, end) (default: the last 7 days) and analyse them.
+
+    The comparison is [split, end) minus [start, split) per metric; ``split`` defaults to the
+    bucket boundary nearest the middle of the range. Metrics with no reports on one side are
+    left out of the comparisons (and so out of the correction's family).
+    """
+    start, end = default_range(start, end)
+    if split is None:
+        split = floor(start + (end - start) / 2, granularity)
+        if split <= start:
+            split = start + (end - start) / 2
+    names = list(metrics) if metrics else sorted(source.metrics())
+    sections, raw = [], []
+    for name in names:
+        counts = source.counts(name, start, end)
+        sections.append(MetricSection(series(counts, granularity, start, end, confidence),
+                                      summarize(counts, confidence)))
+        try:
+            raw.append(compare_windows(counts, (start, split), (split, end), alpha=alpha,
+                                       confidence=confidence))
+        except ComparisonError:
+            pass
+    return Analysis(start, end, split, sections, correct(raw, correction, alpha))

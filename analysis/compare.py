@@ -1,0 +1,153 @@
+"""Comparisons: the difference between two estimates, its interval and a two-sided p-value,
+with Holm or Bonferroni correction when many are made at once.
+
+Method (a normal approximation on the debiased scale):
+
+    d = b - a                      (unclipped estimates: clipping would bias the difference)
+    se = sqrt(se_a**2 + se_b**2)   (each se the plug-in sqrt(r (1 - r) / n) / (P1 - Q))
+    CI = d -/+ z * se,   z-statistic = d / se,   p = 2 * (1 - Phi(|d| / se))
+
+Assumptions, stated plainly:
+
+- **Two time windows** of one metric: the reports in the two windows are independent samples
+  (different reports, independent coins). Exact when different people report in each window;
+  when the same devices report in both, their true answers correlate across windows, and the
+  test is conservative if that correlation is positive (the usual case).
+- **Two metrics** over the same range: every report's coins are drawn independently, so the
+  *randomization* noise of the two metrics is independent, but both are answered by the same
+  people, whose true answers may correlate. The counters keep no link between a person's two
+  reports, so that covariance cannot be estimated; it is taken as 0. Positively correlated
+  answers make the test conservative; negatively correlated ones make it too liberal.
+- Large enough n that the normal approximation holds (several dozen reports per side). With a
+  yes-rate of exactly 0 or 1 the plug-in standard error is 0, and the p-value is NaN.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime
+from statistics import NormalDist
+
+from deniable.client.mechanism import Estimate, z_score
+from deniable.analysis.sources import MetricCounts
+from deniable.analysis.timeseries import window_counts
+
+CORRECTIONS = ("holm", "bonferroni", "none")
+
+
+class ComparisonError(ValueError):
+    """Comparisons that cannot be made: an empty side, an unknown correction."""
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """``b - a`` for one pair of estimates.
+
+    ``p_adjusted`` and ``significant`` hold after a correction over a family of comparisons
+    (``correct``); before, ``p_adjusted`` equals ``p_value`` and ``correction`` is "none".
+    """
+
+    label: str
+    a: str
+    b: str
+    n_a: int
+    n_b: int
+    estimate_a: float
+    estimate_b: float
+    difference: float
+    stderr: float
+    ci_low: float
+    ci_high: float
+    z: float
+    p_value: float
+    p_adjusted: float
+    significant: bool
+    correction: str
+    alpha: float
+    confidence: float
+
+
+def difference(a: Estimate, b: Estimate, *, label: str = "", name_a: str = "a",
+               name_b: str = "b", alpha: float = 0.05, confidence: float = 0.95) -> Comparison:
+    """Compare two estimates (from ``RandomizedResponse.estimate``); see the module docstring."""
+    if a.n == 0 or b.n == 0:
+        raise ComparisonError(f"{label or 'comparison'}: a side has no reports "
+                              f"(n_a={a.n}, n_b={b.n})")
+    d = b.unclipped - a.unclipped
+    se = math.hypot(a.stderr, b.stderr)
+    half = z_score(confidence) * se
+    if se > 0:
+        z = d / se
+        p = 2 * NormalDist().cdf(-abs(z))
+    else:
+        z = p = math.nan
+    return Comparison(label=label, a=name_a, b=name_b, n_a=a.n, n_b=b.n,
+                      estimate_a=a.unclipped, estimate_b=b.unclipped, difference=d, stderr=se,
+                      ci_low=d - half, ci_high=d + half, z=z, p_value=p, p_adjusted=p,
+                      significant=bool(p <= alpha), correction="none", alpha=alpha,
+                      confidence=confidence)
+
+
+def compare_windows(counts: MetricCounts, before: tuple[datetime, datetime],
+                    after: tuple[datetime, datetime], *, alpha: float = 0.05,
+                    confidence: float = 0.95) -> Comparison:
+    """``after - before`` for one metric: the change between two [start, end) windows."""
+    mechanism = counts.metric.mechanism
+    a = mechanism.estimate(*_ones_n(window_counts(counts, *before)), confidence)
+    b = mechanism.estimate(*_ones_n(window_counts(counts, *after)), confidence)
+    return difference(a, b, label=counts.metric.name, name_a=_window_name(before),
+                      name_b=_window_name(after), alpha=alpha, confidence=confidence)
+
+
+def compare_metrics(a: MetricCounts, b: MetricCounts, *, alpha: float = 0.05,
+                    confidence: float = 0.95) -> Comparison:
+    """``b - a`` for two metrics over the counts given (pool each one's buckets)."""
+    est_a = a.metric.mechanism.estimate(int(a.ones.sum()), int(a.n.sum()), confidence)
+    est_b = b.metric.mechanism.estimate(int(b.ones.sum()), int(b.n.sum()), confidence)
+    return difference(est_a, est_b, label=f"{b.metric.name} - {a.metric.name}",
+                      name_a=a.metric.name, name_b=b.metric.name, alpha=alpha,
+                      confidence=confidence)
+
+
+def holm(p_values: Sequence[float]) -> list[float]:
+    """Holm's step-down adjusted p-values (strong family-wise error control), capped at 1.
+
+    Sorted ascending, p_(i) becomes max over j <= i of min(1, (m - j + 1) * p_(j)).
+    NaN p-values are left NaN and do not count towards m.
+    """
+    order = sorted((p, i) for i, p in enumerate(p_values) if not math.isnan(p))
+    m = len(order)
+    adjusted = [math.nan] * len(p_values)
+    running = 0.0
+    for rank, (p, i) in enumerate(order):
+        running = max(running, min(1.0, (m - rank) * p))
+        adjusted[i] = running
+    return adjusted
+
+
+def bonferroni(p_values: Sequence[float]) -> list[float]:
+    """Bonferroni-adjusted p-values: min(1, m * p). NaN stays NaN and does not count."""
+    m = sum(not math.isnan(p) for p in p_values)
+    return [p if math.isnan(p) else min(1.0, m * p) for p in p_values]
+
+
+def correct(comparisons: Sequence[Comparison], method: str = "holm",
+            alpha: float = 0.05) -> list[Comparison]:
+    """Adjust a family of comparisons' p-values; ``significant`` means p_adjusted <= alpha."""
+    if method not in CORRECTIONS:
+        raise ComparisonError(f"correction must be one of {CORRECTIONS}. Got {method!r} instead.")
+    raw = [c.p_value for c in comparisons]
+    adjusted = holm(raw) if method == "holm" else bonferroni(raw) if method == "bonferroni" \
+        else list(raw)
+    return [replace(c, p_adjusted=p, significant=bool(p <= alpha), correction=method,
+                    alpha=alpha) for c, p in zip(comparisons, adjusted)]
+
+
+def _ones_n(n_ones: tuple[int, int]) -> tuple[int, int]:
+    n, ones = n_ones
+    return ones, n
+
+
+def _window_name(window: tuple[datetime, datetime]) -> str:
+    return f"{window[0]:%Y-%m-%d %H:%M}..{window[1]:%Y-%m-%d %H:%M}"

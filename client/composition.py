@@ -96,19 +96,18 @@ def repeated_loss(memo: RandomizedResponse, irr: RandomizedResponse | None,
         return 0.0
     if irr is None:
         return memo.epsilon
-    p1m, qm = memo.p_yes_given_yes, memo.p_yes_given_no
+    p1m, not_p1m = float(memo.p_yes_given_yes), float(1 - memo.p_yes_given_yes)
+    qm, not_qm = float(memo.p_yes_given_no), float(1 - memo.p_yes_given_no)
     p1i, qi = irr.p_yes_given_yes, irr.p_yes_given_no
 
     def log_g(log_rho: float) -> float:
-        return (_log_add(math.log(p1m) + log_rho, math.log(1 - p1m))
-                - _log_add(math.log(qm) + log_rho, math.log(1 - qm)))
+        # ln g(e^x), scaled so that the exponential never overflows nor cancels.
+        if log_rho >= 0:
+            w = math.exp(-log_rho)
+            return math.log(p1m + not_p1m * w) - math.log(qm + not_qm * w)
+        w = math.exp(log_rho)
+        return math.log(p1m * w + not_p1m) - math.log(qm * w + not_qm)
 
-    all_ones = n_reports * (math.log(p1i) - math.log(qi))
-    all_zeros = n_reports * (math.log(1 - p1i) - math.log(1 - qi))
+    all_ones = n_reports * math.log(p1i / qi)
+    all_zeros = n_reports * math.log((1 - p1i) / (1 - qi))
     return min(memo.epsilon, max(log_g(all_ones), -log_g(all_zeros)))
-
-
-def _log_add(a: float, b: float) -> float:
-    """ln(e^a + e^b) without overflow."""
-    high, low = (a, b) if a >= b else (b, a)
-    return high + math.log1p(math.exp(low - high))

@@ -31,6 +31,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+import weakref
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from fractions import Fraction
@@ -47,6 +48,7 @@ from deniable.client.state import StateDir
 
 
 _MAX_IDENTITY_ROUTES = 4096
+_GUARDS: weakref.WeakSet[LongitudinalGuard] = weakref.WeakSet()
 
 
 @dataclass(frozen=True)
@@ -167,6 +169,7 @@ class LongitudinalGuard:
         self._by_identity: dict[tuple[str, int], _Route] = {}
         self._lock = threading.Lock()
         self._closed = False
+        _GUARDS.add(self)
 
     # -- configuration -------------------------------------------------------------------
 
@@ -293,3 +296,12 @@ class LongitudinalGuard:
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
         self.close()
+
+
+def _reset_locks_after_fork() -> None:
+    # A lock held by another thread at fork would never be released in the child.
+    for guard in list(_GUARDS):
+        guard._lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_reset_locks_after_fork)

@@ -67,19 +67,22 @@ class StateDir:
         """
         path = self.path / SECRET_FILE
         try:
+            try:
+                return self._read_secret(path)
+            except FileNotFoundError:
+                pass
+            tmp = self._tmp_name(SECRET_FILE)
+            try:
+                self._write_file(tmp, new_secret())
+                os.link(tmp, path)  # atomic create-if-absent: a racing process's secret wins
+            except FileExistsError:
+                pass
+            finally:
+                tmp.unlink(missing_ok=True)
+            self._sync_dir()
             return self._read_secret(path)
-        except FileNotFoundError:
-            pass
-        tmp = self._tmp_name(SECRET_FILE)
-        self._write_file(tmp, new_secret())
-        try:
-            os.link(tmp, path)  # atomic create-if-absent: a racing process's secret wins
-        except FileExistsError:
-            pass
-        finally:
-            tmp.unlink(missing_ok=True)
-        self._sync_dir()
-        return self._read_secret(path)
+        except OSError as exc:
+            raise PrivacyStateError(f"cannot read or create the device secret {path}") from exc
 
     def _read_secret(self, path: Path) -> bytes:
         fd = os.open(path, os.O_RDONLY)
@@ -118,6 +121,8 @@ class StateDir:
             text = path.read_text(encoding="utf-8")
         except FileNotFoundError:
             return None
+        except (OSError, UnicodeDecodeError) as exc:
+            raise PrivacyStateError(f"cannot read the privacy ledger {path}") from exc
         try:
             doc = json.loads(text)
         except ValueError as exc:
@@ -133,10 +138,12 @@ class StateDir:
         try:
             self._write_file(tmp, data)
             os.replace(tmp, self.path / name)
-        except BaseException:
+            self._sync_dir()
+        except OSError as exc:
             tmp.unlink(missing_ok=True)
-            raise
-        self._sync_dir()
+            raise PrivacyStateError(
+                f"cannot write the privacy ledger in {self.path}: nothing is released until "
+                f"the spend is on disk") from exc
 
     @contextlib.contextmanager
     def locked(self) -> Iterator[None]:

@@ -1,6 +1,7 @@
 """The privacy budget ledger: sequential composition per period, tight refusals, persistence."""
 from __future__ import annotations
 
+import errno
 import json
 import math
 import subprocess
@@ -230,3 +231,16 @@ def test_processes_sharing_a_state_dir_never_overspend(tmp_path: Path) -> None:
     assert sum(int(out) for out in outputs) == 30
     doc = json.loads((tmp_path / "ledger.json").read_text())
     assert doc["metrics"]["f"]["refused"] == 3 * 25 - 30
+
+
+def test_a_ledger_that_cannot_be_written_releases_nothing(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    guard = LongitudinalGuard(tmp_path, budgets={"f": Budget(10.0)}, fresh={"f"}, clock=Clock())
+
+    def disk_full(src: object, dst: object) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr("deniable.client.state.os.replace", disk_full)
+    with pytest.raises(PrivacyStateError, match="nothing is released"):
+        guard.perturb("f", DEFAULT, True)
+    assert [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")] == []

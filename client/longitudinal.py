@@ -151,6 +151,10 @@ class LongitudinalGuard:
                 raise InvalidParameterError(
                     f"irr[{name!r}] must be a RandomizedResponse. "
                     f"Got {type(layer).__name__} instead.")
+        if isinstance(fresh, str):
+            raise InvalidParameterError(
+                f"fresh must be a collection of metric names, e.g. {{{fresh!r}}}. "
+                f"Got the string {fresh!r} instead.")
         self._fresh = frozenset(fresh)
         both = sorted(self._fresh & set(self._irr))
         if both:

@@ -70,6 +70,8 @@ def test_privacy_loss_of_the_worked_example() -> None:
 def test_configurations_that_cannot_work_are_refused_with_the_metric_named() -> None:
     with pytest.raises(InvalidParameterError, match="both fresh and given"):
         LongitudinalGuard(None, irr={"m": IRR}, fresh={"m"})
+    with pytest.raises(InvalidParameterError, match="collection of metric names"):
+        LongitudinalGuard(None, fresh="m")
     with pytest.raises(InvalidParameterError, match="must be a RandomizedResponse"):
         LongitudinalGuard(None, irr={"m": "rr:3/4:1/2"})  # type: ignore[dict-item]
     guard = LongitudinalGuard(None, irr={"m": RandomizedResponse.from_id("rr:1/4:1/2")})

@@ -6,8 +6,10 @@ ever leave the process. It depends on the standard library and ``requests`` only
 from __future__ import annotations
 
 from deniable.client.errors import (
+    BudgetExceededError,
     DeniableError,
     InvalidParameterError,
+    PrivacyStateError,
     UnknownMetricError,
     UploadError,
     WireFormatError,
@@ -16,9 +18,13 @@ from deniable.client.mechanism import Estimate, RandomizedResponse
 from deniable.client.randomness import SecureBits
 
 __all__ = [
+    "Budget",
+    "BudgetExceededError",
     "DeniableError",
     "Estimate",
     "InvalidParameterError",
+    "LongitudinalGuard",
+    "PrivacyStateError",
     "RandomizedResponse",
     "Reporter",
     "SecureBits",
@@ -34,4 +40,13 @@ def __getattr__(name: str) -> object:
         from deniable.client.reporter import Reporter
 
         return Reporter
+    # The privacy-over-time layer locks its state dir with fcntl (POSIX); import it on use.
+    if name == "LongitudinalGuard":
+        from deniable.client.longitudinal import LongitudinalGuard
+
+        return LongitudinalGuard
+    if name == "Budget":
+        from deniable.client.budget import Budget
+
+        return Budget
     raise AttributeError(name)

@@ -6,7 +6,9 @@ Every error the client raises derives from one root, so an app can catch them al
     ├── InvalidParameterError (also ValueError)   a mechanism parameter or epsilon is unusable
     ├── UnknownMetricError (also KeyError)        a metric the client was not configured with
     ├── WireFormatError (also ValueError)         a batch that breaks the v1 wire format
-    └── UploadError                               the collector could not be reached or refused
+    ├── UploadError                               the collector could not be reached or refused
+    ├── BudgetExceededError                       a report would overspend a privacy budget
+    └── PrivacyStateError                         the on-device privacy state is unusable
 """
 from __future__ import annotations
 
@@ -51,3 +53,28 @@ class UploadError(DeniableError):
         super().__init__(message)
         self.status = status
         self.retryable = retryable
+
+
+class BudgetExceededError(DeniableError):
+    """A report was refused: it would take a metric past its privacy budget for the period.
+
+    Nothing was perturbed, released or spent. ``cost`` and ``spent`` are in nats of epsilon;
+    ``retry_at`` is the Unix time (seconds) at which the metric's next period starts.
+    """
+
+    def __init__(self, message: str, *, metric: str = "", cost: float = 0.0,
+                 spent: float = 0.0, budget: float = 0.0, retry_at: float | None = None) -> None:
+        super().__init__(message)
+        self.metric = metric
+        self.cost = cost
+        self.spent = spent
+        self.budget = budget
+        self.retry_at = retry_at
+
+
+class PrivacyStateError(DeniableError):
+    """The on-device privacy state (device secret, ledger) is corrupt, unreadable or in use.
+
+    The client refuses to carry on rather than start afresh: a new secret would redraw every
+    memoized answer and a reset ledger would forget what was spent, each costing privacy.
+    """

@@ -1,0 +1,182 @@
+"""The on-device privacy state directory: the device secret and the ledger file.
+
+Layout (every file 0600, the directory created 0700)::
+
+    <state dir>/secret        32 random bytes: the key every memoized answer is derived from
+    <state dir>/ledger.json   privacy spent per metric (see deniable.client.budget)
+    <state dir>/lock          an empty file, flock()ed around every read-modify-write
+
+Guarantees:
+- The secret is created once, atomically (written to a temporary file, fsynced, then
+  hard-linked into place, which fails if another process won the race): every process sharing
+  the directory uses the same secret, and a crash never leaves a half-written secret.
+- The ledger is replaced atomically (temporary file, fsync, ``os.replace``, fsync of the
+  directory): after a crash it is either the old or the new document, never a mix.
+- ``locked()`` takes an exclusive ``flock`` on a freshly opened descriptor, so threads, other
+  processes and forked children sharing the directory are serialized (POSIX only).
+"""
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from deniable.client.errors import PrivacyStateError
+from deniable.client.memo import SECRET_BYTES, check_secret, new_secret
+
+SECRET_FILE = "secret"
+LEDGER_FILE = "ledger.json"
+LOCK_FILE = "lock"
+_FILE_MODE = 0o600
+_DIR_MODE = 0o700
+
+Stamp = tuple[int, int, int]
+"""(inode, mtime in ns, size) of a file: changes whenever the ledger is replaced."""
+
+
+class StateDir:
+    """One directory of privacy state, shared safely by threads and processes.
+
+    Args:
+        path: the directory; created (0700, with parents) if missing.
+
+    Raises:
+        PrivacyStateError: the directory cannot be created or is not a directory.
+    """
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path)
+        try:
+            self.path.mkdir(mode=_DIR_MODE, parents=True, exist_ok=True)
+        except OSError as exc:
+            raise PrivacyStateError(f"cannot create the state directory {self.path}") from exc
+        if not self.path.is_dir():
+            raise PrivacyStateError(f"the state path {self.path} is not a directory")
+
+    # -- the device secret ---------------------------------------------------------------
+
+    def secret(self) -> bytes:
+        """The device secret, created from the secure source on first use.
+
+        Raises:
+            PrivacyStateError: the secret file exists but is not exactly 32 bytes.
+        """
+        path = self.path / SECRET_FILE
+        try:
+            try:
+                return self._read_secret(path)
+            except FileNotFoundError:
+                pass
+            tmp = self._tmp_name(SECRET_FILE)
+            try:
+                self._write_file(tmp, new_secret())
+                os.link(tmp, path)  # atomic create-if-absent: a racing process's secret wins
+            except FileExistsError:
+                pass
+            finally:
+                tmp.unlink(missing_ok=True)
+            self._sync_dir()
+            return self._read_secret(path)
+        except OSError as exc:
+            raise PrivacyStateError(f"cannot read or create the device secret {path}") from exc
+
+    def _read_secret(self, path: Path) -> bytes:
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            if os.fstat(fd).st_mode & 0o077:
+                os.fchmod(fd, _FILE_MODE)  # never leave the key readable by others
+            data = os.read(fd, SECRET_BYTES + 1)
+        finally:
+            os.close(fd)
+        try:
+            return check_secret(data)
+        except PrivacyStateError as exc:
+            raise PrivacyStateError(
+                f"the device secret {path} is corrupt ({len(data)} bytes, expected "
+                f"{SECRET_BYTES}); refusing to replace it, as a new secret would redraw every "
+                f"memoized answer") from exc
+
+    # -- the ledger document -------------------------------------------------------------
+
+    def stamp(self, name: str = LEDGER_FILE) -> Stamp | None:
+        """The file's (inode, mtime_ns, size), or None if it does not exist."""
+        try:
+            st = os.stat(self.path / name)
+        except FileNotFoundError:
+            return None
+        return (st.st_ino, st.st_mtime_ns, st.st_size)
+
+    def read_json(self, name: str = LEDGER_FILE) -> dict[str, Any] | None:
+        """The JSON object stored under ``name``, or None if there is none.
+
+        Raises:
+            PrivacyStateError: the file is not a JSON object.
+        """
+        path = self.path / name
+        try:
+            text = path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return None
+        except (OSError, UnicodeDecodeError) as exc:
+            raise PrivacyStateError(f"cannot read the privacy ledger {path}") from exc
+        try:
+            doc = json.loads(text)
+        except ValueError as exc:
+            raise PrivacyStateError(f"the privacy ledger {path} is not valid JSON") from exc
+        if not isinstance(doc, dict):
+            raise PrivacyStateError(f"the privacy ledger {path} must hold a JSON object")
+        return doc
+
+    def write_json(self, doc: dict[str, Any], name: str = LEDGER_FILE) -> None:
+        """Replace ``name`` with ``doc`` atomically and durably."""
+        data = json.dumps(doc, sort_keys=True, separators=(",", ":")).encode("utf-8")
+        tmp = self._tmp_name(name)
+        try:
+            self._write_file(tmp, data)
+            os.replace(tmp, self.path / name)
+            self._sync_dir()
+        except OSError as exc:
+            tmp.unlink(missing_ok=True)
+            raise PrivacyStateError(
+                f"cannot write the privacy ledger in {self.path}: nothing is released until "
+                f"the spend is on disk") from exc
+
+    @contextlib.contextmanager
+    def locked(self) -> Iterator[None]:
+        """Hold an exclusive lock on the directory (blocks until it is free)."""
+        fd = os.open(self.path / LOCK_FILE, os.O_RDWR | os.O_CREAT, _FILE_MODE)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)  # closing the descriptor releases the lock
+
+    # -- helpers -------------------------------------------------------------------------
+
+    def _tmp_name(self, name: str) -> Path:
+        # Unique per writer: a shared name could let one writer truncate a file another has
+        # just linked into place.
+        return self.path / f".{name}.{os.getpid()}.{os.urandom(6).hex()}.tmp"
+
+    @staticmethod
+    def _write_file(path: Path, data: bytes) -> None:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, _FILE_MODE)
+        try:
+            os.fchmod(fd, _FILE_MODE)
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    def _sync_dir(self) -> None:
+        fd = os.open(self.path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)

@@ -19,6 +19,8 @@ from types import FrameType
 from deniable.cli.options import positive_int
 
 HELP = "run the end-to-end demo on an embedded Redis (no set-up needed)"
+DEV_MODE = {"DENIABLE_AUTH": "off"}
+"""The demo's collector runs in dev mode: no API keys (docs/collector-security.md)."""
 
 
 @dataclass(frozen=True)
@@ -83,7 +85,7 @@ def run(args: argparse.Namespace) -> int:
             RedisServer(Path(tmp) / "redis") as redis_server:
         console.print(f"[bold]1.[/] embedded Redis on {redis_server.url}")
         with CollectorProcess(redis_server.url, _metrics_toml(Path(tmp)),
-                              workers=args.workers) as collector:
+                              workers=args.workers, env=DEV_MODE) as collector:
             console.print(f"[bold]2.[/] collector (gunicorn, {args.workers} workers) on "
                           f"{collector.url}")
             true_yes = {m.name: 0 for m in METRICS}

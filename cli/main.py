@@ -7,9 +7,9 @@ import sys
 from collections.abc import Sequence
 
 from deniable.client.errors import DeniableError
-from deniable.cli import demo, report, serve
+from deniable.cli import demo, keys, report, serve
 
-SUBCOMMANDS = (demo, serve, report)
+SUBCOMMANDS = (demo, serve, report, keys)
 
 
 class CLIError(DeniableError):

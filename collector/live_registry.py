@@ -92,11 +92,13 @@ class Entry:
 
     def version(self, number: int | None = None, mechanism_id: str | None = None) -> Version | None:
         """The version numbered ``number`` or using ``mechanism_id``; the current by default."""
+        if number is None and mechanism_id is None:
+            return self.current
         for v in self.versions:
             if (number is None or v.version == number) and \
                     (mechanism_id is None or v.mechanism.id == mechanism_id):
                 return v
-        return None if (number is not None or mechanism_id is not None) else self.current
+        return None
 
     def describe(self) -> dict[str, Any]:
         """This metric's entry in ``GET /v1/admin/metrics``."""

@@ -61,13 +61,14 @@ class RateLimiter:
     """
 
     def __init__(self, client: redis.Redis, *, ip_rate: float, ip_burst: int,
-                 key_rate: float, key_burst: int, secret: str | bytes | None = None) -> None:
+                 key_rate: float, key_burst: int, secret: str | bytes | int | float | None = None) -> None:
         self.client = client
         self.ip = (float(ip_rate), max(1, int(ip_burst)))
         self.key = (float(key_rate), max(1, int(key_burst)))
         if secret is None or secret == "":
             secret = secrets.token_bytes(32)
-        self._secret = secret.encode() if isinstance(secret, str) else bytes(secret)
+        # str(): DENIABLE_* values are parsed as JSON, so an all-digit secret arrives as a number.
+        self._secret = secret if isinstance(secret, bytes) else str(secret).encode()
         self._script = client.register_script(_TOKEN_BUCKET_LUA)
 
     def ip_subject(self, ip: str) -> str:

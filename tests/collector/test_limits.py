@@ -68,6 +68,11 @@ def test_rate_limit_keys_hold_a_keyed_hash_with_a_ttl_and_no_ip(redis_url, metri
                        secret="s").ip_subject(ip) == RateLimiter(
         redis_client, ip_rate=1, ip_burst=1, key_rate=0, key_burst=1,
         secret="s").ip_subject(ip)
+    # An all-digit secret from the environment arrives as a number, and still works as text.
+    as_text = RateLimiter(redis_client, ip_rate=1, ip_burst=1, key_rate=0, key_burst=1,
+                          secret="1234").ip_subject(ip)
+    assert RateLimiter(redis_client, ip_rate=1, ip_burst=1, key_rate=0, key_burst=1,
+                       secret=1234).ip_subject(ip) == as_text
 
 
 def test_the_per_key_bucket_limits_one_key_and_not_another(redis_url, metrics_file,

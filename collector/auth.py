@@ -28,7 +28,7 @@ import re
 import secrets
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, TypeVar
@@ -124,7 +124,7 @@ def create_key(client: redis.Redis, role: str, app: str = "") -> NewKey:
 
 def list_keys(client: redis.Redis) -> list[KeyInfo]:
     """Every key ever created, oldest first, revoked ones included."""
-    ids = sorted(k.decode() for k in client.smembers(keys.api_key_index()))
+    ids = sorted(_text(k) for k in client.smembers(keys.api_key_index()))
     pipe = client.pipeline(transaction=False)
     for key_id in ids:
         pipe.hgetall(keys.api_key(key_id))
@@ -147,8 +147,12 @@ def revoke_key(client: redis.Redis, key_id: str) -> KeyInfo:
     return _info(key_id, client.hgetall(record))
 
 
-def _info(key_id: str, raw: dict[bytes, bytes]) -> KeyInfo:
-    text = {k.decode(): v.decode() for k, v in raw.items()}
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value
+
+
+def _info(key_id: str, raw: Mapping[Any, Any]) -> KeyInfo:
+    text = {_text(k): _text(v) for k, v in raw.items()}
     revoked = text.get("revoked")
     return KeyInfo(key_id, text.get("role", ""), text.get("app", ""),
                    datetime.fromisoformat(text["created"]),
@@ -182,7 +186,7 @@ class Authenticator:
         if cached is not None and cached[0] > now:
             return cached[1]
         raw = self.client.hgetall(keys.api_key(match.group(1)))
-        stored = raw.get(b"sha256", b"").decode()
+        stored = _text(raw.get(b"sha256", b""))
         # Compare even when nothing is stored, so timing does not tell unknown ids apart.
         good = hmac.compare_digest(stored or "0" * 64, token_digest) and bool(stored)
         if not good or b"revoked" in raw:

@@ -28,7 +28,6 @@ from __future__ import annotations
 import json
 import logging
 import secrets
-import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
@@ -178,7 +177,6 @@ class LiveRegistry:
         self.file_metrics = dict(file_metrics)
         self.cache_seconds = float(cache_seconds)
         self._snapshot: _Snapshot | None = None
-        self._lock = threading.Lock()
 
     # --- reading -----------------------------------------------------------------------
 

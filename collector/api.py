@@ -70,8 +70,8 @@ def post_reports() -> Response:
                        [Problem("/reports", f"holds {len(batch.tallies)} distinct metrics; the "
                                 f"most is {current_app.config['MAX_BATCH_METRICS']}")])
     received_at = datetime.now(timezone.utc)
-    active = registry.active()
-    retention = {name: active[name].retention_days for name in batch.tallies}
+    default_days = int(current_app.config["RETENTION_DAYS"])
+    retention = {name: registry.retention_days(name, default_days) for name in batch.tallies}
     with storage_guard():
         outcome = _store().add_batch(batch, received_at, retention,
                                      current_app.config["BATCH_ID_TTL_SECONDS"])
@@ -139,7 +139,7 @@ def _parse_version(entry: Entry) -> Version:
     raw_version, mechanism = request.args.get("version"), request.args.get("mechanism")
     number = None
     if raw_version is not None:
-        if not raw_version.isdigit():
+        if not (raw_version.isascii() and raw_version.isdigit() and len(raw_version) < 10):
             raise APIError(422, "'version' is not a version number",
                            parameters={"version": "must be a whole number"})
         number = int(raw_version)

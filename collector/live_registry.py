@@ -235,6 +235,11 @@ class LiveRegistry:
         """The metrics accepting reports now: name -> current version."""
         return self._current().active
 
+    def retention_days(self, name: str, default: int) -> int:
+        """The retention of ``name`` (retired or not), or ``default`` if it is unknown."""
+        entry = self._current().entries.get(name)
+        return entry.retention_days if entry is not None else default
+
     def decode(self, doc: Any, max_reports: int) -> Batch:
         """decode_batch against the current registry; on a miss, re-check Redis once.
 

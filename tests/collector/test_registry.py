@@ -84,6 +84,14 @@ def test_a_new_mechanism_is_a_new_version_with_its_own_counters(http, keyring,
     missing = http.get(f"/v1/metrics/{metric}/counts", query_string={"version": "7"},
                        headers=keyring["read"])
     assert missing.status_code == 404 and missing.json["errors"][0]["parameter"] == "version"
+    for bad in ("one", "\u00b2", "-1", "9" * 30):
+        response = http.get(f"/v1/metrics/{metric}/counts", query_string={"version": bad},
+                            headers=keyring["read"])
+        assert response.status_code == 422, bad
+        assert response.json["errors"][0]["parameter"] == "version"
+    unknown_mechanism = http.get(f"/v1/metrics/{metric}/counts", headers=keyring["read"],
+                                 query_string={"mechanism": C})
+    assert unknown_mechanism.status_code == 404
 
 
 def test_an_old_mechanism_cannot_come_back(http, keyring, redis_client) -> None:

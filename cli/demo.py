@@ -26,6 +26,8 @@ from types import FrameType
 from deniable.cli.options import positive_int
 
 HELP = "run the end-to-end demo on an embedded Redis (no set-up needed)"
+DEV_MODE = {"DENIABLE_AUTH": "off"}
+"""The demo's collector runs in dev mode: no API keys (docs/collector-security.md)."""
 
 
 @dataclass(frozen=True)
@@ -110,8 +112,9 @@ def run(args: argparse.Namespace) -> int:
         console.print(f"[bold]1.[/] embedded Redis on {redis_server.url}")
         clock_file = Path(tmp) / "clock"
         clock_file.write_text(str(-(days - 1) * DAY))
+        env = {**DEV_MODE, "DENIABLE_DEMO_CLOCK_FILE": str(clock_file)}
         with CollectorProcess(redis_server.url, _metrics_toml(Path(tmp)), workers=args.workers,
-                              env={"DENIABLE_DEMO_CLOCK_FILE": str(clock_file)}) as collector:
+                              env=env) as collector:
             console.print(f"[bold]2.[/] collector (gunicorn, {args.workers} workers) on "
                           f"{collector.url}, with the demo clock on")
             # Each simulated person's standing propensity per metric: a true answer is

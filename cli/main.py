@@ -7,9 +7,9 @@ import sys
 from collections.abc import Sequence
 
 from deniable.client.errors import DeniableError
-from deniable.cli import demo, plan, report, serve
+from deniable.cli import demo, keys, plan, report, serve
 
-SUBCOMMANDS = (demo, serve, report, plan)
+SUBCOMMANDS = (demo, serve, report, plan, keys)
 
 
 class CLIError(DeniableError):

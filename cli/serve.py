@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import secrets
 
 from deniable.cli.options import env_default, positive_int
 
@@ -38,6 +39,8 @@ def run(args: argparse.Namespace) -> int:
         os.environ["DENIABLE_REDIS_URL"] = args.redis_url
     if args.metrics_file:
         os.environ["DENIABLE_METRICS_FILE"] = args.metrics_file
+    # One random IP-hashing secret for all workers, in memory only (collector-security.md).
+    os.environ.setdefault("DENIABLE_RATE_LIMIT_SECRET", secrets.token_hex(32))
     create_app()  # fail fast, in the parent, on a bad metrics file or setting
     serve(args.host, args.port, workers=args.workers, dev=args.dev, config_file=args.config)
     return 0

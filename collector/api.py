@@ -10,10 +10,11 @@ import redis
 from flask import Blueprint, Response, current_app, request
 
 from deniable.client.errors import Problem, WireFormatError
-from deniable.client.wire import API_VERSION, MEDIA_TYPE, decode_batch
-from deniable.collector import clock
+from deniable.client.wire import API_VERSION, MEDIA_TYPE
+from deniable.collector import clock, rollup
+from deniable.collector.auth import require
 from deniable.collector.errors import APIError
-from deniable.collector.registry import Metric
+from deniable.collector.live_registry import Entry, LiveRegistry, Version
 from deniable.collector.store import Outcome, Store
 
 bp = Blueprint("v1", __name__, url_prefix=f"/{API_VERSION}")
@@ -31,8 +32,8 @@ def _store() -> Store:
     return current_app.extensions["deniable.store"]
 
 
-def _registry() -> dict[str, Metric]:
-    return current_app.extensions["deniable.metrics"]
+def _registry() -> LiveRegistry:
+    return current_app.extensions["deniable.registry"]
 
 
 @contextlib.contextmanager
@@ -48,6 +49,7 @@ def storage_guard() -> Iterator[None]:
 
 
 @bp.post("/reports")
+@require("ingest")
 def post_reports() -> Response:
     """Accept one batch of perturbed bits, whole or not at all."""
     if request.mimetype != MEDIA_TYPE:
@@ -59,12 +61,17 @@ def post_reports() -> Response:
                        [Problem("", str(exc).split(":")[0])]) from exc
     registry = _registry()
     try:
-        batch = decode_batch(doc, current_app.extensions["deniable.mechanisms"],
-                             max_reports=current_app.config["MAX_BATCH_REPORTS"])
+        with storage_guard():
+            batch = registry.decode(doc, max_reports=current_app.config["MAX_BATCH_REPORTS"])
     except WireFormatError as exc:
         raise APIError(422, str(exc), exc.problems) from exc
+    if len(batch.tallies) > current_app.config["MAX_BATCH_METRICS"]:
+        raise APIError(422, "the batch holds too many distinct metrics",
+                       [Problem("/reports", f"holds {len(batch.tallies)} distinct metrics; the "
+                                f"most is {current_app.config['MAX_BATCH_METRICS']}")])
     received_at = clock.now()  # the server's receive time; never a device clock
-    retention = {name: registry[name].retention_days for name in batch.tallies}
+    default_days = int(current_app.config["RETENTION_DAYS"])
+    retention = {name: registry.retention_days(name, default_days) for name in batch.tallies}
     with storage_guard():
         outcome = _store().add_batch(batch, received_at, retention,
                                      current_app.config["BATCH_ID_TTL_SECONDS"])
@@ -77,17 +84,30 @@ def post_reports() -> Response:
 
 
 @bp.get("/metrics")
+@require("ingest", "read", "admin")
 def list_metrics() -> Response:
-    """The registered metrics, each with its mechanism, exact P1 and Q, and epsilon."""
-    return _json({"metrics": [m.describe() for m in _registry().values()]})
+    """The metrics accepting reports, each with its current mechanism, exact P1 and Q, and
+    epsilon (retired metrics and older versions: GET /v1/admin/metrics)."""
+    with storage_guard():
+        active = _registry().active()
+    return _json({"metrics": [m.describe() for m in active.values()]})
 
 
 @bp.get("/metrics/<name>/counts")
+@require("read")
 def metric_counts(name: str) -> Response:
-    """Perturbed counts per hour bucket over [from, to); by default the last 7 days."""
-    metric = _registry().get(name)
-    if metric is None:
+    """Perturbed counts per hour, day or week bucket over [from, to); by default the last
+    7 days of the current version. ``version=N`` or ``mechanism=<id>`` reads an older version
+    (retired metrics stay readable); ``granularity=day|week`` sums hours per UTC day or week."""
+    with storage_guard():
+        entry = _registry().entry(name)
+    if entry is None:
         raise APIError(404, f"no metric named {name!r} is registered")
+    version = _parse_version(entry)
+    granularity = request.args.get("granularity", "hour")
+    if granularity not in rollup.GRANULARITIES:
+        raise APIError(422, "unknown granularity",
+                       parameters={"granularity": f"one of {', '.join(rollup.GRANULARITIES)}"})
     now = datetime.now(timezone.utc)
     end = _parse_time("to", now)
     start = _parse_time("from", end - timedelta(days=7))
@@ -97,14 +117,38 @@ def metric_counts(name: str) -> Response:
         raise APIError(422, "the range is too long",
                        parameters={"from": f"at most {current_app.config['COUNTS_MAX_DAYS']} "
                                            "days before 'to'"})
+    if granularity != "hour":
+        start, end = rollup.align(start, end, granularity)
     with storage_guard():
-        hours = _store().counts(metric.name, metric.mechanism.id, start, end)
+        hours = _store().counts(entry.name, version.mechanism.id, start, end)
+    if granularity != "hour":
+        hours = rollup.rollup(hours, granularity)
     return _json({
-        "metric": metric.name,
-        "mechanism": metric.mechanism.id,
+        "metric": entry.name,
+        "mechanism": version.mechanism.id,
+        "version": version.version,
+        "retired": entry.retired,
+        "granularity": granularity,
         "from": start.isoformat(), "to": end.isoformat(),
         "buckets": [{"start": h.start.isoformat(), "n": h.n, "ones": h.ones} for h in hours],
     })
+
+
+def _parse_version(entry: Entry) -> Version:
+    """The version a counts request names by ``version`` or ``mechanism``; the current one."""
+    raw_version, mechanism = request.args.get("version"), request.args.get("mechanism")
+    number = None
+    if raw_version is not None:
+        if not (raw_version.isascii() and raw_version.isdigit() and len(raw_version) < 10):
+            raise APIError(422, "'version' is not a version number",
+                           parameters={"version": "must be a whole number"})
+        number = int(raw_version)
+    found = entry.version(number, mechanism)
+    if found is None:
+        raise APIError(404, f"metric {entry.name!r} has no such version",
+                       parameters={"version" if number is not None else "mechanism":
+                                   f"versions: {[(v.version, v.mechanism.id) for v in entry.versions]}"})
+    return found
 
 
 def _parse_time(parameter: str, default: datetime) -> datetime:

@@ -8,8 +8,10 @@ from typing import Any
 
 from flask import Flask, Response
 
-from deniable.collector import api, dashboard
+from deniable.collector import admin, api, auth, dashboard
 from deniable.collector.errors import CollectorError, problem_response, register_error_handlers
+from deniable.collector.live_registry import LiveRegistry
+from deniable.collector.ratelimit import RateLimiter
 from deniable.collector.registry import load_metrics_file
 from deniable.collector.settings import DEFAULTS
 from deniable.collector.store import Store, connect
@@ -35,11 +37,11 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     if not app.config["METRICS_FILE"]:
         raise CollectorError("no metrics file: set DENIABLE_METRICS_FILE or --metrics-file")
     metrics = load_metrics_file(app.config["METRICS_FILE"], int(app.config["RETENTION_DAYS"]))
-    app.extensions["deniable.metrics"] = metrics
-    app.extensions["deniable.mechanisms"] = {m.name: m.mechanism.id for m in metrics.values()}
-    app.extensions["deniable.store"] = Store(
-        connect(app.config["REDIS_URL"], float(app.config["REDIS_TIMEOUT_SECONDS"])))
+    client = connect(app.config["REDIS_URL"], float(app.config["REDIS_TIMEOUT_SECONDS"]))
+    app.extensions["deniable.store"] = Store(client)
+    _init_security(app, client, metrics)
     app.register_blueprint(api.bp)
+    app.register_blueprint(admin.bp)
     dashboard.init_app(app)
     register_error_handlers(app)
     # Werkzeug's request log would write client addresses: keep it to warnings.
@@ -61,3 +63,25 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
         return Response(b'{"status":"ready"}', mimetype="application/json")
 
     return app
+
+
+def _init_security(app: Flask, client: Any, metrics: Mapping[str, Any]) -> None:
+    """Auth, rate limits, proxy handling and the Redis metric registry (collector-security.md)."""
+    auth.init_app(app, client)
+    app.extensions["deniable.ratelimit"] = RateLimiter(
+        client, ip_rate=app.config["RATE_LIMIT_IP_PER_SECOND"],
+        ip_burst=app.config["RATE_LIMIT_IP_BURST"],
+        key_rate=app.config["RATE_LIMIT_KEY_PER_SECOND"],
+        key_burst=app.config["RATE_LIMIT_KEY_BURST"], secret=app.config["RATE_LIMIT_SECRET"])
+    if int(app.config["PROXY_FIX_X_FOR"]) > 0:
+        from werkzeug.middleware.proxy_fix import ProxyFix
+
+        app.wsgi_app = ProxyFix(app.wsgi_app, x_for=int(app.config["PROXY_FIX_X_FOR"]),
+                                x_proto=0, x_host=0, x_port=0, x_prefix=0)  # type: ignore[method-assign]
+    registry = LiveRegistry(client, metrics, app.config["REGISTRY_CACHE_SECONDS"])
+    app.extensions["deniable.registry"] = registry
+    try:
+        registry.sync_file()
+    except api.STORAGE_ERRORS as exc:
+        # Redis may come later: the registry syncs the file once it can read Redis.
+        app.logger.warning("metric registry not synced at start: %s", type(exc).__name__)

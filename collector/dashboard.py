@@ -6,9 +6,10 @@ come from ``GET /dashboard/data``, which the server computes with ``deniable.ana
 mechanism's one estimator), so the browser only draws. numpy is imported on the first data
 request, never at the collector's import.
 
-Register it with ``dashboard.init_app(app)``. Read access (a token check) is the app's job:
-wrap the blueprint's views as the other read endpoints are. The page forwards a token given
-in its URL fragment (``/dashboard#token=...``, never sent to the server in the URL) as
+Register it with ``dashboard.init_app(app)``. The data endpoint wants a read token, like every
+other read endpoint. The page itself holds no counts, only the names and descriptions of the
+active metrics (which every ingest client can list too); it forwards a token given in its URL
+fragment (``/dashboard#token=...``, which browsers never send to the server) as
 ``Authorization: Bearer`` on its data requests.
 """
 from __future__ import annotations
@@ -20,6 +21,7 @@ import orjson
 from flask import Blueprint, Flask, Response, current_app, render_template, request
 
 from deniable.collector.api import storage_guard
+from deniable.collector.auth import require
 from deniable.collector.errors import APIError
 from deniable.collector.registry import Metric
 
@@ -34,7 +36,7 @@ def init_app(app: Flask) -> None:
 
 
 def _registry() -> dict[str, Metric]:
-    return current_app.extensions["deniable.metrics"]  # type: ignore[no-any-return]
+    return current_app.extensions["deniable.registry"].active()  # type: ignore[no-any-return]
 
 
 @bp.get("")
@@ -45,6 +47,7 @@ def page() -> str:
 
 
 @bp.get("/data")
+@require("read")
 def data() -> Response:
     """One metric's time series and pooled summary over [from, to), as JSON.
 

@@ -9,9 +9,24 @@ key                                                        type    holds
 ``dn:v1:{<metric>}:b:<batch id>``                          STRING  SHA-256 digest of a batch that
                                                                    touched the metric (idempotency);
                                                                    expires after the batch-id TTL
+``dn:v1:{registry}``                                       HASH    metric name -> JSON entry: current
+                                                                   mechanism, retention, versions,
+                                                                   retired time (see live_registry.py)
+``dn:v1:{registry}:gen``                                   STRING  random token, replaced on every
+                                                                   registry change (cache check)
+``dn:v1:{auth}:key:<key id>``                              HASH    ``role``, ``app``, ``created``,
+                                                                   ``sha256`` (hex SHA-256 of the
+                                                                   secret, never the secret), and
+                                                                   ``revoked`` once revoked
+``dn:v1:{auth}:keys``                                      SET     every key id (for ``keys list``)
+``dn:v1:rl:<scope>:<subject>``                             HASH    token bucket ``tokens``, ``ts``
+                                                                   (ms); ``subject`` is a key id, or an
+                                                                   HMAC of the client IP, never the IP;
+                                                                   expires when the bucket is full
 =========================================================  ======  =====================================
 
-Nothing else is stored: no IP addresses, user agents, device ids, per-report rows or times
+Nothing else is stored: no IP addresses (rate limits hold a keyed hash with a short TTL), no
+secrets (keys hold only a SHA-256 of theirs), user agents, device ids, per-report rows or times
 finer than the hour. The ``{<metric>}`` hash tag keeps all of a metric's keys in one Redis
 Cluster slot, so a batch's write for one metric is a single-slot script and sharding needs no
 data migration.
@@ -34,6 +49,31 @@ def counters(metric: str, mechanism_id: str, hour: datetime) -> str:
 def batch(metric: str, batch_id: str) -> str:
     """STRING: the digest of batch ``batch_id``, kept so a re-sent batch is counted once."""
     return f"{PREFIX}:{{{metric}}}:b:{batch_id}"
+
+
+def registry() -> str:
+    """HASH: metric name -> JSON entry of the runtime metric registry."""
+    return f"{PREFIX}:{{registry}}"
+
+
+def registry_generation() -> str:
+    """STRING: a random token replaced on every registry change, so caches can check cheaply."""
+    return f"{PREFIX}:{{registry}}:gen"
+
+
+def api_key(key_id: str) -> str:
+    """HASH {role, app, created, sha256[, revoked]}: one API key, by its public id."""
+    return f"{PREFIX}:{{auth}}:key:{key_id}"
+
+
+def api_key_index() -> str:
+    """SET: the ids of every API key ever created (revoked ones included)."""
+    return f"{PREFIX}:{{auth}}:keys"
+
+
+def rate_limit(scope: str, subject: str) -> str:
+    """HASH {tokens, ts}: one token bucket. ``subject`` is a key id or an HMAC of an IP."""
+    return f"{PREFIX}:rl:{scope}:{subject}"
 
 
 def bucket_start(moment: datetime) -> datetime:

@@ -33,4 +33,36 @@ DEFAULTS: dict[str, Any] = {
     # DEMO/TEST ONLY, off by default: a file holding seconds to shift the receive clock by,
     # read per request (see clock.py). Lets the demo fill simulated days.
     "DEMO_CLOCK_FILE": None,
+
+    # --- Access control (docs/collector-security.md) ---
+    # "on": every /v1 endpoint wants an API key of the right role (Authorization: Bearer).
+    # "off": dev mode, no keys at all; the collector logs a loud WARNING at start.
+    "AUTH": "on",
+    # Seconds a verified key stays cached in each process; a revoked key is refused at most
+    # this long after `deniable keys revoke`. 0 checks Redis on every request.
+    "AUTH_CACHE_SECONDS": 5,
+
+    # --- Metric registry ---
+    # Seconds each process caches the Redis registry. A report for a metric the cache does not
+    # know triggers an immediate re-check, so new metrics are accepted at once; a retired metric
+    # may still be accepted for at most this long.
+    "REGISTRY_CACHE_SECONDS": 2,
+
+    # --- Abuse limits ---
+    # Most distinct metrics in one batch; more gets 422.
+    "MAX_BATCH_METRICS": 64,
+    # Token bucket per client IP, over every /v1 request: sustained requests per second and
+    # burst size. 0 per second switches the per-IP limit off. Over it: 429 with Retry-After.
+    "RATE_LIMIT_IP_PER_SECOND": 20.0,
+    "RATE_LIMIT_IP_BURST": 200,
+    # Token bucket per API key (all of an app's devices share its ingest key). 0 = off.
+    "RATE_LIMIT_KEY_PER_SECOND": 2000.0,
+    "RATE_LIMIT_KEY_BURST": 10000,
+    # Secret for the keyed hash (HMAC-SHA256) of client IPs in rate-limit keys. Unset: random
+    # per process start (IPs cannot be recovered from a Redis dump, but each process then
+    # keeps its own per-IP buckets; `deniable serve` shares one random secret with its workers).
+    "RATE_LIMIT_SECRET": None,
+    # Behind N trusted reverse proxies, take the client IP from the N-th X-Forwarded-For entry
+    # from the right (werkzeug ProxyFix). 0: the socket peer (remote_addr) is the client.
+    "PROXY_FIX_X_FOR": 0,
 }

@@ -59,10 +59,25 @@ def metrics_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
+OPEN = {"AUTH": "off", "RATE_LIMIT_IP_PER_SECOND": 0, "RATE_LIMIT_KEY_PER_SECOND": 0}
+"""Settings of an open collector: dev mode (no keys) and no rate limits."""
+OPEN_ENV = {f"DENIABLE_{k}": str(v) for k, v in OPEN.items()}
+
+
 @pytest.fixture()
 def app(redis_url: str, metrics_file: Path, redis_client: redis.Redis):  # type: ignore[no-untyped-def]
+    """An open collector (dev mode, no rate limits), as the wire and ingest tests want."""
     return create_app({"REDIS_URL": redis_url, "METRICS_FILE": str(metrics_file),
-                       "TESTING": True})
+                       "TESTING": True, **OPEN})
+
+
+@pytest.fixture()
+def secure_app(redis_url: str, metrics_file: Path, redis_client: redis.Redis):  # type: ignore[no-untyped-def]
+    """A collector with the production defaults: auth on (no key cache, so revocation is
+    immediate here) and no rate limits unless a test sets them."""
+    return create_app({"REDIS_URL": redis_url, "METRICS_FILE": str(metrics_file),
+                       "TESTING": True, "AUTH_CACHE_SECONDS": 0,
+                       "RATE_LIMIT_IP_PER_SECOND": 0, "RATE_LIMIT_KEY_PER_SECOND": 0})
 
 
 @pytest.fixture()
@@ -73,8 +88,17 @@ def http(app):  # type: ignore[no-untyped-def]
 
 @pytest.fixture(scope="session")
 def live_collector(redis_url: str, metrics_file: Path) -> Iterator[CollectorProcess]:
-    """A real collector (gunicorn, 2 workers) over HTTP on a free port."""
-    with CollectorProcess(redis_url, metrics_file, workers=2) as collector:
+    """A real open collector (gunicorn, 2 workers, dev mode, no rate limits) over HTTP."""
+    with CollectorProcess(redis_url, metrics_file, workers=2, env=OPEN_ENV) as collector:
+        yield collector
+
+
+@pytest.fixture(scope="session")
+def live_secure_collector(redis_url: str, metrics_file: Path) -> Iterator[CollectorProcess]:
+    """A real collector with auth on (gunicorn, 2 workers): keys cached 1 s, registry 1 s."""
+    env = {"DENIABLE_AUTH_CACHE_SECONDS": "1", "DENIABLE_REGISTRY_CACHE_SECONDS": "1",
+           "DENIABLE_RATE_LIMIT_IP_PER_SECOND": "0", "DENIABLE_RATE_LIMIT_KEY_PER_SECOND": "0"}
+    with CollectorProcess(redis_url, metrics_file, workers=2, env=env) as collector:
         yield collector
 
 

@@ -40,7 +40,8 @@ def test_only_counters_and_batch_ids_are_stored_with_ttls(http, redis_client: re
     http.post("/v1/reports", json=doc, headers={"User-Agent": "secret-agent/1.0"})
     hour = hour_now()
     expected = {keys.counters(X, X_MECH, hour), keys.counters(DARK, DARK_MECH, hour),
-                keys.batch(X, doc["batch_id"]), keys.batch(DARK, doc["batch_id"])}
+                keys.batch(X, doc["batch_id"]), keys.batch(DARK, doc["batch_id"]),
+                keys.registry(), keys.registry_generation()}  # the metric registry
     stored = {k.decode() for k in redis_client.scan_iter()}
     assert stored == expected
     assert all(k.startswith("dn:v1:{") for k in stored)

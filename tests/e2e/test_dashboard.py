@@ -21,6 +21,7 @@ import requests
 from deniable.analysis import HTTPSource, series
 from deniable.analysis.timeseries import floor
 from deniable.client import Reporter
+from deniable.collector.auth import create_key
 from deniable.collector.server import CollectorProcess
 
 ARTIFACTS = Path(__file__).resolve().parents[2] / "artifacts"
@@ -81,11 +82,14 @@ def test_dashboard_renders_the_analysis_numbers_in_chromium(
         redis_url: str, metrics_file: Path, redis_client, tmp_path: Path) -> None:
     clock = tmp_path / "clock"
     days = [-2, -1, 0]
-    with CollectorProcess(redis_url, metrics_file, workers=1,
-                          env={"DENIABLE_DEMO_CLOCK_FILE": str(clock)}) as collector:
+    ingest = create_key(redis_client, "ingest", app="dashboard-test").secret
+    read = create_key(redis_client, "read").secret
+    env = {"DENIABLE_DEMO_CLOCK_FILE": str(clock), "DENIABLE_RATE_LIMIT_IP_PER_SECOND": "0",
+           "DENIABLE_RATE_LIMIT_KEY_PER_SECOND": "0"}  # auth stays on
+    with CollectorProcess(redis_url, metrics_file, workers=1, env=env) as collector:
         for i, day in enumerate(days):
             clock.write_text(str(day * 86400))
-            with Reporter(collector.url, batch_size=1000) as reporter:
+            with Reporter(collector.url, batch_size=1000, token=ingest) as reporter:
                 for k in range(400 * (i + 1)):
                     reporter.report("feature_x_enabled", k % (i + 2) == 0)
                     reporter.report("dark_mode", k % 3 == 0)
@@ -95,14 +99,19 @@ def test_dashboard_renders_the_analysis_numbers_in_chromium(
         page = requests.get(f"{collector.url}/dashboard", timeout=5)
         assert page.status_code == 200 and "dashboard.js" in page.text
         assert not re.search(r"""(src|href)=["']https?://""", page.text)  # works offline
-        bad = requests.get(f"{collector.url}/dashboard/data?metric=nope", timeout=5)
+        data_url = f"{collector.url}/dashboard/data?metric=dark_mode"
+        assert requests.get(data_url, timeout=5).status_code == 401  # the data wants a read token
+        assert requests.get(data_url, timeout=5,
+                            headers={"Authorization": f"Bearer {ingest}"}).status_code == 403
+        bad = requests.get(f"{collector.url}/dashboard/data?metric=nope", timeout=5,
+                           headers={"Authorization": f"Bearer {read}"})
         assert bad.status_code == 404
         assert bad.headers["Content-Type"] == "application/problem+json"
 
         dom = Buckets()
-        dom.feed(browse(f"{collector.url}/dashboard?{query}", "--dump-dom"))
+        dom.feed(browse(f"{collector.url}/dashboard?{query}#token={read}", "--dump-dom"))
         assert dom.ready, "the dashboard script did not finish"
-        source = HTTPSource(collector.url)
+        source = HTTPSource(collector.url, token=read)
         for metric in ("feature_x_enabled", "dark_mode"):
             expected = series(source.counts(metric, start, end), "day", start, end).estimates
             shown = dom.found[metric]
@@ -121,6 +130,6 @@ def test_dashboard_renders_the_analysis_numbers_in_chromium(
         ARTIFACTS.mkdir(exist_ok=True)
         shot = ARTIFACTS / "dashboard.png"
         shot.unlink(missing_ok=True)
-        browse(f"{collector.url}/dashboard?{query}", f"--screenshot={shot}",
+        browse(f"{collector.url}/dashboard?{query}#token={read}", f"--screenshot={shot}",
                "--window-size=1100,1500", "--hide-scrollbars")
         assert shot.stat().st_size > 10_000

@@ -12,7 +12,7 @@ from deniable.analysis import HTTPSource, RedisSource, summarize
 from deniable.client import Reporter, UploadError
 from deniable.client.randomness import SecureBits
 from deniable.collector.server import CollectorProcess
-from tests.conftest import snapshot
+from tests.conftest import OPEN_ENV, snapshot
 from tests.servers import response_dropping_proxy
 
 
@@ -103,7 +103,7 @@ def test_a_retry_after_a_lost_response_reuses_the_batch_id(live_collector, redis
 
 def test_a_failed_upload_raises_and_is_retried_with_the_same_batch_id(
         redis_url: str, metrics_file: Path, redis_client) -> None:
-    collector = CollectorProcess(redis_url, metrics_file, workers=1)
+    collector = CollectorProcess(redis_url, metrics_file, workers=1, env=OPEN_ENV)
     reporter = Reporter(collector.url, metrics={"dark_mode": "rr:3/4:1/2"}, batch_size=1000,
                         timeout=(0.5, 0.5), retries=0)
     for _ in range(40):

@@ -1,0 +1,89 @@
+"""The admin API at /v1/admin: register, list and retire metrics at runtime (admin keys only).
+
+``POST /v1/admin/metrics`` with ``{"name", "mechanism", "description"?, "retention_days"?}``:
+201 when it creates a metric or a new version (another mechanism), 200 when it only updates the
+description/retention or changes nothing, 409 for a retired metric or a mechanism an older
+version used. ``GET /v1/admin/metrics`` lists every metric with all versions, retired ones
+included. ``POST /v1/admin/metrics/<name>/retire`` retires one for good (idempotent).
+"""
+from __future__ import annotations
+
+import orjson
+from flask import Blueprint, Response, current_app, request
+
+from deniable.client.errors import InvalidParameterError, Problem
+from deniable.client.wire import API_VERSION, MEDIA_TYPE
+from deniable.collector.api import storage_guard
+from deniable.collector.auth import require
+from deniable.collector.errors import APIError
+from deniable.collector.live_registry import (LiveRegistry, RegistryConflictError,
+                                              UnknownMetricError, validate)
+
+bp = Blueprint("admin", __name__, url_prefix=f"/{API_VERSION}/admin")
+FIELDS = frozenset({"name", "mechanism", "description", "retention_days"})
+
+
+def _json(body: object, status: int = 200) -> Response:
+    return Response(orjson.dumps(body), status=status, mimetype=MEDIA_TYPE)
+
+
+def _registry() -> LiveRegistry:
+    return current_app.extensions["deniable.registry"]
+
+
+@bp.post("/metrics")
+@require("admin")
+def register_metric() -> Response:
+    """Register a metric, or a new version of one."""
+    if request.mimetype != MEDIA_TYPE:
+        raise APIError(415, f"the body must be {MEDIA_TYPE}")
+    try:
+        doc = orjson.loads(request.get_data(cache=False))
+    except orjson.JSONDecodeError as exc:
+        raise APIError(400, "the body is not valid JSON", [Problem("", "not JSON")]) from exc
+    if type(doc) is not dict:
+        raise APIError(422, "the body must be a JSON object", [Problem("", "must be an object")])
+    unknown = sorted(doc.keys() - FIELDS)
+    if unknown:
+        raise APIError(422, "unknown field(s)", [Problem(f"/{k}", "unknown field")
+                                                 for k in unknown])
+    missing = [k for k in ("name", "mechanism") if k not in doc]
+    if missing:
+        raise APIError(422, "required field(s) missing", [Problem(f"/{k}", "is required")
+                                                          for k in missing])
+    try:
+        name, mechanism, description, retention = validate(
+            doc["name"], doc["mechanism"], doc.get("description", ""),
+            doc.get("retention_days", int(current_app.config["RETENTION_DAYS"])))
+    except InvalidParameterError as exc:
+        field, _, detail = str(exc).partition(": ")
+        raise APIError(422, "the metric is not valid", [Problem(f"/{field}", detail)]) from exc
+    with storage_guard():
+        try:
+            entry, what = _registry().register(name, mechanism, description, retention)
+        except RegistryConflictError as exc:
+            raise APIError(409, str(exc), [Problem("/name" if "retired" in str(exc)
+                                                   else "/mechanism", str(exc))]) from exc
+    status = 201 if what in ("created", "new_version") else 200
+    return _json({"result": what, "metric": entry.describe()}, status)
+
+
+@bp.get("/metrics")
+@require("admin")
+def list_all_metrics() -> Response:
+    """Every metric ever registered, with all its versions, retired ones included."""
+    with storage_guard():
+        entries = _registry().entries()
+    return _json({"metrics": [e.describe() for _, e in sorted(entries.items())]})
+
+
+@bp.post("/metrics/<name>/retire")
+@require("admin")
+def retire_metric(name: str) -> Response:
+    """Stop accepting reports for a metric; its counts stay readable."""
+    with storage_guard():
+        try:
+            entry = _registry().retire(name)
+        except UnknownMetricError as exc:
+            raise APIError(404, str(exc)) from exc
+    return _json({"result": "retired", "metric": entry.describe()})

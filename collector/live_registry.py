@@ -1,0 +1,348 @@
+"""The metric registry in Redis, shared by every collector process.
+
+Each metric is one JSON entry in the ``keys.registry()`` hash::
+
+    {"name": "dark_mode", "description": "...", "retention_days": 90, "retired": null,
+     "versions": [{"version": 1, "mechanism": "rr:1/2:1/2", "registered": "2026-11-22T03:00:00+00:00"},
+                  {"version": 2, "mechanism": "rr:3/4:1/2", "registered": "..."}]}
+
+Rules:
+
+- A version's mechanism never changes. Registering a name with another mechanism adds a
+  version; since the mechanism id is part of every counter key, each version has its own
+  counters and the old ones stay readable. A mechanism that an older version of the metric
+  used cannot come back (409): versions never share counters.
+- Description and retention may change in place (retention applies to buckets created from
+  then on; a bucket's TTL is set when it is first written).
+- Retiring is final: a retired metric accepts no reports, and its counts stay readable.
+- The metrics file is written into the registry at start: a metric missing from Redis is
+  created; a new mechanism in the file adds a version; a file that names a mechanism an older
+  version used, or a retired metric, is logged and ignored (the registry wins).
+
+Every change replaces a random generation token, so each process's cache (REGISTRY_CACHE_SECONDS)
+can tell with one GET whether it is stale; a report for a metric the cache does not know
+triggers that check at once.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import secrets
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from datetime import datetime, timezone
+from typing import Any
+
+import redis
+
+from deniable.client.errors import InvalidParameterError, WireFormatError
+from deniable.client.mechanism import RandomizedResponse
+from deniable.client.metrics import describe_metric
+from deniable.client.wire import Batch, decode_batch, is_metric_name
+from deniable.collector import keys
+from deniable.collector.errors import CollectorError
+from deniable.collector.registry import Metric
+
+log = logging.getLogger("deniable.collector")
+MAX_RETENTION_DAYS = 3650
+MAX_DESCRIPTION = 500
+
+
+class RegistryConflictError(CollectorError):
+    """The change would break a registry rule (retired metric, reused mechanism)."""
+
+
+class UnknownMetricError(CollectorError):
+    """No metric of that name was ever registered."""
+
+
+@dataclass(frozen=True)
+class Version:
+    """One version of a metric: a mechanism for life, and when it was registered."""
+
+    version: int
+    mechanism: RandomizedResponse
+    registered: str
+
+    def describe(self) -> dict[str, Any]:
+        return {"version": self.version, "registered": self.registered,
+                **{k: v for k, v in describe_metric("", "", self.mechanism).items()
+                   if k not in ("name", "description")}}
+
+
+@dataclass(frozen=True)
+class Entry:
+    """A registered metric with every version it ever had."""
+
+    name: str
+    description: str
+    retention_days: int
+    versions: tuple[Version, ...]
+    retired: str | None = None
+
+    @property
+    def current(self) -> Version:
+        return self.versions[-1]
+
+    def metric(self) -> Metric:
+        """The current version as a Metric (what ingest and ``GET /v1/metrics`` use)."""
+        return Metric(self.name, self.description, self.current.mechanism, self.retention_days)
+
+    def version(self, number: int | None = None, mechanism_id: str | None = None) -> Version | None:
+        """The version numbered ``number`` or using ``mechanism_id``; the current by default."""
+        if number is None and mechanism_id is None:
+            return self.current
+        for v in self.versions:
+            if (number is None or v.version == number) and \
+                    (mechanism_id is None or v.mechanism.id == mechanism_id):
+                return v
+        return None
+
+    def describe(self) -> dict[str, Any]:
+        """This metric's entry in ``GET /v1/admin/metrics``."""
+        return {"name": self.name, "description": self.description,
+                "retention_days": self.retention_days, "retired": self.retired,
+                "version": self.current.version, "mechanism": self.current.mechanism.id,
+                "versions": [v.describe() for v in self.versions]}
+
+    def to_json(self) -> str:
+        return json.dumps({"name": self.name, "description": self.description,
+                           "retention_days": self.retention_days, "retired": self.retired,
+                           "versions": [{"version": v.version, "mechanism": v.mechanism.id,
+                                         "registered": v.registered} for v in self.versions]},
+                          sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> Entry:
+        doc = json.loads(text)
+        return cls(doc["name"], doc["description"], int(doc["retention_days"]),
+                   tuple(Version(int(v["version"]), RandomizedResponse.from_id(v["mechanism"]),
+                                 v["registered"]) for v in doc["versions"]),
+                   doc.get("retired"))
+
+
+@dataclass(frozen=True)
+class _Snapshot:
+    generation: bytes | None
+    entries: dict[str, Entry]
+    active: dict[str, Metric]
+    mechanisms: dict[str, str]
+    expires: float
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).replace(microsecond=0).isoformat()
+
+
+def validate(name: object, mechanism: object, description: object = "",
+             retention_days: object = 90) -> tuple[str, RandomizedResponse, str, int]:
+    """Check a registration; return (name, mechanism, description, retention_days).
+
+    Raises:
+        InvalidParameterError: naming the offending field.
+    """
+    if not is_metric_name(name):
+        raise InvalidParameterError("name: lowercase letters, digits and '_', at most 64 "
+                                    "characters, starting with a letter")
+    if not isinstance(mechanism, str):
+        raise InvalidParameterError("mechanism: must be a mechanism id such as 'rr:1/2:1/2'")
+    try:
+        parsed = RandomizedResponse.from_id(mechanism)
+    except InvalidParameterError as exc:
+        raise InvalidParameterError(f"mechanism: {exc}") from exc
+    if not isinstance(description, str) or len(description) > MAX_DESCRIPTION:
+        raise InvalidParameterError(f"description: a string of at most {MAX_DESCRIPTION} "
+                                    "characters")
+    if isinstance(retention_days, bool) or not isinstance(retention_days, int) \
+            or not 1 <= retention_days <= MAX_RETENTION_DAYS:
+        raise InvalidParameterError(f"retention_days: a whole number of days in "
+                                    f"[1, {MAX_RETENTION_DAYS}]")
+    return name, parsed, description, retention_days  # type: ignore[return-value]
+
+
+class LiveRegistry:
+    """The registry in Redis, with a short per-process cache.
+
+    Args:
+        client: the collector's Redis.
+        file_metrics: the metrics file's metrics, written into Redis at start, and served
+            from memory should Redis lose them (e.g. a flushed or replaced Redis).
+        cache_seconds: how long this process trusts its copy before checking the generation.
+    """
+
+    def __init__(self, client: redis.Redis, file_metrics: Mapping[str, Metric],
+                 cache_seconds: float) -> None:
+        self.client = client
+        self.file_metrics = dict(file_metrics)
+        self.cache_seconds = float(cache_seconds)
+        self._snapshot: _Snapshot | None = None
+
+    # --- reading -----------------------------------------------------------------------
+
+    def _current(self) -> _Snapshot:
+        snap = self._snapshot
+        if snap is None or snap.expires <= time.monotonic():
+            snap = self._reload() if snap is None else self._revalidate(snap)
+        return snap
+
+    def _revalidate(self, snap: _Snapshot) -> _Snapshot:
+        if self.client.get(keys.registry_generation()) == snap.generation and \
+                snap.generation is not None:
+            snap = replace(snap, expires=time.monotonic() + self.cache_seconds)
+            self._snapshot = snap
+            return snap
+        return self._reload()
+
+    def _reload(self) -> _Snapshot:
+        pipe = self.client.pipeline(transaction=True)
+        pipe.get(keys.registry_generation())
+        pipe.hgetall(keys.registry())
+        generation, raw = pipe.execute()
+        entries = {k.decode(): Entry.from_json(v) for k, v in raw.items()}
+        for name, metric in self.file_metrics.items():
+            # Written at start; if Redis lost it since, serve it from the file without
+            # writing on the request path (the next start writes it again).
+            entries.setdefault(name, _file_entry(metric))
+        active = {n: e.metric() for n, e in sorted(entries.items()) if e.retired is None}
+        snap = _Snapshot(generation, entries, active,
+                         {n: m.mechanism.id for n, m in active.items()},
+                         time.monotonic() + self.cache_seconds)
+        self._snapshot = snap
+        return snap
+
+    def refresh_if_changed(self) -> bool:
+        """Check the generation now; reload if it moved. Whether anything changed."""
+        snap = self._snapshot
+        if snap is None:
+            self._reload()
+            return True
+        fresh = self._revalidate(snap)
+        return fresh is not snap and fresh.generation != snap.generation
+
+    def entries(self) -> dict[str, Entry]:
+        """Every metric ever registered, retired ones included."""
+        return self._current().entries
+
+    def entry(self, name: str) -> Entry | None:
+        """One metric, re-checking Redis at once if this process does not know it yet."""
+        found = self.entries().get(name)
+        if found is None and self.refresh_if_changed():
+            found = self.entries().get(name)
+        return found
+
+    def active(self) -> dict[str, Metric]:
+        """The metrics accepting reports now: name -> current version."""
+        return self._current().active
+
+    def retention_days(self, name: str, default: int) -> int:
+        """The retention of ``name`` (retired or not), or ``default`` if it is unknown."""
+        entry = self._current().entries.get(name)
+        return entry.retention_days if entry is not None else default
+
+    def decode(self, doc: Any, max_reports: int) -> Batch:
+        """decode_batch against the current registry; on a miss, re-check Redis once.
+
+        Raises:
+            WireFormatError: as decode_batch.
+        """
+        try:
+            return decode_batch(doc, self._current().mechanisms, max_reports=max_reports)
+        except WireFormatError:
+            if not self.refresh_if_changed():
+                raise
+        return decode_batch(doc, self._current().mechanisms, max_reports=max_reports)
+
+    # --- changing --------------------------------------------------------------------------
+
+    def register(self, name: str, mechanism: RandomizedResponse, description: str,
+                 retention_days: int, *, from_file: bool = False) -> tuple[Entry, str]:
+        """Create a metric, add a version, or update description/retention in place.
+
+        Returns:
+            The entry and what happened: "created", "new_version", "updated" or "unchanged".
+
+        Raises:
+            RegistryConflictError: the metric is retired, or an older version used
+                ``mechanism``.
+        """
+        outcome: dict[str, Any] = {}
+
+        def change(pipe: redis.client.Pipeline) -> None:
+            raw = pipe.hget(keys.registry(), name)
+            old = Entry.from_json(raw) if raw else None
+            entry, what = _apply(old, name, mechanism, description, retention_days, from_file)
+            outcome.update(entry=entry, what=what)
+            if what != "unchanged":
+                pipe.multi()
+                pipe.hset(keys.registry(), name, entry.to_json())
+                pipe.set(keys.registry_generation(), secrets.token_hex(16))
+
+        self.client.transaction(change, keys.registry(), keys.registry_generation())
+        if outcome["what"] != "unchanged":
+            self._snapshot = None
+        return outcome["entry"], outcome["what"]
+
+    def retire(self, name: str) -> Entry:
+        """Retire a metric for good (idempotent).
+
+        Raises:
+            UnknownMetricError: no such metric.
+        """
+        outcome: dict[str, Entry] = {}
+
+        def change(pipe: redis.client.Pipeline) -> None:
+            raw = pipe.hget(keys.registry(), name)
+            if not raw:
+                raise UnknownMetricError(f"no metric named {name!r} is registered")
+            entry = Entry.from_json(raw)
+            outcome["entry"] = entry
+            if entry.retired is None:
+                outcome["entry"] = replace(entry, retired=_now())
+                pipe.multi()
+                pipe.hset(keys.registry(), name, outcome["entry"].to_json())
+                pipe.set(keys.registry_generation(), secrets.token_hex(16))
+
+        self.client.transaction(change, keys.registry(), keys.registry_generation())
+        self._snapshot = None
+        return outcome["entry"]
+
+    def sync_file(self) -> None:
+        """Write the metrics file's metrics into Redis (see the module docstring)."""
+        for metric in self.file_metrics.values():
+            try:
+                _, what = self.register(metric.name, metric.mechanism, metric.description,
+                                        metric.retention_days, from_file=True)
+            except RegistryConflictError as exc:
+                log.warning("metrics file ignored for %s: %s", metric.name, exc)
+                continue
+            if what == "new_version":
+                log.warning("metric %s: the metrics file's mechanism %s is registered as a "
+                            "new version", metric.name, metric.mechanism.id)
+
+
+def _file_entry(metric: Metric) -> Entry:
+    return Entry(metric.name, metric.description, metric.retention_days,
+                 (Version(1, metric.mechanism, _now()),))
+
+
+def _apply(old: Entry | None, name: str, mechanism: RandomizedResponse, description: str,
+           retention_days: int, from_file: bool) -> tuple[Entry, str]:
+    if old is None:
+        return Entry(name, description, retention_days,
+                     (Version(1, mechanism, _now()),)), "created"
+    if old.retired is not None:
+        raise RegistryConflictError(f"metric {name!r} was retired at {old.retired}; retired "
+                                    "metrics stay retired (register a new name)")
+    if mechanism.id == old.current.mechanism.id:
+        if from_file or (description, retention_days) == (old.description, old.retention_days):
+            return old, "unchanged"
+        return replace(old, description=description, retention_days=retention_days), "updated"
+    used = old.version(mechanism_id=mechanism.id)
+    if used is not None:
+        raise RegistryConflictError(
+            f"metric {name!r} used mechanism {mechanism.id} in version {used.version}; "
+            "versions never share counters (choose another mechanism or a new name)")
+    new = Version(old.current.version + 1, mechanism, _now())
+    return replace(old, description=description, retention_days=retention_days,
+                   versions=old.versions + (new,)), "new_version"

@@ -8,7 +8,7 @@ from typing import Any
 
 from flask import Flask, Response
 
-from deniable.collector import api
+from deniable.collector import api, observability, openapi
 from deniable.collector.errors import CollectorError, problem_response, register_error_handlers
 from deniable.collector.registry import load_metrics_file
 from deniable.collector.settings import DEFAULTS
@@ -38,8 +38,11 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     app.extensions["deniable.metrics"] = metrics
     app.extensions["deniable.mechanisms"] = {m.name: m.mechanism.id for m in metrics.values()}
     app.extensions["deniable.store"] = Store(
-        connect(app.config["REDIS_URL"], float(app.config["REDIS_TIMEOUT_SECONDS"])))
+        connect(app.config["REDIS_URL"], float(app.config["REDIS_TIMEOUT_SECONDS"]),
+                cluster=bool(app.config["REDIS_CLUSTER"])))
+    observability.init_app(app)
     app.register_blueprint(api.bp)
+    openapi.init_app(app)
     register_error_handlers(app)
     # Werkzeug's request log would write client addresses: keep it to warnings.
     logging.getLogger("werkzeug").setLevel(logging.WARNING)
@@ -54,7 +57,8 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
         """Readiness: Redis answers."""
         try:
             app.extensions["deniable.store"].ping()
-        except api.STORAGE_ERRORS:
+        except api.STORAGE_ERRORS as exc:
+            observability.count_storage_error(exc)
             return problem_response(503, "storage is unavailable",
                                     headers={"Retry-After": str(app.config["RETRY_AFTER_SECONDS"])})
         return Response(b'{"status":"ready"}', mimetype="application/json")

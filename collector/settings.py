@@ -14,6 +14,8 @@ from deniable.client.wire import DEFAULT_MAX_REPORTS
 DEFAULTS: dict[str, Any] = {
     # Where the counters live.
     "REDIS_URL": "redis://127.0.0.1:6379/0",
+    # Talk Redis Cluster: REDIS_URL names any one node; batches are applied per metric slot.
+    "REDIS_CLUSTER": False,
     # TOML file of registered metrics (see deploy/metrics.example.toml). Required.
     "METRICS_FILE": None,
     # Largest request body accepted, in bytes; larger ones get 413.
@@ -30,4 +32,9 @@ DEFAULTS: dict[str, Any] = {
     "COUNTS_MAX_DAYS": 400,
     # Redis socket timeouts, in seconds.
     "REDIS_TIMEOUT_SECONDS": 2.0,
+    # Write one JSON log line per request (request id, route, status, duration; never the
+    # client address, credentials or body).
+    "LOG_REQUESTS": True,
+    # Logging level of the collector's JSON log lines.
+    "LOG_LEVEL": "INFO",
 }

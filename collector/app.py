@@ -25,7 +25,8 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
         CollectorError: no metrics file is configured, or it is invalid.
     """
     # An explicit instance path: Flask cannot derive one inside the deniable namespace package.
-    app = Flask("deniable.collector", instance_path=str(Path(__file__).parent / "instance"))
+    app = Flask("deniable.collector", instance_path=str(Path(__file__).parent / "instance"),
+                static_folder=None)  # no /static route: the collector serves no files
     app.config.from_mapping(DEFAULTS)
     if config is None:
         app.config.from_prefixed_env("DENIABLE")

@@ -83,6 +83,7 @@ def post_reports() -> Response:
 
 
 _KEY_END = re.compile(rb'"[ \t\n\r]*:')
+_QUOTE_THEN_SPACE = (b'" ', b'"\n', b'"\t', b'"\r')
 
 
 def _repeats_a_key(body: bytes, n_reports: int) -> bool:
@@ -93,6 +94,8 @@ def _repeats_a_key(body: bytes, n_reports: int) -> bool:
     ``"`` followed by ``:`` ends a key. More of them than keys means a key was repeated:
     one regex scan, instead of a second, duplicate-detecting parse.
     """
+    if not any(gap in body for gap in _QUOTE_THEN_SPACE):
+        return body.count(b'":') != 2 + 3 * n_reports  # compact JSON: one fast count
     return len(_KEY_END.findall(body)) != 2 + 3 * n_reports
 
 

@@ -84,8 +84,8 @@ def init_app(app: Flask) -> None:
         elapsed = time.perf_counter() - g.get("started", time.perf_counter())
         route = request.url_rule.rule if request.url_rule is not None else UNMATCHED
         status = response.status_code
-        REQUESTS.labels(request.method, route, str(status)).inc()
-        LATENCY.labels(request.method, route).observe(elapsed)
+        _child(REQUESTS, request.method, route, str(status)).inc()
+        _child(LATENCY, request.method, route).observe(elapsed)
         if request.endpoint == INGEST_ENDPOINT:
             _count_batch(status, g.get("n_reports"))
         if log_requests:
@@ -106,6 +106,18 @@ def init_app(app: Flask) -> None:
         return Response(body, headers={"Content-Type": CONTENT_TYPE_LATEST})
 
 
+_CHILDREN: dict[tuple[object, ...], Any] = {}
+
+
+def _child(metric: Counter | Histogram, *labels: str) -> Any:
+    """``metric.labels(*labels)``, cached: label values come from small fixed sets."""
+    key = (metric, *labels)
+    child = _CHILDREN.get(key)
+    if child is None:
+        child = _CHILDREN[key] = metric.labels(*labels)
+    return child
+
+
 def note_reports(n_reports: int) -> None:
     """Record how many reports the batch being served holds (for the report counters)."""
     g.n_reports = n_reports
@@ -118,9 +130,9 @@ def _count_batch(status: int, n_reports: int | None) -> None:
         outcome, reason = "duplicate", ""
     else:
         outcome, reason = "rejected", REASONS.get(status, str(status))
-    BATCHES.labels(outcome, reason).inc()
+    _child(BATCHES, outcome, reason).inc()
     if n_reports:
-        REPORTS.labels(outcome, reason).inc(n_reports)
+        _child(REPORTS, outcome, reason).inc(n_reports)
 
 
 def count_storage_error(exc: BaseException) -> None:

@@ -66,8 +66,7 @@ def connect(url: str, timeout_seconds: float = 2.0,
                "retry": Retry(ExponentialBackoff(cap=0.1, base=0.01), 1),
                "decode_responses": False}
     if cluster:
-        return redis.cluster.RedisCluster.from_url(url, cluster_error_retry_attempts=2,
-                                                   **options)
+        return redis.cluster.RedisCluster.from_url(url, **options)
     return redis.Redis.from_url(url, health_check_interval=30, **options)
 
 

@@ -34,6 +34,8 @@ timeout = int(os.environ.get("DENIABLE_WORKER_TIMEOUT", "30"))
 # terminationGracePeriodSeconds minus the preStop sleep).
 graceful_timeout = int(os.environ.get("DENIABLE_GRACEFUL_TIMEOUT", "25"))
 keepalive = 5
+# Worker heartbeats in memory, not on a (possibly read-only) disk.
+worker_tmp_dir = "/dev/shm" if os.path.isdir("/dev/shm") else None
 proc_name = "deniable-collector"
 # No access log: it would record client addresses. The app logs each request as JSON instead.
 accesslog = None

@@ -23,17 +23,20 @@ def register(commands: argparse._SubParsersAction) -> None:  # type: ignore[type
     parser.add_argument("--metrics-file", default=env_default("METRICS_FILE"),
                         help="TOML file of registered metrics (DENIABLE_METRICS_FILE)")
     parser.add_argument("--workers", type=positive_int, default=None,
-                        help="gunicorn sync workers (default: one per core, at least 2)")
+                        help="gunicorn sync workers (DENIABLE_WORKERS; default: the config "
+                             "file's, one per core, at least 2)")
     parser.add_argument("--config", default=env_default("GUNICORN_CONFIG"),
-                        help="a gunicorn config file, e.g. deploy/gunicorn.conf.py")
+                        help="gunicorn config file (DENIABLE_GUNICORN_CONFIG; default: the "
+                             "packaged copy of deploy/gunicorn.conf.py)")
     parser.add_argument("--dev", action="store_true",
                         help="use Flask's development server (demo and tests only)")
     parser.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    from deniable.collector.app import create_app
-    from deniable.collector.server import serve
+    import shutil
+
+    from deniable.collector.server import prepare_metrics_dir, serve
 
     if args.redis_url:
         os.environ["DENIABLE_REDIS_URL"] = args.redis_url
@@ -41,6 +44,15 @@ def run(args: argparse.Namespace) -> int:
         os.environ["DENIABLE_METRICS_FILE"] = args.metrics_file
     # One random IP-hashing secret for all workers, in memory only (collector-security.md).
     os.environ.setdefault("DENIABLE_RATE_LIMIT_SECRET", secrets.token_hex(32))
-    create_app()  # fail fast, in the parent, on a bad metrics file or setting
-    serve(args.host, args.port, workers=args.workers, dev=args.dev, config_file=args.config)
+    # Before prometheus_client is first imported, so every worker writes to the shared dir.
+    metrics_dir, made = (None, False) if args.dev else prepare_metrics_dir()
+    try:
+        from deniable.collector.app import create_app
+
+        create_app()  # fail fast, in the parent, on a bad metrics file or setting
+        serve(args.host, args.port, workers=args.workers, dev=args.dev,
+              config_file=args.config)
+    finally:
+        if made and metrics_dir:
+            shutil.rmtree(metrics_dir, ignore_errors=True)
     return 0

@@ -8,7 +8,7 @@ from typing import Any
 
 from flask import Flask, Response
 
-from deniable.collector import admin, api, auth, dashboard
+from deniable.collector import admin, api, auth, dashboard, observability, openapi
 from deniable.collector.errors import CollectorError, problem_response, register_error_handlers
 from deniable.collector.live_registry import LiveRegistry
 from deniable.collector.ratelimit import RateLimiter
@@ -27,7 +27,8 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
         CollectorError: no metrics file is configured, or it is invalid.
     """
     # An explicit instance path: Flask cannot derive one inside the deniable namespace package.
-    app = Flask("deniable.collector", instance_path=str(Path(__file__).parent / "instance"))
+    app = Flask("deniable.collector", instance_path=str(Path(__file__).parent / "instance"),
+                static_folder=None)  # no /static route: the collector serves no files
     app.config.from_mapping(DEFAULTS)
     if config is None:
         app.config.from_prefixed_env("DENIABLE")
@@ -37,12 +38,15 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     if not app.config["METRICS_FILE"]:
         raise CollectorError("no metrics file: set DENIABLE_METRICS_FILE or --metrics-file")
     metrics = load_metrics_file(app.config["METRICS_FILE"], int(app.config["RETENTION_DAYS"]))
-    client = connect(app.config["REDIS_URL"], float(app.config["REDIS_TIMEOUT_SECONDS"]))
+    client = connect(app.config["REDIS_URL"], float(app.config["REDIS_TIMEOUT_SECONDS"]),
+                     cluster=bool(app.config["REDIS_CLUSTER"]))
     app.extensions["deniable.store"] = Store(client)
     _init_security(app, client, metrics)
+    observability.init_app(app)
     app.register_blueprint(api.bp)
     app.register_blueprint(admin.bp)
     dashboard.init_app(app)
+    openapi.init_app(app)
     register_error_handlers(app)
     # Werkzeug's request log would write client addresses: keep it to warnings.
     logging.getLogger("werkzeug").setLevel(logging.WARNING)
@@ -57,7 +61,8 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
         """Readiness: Redis answers."""
         try:
             app.extensions["deniable.store"].ping()
-        except api.STORAGE_ERRORS:
+        except api.STORAGE_ERRORS as exc:
+            observability.count_storage_error(exc)
             return problem_response(503, "storage is unavailable",
                                     headers={"Retry-After": str(app.config["RETRY_AFTER_SECONDS"])})
         return Response(b'{"status":"ready"}', mimetype="application/json")

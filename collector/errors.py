@@ -14,7 +14,7 @@ import logging
 from http import HTTPStatus
 from typing import Any
 
-from flask import Flask, Response
+from flask import Flask, Response, current_app
 from werkzeug.exceptions import HTTPException
 
 from deniable.client.errors import DeniableError, Problem
@@ -70,6 +70,18 @@ def register_error_handlers(app: Flask) -> None:
         errors += [{"parameter": name, "detail": d} for name, d in exc.parameters.items()]
         return problem_response(exc.status, exc.detail, errors, exc.headers)
 
+    from deniable.collector import observability
+    from deniable.collector.store import UNAVAILABLE_ERRORS
+
+    for error_class in UNAVAILABLE_ERRORS:
+        @app.errorhandler(error_class)
+        def _storage_unavailable(exc: Exception) -> Response:
+            observability.count_storage_error(exc)
+            log.warning("storage unavailable: %s", type(exc).__name__)
+            return problem_response(
+                503, "storage is unavailable; retry later",
+                headers={"Retry-After": str(current_app.config["RETRY_AFTER_SECONDS"])})
+
     @app.errorhandler(HTTPException)
     def _http_error(exc: HTTPException) -> Response:
         status = exc.code or 500
@@ -80,6 +92,7 @@ def register_error_handlers(app: Flask) -> None:
 
     @app.errorhandler(Exception)
     def _unexpected(exc: Exception) -> Response:
+        observability.count_storage_error(exc)
         log.error("unhandled %s", type(exc).__name__, exc_info=exc)
         return problem_response(500, "internal error")
 

@@ -14,6 +14,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Mapping
+from importlib import resources
 from pathlib import Path
 from types import TracebackType
 from typing import IO, Any
@@ -21,35 +22,63 @@ from typing import IO, Any
 from deniable.collector.embedded import free_port
 from deniable.collector.errors import CollectorError
 
+METRICS_DIR_ENV = "PROMETHEUS_MULTIPROC_DIR"
 
-def default_workers() -> int:
-    """Sync workers: one per core, as measured best on small machines (see deploy/)."""
-    return max(2, os.cpu_count() or 1)
+
+def default_config_file() -> str:
+    """The gunicorn config shipped with the package: a copy of deploy/gunicorn.conf.py."""
+    return str(resources.files("deniable.collector").joinpath("gunicorn.conf.py"))
+
+
+def prepare_metrics_dir(path: str | None = None) -> tuple[str, bool]:
+    """Set ``PROMETHEUS_MULTIPROC_DIR`` for this process and the gunicorn workers it forks.
+
+    Call before anything imports prometheus_client. Uses ``path``, else the variable already
+    set, else a fresh temporary directory. Stale ``*.db`` files of an earlier run are removed,
+    as prometheus_client requires, so counters start from zero with each server start.
+
+    Returns:
+        The directory, and whether it was made here (and so should be removed on exit).
+    """
+    chosen = path or os.environ.get(METRICS_DIR_ENV)
+    made = chosen is None
+    chosen = chosen or tempfile.mkdtemp(prefix="deniable-prometheus-")
+    os.makedirs(chosen, exist_ok=True)
+    for name in os.listdir(chosen):
+        if name.endswith(".db"):
+            os.unlink(os.path.join(chosen, name))
+    os.environ[METRICS_DIR_ENV] = chosen
+    return chosen, made
 
 
 def serve(host: str, port: int, *, workers: int | None = None, dev: bool = False,
           config_file: str | None = None) -> None:
-    """Serve the collector configured by the ``DENIABLE_*`` environment, until stopped."""
+    """Serve the collector configured by the ``DENIABLE_*`` environment, until stopped.
+
+    Under gunicorn, every server setting comes from ``config_file`` (by default
+    deploy/gunicorn.conf.py, shipped in the package); ``host``, ``port`` and ``workers``
+    override its bind address and worker count.
+    """
     if dev:
         from deniable.collector.app import create_app
 
         create_app().run(host=host, port=port, threaded=True, use_reloader=False)
         return
-    from gunicorn.app.base import BaseApplication
+    from gunicorn.app.base import Application
 
-    options: dict[str, Any] = {
-        "bind": f"{host}:{port}", "workers": workers or default_workers(),
-        "worker_class": "sync", "graceful_timeout": 30, "timeout": 30, "keepalive": 5,
-        "accesslog": None, "errorlog": "-", "loglevel": "info", "proc_name": "deniable-collector",
-    }
+    overrides: dict[str, Any] = {"bind": f"{host}:{port}"}
+    if workers:
+        overrides["workers"] = workers
+    path = config_file or default_config_file()
 
-    class _Collector(BaseApplication):  # type: ignore[misc]
+    class _Collector(Application):  # type: ignore[misc]
+        def init(self, parser: Any, opts: Any, args: Any) -> None:
+            return None
+
         def load_config(self) -> None:
-            if config_file:
-                self.load_config_from_file(config_file)
-            for key, value in options.items():
-                if not (config_file and key in ("workers", "worker_class") and workers is None):
-                    self.cfg.set(key, value)
+            self.load_config_from_file(path)
+            for key, value in overrides.items():
+                self.cfg.set(key, value)
 
         def load(self) -> Any:
             from deniable.collector.wsgi import app

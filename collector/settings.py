@@ -14,6 +14,8 @@ from deniable.client.wire import DEFAULT_MAX_REPORTS
 DEFAULTS: dict[str, Any] = {
     # Where the counters live.
     "REDIS_URL": "redis://127.0.0.1:6379/0",
+    # Talk Redis Cluster: REDIS_URL names any one node; batches are applied per metric slot.
+    "REDIS_CLUSTER": False,
     # TOML file of registered metrics (see deploy/metrics.example.toml). Required.
     "METRICS_FILE": None,
     # Largest request body accepted, in bytes; larger ones get 413.
@@ -65,4 +67,10 @@ DEFAULTS: dict[str, Any] = {
     # Behind N trusted reverse proxies, take the client IP from the N-th X-Forwarded-For entry
     # from the right (werkzeug ProxyFix). 0: the socket peer (remote_addr) is the client.
     "PROXY_FIX_X_FOR": 0,
+
+    # Write one JSON log line per request (request id, route, status, duration; never the
+    # client address, credentials or body).
+    "LOG_REQUESTS": True,
+    # Logging level of the collector's JSON log lines.
+    "LOG_LEVEL": "INFO",
 }

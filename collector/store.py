@@ -8,11 +8,28 @@ from datetime import datetime
 from importlib import resources
 
 import redis
+import redis.cluster
+from redis.backoff import ExponentialBackoff
+from redis.retry import Retry
 
 from deniable.client.wire import Batch
 from deniable.collector import keys
 
 _INGEST_LUA = resources.files("deniable.collector").joinpath("ingest.lua").read_text()
+
+UNAVAILABLE_ERRORS: tuple[type[Exception], ...] = (
+    redis.exceptions.ConnectionError,        # refused, reset, DNS; includes BusyLoadingError
+    redis.exceptions.TimeoutError,           # no answer within REDIS_TIMEOUT_SECONDS
+    redis.exceptions.ReadOnlyError,          # talking to a replica during a failover
+    redis.exceptions.TryAgainError,          # cluster slot being migrated
+    redis.exceptions.ClusterError,           # CLUSTERDOWN, MASTERDOWN, too many redirections
+    redis.exceptions.OutOfMemoryError,       # maxmemory reached under noeviction
+    redis.exceptions.RedisClusterException,  # no reachable cluster node, slot not covered
+)
+"""Redis errors that mean 'storage unavailable for now': answered 503 with Retry-After, never 500.
+
+Anything else from Redis (a WRONGTYPE, a script error) is a bug and is answered 500, with no
+stack trace in the response."""
 
 
 class Outcome(enum.Enum):
@@ -32,11 +49,25 @@ class HourCount:
     ones: int
 
 
-def connect(url: str, timeout_seconds: float = 2.0) -> redis.Redis:
-    """A Redis client with its own connection pool and socket timeouts."""
-    return redis.Redis.from_url(url, socket_timeout=timeout_seconds,
-                                socket_connect_timeout=timeout_seconds,
-                                health_check_interval=30, decode_responses=False)
+def connect(url: str, timeout_seconds: float = 2.0,
+            cluster: bool = False) -> redis.Redis | redis.cluster.RedisCluster:
+    """A Redis client with its own connection pool and socket timeouts.
+
+    One quick retry on a connection error replaces a pooled connection that died with a
+    restarted Redis; beyond that, errors surface at once (as 503s), never after long backoffs.
+    Batches are idempotent by id, so a retried script is counted once.
+
+    Args:
+        url: ``redis://`` or ``rediss://`` URL (for a cluster: any one node).
+        timeout_seconds: socket connect and read timeout.
+        cluster: talk Redis Cluster (redis-py ``RedisCluster``); it discovers the other nodes.
+    """
+    options = {"socket_timeout": timeout_seconds, "socket_connect_timeout": timeout_seconds,
+               "retry": Retry(ExponentialBackoff(cap=0.1, base=0.01), 1),
+               "decode_responses": False}
+    if cluster:
+        return redis.cluster.RedisCluster.from_url(url, **options)
+    return redis.Redis.from_url(url, health_check_interval=30, **options)
 
 
 class Store:
@@ -46,8 +77,9 @@ class Store:
         client: a redis-py client (one connection pool per process).
     """
 
-    def __init__(self, client: redis.Redis) -> None:
+    def __init__(self, client: redis.Redis | redis.cluster.RedisCluster) -> None:
         self.client = client
+        self.cluster = isinstance(client, redis.cluster.RedisCluster)
         self._ingest = client.register_script(_INGEST_LUA)
 
     def add_batch(self, batch: Batch, received_at: datetime,
@@ -57,7 +89,15 @@ class Store:
         One atomic script, together with the batch's idempotency keys: the batch is counted
         exactly once or not at all. A batch id already seen with the same content is a
         DUPLICATE (nothing changes); with other content, a CONFLICT (nothing changes).
+
+        On Redis Cluster a script may only touch one slot, so the batch is applied per metric
+        (each metric's batch key and counters share its ``{metric}`` slot), after a check that
+        no metric holds another digest for this batch id. A metric already applied with the
+        same digest is skipped, so a batch cut short by a crash is completed by its re-send.
         """
+        if self.cluster:
+            return self._add_batch_per_metric(batch, received_at, retention_days,
+                                              batch_id_ttl_seconds)
         script_keys: list[str] = []
         args: list[str | int] = [batch.digest, batch_id_ttl_seconds]
         for metric, tally in batch.tallies.items():
@@ -65,6 +105,24 @@ class Store:
             script_keys.append(keys.counters(metric, tally.mechanism, received_at))
             args.extend((tally.n, tally.ones, retention_days[metric] * 86400))
         return Outcome(int(self._ingest(keys=script_keys, args=args)))
+
+    def _add_batch_per_metric(self, batch: Batch, received_at: datetime,
+                              retention_days: Mapping[str, int],
+                              batch_id_ttl_seconds: int) -> Outcome:
+        for metric in batch.tallies:
+            stored = self.client.get(keys.batch(metric, batch.batch_id))
+            if stored is not None and stored.decode() != batch.digest:
+                return Outcome.CONFLICT
+        results = []
+        for metric, tally in batch.tallies.items():
+            results.append(int(self._ingest(
+                keys=[keys.batch(metric, batch.batch_id),
+                      keys.counters(metric, tally.mechanism, received_at)],
+                args=[batch.digest, batch_id_ttl_seconds, tally.n, tally.ones,
+                      retention_days[metric] * 86400])))
+        if -1 in results:  # another request reused the id between the check and the write
+            return Outcome.CONFLICT
+        return Outcome.APPLIED if 1 in results else Outcome.DUPLICATE
 
     def counts(self, metric: str, mechanism_id: str, start: datetime,
                end: datetime) -> list[HourCount]:

@@ -1,0 +1,69 @@
+-- wrk script: POST a batch of reports with a fresh random batch_id each time.
+-- Usage: wrk -s bench/ingest.lua URL -- REPORTS_FILE [DELAY_MS]
+--   REPORTS_FILE: the JSON array of reports every batch carries (written by bench/ingest.py).
+--   DELAY_MS: pause each connection this long between requests (pacing for the half-load run).
+-- done() prints one JSON line: requests by outcome (202 accepted, 200 duplicate, other) and
+-- latency percentiles in microseconds.
+local threads = {}
+local counter = 0
+
+function setup(thread)
+  counter = counter + 1
+  thread:set("id", counter)
+  table.insert(threads, thread)
+end
+
+local reports, delay_ms
+-- Globals, not locals: done() reads them from each thread with thread:get().
+accepted, duplicate, other = 0, 0, 0
+
+function init(args)
+  local f = assert(io.open(args[1], "r"))
+  reports = f:read("*a")
+  f:close()
+  delay_ms = tonumber(args[2] or "0")
+  -- Seed from the kernel's random source, mixed with the thread id: ids never repeat across
+  -- threads or runs (a repeated id would be answered as a duplicate and counted as such).
+  local urandom = io.open("/dev/urandom", "rb")
+  local bytes = urandom:read(4)
+  urandom:close()
+  local seed = id * 7919
+  for i = 1, 4 do seed = seed * 256 + bytes:byte(i) end
+  math.randomseed(seed)
+end
+
+local function batch_id()
+  local parts = {}
+  for i = 1, 8 do parts[i] = string.format("%04x", math.random(0, 65535)) end
+  return table.concat(parts)
+end
+
+function request()
+  local body = '{"batch_id":"' .. batch_id() .. '","reports":' .. reports .. '}'
+  return wrk.format("POST", nil, {["Content-Type"] = "application/json"}, body)
+end
+
+function delay()
+  return delay_ms
+end
+
+function response(status, headers, body)
+  if status == 202 then accepted = accepted + 1
+  elseif status == 200 then duplicate = duplicate + 1
+  else other = other + 1 end
+end
+
+function done(summary, latency, requests)
+  local a, d, o = 0, 0, 0
+  for _, thread in ipairs(threads) do
+    a = a + thread:get("accepted")
+    d = d + thread:get("duplicate")
+    o = o + thread:get("other")
+  end
+  io.write(string.format(
+    '{"requests":%d,"duration_us":%d,"accepted":%d,"duplicate":%d,"other":%d,' ..
+    '"socket_errors":%d,"p50_us":%d,"p99_us":%d,"max_us":%d}\n',
+    summary.requests, summary.duration, a, d, o,
+    summary.errors.connect + summary.errors.read + summary.errors.write +
+    summary.errors.timeout, latency:percentile(50), latency:percentile(99), latency.max))
+end

@@ -1,0 +1,1 @@
+../deploy/gunicorn.conf.py

@@ -1,0 +1,209 @@
+"""Prometheus metrics, JSON logs and request ids for the collector.
+
+``init_app(app)`` wires all three into a Flask app:
+
+- ``GET /metrics`` in the Prometheus text format. Under gunicorn every worker writes its
+  counts to ``PROMETHEUS_MULTIPROC_DIR`` (``deniable serve`` sets it up before forking, see
+  ``deniable.collector.server.prepare_metrics_dir``), and the endpoint adds up all workers.
+- One JSON object per log line on stderr, with the request id of the request being served.
+- ``X-Request-Id``: a well-formed incoming id is kept, otherwise a fresh one is made; every
+  response echoes it.
+
+Privacy: nothing here sees a client address, a credential or a report body. Labels are route
+rules (``/v1/metrics/<name>/counts``), never raw paths, so no request can add label values.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import re
+import sys
+import time
+import traceback
+import uuid
+from datetime import datetime, timezone
+from typing import Any
+
+import orjson
+import redis
+from flask import Flask, Response, g, has_request_context, request
+from prometheus_client import (CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, Counter,
+                               Histogram, generate_latest, multiprocess)
+
+REQUEST_ID_HEADER = "X-Request-Id"
+REQUEST_ID = re.compile(r"^[A-Za-z0-9_-]{8,64}\Z")
+"""Incoming request ids we keep: 8-64 letters, digits, '-' or '_' (a UUID, a hex or base64url
+token). Anything else, dots included, is replaced, so an address cannot ride in on it."""
+MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
+INGEST_ENDPOINT = "v1.post_reports"
+UNMATCHED = "<unmatched>"
+
+REASONS = {400: "malformed", 401: "unauthenticated", 403: "forbidden", 404: "not_found",
+           405: "method_not_allowed", 409: "conflict", 413: "too_large",
+           415: "unsupported_media_type", 422: "invalid", 429: "rate_limited",
+           500: "internal", 503: "storage_unavailable"}
+"""Why a batch was rejected, by HTTP status: a small fixed set of label values."""
+
+LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
+
+REQUESTS = Counter("deniable_http_requests_total", "HTTP requests answered.",
+                   ["method", "route", "status"])
+LATENCY = Histogram("deniable_http_request_duration_seconds",
+                    "Time to answer a request, in seconds, from the app's first look at it.",
+                    ["method", "route"], buckets=LATENCY_BUCKETS)
+BATCHES = Counter("deniable_batches_total",
+                  "Batches posted to /v1/reports, by outcome (accepted, duplicate, rejected) "
+                  "and reason for rejection.", ["outcome", "reason"])
+REPORTS = Counter("deniable_reports_total",
+                  "Reports in batches posted to /v1/reports, by outcome and reason (rejected "
+                  "reports are counted when the body held a list of reports).",
+                  ["outcome", "reason"])
+STORAGE_ERRORS = Counter("deniable_storage_errors_total",
+                         "Errors talking to Redis, by exception class.", ["kind"])
+
+_STORAGE_ERROR_CLASSES = (redis.exceptions.RedisError, redis.exceptions.RedisClusterException)
+
+
+def init_app(app: Flask) -> None:
+    """Add request ids, per-request metrics and JSON request logs, and ``GET /metrics``."""
+    configure_logging(str(app.config.get("LOG_LEVEL", "INFO")))
+    log_requests = bool(app.config.get("LOG_REQUESTS", True))
+    request_log = logging.getLogger("deniable.collector.requests")
+
+    @app.before_request
+    def _start() -> None:
+        incoming = request.headers.get(REQUEST_ID_HEADER)
+        g.request_id = (incoming if incoming is not None and REQUEST_ID.match(incoming)
+                        else uuid.uuid4().hex)
+        g.started = time.perf_counter()
+
+    @app.after_request
+    def _finish(response: Response) -> Response:
+        request_id = g.get("request_id") or uuid.uuid4().hex
+        response.headers[REQUEST_ID_HEADER] = request_id
+        elapsed = time.perf_counter() - g.get("started", time.perf_counter())
+        route = request.url_rule.rule if request.url_rule is not None else UNMATCHED
+        status = response.status_code
+        _child(REQUESTS, request.method, route, str(status)).inc()
+        _child(LATENCY, request.method, route).observe(elapsed)
+        if request.endpoint == INGEST_ENDPOINT:
+            _count_batch(status, g.get("n_reports"))
+        if log_requests:
+            request_log.info("request", extra={"fields": {
+                "method": request.method, "route": route, "status": status,
+                "duration_ms": round(elapsed * 1000, 3)}})
+        return response
+
+    @app.get("/metrics")
+    def prometheus_metrics() -> Response:
+        """Prometheus text format; under gunicorn, the sum over all workers."""
+        if os.environ.get(MULTIPROC_ENV):
+            registry = CollectorRegistry()
+            multiprocess.MultiProcessCollector(registry)
+            body = generate_latest(registry)
+        else:
+            body = generate_latest(REGISTRY)
+        return Response(body, headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+
+_CHILDREN: dict[tuple[object, ...], Any] = {}
+
+
+def _child(metric: Counter | Histogram, *labels: str) -> Any:
+    """``metric.labels(*labels)``, cached: label values come from small fixed sets."""
+    key = (metric, *labels)
+    child = _CHILDREN.get(key)
+    if child is None:
+        child = _CHILDREN[key] = metric.labels(*labels)
+    return child
+
+
+def note_reports(n_reports: int) -> None:
+    """Record how many reports the batch being served holds (for the report counters)."""
+    g.n_reports = n_reports
+
+
+def _count_batch(status: int, n_reports: int | None) -> None:
+    if status == 202:
+        outcome, reason = "accepted", ""
+    elif status == 200:
+        outcome, reason = "duplicate", ""
+    else:
+        outcome, reason = "rejected", REASONS.get(status, str(status))
+    _child(BATCHES, outcome, reason).inc()
+    if n_reports:
+        _child(REPORTS, outcome, reason).inc(n_reports)
+
+
+def count_storage_error(exc: BaseException) -> None:
+    """Count an error from Redis (other exceptions are ignored)."""
+    if isinstance(exc, _STORAGE_ERROR_CLASSES):
+        STORAGE_ERRORS.labels(type(exc).__name__).inc()
+
+
+def mark_worker_dead(pid: int) -> None:
+    """Tell prometheus_client a worker exited (gunicorn's ``child_exit`` hook)."""
+    if os.environ.get(MULTIPROC_ENV):
+        multiprocess.mark_process_dead(pid)
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per line: ts, level, logger, message, request_id and extra fields.
+
+    Pass fields with ``extra={"fields": {...}}``. Never pass a client address, a credential
+    or a report body.
+    """
+
+    def format(self, record: logging.LogRecord) -> str:
+        line: dict[str, Any] = {
+            "ts": datetime.fromtimestamp(record.created, timezone.utc).isoformat(
+                timespec="milliseconds"),
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        if has_request_context():
+            request_id = g.get("request_id")
+            if request_id:
+                line["request_id"] = request_id
+        fields = getattr(record, "fields", None)
+        if isinstance(fields, dict):
+            line.update(fields)
+        if record.exc_info and record.exc_info[1] is not None:
+            line["error"] = type(record.exc_info[1]).__name__
+            line["traceback"] = "".join(traceback.format_exception(*record.exc_info))
+        return orjson.dumps(line, default=str).decode()
+
+
+class _StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
+    """Writes to whatever ``sys.stderr`` is at the time of each record."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.stream = sys.stderr
+        super().emit(record)
+
+
+def configure_logging(level: str = "INFO") -> None:
+    """Send the ``deniable`` loggers to stderr as JSON lines (idempotent)."""
+    root = logging.getLogger("deniable")
+    root.setLevel(level.upper())
+    if not any(isinstance(h, _StderrHandler) for h in root.handlers):
+        handler = _StderrHandler()
+        handler.setFormatter(JsonFormatter())
+        root.addHandler(handler)
+    root.propagate = False
+
+
+def gunicorn_logconfig(level: str = "info") -> dict[str, Any]:
+    """A ``logconfig_dict`` that makes gunicorn's own log lines JSON too (no access log)."""
+    return {
+        "version": 1, "disable_existing_loggers": False,
+        "formatters": {"json": {"()": JsonFormatter}},
+        "handlers": {"stderr": {"class": "logging.StreamHandler", "formatter": "json",
+                                "stream": "ext://sys.stderr"}},
+        "loggers": {"gunicorn.error": {"handlers": ["stderr"], "level": level.upper(),
+                                       "propagate": False},
+                    "gunicorn.access": {"handlers": [], "level": "CRITICAL",
+                                        "propagate": False}},
+        "root": {"handlers": [], "level": "WARNING"},
+    }

@@ -1,0 +1,415 @@
+"""The OpenAPI 3.1 document of the collector's HTTP API, served at ``/v1/openapi.json``.
+
+``PATHS`` holds one dict per path, keyed by lowercase method. To document a new route, add its
+operation to ``PATHS`` (or call ``add_operation`` from the module that defines it): the test
+``tests/collector/test_openapi.py`` fails for any route in ``app.url_map`` that is missing here,
+and for any operation here that no route serves.
+"""
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import orjson
+from flask import Flask, Response
+
+from deniable.client.wire import DEFAULT_MAX_REPORTS, MEDIA_TYPE
+
+OPENAPI_PATH = "/v1/openapi.json"
+PROBLEM = "application/problem+json"
+
+
+def _ref(name: str) -> dict[str, str]:
+    return {"$ref": f"#/components/schemas/{name}"}
+
+
+def _problem(description: str, retry_after: bool = False) -> dict[str, Any]:
+    response: dict[str, Any] = {"description": description,
+                                "content": {PROBLEM: {"schema": _ref("Problem")}}}
+    if retry_after:
+        response["headers"] = {"Retry-After": {"$ref": "#/components/headers/Retry-After"}}
+    return response
+
+
+def _json(description: str, schema: dict[str, Any]) -> dict[str, Any]:
+    return {"description": description, "content": {MEDIA_TYPE: {"schema": schema}}}
+
+
+UNAVAILABLE = _problem("Redis is down or failing over: retry after Retry-After seconds.",
+                       retry_after=True)
+
+SCHEMAS: dict[str, Any] = {
+    "Problem": {
+        "type": "object",
+        "description": "An RFC 9457 problem document. No error carries a stack trace, a "
+                       "report body or a client address.",
+        "required": ["type", "title", "status", "detail"],
+        "properties": {
+            "type": {"type": "string"},
+            "title": {"type": "string"},
+            "status": {"type": "integer", "minimum": 400, "maximum": 599},
+            "detail": {"type": "string"},
+            "errors": {"type": "array", "items": {"oneOf": [
+                {"type": "object", "required": ["pointer", "detail"],
+                 "properties": {"pointer": {"type": "string",
+                                            "description": "JSON pointer into the body"},
+                                "detail": {"type": "string"}}},
+                {"type": "object", "required": ["parameter", "detail"],
+                 "properties": {"parameter": {"type": "string",
+                                              "description": "query parameter name"},
+                                "detail": {"type": "string"}}},
+            ]}},
+        },
+    },
+    "Report": {
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["metric", "mechanism", "bit"],
+        "properties": {
+            "metric": {"type": "string", "pattern": "^[a-z][a-z0-9_]{0,63}$",
+                       "description": "a registered metric (see GET /v1/metrics)"},
+            "mechanism": {"type": "string", "examples": ["rr:1/2:1/2"],
+                          "description": "the metric's registered mechanism id"},
+            "bit": {"type": "integer", "enum": [0, 1],
+                    "description": "the perturbed bit; never the true value"},
+        },
+    },
+    "Batch": {
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["batch_id", "reports"],
+        "properties": {
+            "batch_id": {"type": "string", "pattern": "^[0-9a-f]{32}$",
+                         "description": "128 random bits, fresh per batch: a re-sent batch "
+                                        "is counted once"},
+            "reports": {"type": "array", "minItems": 1, "maxItems": DEFAULT_MAX_REPORTS,
+                        "items": _ref("Report"),
+                        "description": "at most DENIABLE_MAX_BATCH_REPORTS reports"},
+        },
+    },
+    "Accepted": {
+        "type": "object", "required": ["batch_id", "accepted"],
+        "properties": {"batch_id": {"type": "string"},
+                       "accepted": {"type": "integer", "minimum": 1}},
+    },
+    "Duplicate": {
+        "type": "object", "required": ["batch_id", "accepted", "duplicate"],
+        "properties": {"batch_id": {"type": "string"}, "accepted": {"const": 0},
+                       "duplicate": {"const": True}},
+    },
+    "Metric": {
+        "type": "object",
+        "required": ["name", "description", "mechanism", "p_yes_given_yes", "p_yes_given_no",
+                     "epsilon"],
+        "properties": {
+            "name": {"type": "string"},
+            "description": {"type": "string"},
+            "mechanism": {"type": "string"},
+            "p_yes_given_yes": {"type": "string", "description": "exact fraction, e.g. 3/4"},
+            "p_yes_given_no": {"type": "string", "description": "exact fraction, e.g. 1/4"},
+            "epsilon": {"type": "number", "description": "privacy loss per report"},
+        },
+    },
+    "Counts": {
+        "type": "object", "required": ["metric", "mechanism", "from", "to", "buckets"],
+        "properties": {
+            "metric": {"type": "string"},
+            "mechanism": {"type": "string"},
+            "version": {"type": "integer", "minimum": 1},
+            "retired": {"type": ["string", "null"],
+                        "description": "when the metric was retired, if it was"},
+            "granularity": {"type": "string", "enum": ["hour", "day", "week"]},
+            "from": {"type": "string", "format": "date-time"},
+            "to": {"type": "string", "format": "date-time"},
+            "buckets": {"type": "array", "items": {
+                "type": "object", "required": ["start", "n", "ones"],
+                "properties": {"start": {"type": "string", "format": "date-time"},
+                               "n": {"type": "integer", "minimum": 0},
+                               "ones": {"type": "integer", "minimum": 0}}}},
+        },
+    },
+}
+
+SCHEMAS.update({
+    "MetricRegistration": {
+        "type": "object", "additionalProperties": False, "required": ["name", "mechanism"],
+        "properties": {
+            "name": {"type": "string", "pattern": "^[a-z][a-z0-9_]{0,63}$"},
+            "mechanism": {"type": "string", "examples": ["rr:1/2:1/2"]},
+            "description": {"type": "string"},
+            "retention_days": {"type": "integer", "minimum": 1},
+        },
+    },
+    "MetricEntry": {
+        "type": "object",
+        "required": ["name", "description", "retention_days", "retired", "version", "mechanism",
+                     "versions"],
+        "properties": {
+            "name": {"type": "string"},
+            "description": {"type": "string"},
+            "retention_days": {"type": "integer"},
+            "retired": {"type": ["string", "null"]},
+            "version": {"type": "integer", "description": "the current version"},
+            "mechanism": {"type": "string", "description": "the current version's mechanism"},
+            "versions": {"type": "array", "items": {
+                "type": "object",
+                "required": ["version", "registered", "mechanism", "p_yes_given_yes",
+                             "p_yes_given_no", "epsilon"],
+                "properties": {"version": {"type": "integer"}, "registered": {"type": "string"},
+                               "mechanism": {"type": "string"},
+                               "p_yes_given_yes": {"type": "string"},
+                               "p_yes_given_no": {"type": "string"},
+                               "epsilon": {"type": "number"}}}},
+        },
+    },
+    "RegistryResult": {
+        "type": "object", "required": ["result", "metric"],
+        "properties": {"result": {"type": "string",
+                                  "enum": ["created", "new_version", "updated", "unchanged",
+                                           "retired"]},
+                       "metric": _ref("MetricEntry")},
+    },
+})
+
+PUBLIC: list[dict[str, list[str]]] = []
+"""The ``security`` of operations that need no key."""
+
+PATHS: dict[str, dict[str, Any]] = {
+    "/v1/reports": {"post": {
+        "operationId": "postReports",
+        "summary": "Send one batch of perturbed bits",
+        "description": "Accepted whole or not at all. A re-sent batch_id with the same "
+                       "content is acknowledged and counted once; with other content, 409. "
+                       "A body with duplicate JSON keys is rejected with 400.",
+        "requestBody": {"required": True, "content": {MEDIA_TYPE: {"schema": _ref("Batch")}}},
+        "responses": {
+            "202": _json("The batch was counted.", _ref("Accepted")),
+            "200": _json("This batch was already counted; nothing changed.", _ref("Duplicate")),
+            "400": _problem("The body is not valid UTF-8 JSON, or repeats a key."),
+            "409": _problem("The batch_id was used for a batch with other content."),
+            "413": _problem("The body is larger than DENIABLE_MAX_BODY_BYTES."),
+            "415": _problem("The body is not application/json."),
+            "422": _problem("The batch breaks the wire format; errors[] holds JSON pointers."),
+            "503": UNAVAILABLE,
+        },
+    }},
+    "/v1/metrics": {"get": {
+        "operationId": "listMetrics",
+        "summary": "The registered metrics, each with its mechanism and exact guarantee",
+        "responses": {
+            "200": _json("The registered metrics.", {
+                "type": "object", "required": ["metrics"],
+                "properties": {"metrics": {"type": "array", "items": _ref("Metric")}}}),
+        },
+    }},
+    "/v1/metrics/{name}/counts": {"get": {
+        "operationId": "metricCounts",
+        "summary": "Perturbed counts per UTC hour over [from, to); by default the last 7 days",
+        "parameters": [
+            {"name": "name", "in": "path", "required": True, "schema": {"type": "string"}},
+            {"name": "from", "in": "query", "required": False,
+             "schema": {"type": "string", "format": "date-time"},
+             "description": "ISO 8601 start (UTC if no offset); default: 'to' minus 7 days"},
+            {"name": "to", "in": "query", "required": False,
+             "schema": {"type": "string", "format": "date-time"},
+             "description": "ISO 8601 end, excluded (UTC if no offset); default: now"},
+            {"name": "granularity", "in": "query", "required": False,
+             "schema": {"type": "string", "enum": ["hour", "day", "week"]},
+             "description": "hour buckets (default), or sums per UTC day or ISO week "
+                            "(Monday); the range widens to whole days or weeks"},
+            {"name": "version", "in": "query", "required": False,
+             "schema": {"type": "string", "pattern": "^[0-9]{1,9}$"},
+             "description": "read this version of the metric (default: the current one)"},
+            {"name": "mechanism", "in": "query", "required": False,
+             "schema": {"type": "string"},
+             "description": "read the version that used this mechanism id"},
+        ],
+        "responses": {
+            "200": _json("Non-empty buckets, oldest first.", _ref("Counts")),
+            "404": _problem("No metric of that name, or no such version."),
+            "422": _problem("A bad or too long time range; errors[] names the parameter."),
+            "503": UNAVAILABLE,
+        },
+    }},
+    "/v1/admin/metrics": {
+        "post": {
+            "operationId": "registerMetric",
+            "summary": "Register a metric, or a new version of one (admin key)",
+            "description": "A metric's mechanism never changes in place: another mechanism "
+                           "makes a new version with its own counters.",
+            "requestBody": {"required": True,
+                            "content": {MEDIA_TYPE: {"schema": _ref("MetricRegistration")}}},
+            "responses": {
+                "201": _json("Created, or a new version.", _ref("RegistryResult")),
+                "200": _json("Description or retention updated, or nothing changed.",
+                             _ref("RegistryResult")),
+                "400": _problem("The body is not valid JSON."),
+                "409": _problem("The metric is retired, or an older version used that "
+                                "mechanism."),
+                "415": _problem("The body is not application/json."),
+                "422": _problem("Invalid fields; errors[] holds JSON pointers."),
+                "503": UNAVAILABLE,
+            },
+        },
+        "get": {
+            "operationId": "listAllMetrics",
+            "summary": "Every metric with all its versions, retired ones included (admin key)",
+            "responses": {
+                "200": _json("All metrics.", {
+                    "type": "object", "required": ["metrics"],
+                    "properties": {"metrics": {"type": "array",
+                                               "items": _ref("MetricEntry")}}}),
+                "503": UNAVAILABLE,
+            },
+        },
+    },
+    "/v1/admin/metrics/{name}/retire": {"post": {
+        "operationId": "retireMetric",
+        "summary": "Stop accepting reports for a metric; its counts stay readable (admin key)",
+        "parameters": [{"name": "name", "in": "path", "required": True,
+                        "schema": {"type": "string"}}],
+        "responses": {
+            "200": _json("Retired (idempotent).", _ref("RegistryResult")),
+            "404": _problem("No metric of that name."),
+            "503": UNAVAILABLE,
+        },
+    }},
+    "/dashboard": {"get": {
+        "operationId": "dashboard",
+        "summary": "The live dashboard page (no counts in it; give a read token as "
+                   "#token=... in the URL fragment)",
+        "security": PUBLIC,
+        "responses": {"200": {"description": "The page.",
+                              "content": {"text/html": {"schema": {"type": "string"}}}},
+                      "503": UNAVAILABLE},
+    }},
+    "/dashboard/data": {"get": {
+        "operationId": "dashboardData",
+        "summary": "One metric's debiased time series and summary for the dashboard (read key)",
+        "parameters": [
+            {"name": "metric", "in": "query", "required": True, "schema": {"type": "string"}},
+            {"name": "from", "in": "query", "required": False,
+             "schema": {"type": "string", "format": "date-time"}},
+            {"name": "to", "in": "query", "required": False,
+             "schema": {"type": "string", "format": "date-time"}},
+            {"name": "every", "in": "query", "required": False,
+             "schema": {"type": "string", "enum": ["hour", "day", "week"]}},
+            {"name": "rolling", "in": "query", "required": False,
+             "schema": {"type": "integer", "minimum": 1, "maximum": 1000}},
+        ],
+        "responses": {
+            "200": _json("Buckets with estimates, intervals, n and flags.", {"type": "object"}),
+            "404": _problem("No metric of that name."),
+            "422": _problem("A bad parameter; errors[] names it."),
+            "503": UNAVAILABLE,
+        },
+    }},
+    "/dashboard/static/{filename}": {"get": {
+        "operationId": "dashboardStatic",
+        "summary": "The dashboard's script and style sheet",
+        "security": PUBLIC,
+        "parameters": [{"name": "filename", "in": "path", "required": True,
+                        "schema": {"type": "string"}}],
+        "responses": {"200": {"description": "The file."},
+                      "404": _problem("No such file.")},
+    }},
+    OPENAPI_PATH: {"get": {
+        "operationId": "openapi",
+        "security": PUBLIC,
+        "summary": "This document",
+        "responses": {"200": _json("The OpenAPI 3.1 document.", {"type": "object"})},
+    }},
+    "/healthz": {"get": {
+        "operationId": "healthz",
+        "security": PUBLIC,
+        "summary": "Liveness: the process answers (does not look at Redis)",
+        "responses": {"200": _json("Alive.", {
+            "type": "object", "required": ["status"],
+            "properties": {"status": {"const": "ok"}}})},
+    }},
+    "/readyz": {"get": {
+        "operationId": "readyz",
+        "security": PUBLIC,
+        "summary": "Readiness: Redis answers",
+        "responses": {
+            "200": _json("Ready.", {"type": "object", "required": ["status"],
+                                    "properties": {"status": {"const": "ready"}}}),
+            "503": UNAVAILABLE,
+        },
+    }},
+    "/metrics": {"get": {
+        "operationId": "prometheusMetrics",
+        "security": PUBLIC,
+        "summary": "Prometheus metrics, summed over all workers (keep it off the internet)",
+        "responses": {"200": {"description": "Prometheus text exposition format.",
+                              "content": {"text/plain": {"schema": {"type": "string"}}}}},
+    }},
+}
+
+COMMON_RESPONSES = {
+    "405": _problem("The path does not take this method."),
+    "413": _problem("The body is larger than DENIABLE_MAX_BODY_BYTES."),
+    "500": _problem("A bug: the response carries no stack trace."),
+}
+"""Answers any operation may give, added to every operation that does not list its own."""
+
+AUTH_RESPONSES = {
+    "401": _problem("No key, a malformed header, or an unknown or revoked key "
+                    "(with WWW-Authenticate: Bearer)."),
+    "403": _problem("A valid key of a role this operation does not take."),
+    "429": _problem("A rate limit was exceeded: retry after Retry-After seconds.",
+                    retry_after=True),
+}
+"""Answers of every operation that wants a key (when DENIABLE_AUTH is on)."""
+
+
+def add_operation(path: str, method: str, operation: dict[str, Any]) -> None:
+    """Document one more route: ``path`` in OpenAPI form (``/v1/x/{name}``), ``method`` lower."""
+    PATHS.setdefault(path, {})[method.lower()] = operation
+
+
+def document() -> dict[str, Any]:
+    """The whole OpenAPI 3.1 document, as a fresh dict."""
+    paths = copy.deepcopy(PATHS)
+    for operations in paths.values():
+        for operation in operations.values():
+            responses = operation.setdefault("responses", {})
+            extra = COMMON_RESPONSES if operation.get("security") == PUBLIC \
+                else {**COMMON_RESPONSES, **AUTH_RESPONSES}
+            for status, response in extra.items():
+                responses.setdefault(status, copy.deepcopy(response))
+            for response in responses.values():
+                response.setdefault("headers", {})["X-Request-Id"] = {
+                    "$ref": "#/components/headers/X-Request-Id"}
+    return {
+        "openapi": "3.1.0",
+        "info": {"title": "Deniable collector", "version": "1",
+                 "description": "Collects perturbed bits under local differential privacy "
+                                "(randomized response) and serves perturbed counts."},
+        "paths": paths,
+        "security": [{"bearer": []}],
+        "components": {
+            "securitySchemes": {"bearer": {
+                "type": "http", "scheme": "bearer",
+                "description": "An API key (dnk_...) of the role the operation takes: ingest "
+                               "sends reports, read reads counts, admin registers metrics. "
+                               "Not needed when the collector runs with DENIABLE_AUTH=off."}},
+            "schemas": copy.deepcopy(SCHEMAS),
+            "headers": {
+                "Retry-After": {"description": "Seconds to wait before retrying.",
+                                "schema": {"type": "string", "pattern": "^[0-9]+$"}},
+                "X-Request-Id": {"description": "The request's id: the caller's, if it was "
+                                                "8-64 of [A-Za-z0-9_-], else a fresh one.",
+                                 "schema": {"type": "string"}},
+            },
+        },
+    }
+
+
+def init_app(app: Flask) -> None:
+    """Serve the document at ``/v1/openapi.json``."""
+
+    @app.get(OPENAPI_PATH)
+    def openapi_document() -> Response:
+        """This API's OpenAPI 3.1 document."""
+        return Response(orjson.dumps(document()), mimetype=MEDIA_TYPE)

@@ -1,0 +1,103 @@
+"""The store on a real 3-master Redis Cluster: batches spanning metrics on different slots are
+applied per metric, exactly once, and a conflicting reuse of a batch id changes nothing."""
+from __future__ import annotations
+
+import shutil
+import subprocess
+from collections.abc import Iterator
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pytest
+import redis.cluster
+
+from deniable.client.wire import decode_batch, encode_batch, new_batch_id
+from deniable.collector import keys
+from deniable.collector.embedded import RedisServer, find_redis_server, free_port
+from deniable.collector.store import Outcome, Store, connect
+
+pytestmark = [pytest.mark.slow,
+              pytest.mark.skipif(shutil.which("redis-cli") is None,
+                                 reason="redis-cli is needed to create a cluster")]
+METRICS = {f"metric_{i}": "rr:1/2:1/2" for i in range(12)}  # spread over all three masters
+
+
+def cluster_port() -> int:
+    while (port := free_port()) > 55000:  # the cluster bus listens on port + 10000
+        pass
+    return port
+
+
+@pytest.fixture(scope="module")
+def cluster_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    nodes = []
+    try:
+        for i in range(3):
+            port = cluster_port()
+            folder = tmp_path_factory.mktemp(f"cluster{i}")
+            process = subprocess.Popen(
+                [find_redis_server(), "--bind", "127.0.0.1", "--port", str(port), "--dir",
+                 str(folder), "--save", "", "--appendonly", "no", "--cluster-enabled", "yes",
+                 "--cluster-config-file", "nodes.conf", "--logfile", "redis.log"],
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            nodes.append((port, process))
+        for port, _ in nodes:
+            probe = RedisServer(port=port)
+            assert any(probe._pings() or __import__("time").sleep(0.05) for _ in range(100))
+        subprocess.run(["redis-cli", "--cluster", "create",
+                        *[f"127.0.0.1:{port}" for port, _ in nodes],
+                        "--cluster-replicas", "0", "--cluster-yes"],
+                       check=True, capture_output=True, timeout=30)
+        url = f"redis://127.0.0.1:{nodes[0][0]}/0"
+        for _ in range(100):
+            info = subprocess.run(["redis-cli", "-p", str(nodes[0][0]), "cluster", "info"],
+                                  capture_output=True, text=True).stdout
+            if "cluster_state:ok" in info:
+                break
+            __import__("time").sleep(0.1)
+        yield url
+    finally:
+        for _, process in nodes:
+            process.terminate()
+            process.wait(timeout=10)
+
+
+def test_a_batch_over_many_slots_is_counted_once_per_metric(cluster_url: str) -> None:
+    client = connect(cluster_url, cluster=True)
+    assert isinstance(client, redis.cluster.RedisCluster)
+    store = Store(client)
+    try:
+        slots = {client.keyslot(keys.counters(m, "rr:1/2:1/2", datetime.now(timezone.utc)))
+                 for m in METRICS}
+        assert len({client.get_node_from_key(keys.batch(m, "x")).port for m in METRICS}) == 3
+        assert len(slots) == len(METRICS)
+        reports = [(m, mech, i % 2) for i, (m, mech) in enumerate(METRICS.items())] * 3
+        batch = decode_batch(encode_batch(new_batch_id(), reports), METRICS)
+        now = datetime.now(timezone.utc)
+        retention = {m: 90 for m in METRICS}
+        assert store.add_batch(batch, now, retention, 3600) is Outcome.APPLIED
+        assert store.add_batch(batch, now, retention, 3600) is Outcome.DUPLICATE
+        for i, metric in enumerate(METRICS):
+            assert store.counts(metric, "rr:1/2:1/2", keys.bucket_start(now),
+                                keys.bucket_start(now) + keys.BUCKET)[0].n == 3
+
+        # A partial first attempt (one metric written, then a crash): the re-send completes it.
+        partial = decode_batch(encode_batch(new_batch_id(), reports), METRICS)
+        first = next(iter(partial.tallies))
+        store._ingest(keys=[keys.batch(first, partial.batch_id),
+                            keys.counters(first, "rr:1/2:1/2", now)],
+                      args=[partial.digest, 3600, partial.tallies[first].n,
+                            partial.tallies[first].ones, 86400])
+        assert store.add_batch(partial, now, retention, 3600) is Outcome.APPLIED
+        for metric in METRICS:
+            assert store.counts(metric, "rr:1/2:1/2", keys.bucket_start(now),
+                                keys.bucket_start(now) + keys.BUCKET)[0].n == 6
+
+        # The same id with other content: 409, and nothing anywhere changes.
+        before = {m: client.hgetall(keys.counters(m, "rr:1/2:1/2", now)) for m in METRICS}
+        other = decode_batch(encode_batch(partial.batch_id, [(m, mech, 1) for m, mech
+                                                             in METRICS.items()]), METRICS)
+        assert store.add_batch(other, now, retention, 3600) is Outcome.CONFLICT
+        assert {m: client.hgetall(keys.counters(m, "rr:1/2:1/2", now)) for m in METRICS} == before
+    finally:
+        client.close()

@@ -1,0 +1,142 @@
+"""Prometheus metrics summed over gunicorn workers, JSON logs with request ids, and no client
+address, credential or report body in any log line."""
+from __future__ import annotations
+
+import http.client
+import json
+import re
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+import requests
+
+from deniable.client.wire import encode_batch, new_batch_id
+from deniable.collector.auth import create_key
+from deniable.collector.server import CollectorProcess
+from tests.conftest import OPEN_ENV
+
+X, X_MECH = "feature_x_enabled", "rr:1/2:1/2"
+CLIENT_ADDRESS = "127.0.0.2"            # the test connects from this loopback address
+FORWARDED_ADDRESS = "203.0.113.77"      # and claims this one in X-Forwarded-For
+SECRET_KEY = "dnk_live_Zq8tSECRETkey42"  # sent as a bearer credential
+UA_MARKER = "UniqueAgentMarker/9.9"
+
+
+def send(port: int, method: str, path: str, body: bytes = b"",
+         headers: dict[str, str] | None = None,
+         key: str = SECRET_KEY) -> tuple[int, dict[str, str], bytes]:
+    """One request over a connection from CLIENT_ADDRESS, with identifying headers."""
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10,
+                                            source_address=(CLIENT_ADDRESS, 0))
+    try:
+        connection.request(method, path, body=body, headers={
+            "Content-Type": "application/json", "Authorization": f"Bearer {key}",
+            "X-Forwarded-For": FORWARDED_ADDRESS, "X-Real-IP": FORWARDED_ADDRESS,
+            "User-Agent": UA_MARKER, **(headers or {})})
+        response = connection.getresponse()
+        return response.status, dict(response.getheaders()), response.read()
+    finally:
+        connection.close()
+
+
+def post_batch(port: int, doc: dict, headers: dict[str, str] | None = None,
+               key: str = SECRET_KEY) -> tuple[int, dict[str, str], bytes]:
+    return send(port, "POST", "/v1/reports", json.dumps(doc).encode(), headers, key)
+
+
+@pytest.fixture(scope="module")
+def collector(redis_url: str, metrics_file: Path) -> Iterator[CollectorProcess]:
+    with CollectorProcess(redis_url, metrics_file, workers=2, env=OPEN_ENV) as live:
+        yield live
+
+
+def metric_value(text: str, name: str, labels: str) -> float:
+    match = re.search(rf"^{re.escape(name)}\{{{re.escape(labels)}\}} (\S+)$", text, re.M)
+    return float(match.group(1)) if match else 0.0
+
+
+def test_metrics_add_up_over_all_workers_by_outcome(collector: CollectorProcess,
+                                                    redis_client) -> None:  # type: ignore[no-untyped-def]
+    base = requests.get(f"{collector.url}/metrics", timeout=10).text
+    good = [encode_batch(new_batch_id(), [(X, X_MECH, 1)] * 10) for _ in range(24)]
+    with ThreadPoolExecutor(8) as pool:  # concurrent, so both workers serve some
+        statuses = list(pool.map(lambda doc: post_batch(collector.port, doc)[0], good))
+    assert statuses == [202] * 24
+    assert post_batch(collector.port, good[0])[0] == 200                      # duplicate
+    bad = encode_batch(new_batch_id(), [(X, X_MECH, 2)] * 5)
+    assert post_batch(collector.port, bad)[0] == 422                          # invalid
+    assert send(collector.port, "POST", "/v1/reports", b"{nope")[0] == 400    # malformed
+
+    text = requests.get(f"{collector.url}/metrics", timeout=10).text
+
+    def grew(name: str, labels: str) -> float:
+        return metric_value(text, name, labels) - metric_value(base, name, labels)
+
+    assert grew("deniable_batches_total", 'outcome="accepted",reason=""') == 24
+    assert grew("deniable_reports_total", 'outcome="accepted",reason=""') == 240
+    assert grew("deniable_batches_total", 'outcome="duplicate",reason=""') == 1
+    assert grew("deniable_reports_total", 'outcome="duplicate",reason=""') == 10
+    assert grew("deniable_batches_total", 'outcome="rejected",reason="invalid"') == 1
+    assert grew("deniable_reports_total", 'outcome="rejected",reason="invalid"') == 5
+    assert grew("deniable_batches_total", 'outcome="rejected",reason="malformed"') == 1
+    assert grew("deniable_http_request_duration_seconds_count",
+                'method="POST",route="/v1/reports"') == 27
+    assert grew("deniable_http_requests_total",
+                'method="POST",route="/v1/reports",status="202"') == 24
+
+
+def test_request_ids_are_kept_when_well_formed_and_made_otherwise(
+        collector: CollectorProcess) -> None:
+    status, headers, _ = send(collector.port, "GET", "/healthz",
+                              headers={"X-Request-Id": "trace-0123456789_abc"})
+    assert status == 200 and headers["X-Request-Id"] == "trace-0123456789_abc"
+    for hostile in ("10.1.2.3", "short", "x" * 65, "a b c d e f g h", "id\u00e9abcdefgh"):
+        _, headers, _ = send(collector.port, "GET", "/healthz",
+                             headers={"X-Request-Id": hostile.encode().decode("latin-1")})
+        assert re.fullmatch(r"[0-9a-f]{32}", headers["X-Request-Id"]), hostile
+    _, problem_headers, _ = send(collector.port, "POST", "/v1/reports", b"[")
+    assert re.fullmatch(r"[0-9a-f]{32}", problem_headers["X-Request-Id"])
+
+
+def test_logs_are_json_with_request_ids_and_hold_no_address_key_or_body(
+        redis_url: str, metrics_file: Path, redis_client) -> None:  # type: ignore[no-untyped-def]
+    doc = encode_batch(new_batch_id(), [(X, X_MECH, 1), (X, X_MECH, 0)])
+    raw = json.dumps(doc).encode()
+    # Auth on, with real keys: neither key may reach the log.
+    ingest = create_key(redis_client, "ingest", app="log-test").secret
+    read = create_key(redis_client, "read").secret
+    collector = CollectorProcess(redis_url, metrics_file, workers=2,
+                                 env={"DENIABLE_RATE_LIMIT_IP_PER_SECOND": "0"})
+    collector.start()
+    try:
+        assert post_batch(collector.port, doc, {"X-Request-Id": "req-good-000001"},
+                          key=ingest)[0] == 202
+        assert post_batch(collector.port, doc, key=ingest)[0] == 200
+        bad = encode_batch(new_batch_id(), [("no_such_metric", X_MECH, 1)])
+        assert post_batch(collector.port, bad, key=ingest)[0] == 422
+        assert send(collector.port, "POST", "/v1/reports", b"\xff\xfe" + raw,
+                    key=ingest)[0] == 400
+        assert send(collector.port, "GET", f"/v1/metrics/{X}/counts?from=yesterday",
+                    key=read)[0] == 422
+        assert send(collector.port, "GET", f"/v1/no/such/{FORWARDED_ADDRESS}")[0] == 404
+        assert send(collector.port, "DELETE", "/v1/reports")[0] == 405
+        assert collector.process is not None
+        collector.process.terminate()  # graceful: the workers flush and exit
+        collector.process.wait(timeout=15)
+        log = collector.log_tail(1 << 24)
+    finally:
+        collector.stop()
+
+    lines = [json.loads(line) for line in log.splitlines() if line.strip()]
+    requests_logged = [line for line in lines if line["message"] == "request"]
+    assert len(requests_logged) == 8  # /healthz at start, then the seven above
+    assert {"ts", "level", "logger", "request_id", "method", "route", "status",
+            "duration_ms"} <= set(requests_logged[1])
+    assert requests_logged[1]["request_id"] == "req-good-000001"
+    assert [line["status"] for line in requests_logged[1:]] == [202, 200, 422, 400, 422, 404, 405]
+    assert requests_logged[-2]["route"] == "<unmatched>"  # raw paths are never logged
+    for secret in (CLIENT_ADDRESS, FORWARDED_ADDRESS, SECRET_KEY, ingest, read, "Bearer", UA_MARKER,
+                   doc["batch_id"], bad["batch_id"], "no_such_metric", '"bit"', "yesterday"):
+        assert secret not in log, secret

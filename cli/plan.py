@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import sys
 
 from deniable.cli.options import env_default, positive_int
 

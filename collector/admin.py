@@ -9,11 +9,11 @@ included. ``POST /v1/admin/metrics/<name>/retire`` retires one for good (idempot
 from __future__ import annotations
 
 import orjson
-from flask import Blueprint, Response, current_app, request
+from flask import Blueprint, Response, current_app
 
 from deniable.client.errors import InvalidParameterError, Problem
 from deniable.client.wire import API_VERSION, MEDIA_TYPE
-from deniable.collector.api import storage_guard
+from deniable.collector.api import json_body, storage_guard
 from deniable.collector.auth import require
 from deniable.collector.errors import APIError
 from deniable.collector.live_registry import (LiveRegistry, RegistryConflictError,
@@ -35,12 +35,7 @@ def _registry() -> LiveRegistry:
 @require("admin")
 def register_metric() -> Response:
     """Register a metric, or a new version of one."""
-    if request.mimetype != MEDIA_TYPE:
-        raise APIError(415, f"the body must be {MEDIA_TYPE}")
-    try:
-        doc = orjson.loads(request.get_data(cache=False))
-    except orjson.JSONDecodeError as exc:
-        raise APIError(400, "the body is not valid JSON", [Problem("", "not JSON")]) from exc
+    _, doc = json_body()
     if type(doc) is not dict:
         raise APIError(422, "the body must be a JSON object", [Problem("", "must be an object")])
     unknown = sorted(doc.keys() - FIELDS)

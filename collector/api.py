@@ -52,14 +52,7 @@ def storage_guard() -> Iterator[None]:
 @require("ingest")
 def post_reports() -> Response:
     """Accept one batch of perturbed bits, whole or not at all."""
-    if request.mimetype != MEDIA_TYPE:
-        raise APIError(415, f"the body must be {MEDIA_TYPE}")
-    try:
-        body = request.get_data(cache=False)
-        doc = orjson.loads(body)
-    except orjson.JSONDecodeError as exc:
-        raise APIError(400, "the body is not valid JSON",
-                       [Problem("", str(exc).split(":")[0])]) from exc
+    body, doc = json_body()
     if type(doc) is dict and type(doc.get("reports")) is list:
         observability.note_reports(len(doc["reports"]))
     registry = _registry()
@@ -131,15 +124,7 @@ def metric_counts(name: str) -> Response:
     if granularity not in rollup.GRANULARITIES:
         raise APIError(422, "unknown granularity",
                        parameters={"granularity": f"one of {', '.join(rollup.GRANULARITIES)}"})
-    now = datetime.now(timezone.utc)
-    end = _parse_time("to", now)
-    start = _parse_time("from", end - timedelta(days=7))
-    if start >= end:
-        raise APIError(422, "'from' must come before 'to'", parameters={"from": "after 'to'"})
-    if end - start > timedelta(days=current_app.config["COUNTS_MAX_DAYS"]):
-        raise APIError(422, "the range is too long",
-                       parameters={"from": f"at most {current_app.config['COUNTS_MAX_DAYS']} "
-                                           "days before 'to'"})
+    start, end = time_range()
     if granularity != "hour":
         start, end = rollup.align(start, end, granularity)
     with storage_guard():
@@ -174,9 +159,38 @@ def _parse_version(entry: Entry) -> Version:
     return found
 
 
+def json_body() -> tuple[bytes, object]:
+    """The request's raw body and its parsed JSON: 415 if it is not JSON, 400 if malformed."""
+    if request.mimetype != MEDIA_TYPE:
+        raise APIError(415, f"the body must be {MEDIA_TYPE}")
+    body = request.get_data(cache=False)
+    try:
+        return body, orjson.loads(body)
+    except orjson.JSONDecodeError as exc:
+        raise APIError(400, "the body is not valid JSON",
+                       [Problem("", str(exc).split(":")[0])]) from exc
+
+
+def time_range(default_days: int = 7) -> tuple[datetime, datetime]:
+    """The ``from``/``to`` query range: by default the ``default_days`` up to now.
+
+    Raises:
+        APIError: 422 naming the parameter, for a bad time, an empty or a too long range.
+    """
+    end = _parse_time("to", datetime.now(timezone.utc))
+    start = _parse_time("from", end - timedelta(days=default_days))
+    if start >= end:
+        raise APIError(422, "'from' must come before 'to'", parameters={"from": "after 'to'"})
+    limit = int(current_app.config["COUNTS_MAX_DAYS"])
+    if end - start > timedelta(days=limit):
+        raise APIError(422, "the range is too long",
+                       parameters={"from": f"at most {limit} days before 'to'"})
+    return start, end
+
+
 def _parse_time(parameter: str, default: datetime) -> datetime:
     raw = request.args.get(parameter)
-    if raw is None:
+    if not raw:
         return default
     try:
         moment = datetime.fromisoformat(raw)

@@ -14,13 +14,12 @@ fragment (``/dashboard#token=...``, which browsers never send to the server) as
 """
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import orjson
 from flask import Blueprint, Flask, Response, current_app, render_template, request
 
-from deniable.collector.api import storage_guard
+from deniable.collector.api import storage_guard, time_range
 from deniable.collector.auth import require
 from deniable.collector.errors import APIError
 from deniable.collector.registry import Metric
@@ -71,14 +70,7 @@ def data() -> Response:
         raise APIError(422, "'every' must be hour, day or week",
                        parameters={"every": f"one of {', '.join(GRANULARITIES)}"})
     window = _whole("rolling", 1, 1, 1000)
-    end = _time("to", datetime.now(timezone.utc))
-    start = _time("from", end - timedelta(days=7))
-    if start >= end:
-        raise APIError(422, "'from' must come before 'to'", parameters={"from": "after 'to'"})
-    limit = int(current_app.config["COUNTS_MAX_DAYS"])
-    if end - start > timedelta(days=limit):
-        raise APIError(422, "the range is too long",
-                       parameters={"from": f"at most {limit} days before 'to'"})
+    start, end = time_range()
     with storage_guard():
         hours = current_app.extensions["deniable.store"].counts(
             metric.name, metric.mechanism.id, start, end)
@@ -105,18 +97,6 @@ def data() -> Response:
 
 def _finite(x: float) -> float | None:
     return None if x != x else x
-
-
-def _time(parameter: str, default: datetime) -> datetime:
-    raw = request.args.get(parameter)
-    if not raw:
-        return default
-    try:
-        moment = datetime.fromisoformat(raw)
-    except ValueError as exc:
-        raise APIError(422, f"'{parameter}' is not an ISO 8601 time",
-                       parameters={parameter: "must be an ISO 8601 time"}) from exc
-    return moment.replace(tzinfo=timezone.utc) if moment.tzinfo is None else moment
 
 
 def _whole(parameter: str, default: int, low: int, high: int) -> int:

@@ -6,7 +6,6 @@ import shutil
 import subprocess
 from collections.abc import Iterator
 from datetime import datetime, timezone
-from pathlib import Path
 
 import pytest
 import redis.cluster

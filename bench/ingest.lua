@@ -1,7 +1,8 @@
 -- wrk script: POST a batch of reports with a fresh random batch_id each time.
--- Usage: wrk -s bench/ingest.lua URL -- REPORTS_FILE [DELAY_MS]
+-- Usage: wrk -s bench/ingest.lua URL -- REPORTS_FILE [DELAY_MS] [BEARER_KEY]
 --   REPORTS_FILE: the JSON array of reports every batch carries (written by bench/ingest.py).
 --   DELAY_MS: pause each connection this long between requests (pacing for the half-load run).
+--   BEARER_KEY: an ingest key, sent as Authorization: Bearer (omit for an open collector).
 -- done() prints one JSON line: requests by outcome (202 accepted, 200 duplicate, other) and
 -- latency percentiles in microseconds.
 local threads = {}
@@ -14,6 +15,7 @@ function setup(thread)
 end
 
 local reports, delay_ms
+local headers = {["Content-Type"] = "application/json"}
 -- Globals, not locals: done() reads them from each thread with thread:get().
 accepted, duplicate, other = 0, 0, 0
 
@@ -22,6 +24,7 @@ function init(args)
   reports = f:read("*a")
   f:close()
   delay_ms = tonumber(args[2] or "0")
+  if args[3] and args[3] ~= "" then headers["Authorization"] = "Bearer " .. args[3] end
   -- Seed from the kernel's random source, mixed with the thread id: ids never repeat across
   -- threads or runs (a repeated id would be answered as a duplicate and counted as such).
   local urandom = io.open("/dev/urandom", "rb")
@@ -40,7 +43,7 @@ end
 
 function request()
   local body = '{"batch_id":"' .. batch_id() .. '","reports":' .. reports .. '}'
-  return wrk.format("POST", nil, {["Content-Type"] = "application/json"}, body)
+  return wrk.format("POST", nil, headers, body)
 end
 
 function delay()

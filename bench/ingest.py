@@ -31,6 +31,7 @@ from pathlib import Path
 import redis
 
 from deniable.collector import keys
+from deniable.collector.auth import create_key
 from deniable.collector.embedded import RedisServer, free_port
 from deniable.collector.server import CollectorProcess, default_config_file
 
@@ -74,11 +75,11 @@ def ensure_wrk() -> str:
 
 
 def run_wrk(wrk: str, url: str, reports_file: Path, seconds: float, connections: int,
-            threads: int, delay_ms: int = 0) -> dict[str, float]:
+            threads: int, delay_ms: int = 0, key: str = "") -> dict[str, float]:
     """One wrk run with bench/ingest.lua; returns its JSON summary plus req/s."""
     command = [wrk, f"-t{threads}", f"-c{connections}", f"-d{seconds:g}s", "--timeout", "5s",
                "-s", str(HERE / "ingest.lua"), f"{url}/v1/reports", "--",
-               str(reports_file), str(delay_ms)]
+               str(reports_file), str(delay_ms), key]
     done = subprocess.run(command, capture_output=True, text=True)
     if done.returncode != 0 or not done.stdout.strip():
         sys.exit(f"bench: wrk failed ({done.returncode}): {done.stdout[-500:]} {done.stderr[-500:]}")
@@ -171,23 +172,34 @@ def main() -> int:
         reports_file = Path(tmp) / "reports.json"
         reports_file.write_text(json.dumps(reports, separators=(",", ":")))
         client = redis.Redis.from_url(store.url)
+        # The production path: auth on, with a real ingest key. Rate limits are off, since
+        # every request comes from one address and one key (bench/auth_overhead.py measures
+        # their cost).
+        key = create_key(client, "ingest", app="bench").secret
+        open_limits = {"DENIABLE_RATE_LIMIT_IP_PER_SECOND": "0",
+                       "DENIABLE_RATE_LIMIT_KEY_PER_SECOND": "0"}
 
-        print(f"bench: {cores} cores, load average {load[0]:.2f} at start; gunicorn sync "
+        print(f"bench: {cores} cores, load average {load[0]:.2f} at start; auth on (one ingest "
+              "key), rate limits off; gunicorn sync "
               f"workers={workers}; wrk -t{args.threads} -c{args.connections} "
               f"-d{args.seconds:g}s; batches of {args.batch}", flush=True)
         noop_process, noop_url = start_noop(workers)
         try:
-            with CollectorProcess(store.url, metrics_file, workers=workers) as collector:
-                run_wrk(wrk, collector.url, reports_file, 2, args.connections, args.threads)
+            with CollectorProcess(store.url, metrics_file, workers=workers,
+                                  env=open_limits) as collector:
+                run_wrk(wrk, collector.url, reports_file, 2, args.connections, args.threads,
+                        key=key)
                 run_wrk(wrk, noop_url, reports_file, 2, args.connections, args.threads)
                 time.sleep(0.5)  # let the warm-up's last requests land before counting
-                client.flushdb()
+                for pattern in (f"{keys.PREFIX}:{{*}}:c:*", f"{keys.PREFIX}:{{*}}:b:*"):
+                    for stale in client.scan_iter(pattern):
+                        client.delete(stale)  # the warm-up's counters and batch ids only
                 # Alternate short rounds, so both sides see the same background load.
                 ingest_runs, noop_runs = [], []
                 for _ in range(args.rounds):
                     ingest_runs.append(run_wrk(wrk, collector.url, reports_file,
                                                args.seconds / args.rounds, args.connections,
-                                               args.threads))
+                                               args.threads, key=key))
                     noop_runs.append(run_wrk(wrk, noop_url, reports_file,
                                              args.seconds / args.rounds, args.connections,
                                              args.threads))
@@ -197,7 +209,7 @@ def main() -> int:
                 half_rate = ingest["req_per_s"] / 2
                 delay_ms = max(1, round(args.connections * 1000 / half_rate))
                 half = run_wrk(wrk, collector.url, reports_file, args.seconds / 2,
-                               args.connections, args.threads, delay_ms)
+                               args.connections, args.threads, delay_ms, key)
         finally:
             noop_process.terminate()
             noop_process.wait(timeout=30)

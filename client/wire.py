@@ -11,8 +11,10 @@ The collector accepts a batch whole or not at all and counts a re-sent ``batch_i
 from __future__ import annotations
 
 import hashlib
+import operator
 import re
 import secrets
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -166,26 +168,37 @@ class _NotClean(Exception):
     """A report needs the careful path (which names every offending field)."""
 
 
-def _sum_clean_reports(reports: list[Any], registry: Mapping[str, str]) -> dict[str, Tally] | None:
-    """Sum a batch whose every report is valid, in one tight loop; None if any is not.
+_FIELDS_OF_REPORT = operator.itemgetter("metric", "mechanism", "bit")
+_BIT_OF_REPORT = operator.itemgetter("bit")
 
-    The hot path of the collector: no per-report objects, one registry lookup per report.
-    Any doubt (a missing or unknown field, an unregistered metric, a bool or float bit, a
-    non-dict report) returns None, and decode_batch's careful loop then lists the problems.
+
+def _sum_clean_reports(reports: list[Any], registry: Mapping[str, str]) -> dict[str, Tally] | None:
+    """Sum a batch whose every report is valid, in C-speed passes; None if any is not.
+
+    The hot path of the collector: the reports are counted per distinct (metric, mechanism,
+    bit) triple, so the registry is consulted once per triple, not once per report. Any doubt
+    (a missing or unknown field, an unregistered metric, a bool or float bit, a non-object
+    report) returns None, and decode_batch's careful loop then lists the problems.
     """
+    try:
+        triples = Counter(map(_FIELDS_OF_REPORT, reports))
+        # Every report has the three fields (else KeyError/TypeError above), so the lengths
+        # add up to 3 per report exactly when no report has a fourth.
+        if sum(map(len, reports)) != 3 * len(reports):
+            return None
+        # True == 1 and 1.0 == 1 as dict keys: refuse any bit that is not exactly an int.
+        if set(map(type, map(_BIT_OF_REPORT, reports))) != {int}:
+            return None
+    except (KeyError, TypeError, IndexError):
+        return None
     n_by_metric: dict[str, int] = {}
     ones_by_metric: dict[str, int] = {}
-    try:
-        for report in reports:
-            metric = report["metric"]
-            bit = report["bit"]
-            if (len(report) != 3 or type(bit) is not int or not (bit == 0 or bit == 1)
-                    or registry[metric] != report["mechanism"]):
-                raise _NotClean
-            n_by_metric[metric] = n_by_metric.get(metric, 0) + 1
-            ones_by_metric[metric] = ones_by_metric.get(metric, 0) + bit
-    except (_NotClean, KeyError, TypeError, IndexError):
-        return None
+    for (metric, mechanism, bit), count in triples.items():
+        expected = registry.get(metric) if type(metric) is str else None
+        if expected is None or expected != mechanism or not (bit == 0 or bit == 1):
+            return None
+        n_by_metric[metric] = n_by_metric.get(metric, 0) + count
+        ones_by_metric[metric] = ones_by_metric.get(metric, 0) + count * bit
     return {metric: Tally(registry[metric], n, ones_by_metric[metric])
             for metric, n in n_by_metric.items()}
 

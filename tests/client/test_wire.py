@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from deniable.client import WireFormatError
 from deniable.client.wire import BATCH_ID, decode_batch, encode_batch, new_batch_id
@@ -86,3 +88,57 @@ def test_too_many_reports() -> None:
     doc = {"batch_id": BATCH_ID_OK, "reports": [report] * 11}
     assert pointers(doc, max_reports=10) == ["/reports"]
     assert decode_batch(doc, REGISTRY, max_reports=11).n_reports == 11
+
+
+MECHANISM_OF = {"feature_x_enabled": "rr:1/2:1/2", "dark_mode": "rr:3/4:1/2"}
+any_report = st.one_of(
+    st.fixed_dictionaries({
+        "metric": st.sampled_from(["feature_x_enabled", "dark_mode", "unknown", 5]),
+        "mechanism": st.sampled_from(["rr:1/2:1/2", "rr:3/4:1/2", None]),
+        "bit": st.sampled_from([0, 1, True, False, 1.0, 0.0, 2, -1, None, "1"]),
+    }, optional={"extra": st.just(1)}),
+    st.fixed_dictionaries({"metric": st.just("dark_mode"), "bit": st.just(1)}),
+    st.sampled_from(["a report", 1, None, ["dark_mode", "rr:3/4:1/2", 1]]),
+)
+
+
+def reference_tallies(reports: list) -> dict[str, tuple[int, int]] | None:
+    """The rules, one report at a time, as plainly as they can be written."""
+    tallies: dict[str, tuple[int, int]] = {}
+    for r in reports:
+        if not isinstance(r, dict) or set(r) != {"metric", "mechanism", "bit"}:
+            return None
+        if not isinstance(r["metric"], str) or MECHANISM_OF.get(r["metric"]) != r["mechanism"]:
+            return None
+        if type(r["bit"]) is not int or r["bit"] not in (0, 1):
+            return None
+        n, ones = tallies.get(r["metric"], (0, 0))
+        tallies[r["metric"]] = (n + 1, ones + r["bit"])
+    return tallies
+
+
+@given(st.lists(any_report, min_size=1, max_size=30))
+def test_the_fast_path_accepts_and_sums_exactly_what_the_rules_allow(reports: list) -> None:
+    doc = {"batch_id": BATCH_ID_OK, "reports": reports}
+    expected = reference_tallies(reports)
+    if expected is None:
+        with pytest.raises(WireFormatError):
+            decode_batch(doc, MECHANISM_OF)
+    else:
+        batch = decode_batch(doc, MECHANISM_OF)
+        assert {m: (t.n, t.ones) for m, t in batch.tallies.items()} == expected
+        assert all(t.mechanism == MECHANISM_OF[m] for m, t in batch.tallies.items())
+
+
+valid_report = st.sampled_from(sorted(MECHANISM_OF)).flatmap(
+    lambda m: st.fixed_dictionaries({"metric": st.just(m), "mechanism": st.just(MECHANISM_OF[m]),
+                                     "bit": st.sampled_from([0, 1])}))
+
+
+@given(st.lists(valid_report, min_size=1, max_size=40), st.one_of(st.none(), any_report),
+       st.integers(0, 40))
+def test_one_bad_report_among_good_ones_is_caught(good: list, bad: object, at: int) -> None:
+    reports = list(good)
+    if bad is not None:
+        reports.insert(min(at, len(reports)), bad)
+    test_the_fast_path_accepts_and_sums_exactly_what_the_rules_allow.hypothesis.inner_test(reports)

@@ -6,7 +6,9 @@ Every error the client raises derives from one root, so an app can catch them al
     ├── InvalidParameterError (also ValueError)   a mechanism parameter or epsilon is unusable
     ├── UnknownMetricError (also KeyError)        a metric the client was not configured with
     ├── WireFormatError (also ValueError)         a batch that breaks the v1 wire format
-    └── UploadError                               the collector could not be reached or refused
+    ├── UploadError                               the collector could not be reached or refused
+    ├── BudgetExceededError                       a report would exceed its privacy budget
+    └── QueueError                                the on-device queue could not be used
 """
 from __future__ import annotations
 
@@ -47,7 +49,22 @@ class WireFormatError(DeniableError, ValueError):
 class UploadError(DeniableError):
     """A batch could not be delivered. ``status`` is the HTTP status, if one was received."""
 
-    def __init__(self, message: str, status: int | None = None, retryable: bool = True) -> None:
+    def __init__(self, message: str, status: int | None = None, retryable: bool = True,
+                 retry_after: float | None = None) -> None:
         super().__init__(message)
         self.status = status
         self.retryable = retryable
+        self.retry_after = retry_after
+        """Seconds the collector asked us to wait (``Retry-After`` on 429/503), if it did."""
+
+
+class BudgetExceededError(DeniableError):
+    """A report was refused because it would exceed its metric's privacy budget.
+
+    Raised from ``Reporter.report`` by the privacy-budget layer; the report is not queued and
+    ``Reporter.stats().budget_refused`` counts it.
+    """
+
+
+class QueueError(DeniableError):
+    """The on-device queue (a SQLite file) could not be opened, read or written."""

@@ -207,6 +207,14 @@ class DurableQueue:
             if self._oldest_pending is not None:
                 self._wake.set()
 
+    def hold_for_fork(self) -> None:
+        """Before fork(): wait until no thread of ours is inside SQLite, and keep it so."""
+        self._db_lock.acquire()
+
+    def release_after_fork(self) -> None:
+        """After fork(), in the parent: undo ``hold_for_fork``."""
+        self._db_lock.release()
+
     def after_fork_in_child(self) -> None:
         """Called in a forked child: fresh locks, no parent buffer, a new connection.
 
@@ -296,8 +304,9 @@ class DurableQueue:
                 if refused:
                     self._add_counter("budget_refused", refused)
                 if seal:
-                    sealed = self._seal(now, seal_all)
-                    self._enforce_caps(now)
+                    dropped = self._drop_stale(now)  # before sealing: a fresh report never
+                    sealed = self._seal(now, seal_all)  # shares a batch with a stale one
+                    self._enforce_size_cap(dropped)
                 db.execute("COMMIT")
             except BaseException:
                 db.execute("ROLLBACK")
@@ -339,20 +348,24 @@ class DurableQueue:
             sealed += 1
         return sealed
 
-    def _enforce_caps(self, now: float) -> None:
-        """Drop the oldest batches beyond the size cap and everything beyond the age cap."""
+    def _drop_stale(self, now: float) -> int:
+        """Delete reports older than ``max_queue_age``; return how many."""
         db = self._db
-        dropped = 0
         cutoff = now - self.max_queue_age
         in_flight = self._in_flight or ""
         row = db.execute("SELECT COALESCE(SUM(n_reports), 0) FROM batches "
                          "WHERE oldest_at < ? AND batch_id != ?", (cutoff, in_flight)).fetchone()
-        if row[0]:
-            dropped += row[0]
+        dropped = int(row[0])
+        if dropped:
             db.execute("DELETE FROM batches WHERE oldest_at < ? AND batch_id != ?",
                        (cutoff, in_flight))
         stale = db.execute("DELETE FROM pending WHERE queued_at < ?", (cutoff,)).rowcount
-        dropped += max(stale, 0)
+        return dropped + max(stale, 0)
+
+    def _enforce_size_cap(self, dropped: int) -> None:
+        """Drop the oldest batches (never the one in flight) beyond ``max_queued_reports``."""
+        db = self._db
+        in_flight = self._in_flight or ""
         pending = db.execute("SELECT COUNT(*) FROM pending").fetchone()[0]
         in_batches = db.execute("SELECT COALESCE(SUM(n_reports), 0) FROM batches").fetchone()[0]
         excess = pending + in_batches - self.max_queued_reports

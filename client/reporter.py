@@ -295,13 +295,34 @@ def _close_all_at_exit() -> None:
             log.exception("deniable: closing a reporter at exit failed")
 
 
+_FORK_HELD: list[Reporter] = []
+
+
+def _before_fork() -> None:
+    # Hold every queue's lock across fork(): then none of our threads is inside SQLite (whose
+    # global mutexes a child would otherwise inherit locked) at the moment of the fork.
+    _OPEN_LOCK.acquire()
+    _FORK_HELD[:] = list(_OPEN)
+    for reporter in _FORK_HELD:
+        reporter._queue.hold_for_fork()
+
+
+def _after_fork_in_parent() -> None:
+    for reporter in _FORK_HELD:
+        reporter._queue.release_after_fork()
+    _FORK_HELD.clear()
+    _OPEN_LOCK.release()
+
+
 def _restart_in_child() -> None:
     global _OPEN_LOCK
     _OPEN_LOCK = threading.Lock()
+    _FORK_HELD.clear()
     for reporter in list(_OPEN):
         if not reporter._closed:
             reporter._after_fork_in_child()
 
 
 atexit.register(_close_all_at_exit)
-os.register_at_fork(after_in_child=_restart_in_child)
+os.register_at_fork(before=_before_fork, after_in_parent=_after_fork_in_parent,
+                    after_in_child=_restart_in_child)

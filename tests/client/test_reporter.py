@@ -2,12 +2,18 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
+import threading
 import time
+from pathlib import Path
 
 import pytest
 
 from deniable.client import InvalidParameterError, Reporter, UnknownMetricError, UploadError
 from deniable.client.errors import BudgetExceededError, QueueError
+from deniable.client.randomness import SYSTEM_BITS
 from deniable.client.stats import Stats
 from deniable.client.mechanism import DEFAULT, RandomizedResponse
 from deniable.client.metrics import describe_metric
@@ -171,3 +177,94 @@ def test_metrics_can_be_given_in_code() -> None:
             assert reporter.metrics == {"feature_x_enabled": DEFAULT}
         with pytest.raises(InvalidParameterError):
             Reporter(url, metrics={"Bad Name": DEFAULT})
+
+
+def bodies_reports(recorder) -> list[dict]:  # type: ignore[no-untyped-def]
+    return [r for body in recorder.bodies for r in json.loads(body)["reports"]]
+
+
+@pytest.mark.parametrize("durability", ["group", "sync"])
+def test_many_threads_report_at_once_and_every_report_arrives_once(
+        durability: str, tmp_path) -> None:
+    n_threads, per_thread = (8, 2_500) if durability == "group" else (4, 250)
+    with recording_collector(CATALOGUE) as (url, recorder):
+        with Reporter(url, batch_size=100, queue_path=tmp_path / "q.db",
+                      durability=durability) as reporter:  # type: ignore[arg-type]
+            def work(t: int) -> None:
+                for i in range(per_thread):
+                    reporter.report("dark_mode" if t % 2 else "feature_x_enabled", i % 2 == 0)
+
+            threads = [threading.Thread(target=work, args=(t,)) for t in range(n_threads)]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join()
+            assert reporter.flush(timeout=30) is True
+            ledger = reporter.ledger()
+            assert reporter.stats().sent == n_threads * per_thread
+        reports = bodies_reports(recorder)
+        assert len(reports) == n_threads * per_thread
+        for metric in ("dark_mode", "feature_x_enabled"):
+            bits = [r["bit"] for r in reports if r["metric"] == metric]
+            assert (len(bits), sum(bits)) == (ledger[metric].handed_n, ledger[metric].handed_ones)
+            assert len(bits) == n_threads // 2 * per_thread
+        ids = [json.loads(b)["batch_id"] for b in recorder.bodies]
+        assert len(ids) == len(set(ids))
+
+
+@pytest.mark.parametrize("queue_file", [False, True])
+def test_a_forked_child_gets_its_own_sender_and_its_own_randomness(
+        queue_file: bool, tmp_path) -> None:
+    with recording_collector(CATALOGUE) as (url, recorder):
+        path = tmp_path / "q.db" if queue_file else None
+        reporter = Reporter(url, batch_size=7, queue_path=path)
+        for _ in range(10):
+            reporter.report("feature_x_enabled", True)  # some sent, some still buffered
+        read_end, write_end = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the child: report, upload through its own restarted threads, exit
+            code = 1
+            try:
+                os.close(read_end)
+                for _ in range(20):
+                    reporter.report("dark_mode", True)
+                drawn = SYSTEM_BITS.bits(64)
+                drained = reporter.close(timeout=10)
+                os.write(write_end, f"{drawn} {drained}".encode())
+                code = 0
+            finally:
+                os._exit(code)
+        os.close(write_end)
+        parent_draw = SYSTEM_BITS.bits(64)
+        with os.fdopen(read_end) as pipe:
+            child_draw, drained = pipe.read().split()
+        _, status = os.waitpid(pid, 0)
+        assert os.waitstatus_to_exitcode(status) == 0 and drained == "True"
+        assert int(child_draw) != parent_draw  # the pooled random bytes were not shared
+        assert reporter.close(timeout=10) is True
+        reports = bodies_reports(recorder)
+        # Exactly once each: the child never re-sent the parent's buffered reports.
+        assert sum(r["metric"] == "feature_x_enabled" for r in reports) == 10
+        assert sum(r["metric"] == "dark_mode" for r in reports) == 20
+        ids = [json.loads(b)["batch_id"] for b in recorder.bodies]
+        assert len(ids) == len(set(ids))
+
+
+def test_the_atexit_hook_flushes_when_the_app_just_exits(tmp_path) -> None:
+    with recording_collector(CATALOGUE) as (url, recorder):
+        # The in-memory queue: only the exit hook can deliver these 250 reports.
+        done = subprocess.run(
+            [sys.executable, "-c", ATEXIT_APP, url], capture_output=True, text=True,
+            timeout=60, cwd=Path(__file__).resolve().parents[2])
+        assert done.returncode == 0, done.stderr
+        assert len(bodies_reports(recorder)) == 250
+
+
+ATEXIT_APP = """
+import sys
+from deniable.client import Reporter
+reporter = Reporter(sys.argv[1], metrics={"dark_mode": "rr:3/4:1/2"}, batch_size=100)
+for _ in range(250):
+    reporter.report("dark_mode", False)
+# no close(), no flush(): the interpreter exits and the atexit hook uploads
+"""

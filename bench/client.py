@@ -3,7 +3,8 @@
     ./dev bench client [--seconds S] [--rounds R]
 
 1. Perturbation alone (randomized response on one boolean, epsilon = ln 3), per call:
-   ours with the secure source (os.urandom in blocks, two bits per report) against
+   ours with the secure source (the Reporter's path: answers drawn ahead from os.urandom in
+   4 KiB blocks; and RandomizedResponse.perturb on buffered SecureBits, two bits a report) against
    pure-ldp's direct encoding (d=2), multi-freq-ldpy's GRR (k=2), OpenDP's
    make_randomized_response_bool, diffprivlib's Binary, and ``secrets.randbits(2)`` once per
    report. Peers that are not installed are named and skipped.
@@ -16,6 +17,7 @@ Each subject is timed for ``--seconds`` per round, rounds interleaved; the best 
 from __future__ import annotations
 
 import argparse
+import functools
 import math
 import os
 import secrets
@@ -26,58 +28,64 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from deniable.client import Reporter
 from deniable.client.mechanism import DEFAULT
+from deniable.client.pool import PerturbationPool
 
-Call = Callable[[int], object]
+Subject = tuple[Callable[[Any], object], Any, Any]
+"""A peer's per-report call, as direct as its API allows, and its inputs for a false and a
+true value."""
 
 
-def ours() -> Call:
-    return DEFAULT.perturb  # two-coin scheme: P(1|1) = 3/4, P(1|0) = 1/4, epsilon = ln 3
+def ours() -> Subject:
+    """What Reporter.report() calls: answers drawn ahead from os.urandom in 4 KiB blocks."""
+    return PerturbationPool(DEFAULT).perturb, 0, 1  # two-coin: P(1|1) = 3/4, P(1|0) = 1/4
 
 
-def secrets_randbits() -> Call:
+def ours_plain() -> Subject:
+    """RandomizedResponse.perturb with the buffered SecureBits: two bits per call, a lock."""
+    return DEFAULT.perturb, 0, 1
+
+
+def secrets_randbits() -> Subject:
     randbits = secrets.randbits
 
     def perturb(true_bit: int) -> int:
         draw = randbits(2)  # truth coin, then forced coin: the two-coin scheme
         return true_bit if draw & 1 else draw >> 1
-    return perturb
+    return perturb, 0, 1
 
 
-def pure_ldp() -> Call:
+def pure_ldp() -> Subject:
     from pure_ldp.frequency_oracles.direct_encoding import DEClient
 
-    client = DEClient(epsilon=math.log(3), d=2)
-    privatise = client.privatise
-    return lambda true_bit: privatise(true_bit + 1)  # its items are 1..d
+    return DEClient(epsilon=math.log(3), d=2).privatise, 1, 2  # its items are 1..d
 
 
-def multi_freq_ldpy() -> Call:
+def multi_freq_ldpy() -> Subject:
     from multi_freq_ldpy.pure_frequency_oracles.GRR import GRR_Client
 
-    return lambda true_bit: GRR_Client(true_bit, 2, math.log(3))
+    return functools.partial(GRR_Client, k=2, epsilon=math.log(3)), 0, 1
 
 
-def opendp() -> Call:
+def opendp() -> Subject:
     import opendp.prelude as dp
 
     dp.enable_features("contrib")
-    measurement = dp.m.make_randomized_response_bool(prob=0.75)
-    return lambda true_bit: measurement(bool(true_bit))
+    return dp.m.make_randomized_response_bool(prob=0.75), False, True
 
 
-def diffprivlib() -> Call:
+def diffprivlib() -> Subject:
     from diffprivlib.mechanisms import Binary
 
-    mechanism = Binary(epsilon=math.log(3), value0="0", value1="1")
-    randomise = mechanism.randomise
-    return lambda true_bit: randomise("1" if true_bit else "0")
+    return Binary(epsilon=math.log(3), value0="0", value1="1").randomise, "0", "1"
 
 
-PEERS: dict[str, tuple[Callable[[], Call], str]] = {
-    "deniable (secure)": (ours, "os.urandom in blocks"),
+PEERS: dict[str, tuple[Callable[[], Subject], str]] = {
+    "deniable (secure)": (ours, "os.urandom, 4 KiB blocks"),
+    "deniable perturb() alone": (ours_plain, "os.urandom via SecureBits"),
     "secrets.randbits(2)": (secrets_randbits, "secure"),
     "pure-ldp DE d=2": (pure_ldp, "Mersenne Twister"),
     "multi-freq-ldpy GRR k=2": (multi_freq_ldpy, "numba Mersenne Twister"),
@@ -86,9 +94,10 @@ PEERS: dict[str, tuple[Callable[[], Call], str]] = {
 }
 
 
-def rate(call: Call, seconds: float) -> float:
-    """Calls per second of ``call``, one call at a time, in chunks until ``seconds`` pass."""
-    values = [i & 1 for i in range(1000)]
+def rate(subject: Subject, seconds: float) -> float:
+    """Calls per second, one call at a time, in chunks of 1000 until ``seconds`` pass."""
+    call, no, yes = subject
+    values = [yes if i & 1 else no for i in range(1000)]
     for v in values[:50]:  # warm up (numba compiles on first use)
         call(v)
     n = 0
@@ -103,7 +112,7 @@ def rate(call: Call, seconds: float) -> float:
 
 
 def bench_perturbation(seconds: float, rounds: int) -> dict[str, float]:
-    calls: dict[str, Call] = {}
+    calls: dict[str, Subject] = {}
     for name, (make, _) in PEERS.items():
         try:
             calls[name] = make()
@@ -193,7 +202,7 @@ def main(argv: list[str] | None = None) -> int:
     mine = rates["deniable (secure)"]
     print(f"  {'subject':<26} {'reports/s':>12}  {'ours is':>9}  random source")
     for name, value in sorted(rates.items(), key=lambda kv: -kv[1]):
-        ratio = "" if name.startswith("deniable") else f"{mine / value:8.2f}x"
+        ratio = "" if name == "deniable (secure)" else f"{mine / value:8.2f}x"
         print(f"  {name:<26} {value:>12,.0f}  {ratio:>9}  {PEERS[name][1]}")
     slower = [n for n, v in rates.items() if not n.startswith("deniable") and v >= mine]
     print("  ours is faster than every peer measured" if not slower

@@ -37,6 +37,7 @@ from deniable.client.queue import (
     DurableQueue,
     Durability,
 )
+from deniable.client.pool import PerturbationPool
 from deniable.client.randomness import RandomBits
 from deniable.client.sender import DEFAULT_BACKOFF, DEFAULT_MAX_BACKOFF, Sender
 from deniable.client.stats import DeadLetter, LedgerEntry, Stats
@@ -120,6 +121,13 @@ class Reporter:
             raise
         # metric -> (mechanism, its id): the id is computed once, not per report.
         self._entries = {name: (m, m.id) for name, m in self._catalogue.items()}
+        # metric -> answers drawn ahead from os.urandom (only with the secure default source).
+        self._pools: dict[str, PerturbationPool] = {}
+        if rng is None:
+            for name, m in self._catalogue.items():
+                pool = PerturbationPool.create(m)
+                if pool is not None:
+                    self._pools[name] = pool
         self._put = self._queue.put_sync if durability == "sync" else self._queue.put
         self._closed = False
         self._close_lock = threading.Lock()
@@ -192,6 +200,9 @@ class Reporter:
         The privacy layer (memoization, budget) replaces this body; it may raise
         ``BudgetExceededError``, which ``report()`` counts and lets propagate.
         """
+        pool = self._pools.get(metric)
+        if pool is not None:  # the same mechanism, its coins drawn ahead in blocks
+            return pool.perturb(true_value)
         return mechanism.perturb(true_value, self._rng)
 
     # -- introspection ---------------------------------------------------------------------

@@ -6,22 +6,28 @@ ever leave the process. It depends on the standard library and ``requests`` only
 from __future__ import annotations
 
 from deniable.client.errors import (
+    BudgetExceededError,
     DeniableError,
     InvalidParameterError,
+    QueueError,
     UnknownMetricError,
     UploadError,
     WireFormatError,
 )
 from deniable.client.mechanism import Estimate, RandomizedResponse
 from deniable.client.randomness import SecureBits
+from deniable.client.stats import Stats
 
 __all__ = [
+    "BudgetExceededError",
     "DeniableError",
     "Estimate",
     "InvalidParameterError",
+    "QueueError",
     "RandomizedResponse",
     "Reporter",
     "SecureBits",
+    "Stats",
     "UnknownMetricError",
     "UploadError",
     "WireFormatError",

@@ -47,7 +47,9 @@ log = logging.getLogger("deniable.client")
 
 DEFAULT_BATCH_SIZE = 100
 DEFAULT_CLOSE_TIMEOUT = 10.0
-"""Seconds ``close()`` (and the context manager, and the atexit hook) waits for uploads."""
+"""Seconds ``close()`` and the context manager wait for uploads."""
+DEFAULT_EXIT_TIMEOUT = 2.0
+"""Seconds the atexit hook waits for uploads: short, so an offline app still exits promptly."""
 _CATALOGUE_META = "catalogue"
 
 # Every open Reporter, for the atexit flush and for restarting threads after a fork.
@@ -76,7 +78,8 @@ class Reporter:
         upload_jitter: upper bound, in seconds, of a random delay before uploading after idle.
         backoff: seconds of the first retry's backoff bound (doubling, full jitter).
         max_backoff: cap on one retry wait, in seconds.
-        close_timeout: seconds ``close()``, ``with`` and the atexit hook wait for uploads.
+        close_timeout: seconds ``close()`` and ``with`` wait for uploads.
+        exit_timeout: seconds the atexit hook waits for uploads of a reporter left open.
         timeout: (connect, read) timeouts in seconds for every request.
         token: an ingest key, if the collector requires one.
         rng: the random-bit source; the secure system source unless a test injects one.
@@ -99,11 +102,13 @@ class Reporter:
                  upload_jitter: float = 0.0,
                  backoff: float = DEFAULT_BACKOFF, max_backoff: float = DEFAULT_MAX_BACKOFF,
                  close_timeout: float = DEFAULT_CLOSE_TIMEOUT,
+                 exit_timeout: float = DEFAULT_EXIT_TIMEOUT,
                  timeout: tuple[float, float] = DEFAULT_TIMEOUT,
                  token: str | None = None, rng: RandomBits | None = None) -> None:
         self.collector_url = collector_url
         self.batch_size = batch_size
         self.close_timeout = close_timeout
+        self.exit_timeout = exit_timeout
         self._rng = rng
         self._timeout = timeout
         self._token = token
@@ -301,7 +306,7 @@ def _close_all_at_exit() -> None:
         reporters = list(_OPEN)
     for reporter in reporters:
         try:
-            reporter.close()
+            reporter.close(timeout=reporter.exit_timeout)
         except Exception:  # never fail the app's exit
             log.exception("deniable: closing a reporter at exit failed")
 

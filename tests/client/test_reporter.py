@@ -268,3 +268,11 @@ for _ in range(250):
     reporter.report("dark_mode", False)
 # no close(), no flush(): the interpreter exits and the atexit hook uploads
 """
+
+
+def test_the_client_imports_nothing_heavy() -> None:
+    code = ("import sys; from deniable.client import Reporter; import deniable.client.pool; "
+            "print(sorted({'flask', 'redis', 'numpy'} & set(sys.modules)))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=60, check=True)
+    assert done.stdout.strip() == "[]"

@@ -74,6 +74,7 @@ class Sender:
         self._transport: Transport | None = None
         self._thread: threading.Thread | None = None
         self._stopping = False
+        self._stopped = threading.Event()    # set by stop(): ends every wait at once
         self._wake = threading.Event()       # a batch was sealed, a flush began, or stop
         self._hurry = threading.Event()      # flush: cut jitter and backoff waits short
         self._progress = threading.Condition()
@@ -106,6 +107,7 @@ class Sender:
     def stop(self, timeout: float | None = None) -> None:
         """Stop the thread (within ``timeout`` seconds) and close the transport."""
         self._stopping = True
+        self._stopped.set()
         self._wake.set()
         self._hurry.set()
         thread, self._thread = self._thread, None
@@ -208,7 +210,7 @@ class Sender:
                     self._hurry.clear()
                     return False
             else:
-                time.sleep(min(left, 0.05))
+                self._stopped.wait(left)
         return False
 
     def _notify(self) -> None:

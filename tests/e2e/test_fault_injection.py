@@ -5,7 +5,7 @@ durability, a queue file) to a real collector (gunicorn) in front of a real Redi
 append-only file. Meanwhile the test:
 
 1. SIGKILLs the collector (all its workers) and restarts it on the same port;
-2. stops Redis for two seconds and restarts it on the same port and data directory;
+2. stops Redis for about three seconds and restarts it on the same port and data directory;
 3. SIGKILLs the app and restarts it on the same queue file, to report the rest;
 4. SIGKILLs the collector again and restarts it.
 
@@ -68,7 +68,7 @@ def test_counters_equal_the_handed_over_bits_through_crashes(tmp_path: Path,
         unavailable = requests.get(f"{collector.url}/v1/metrics/dark_mode/counts", timeout=10)
         assert unavailable.status_code == 503  # the outage is real
         assert unavailable.headers["Retry-After"] == "1"
-        time.sleep(1.5)
+        time.sleep(2.5)
         store = RedisServer(redis_dir, port=port, appendonly=True)
         store.start()
 

@@ -10,12 +10,14 @@ from deniable.client.errors import (
     DeniableError,
     InvalidParameterError,
     PrivacyStateError,
+    QueueError,
     UnknownMetricError,
     UploadError,
     WireFormatError,
 )
 from deniable.client.mechanism import Estimate, RandomizedResponse
 from deniable.client.randomness import SecureBits
+from deniable.client.stats import Stats
 
 __all__ = [
     "Budget",
@@ -25,9 +27,11 @@ __all__ = [
     "InvalidParameterError",
     "LongitudinalGuard",
     "PrivacyStateError",
+    "QueueError",
     "RandomizedResponse",
     "Reporter",
     "SecureBits",
+    "Stats",
     "UnknownMetricError",
     "UploadError",
     "WireFormatError",

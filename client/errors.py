@@ -8,7 +8,8 @@ Every error the client raises derives from one root, so an app can catch them al
     ├── WireFormatError (also ValueError)         a batch that breaks the v1 wire format
     ├── UploadError                               the collector could not be reached or refused
     ├── BudgetExceededError                       a report would overspend a privacy budget
-    └── PrivacyStateError                         the on-device privacy state is unusable
+    ├── PrivacyStateError                         the on-device privacy state is unusable
+    └── QueueError                                the on-device queue could not be used
 """
 from __future__ import annotations
 
@@ -49,10 +50,13 @@ class WireFormatError(DeniableError, ValueError):
 class UploadError(DeniableError):
     """A batch could not be delivered. ``status`` is the HTTP status, if one was received."""
 
-    def __init__(self, message: str, status: int | None = None, retryable: bool = True) -> None:
+    def __init__(self, message: str, status: int | None = None, retryable: bool = True,
+                 retry_after: float | None = None) -> None:
         super().__init__(message)
         self.status = status
         self.retryable = retryable
+        self.retry_after = retry_after
+        """Seconds the collector asked us to wait (``Retry-After`` on 429/503), if it did."""
 
 
 class BudgetExceededError(DeniableError):
@@ -78,3 +82,7 @@ class PrivacyStateError(DeniableError):
     The client refuses to carry on rather than start afresh: a new secret would redraw every
     memoized answer and a reset ledger would forget what was spent, each costing privacy.
     """
+
+
+class QueueError(DeniableError):
+    """The on-device queue (a SQLite file) could not be opened, read or written."""

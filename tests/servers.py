@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 import socket
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -16,22 +17,33 @@ class Recorder:
         self.bodies: list[bytes] = []
         self.headers: list[dict[str, str]] = []
         self.paths: list[str] = []
+        self.post_times: list[float] = []  # time.monotonic() of each POST's arrival
+        self.statuses: list[int] = []      # the status answered to each POST
 
 
 @contextmanager
-def recording_collector(catalogue: dict) -> Iterator[tuple[str, Recorder]]:
-    """A collector stand-in that records raw requests, sets a cookie, and accepts everything."""
+def recording_collector(catalogue: dict, answers: list[tuple[int, dict[str, str]]] | None = None
+                        ) -> Iterator[tuple[str, Recorder]]:
+    """A collector stand-in that records raw requests, sets a cookie, and accepts everything.
+
+    ``answers`` scripts the first POSTs: each (status, extra headers) is used once, in order
+    (e.g. ``(503, {"Retry-After": "1"})``); afterwards every POST gets 202.
+    """
     recorder = Recorder()
+    script = list(answers or [])
+    script_lock = threading.Lock()
 
     class Handler(BaseHTTPRequestHandler):
         def log_message(self, *args: object) -> None:
             pass
 
-        def _answer(self, status: int, body: dict) -> None:
+        def _answer(self, status: int, body: dict, extra: dict[str, str] | None = None) -> None:
             data = json.dumps(body).encode()
             self.send_response(status)
             self.send_header("Content-Type", "application/json")
             self.send_header("Set-Cookie", "tracker=device-123; Path=/")
+            for name, value in (extra or {}).items():
+                self.send_header(name, value)
             self.send_header("Content-Length", str(len(data)))
             self.end_headers()
             self.wfile.write(data)
@@ -43,10 +55,18 @@ def recording_collector(catalogue: dict) -> Iterator[tuple[str, Recorder]]:
 
         def do_POST(self) -> None:
             body = self.rfile.read(int(self.headers["Content-Length"]))
-            recorder.paths.append(self.path)
-            recorder.bodies.append(body)
-            recorder.headers.append(dict(self.headers))
-            self._answer(202, {"accepted": len(json.loads(body)["reports"])})
+            with script_lock:
+                status, extra = script.pop(0) if script else (202, {})
+                recorder.post_times.append(time.monotonic())
+                recorder.paths.append(self.path)
+                recorder.bodies.append(body)
+                recorder.headers.append(dict(self.headers))
+                recorder.statuses.append(status)
+            if status < 300:
+                self._answer(status, {"accepted": len(json.loads(body)["reports"])})
+            else:
+                self._answer(status, {"title": "scripted", "detail": f"scripted {status}"},
+                             extra)
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)

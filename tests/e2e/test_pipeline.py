@@ -9,8 +9,9 @@ import redis
 import requests
 
 from deniable.analysis import HTTPSource, RedisSource, summarize
-from deniable.client import Reporter, UploadError
+from deniable.client import Reporter
 from deniable.client.randomness import SecureBits
+from deniable.collector import keys
 from deniable.collector.server import CollectorProcess
 from tests.conftest import OPEN_ENV, snapshot
 from tests.servers import response_dropping_proxy
@@ -38,22 +39,17 @@ def counters(redis_client: redis.Redis) -> dict[str, tuple[int, int]]:
 
 
 def test_counters_equal_exactly_what_the_client_sent(live_collector, redis_client) -> None:
-    sent: dict[str, list[int]] = {"feature_x_enabled": [], "dark_mode": []}
-    reporter = Reporter(live_collector.url, batch_size=100)
-    original = reporter._transport.send
-
-    def spy(body: dict) -> dict:  # observe the perturbed bits on their way out
-        for r in body["reports"]:
-            sent[r["metric"]].append(r["bit"])
-        return original(body)
-
-    reporter._transport.send = spy  # type: ignore[method-assign]
-    for i in range(2_500):
-        reporter.report("feature_x_enabled", i % 10 == 0)
-        reporter.report("dark_mode", i % 2 == 0)
-    reporter.close()
-    assert counters(redis_client) == {m: (len(bits), sum(bits)) for m, bits in sent.items()}
-    assert reporter.sent == 5_000
+    with Reporter(live_collector.url, batch_size=100) as reporter:
+        for i in range(2_500):
+            reporter.report("feature_x_enabled", i % 10 == 0)
+            reporter.report("dark_mode", i % 2 == 0)
+        assert reporter.flush() is True
+        ledger = reporter.ledger()
+        assert reporter.stats().sent == 5_000
+    # The ledger counts the perturbed bits as they were queued; Redis, as they arrived.
+    assert {m: (e.handed_n, e.handed_ones) for m, e in ledger.items()} == counters(redis_client)
+    assert all((e.sent_n, e.sent_ones) == (e.handed_n, e.handed_ones) for e in ledger.values())
+    assert sum(e.handed_n for e in ledger.values()) == 5_000
 
 
 def test_a_resent_batch_over_http_counts_once(live_collector, redis_client) -> None:
@@ -94,26 +90,31 @@ def test_a_retry_after_a_lost_response_reuses_the_batch_id(live_collector, redis
     # the client times out and retries the same batch id, which is counted once.
     with response_dropping_proxy(live_collector.port, drop_first=2) as proxy_url:
         reporter = Reporter(proxy_url, metrics={"feature_x_enabled": "rr:1/2:1/2"},
-                            batch_size=50, timeout=(1.0, 1.0), retries=3)
+                            batch_size=50, timeout=(1.0, 1.0), backoff=0.05)
         for _ in range(50):
             reporter.report("feature_x_enabled", True)
-        reporter.close()
+        assert reporter.close(timeout=15) is True
     assert counters(redis_client)["feature_x_enabled"][0] == 50
 
 
-def test_a_failed_upload_raises_and_is_retried_with_the_same_batch_id(
-        redis_url: str, metrics_file: Path, redis_client) -> None:
+def test_a_failed_upload_stays_queued_and_is_retried_with_the_same_batch_id(
+        redis_url: str, metrics_file: Path, redis_client, tmp_path: Path) -> None:
     collector = CollectorProcess(redis_url, metrics_file, workers=1, env=OPEN_ENV)
     reporter = Reporter(collector.url, metrics={"dark_mode": "rr:3/4:1/2"}, batch_size=1000,
-                        timeout=(0.5, 0.5), retries=0)
+                        queue_path=tmp_path / "queue.db", timeout=(0.5, 0.5), backoff=0.05,
+                        max_backoff=0.2)
     for _ in range(40):
         reporter.report("dark_mode", False)
-    with pytest.raises(UploadError):
-        reporter.flush()  # nobody is listening yet
+    assert reporter.flush(timeout=0.5) is False  # nobody is listening yet
+    assert reporter.stats().queued == 40
+    batch = reporter._queue.next_batch()
+    assert batch is not None
     with collector:
-        assert reporter.flush() == 40
-        assert reporter.flush() == 0
+        assert reporter.flush(timeout=15) is True
+        assert reporter.stats().sent == 40
+    reporter.close()
     assert counters(redis_client)["dark_mode"][0] == 40
+    assert redis_client.exists(keys.batch("dark_mode", batch.batch_id))  # the id it sealed
 
 
 def test_analysis_reads_the_same_counts_over_http_and_from_redis(

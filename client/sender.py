@@ -1,0 +1,223 @@
+"""The background sender: uploads sealed batches, oldest first, exactly once.
+
+Policy, for each batch:
+- 2xx: the batch leaves the queue (``DurableQueue.ack``). A duplicate answer is a 2xx too:
+  the collector had already counted that batch id.
+- 4xx other than 429: the batch can never be accepted as it is; it moves to the dead-letter
+  table with the collector's reason, and the next batch goes.
+- 429, 5xx, timeouts, connection errors: the same bytes (same batch id) are sent again after
+  exponential backoff with full jitter, ``uniform(0, min(max_backoff, backoff * 2**attempt))``,
+  and never sooner than the collector's ``Retry-After`` (capped at ``max_retry_after``).
+- ``upload_jitter``: before uploading after an idle spell, wait ``uniform(0, upload_jitter)``
+  seconds so the upload time does not mirror the moment the app reported.
+
+Every random delay comes from ``random.SystemRandom`` (the OS's CSPRNG); the sender never
+blocks ``report()``: it runs in its own daemon thread and only takes the queue's lock for
+short SQLite statements.
+"""
+from __future__ import annotations
+
+import logging
+import random
+import threading
+import time
+from collections.abc import Callable
+
+from deniable.client.errors import InvalidParameterError, UploadError
+from deniable.client.queue import DurableQueue
+from deniable.client.transport import Transport
+
+log = logging.getLogger("deniable.client")
+
+DEFAULT_BACKOFF = 0.5
+"""Seconds: the first retry waits up to this long (full jitter), doubling per attempt."""
+DEFAULT_MAX_BACKOFF = 60.0
+"""Seconds: the cap on one backoff wait."""
+DEFAULT_MAX_RETRY_AFTER = 3600.0
+"""Seconds: the longest ``Retry-After`` obeyed; a larger one is read as this."""
+
+
+class Sender:
+    """Uploads a DurableQueue's sealed batches from a background thread.
+
+    Args:
+        queue: the queue to drain.
+        transport_factory: makes the Transport (one per process: a forked child makes its
+            own); it should have ``retries=0``, since the sender owns the retry policy.
+        backoff: seconds of the first backoff's upper bound.
+        max_backoff: cap on one backoff, in seconds.
+        max_retry_after: cap on an obeyed ``Retry-After``, in seconds.
+        upload_jitter: upper bound, in seconds, of a random delay before uploading after idle.
+        rand: the random source for delays; ``random.SystemRandom()`` unless a test injects.
+    """
+
+    def __init__(self, queue: DurableQueue, transport_factory: Callable[[], Transport], *,
+                 backoff: float = DEFAULT_BACKOFF, max_backoff: float = DEFAULT_MAX_BACKOFF,
+                 max_retry_after: float = DEFAULT_MAX_RETRY_AFTER, upload_jitter: float = 0.0,
+                 rand: random.Random | None = None) -> None:
+        for name, value in (("backoff", backoff), ("max_backoff", max_backoff),
+                            ("max_retry_after", max_retry_after),
+                            ("upload_jitter", upload_jitter)):
+            if not (isinstance(value, (int, float)) and 0 <= value < float("inf")):
+                raise InvalidParameterError(
+                    f"{name} must be a finite number of seconds >= 0. Got {value!r} instead.")
+        self.queue = queue
+        self._transport_factory = transport_factory
+        self.backoff = float(backoff)
+        self.max_backoff = float(max_backoff)
+        self.max_retry_after = float(max_retry_after)
+        self.upload_jitter = float(upload_jitter)
+        self._rand = rand or random.SystemRandom()
+        self._init_runtime()
+
+    def _init_runtime(self) -> None:
+        self._transport: Transport | None = None
+        self._thread: threading.Thread | None = None
+        self._stopping = False
+        self._stopped = threading.Event()    # set by stop(): ends every wait at once
+        self._wake = threading.Event()       # a batch was sealed, a flush began, or stop
+        self._hurry = threading.Event()      # flush: cut jitter and backoff waits short
+        self._progress = threading.Condition()
+        self.last_error: str | None = None
+        """The latest upload failure, as text without any report content."""
+        self.attempts = 0
+        """Failed attempts on the current batch (0 after a success)."""
+
+    def start(self) -> None:
+        """Start the sender thread (a daemon)."""
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="deniable-sender",
+                                            daemon=True)
+            self._thread.start()
+
+    def wake(self) -> None:
+        """A batch was sealed: look at the queue now."""
+        self._wake.set()
+
+    def hurry(self) -> None:
+        """Upload now: skip the upload jitter and the rest of a backoff (not a Retry-After)."""
+        self._hurry.set()
+        self._wake.set()
+
+    def wait_for_progress(self, timeout: float) -> None:
+        """Block until a batch left the queue, or ``timeout`` seconds passed."""
+        with self._progress:
+            self._progress.wait(timeout)
+
+    def stop(self, timeout: float | None = None) -> None:
+        """Stop the thread (within ``timeout`` seconds) and close the transport."""
+        self._stopping = True
+        self._stopped.set()
+        self._wake.set()
+        self._hurry.set()
+        thread, self._thread = self._thread, None
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout)
+            if thread.is_alive():
+                return  # an upload is still in flight; the daemon thread closes it
+        self._close_transport()
+
+    def after_fork_in_child(self) -> None:
+        """In a forked child: the parent's thread is gone and its sockets are the parent's."""
+        was_started = self._thread is not None
+        # Dropped without closing: its pooled sockets belong to the parent's connections.
+        self._init_runtime()
+        if was_started:
+            self.start()
+
+    # -- the thread ------------------------------------------------------------------------
+
+    def _run(self) -> None:
+        idle = True
+        try:
+            while not self._stopping:
+                try:
+                    batch = self.queue.next_batch()
+                except Exception:
+                    log.exception("deniable: reading the queue failed")
+                    self._sleep(1.0, interruptible=True)
+                    continue
+                if batch is None:
+                    idle = True
+                    self._hurry.clear()
+                    self._notify()
+                    self._wake.wait()
+                    self._wake.clear()
+                    continue
+                if idle and self.upload_jitter > 0:
+                    idle = False
+                    if not self._sleep(self._rand.uniform(0, self.upload_jitter),
+                                       interruptible=True):
+                        continue
+                idle = False
+                try:
+                    self._upload(batch.batch_id, batch.body)
+                except Exception:  # the queue failed (e.g. closed under us): never die loudly
+                    if self._stopping:
+                        break
+                    log.exception("deniable: recording an upload's outcome failed")
+                    self._sleep(1.0, interruptible=True)
+        finally:
+            self._notify()
+
+    def _upload(self, batch_id: str, body: bytes) -> None:
+        if self._transport is None:
+            self._transport = self._transport_factory()
+        try:
+            self._transport.send_raw(body)
+        except UploadError as exc:
+            self.last_error = str(exc)
+            if not exc.retryable:
+                log.warning("deniable: the collector refused a batch (%s); dead-lettered",
+                            exc.status)
+                self.queue.dead_letter(batch_id, exc.status, str(exc))
+                self.attempts = 0
+                self._notify()
+                return
+            self.attempts += 1
+            delay = self._rand.uniform(0, min(self.max_backoff,
+                                              self.backoff * 2 ** min(self.attempts - 1, 62)))
+            if exc.retry_after is not None:
+                floor = min(exc.retry_after, self.max_retry_after)
+                self._sleep(floor, interruptible=False)
+                delay = max(0.0, delay - floor)
+            self._sleep(delay, interruptible=True)
+            return
+        except Exception as exc:  # a bug or an unexpected answer: back off, keep the batch
+            self.last_error = type(exc).__name__
+            log.exception("deniable: uploading a batch failed unexpectedly")
+            self.attempts += 1
+            self._sleep(min(self.max_backoff, self.backoff * 2 ** min(self.attempts, 62)),
+                        interruptible=True)
+            return
+        self.attempts = 0
+        self.last_error = None
+        self.queue.ack(batch_id)
+        self._notify()
+
+    def _sleep(self, seconds: float, *, interruptible: bool) -> bool:
+        """Wait ``seconds``; stop always ends it, a flush only if ``interruptible``.
+
+        Returns True if the full time passed.
+        """
+        deadline = time.monotonic() + seconds
+        while not self._stopping:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return True
+            if interruptible:
+                if self._hurry.wait(left):
+                    self._hurry.clear()
+                    return False
+            else:
+                self._stopped.wait(left)
+        return False
+
+    def _notify(self) -> None:
+        with self._progress:
+            self._progress.notify_all()
+
+    def _close_transport(self) -> None:
+        transport, self._transport = self._transport, None
+        if transport is not None:
+            transport.close()

@@ -43,6 +43,7 @@ from deniable.client.composition import repeated_loss, split
 from deniable.client.errors import InvalidParameterError
 from deniable.client.mechanism import RandomizedResponse
 from deniable.client.memo import memo_bit, new_secret, spend_tag
+from deniable.client.pool import PerturbationPool
 from deniable.client.randomness import RandomBits
 from deniable.client.state import StateDir
 
@@ -113,12 +114,14 @@ class _Route:
     """One (metric, wire mechanism): its layers, and this process's cache of the memoized
     answers already paid for (index = true bit; memory only, never written anywhere)."""
 
-    __slots__ = ("layers", "epsilon", "memo_bits")
+    __slots__ = ("layers", "epsilon", "memo_bits", "pools")
 
     def __init__(self, layers: Layers) -> None:
         self.layers = layers
         self.epsilon = layers.wire.epsilon
         self.memo_bits: list[int | None] = [None, None]
+        # "wire" / "irr" -> that layer's PerturbationPool, or None if its coins do not fit one.
+        self.pools: dict[str, PerturbationPool | None] = {}
 
 
 class LongitudinalGuard:
@@ -249,7 +252,7 @@ class LongitudinalGuard:
         memo = layers.memo
         if memo is None:
             self._ledger.charge(metric, route.epsilon)
-            return mechanism.perturb(true_bit, self._rng)
+            return self._fresh_draw(route, "wire", mechanism, true_bit)
         bit = route.memo_bits[true_bit]
         if bit is None:
             # First report of this value in this process: pay for it (or find it paid), then
@@ -260,8 +263,23 @@ class LongitudinalGuard:
             bit = memo_bit(self._secret, metric, memo, true_bit)
             route.memo_bits[true_bit] = bit
         if layers.irr is not None:
-            bit = layers.irr.perturb(bit, self._rng)
+            bit = self._fresh_draw(route, "irr", layers.irr, bit)
         return bit
+
+    def _fresh_draw(self, route: _Route, layer: str, mechanism: RandomizedResponse,
+                    true_bit: int) -> int:
+        """One fresh, secure perturbation of ``true_bit`` under ``mechanism``.
+
+        With the secure default source the coins come from the route's PerturbationPool for
+        that layer: the same exact outcomes, drawn ahead in blocks from os.urandom.
+        """
+        if self._rng is not None:
+            return mechanism.perturb(true_bit, self._rng)
+        try:
+            pool = route.pools[layer]
+        except KeyError:
+            pool = route.pools.setdefault(layer, PerturbationPool.create(mechanism))
+        return pool.perturb(true_bit) if pool is not None else mechanism.perturb(true_bit)
 
     # -- guarantees and accounting --------------------------------------------------------
 

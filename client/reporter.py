@@ -18,7 +18,7 @@ import os
 import threading
 import time
 import weakref
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from types import TracebackType
 
 from deniable.client.errors import (
@@ -27,6 +27,8 @@ from deniable.client.errors import (
     QueueError,
     UploadError,
 )
+from deniable.client.budget import Budget
+from deniable.client.longitudinal import LongitudinalGuard, PrivacyLoss
 from deniable.client.mechanism import RandomizedResponse
 from deniable.client.metrics import Catalogue, coerce_catalogue, lookup, parse_catalogue
 from deniable.client.queue import (
@@ -37,7 +39,6 @@ from deniable.client.queue import (
     DurableQueue,
     Durability,
 )
-from deniable.client.pool import PerturbationPool
 from deniable.client.randomness import RandomBits
 from deniable.client.sender import DEFAULT_BACKOFF, DEFAULT_MAX_BACKOFF, Sender
 from deniable.client.stats import DeadLetter, LedgerEntry, Stats
@@ -82,6 +83,16 @@ class Reporter:
         exit_timeout: seconds the atexit hook waits for uploads of a reporter left open.
         timeout: (connect, read) timeouts in seconds for every request.
         token: an ingest key, if the collector requires one.
+        privacy_dir: directory of the on-device privacy state: the device secret behind the
+            memoized answers and the budget ledger (docs/privacy.md). By default
+            ``<queue_path>.privacy`` beside a queue file; with the in-memory queue, memory
+            only (memoized answers then last as long as this Reporter).
+        budgets: metric -> Budget (epsilon per period). A report that would exceed its
+            metric's budget raises BudgetExceededError. Metrics without one are not capped.
+        irr: metric -> an instantaneous layer (a RandomizedResponse or its id) that
+            re-perturbs the memoized answer on every report, as RAPPOR's IRR does.
+        fresh: metrics reported with fresh coins on every report instead of a memoized
+            answer (each report then costs its full epsilon; use with a budget).
         rng: the random-bit source; the secure system source unless a test injects one.
 
     Raises:
@@ -104,7 +115,12 @@ class Reporter:
                  close_timeout: float = DEFAULT_CLOSE_TIMEOUT,
                  exit_timeout: float = DEFAULT_EXIT_TIMEOUT,
                  timeout: tuple[float, float] = DEFAULT_TIMEOUT,
-                 token: str | None = None, rng: RandomBits | None = None) -> None:
+                 token: str | None = None,
+                 privacy_dir: str | os.PathLike[str] | None = None,
+                 budgets: Mapping[str, Budget] | None = None,
+                 irr: Mapping[str, RandomizedResponse | str] | None = None,
+                 fresh: Collection[str] = (),
+                 rng: RandomBits | None = None) -> None:
         self.collector_url = collector_url
         self.batch_size = batch_size
         self.close_timeout = close_timeout
@@ -126,13 +142,18 @@ class Reporter:
             raise
         # metric -> (mechanism, its id): the id is computed once, not per report.
         self._entries = {name: (m, m.id) for name, m in self._catalogue.items()}
-        # metric -> answers drawn ahead from os.urandom (only with the secure default source).
-        self._pools: dict[str, PerturbationPool] = {}
-        if rng is None:
-            for name, m in self._catalogue.items():
-                pool = PerturbationPool.create(m)
-                if pool is not None:
-                    self._pools[name] = pool
+        if privacy_dir is None and queue_path is not None:
+            privacy_dir = f"{os.fspath(queue_path)}.privacy"
+        try:
+            self._guard = LongitudinalGuard(
+                privacy_dir, budgets=budgets, fresh=fresh, rng=rng,
+                irr={name: (layer if isinstance(layer, RandomizedResponse)
+                            else RandomizedResponse.from_id(layer))
+                     for name, layer in (irr or {}).items()})
+            self._guard.check(self._catalogue)
+        except BaseException:
+            self._queue.close()
+            raise
         self._put = self._queue.put_sync if durability == "sync" else self._queue.put
         self._closed = False
         self._close_lock = threading.Lock()
@@ -200,15 +221,18 @@ class Reporter:
         self._put((metric, mechanism_id, bit))
 
     def _perturb(self, metric: str, mechanism: RandomizedResponse, true_value: bool) -> int:
-        """The one place a true value becomes a perturbed bit.
+        """The one place a true value becomes a perturbed bit: the privacy layer.
 
-        The privacy layer (memoization, budget) replaces this body; it may raise
-        ``BudgetExceededError``, which ``report()`` counts and lets propagate.
+        Memoized by default (repeats of a value reveal nothing new), with the metric's
+        instantaneous layer and budget if it has them. May raise ``BudgetExceededError``,
+        which ``report()`` counts and lets propagate.
         """
-        pool = self._pools.get(metric)
-        if pool is not None:  # the same mechanism, its coins drawn ahead in blocks
-            return pool.perturb(true_value)
-        return mechanism.perturb(true_value, self._rng)
+        return self._guard.perturb(metric, mechanism, true_value)
+
+    def privacy_loss(self, metric: str) -> PrivacyLoss:
+        """One-report, long-run and lifetime epsilon of ``metric`` on this device."""
+        mechanism = lookup(self._catalogue, metric)
+        return self._guard.privacy_loss(metric, mechanism)
 
     # -- introspection ---------------------------------------------------------------------
 
@@ -279,6 +303,7 @@ class Reporter:
         finally:
             self._sender.stop(timeout=1.0)
             self._queue.close()
+            self._guard.close()
         if not drained:
             log.warning("deniable: closed with reports still queued")
         return drained

@@ -42,10 +42,10 @@ def test_the_client_configures_itself_from_the_collector() -> None:
 
 
 def test_the_bytes_sent_carry_perturbed_bits_only() -> None:
-    # With the truth coin forced to "lie" and the forced coin to "no", every report of a
-    # true "yes" goes out as 0: the wire must show the perturbed bit, not the true value.
+    # With the truth coin forced to "lie" and the forced coin to "no", every fresh report of
+    # a true "yes" goes out as 0: the wire must show the perturbed bit, not the true value.
     with recording_collector(CATALOGUE) as (url, recorder):
-        with Reporter(url, rng=FixedBits(0b11)) as reporter:
+        with Reporter(url, rng=FixedBits(0b11), fresh={"feature_x_enabled"}) as reporter:
             for _ in range(5):
                 reporter.report("feature_x_enabled", True)
         [body] = recorder.bodies

@@ -108,7 +108,9 @@ def reference_tallies(reports: list) -> dict[str, tuple[int, int]] | None:
     for r in reports:
         if not isinstance(r, dict) or set(r) != {"metric", "mechanism", "bit"}:
             return None
-        if not isinstance(r["metric"], str) or MECHANISM_OF.get(r["metric"]) != r["mechanism"]:
+        if not isinstance(r["metric"], str) or r["metric"] not in MECHANISM_OF:
+            return None
+        if r["mechanism"] != MECHANISM_OF[r["metric"]]:
             return None
         if type(r["bit"]) is not int or r["bit"] not in (0, 1):
             return None

@@ -120,29 +120,34 @@ class HTTPSource:
 
 
 class RedisSource:
-    """Reads counters straight from Redis, through the collector's one key-layout module.
+    """Reads counters straight from Redis, through the collector's key layout and registry.
+
+    The metrics are the collector's registry in Redis (runtime registrations included), with
+    the metrics file's entries filling in for any that Redis lacks.
 
     Args:
         redis_url: the collector's Redis.
-        metrics_file: the collector's metrics TOML file (it names each metric's mechanism).
+        metrics_file: the collector's metrics TOML file, if any.
     """
 
-    def __init__(self, redis_url: str, metrics_file: str | Path) -> None:
+    def __init__(self, redis_url: str, metrics_file: str | Path | None = None) -> None:
+        from deniable.collector.live_registry import LiveRegistry
         from deniable.collector.registry import load_metrics_file
         from deniable.collector.store import Store, connect
 
         self._store = Store(connect(redis_url))
-        self._registry = load_metrics_file(metrics_file)
+        file_metrics = load_metrics_file(metrics_file) if metrics_file else {}
+        self._registry = LiveRegistry(self._store.client, file_metrics, cache_seconds=60)
 
     def metrics(self) -> dict[str, MetricInfo]:
         return {m.name: MetricInfo(m.name, m.description, m.mechanism)
-                for m in self._registry.values()}
+                for m in self._registry.active().values()}
 
     def counts(self, metric: str, start: datetime | None = None,
                end: datetime | None = None) -> MetricCounts:
         info = self.metrics().get(metric)
         if info is None:
-            raise SourceError(f"the metrics file registers no metric named {metric!r}")
+            raise SourceError(f"the collector's registry has no active metric named {metric!r}")
         start, end = default_range(start, end)
         hours = self._store.counts(metric, info.mechanism.id, start, end)
         return _counts(info, [(h.start, h.n, h.ones) for h in hours])

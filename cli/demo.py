@@ -89,8 +89,23 @@ def _metrics_toml(folder: Path) -> Path:
     return path
 
 
-def _raise_interrupt(signum: int, frame: FrameType | None) -> None:
-    raise KeyboardInterrupt
+class _Interrupts:
+    """Ctrl-C and SIGTERM: raise KeyboardInterrupt at once, except while the client is busy.
+
+    An exception raised by a signal handler can strike inside the client's locks (Python
+    raises it between any two bytecodes) and leave one held. While ``deferred`` the handler
+    only takes note; the simulation loop checks ``pending`` between reports and stops there.
+    """
+
+    def __init__(self) -> None:
+        self.deferred = False
+        self.pending = False
+
+    def __call__(self, signum: int, frame: FrameType | None) -> None:
+        if self.deferred:
+            self.pending = True
+        else:
+            raise KeyboardInterrupt
 
 
 def run(args: argparse.Namespace) -> int:
@@ -110,7 +125,9 @@ def run(args: argparse.Namespace) -> int:
     if args.batch_size > 1000:
         raise SystemExit("deniable demo: error: --batch-size must be at most 1000")
     console = Console() if sys.stdout.isatty() else Console(width=110)
-    signal.signal(signal.SIGTERM, _raise_interrupt)
+    interrupts = _Interrupts()
+    signal.signal(signal.SIGINT, interrupts)
+    signal.signal(signal.SIGTERM, interrupts)
     population = random.Random(args.seed)
     started = time.monotonic()
     days, shift_day = args.days, args.days // 2
@@ -132,14 +149,8 @@ def run(args: argparse.Namespace) -> int:
             day_starts = []
             columns = (TextColumn("[bold]3.[/] devices report, day by day"), BarColumn(),
                        MofNCompleteColumn(), TimeElapsedColumn())
-            # One Reporter stands in for the whole population, so it draws fresh coins for
-            # every report: each simulated device's answer is then an independent draw, as
-            # if every device held its own memoized answer (a real device memoizes; see
-            # docs/privacy.md).
-            every_metric = {m.name for m in METRICS}
-            with Reporter(collector.url, batch_size=args.batch_size,
-                          fresh=every_metric) as reporter, \
-                    Progress(*columns, console=console, transient=False) as progress:
+            def simulate(reporter: Reporter, progress: Progress,
+                         interrupts: _Interrupts) -> None:
                 task = progress.add_task("devices", total=args.devices * days)
                 for day in range(days):
                     offset = -(days - 1 - day) * DAY
@@ -153,11 +164,30 @@ def run(args: argparse.Namespace) -> int:
                             reporter.report(name, truth)  # perturbed on the "device"
                         if device % 1000 == 999:
                             progress.update(task, completed=day * args.devices + device + 1)
+                            if interrupts.pending:
+                                raise KeyboardInterrupt
                     # Every batch of this day lands before the clock moves on.
                     if not reporter.flush(timeout=60):
                         raise DemoError(f"the collector did not take day {day + 1}'s reports "
                                         f"in time: {reporter.last_error}")
                 progress.update(task, completed=args.devices * days)
+
+            # One Reporter stands in for the whole population, so it draws fresh coins for
+            # every report: each simulated device's answer is then an independent draw, as
+            # if every device held its own memoized answer (a real device memoizes; see
+            # docs/privacy.md).
+            every_metric = {m.name for m in METRICS}
+            reporter = Reporter(collector.url, batch_size=args.batch_size, fresh=every_metric)
+            interrupts.deferred = True
+            try:
+                with Progress(*columns, console=console, transient=False) as progress:
+                    simulate(reporter, progress, interrupts)
+            except BaseException:
+                reporter.close(timeout=0)  # stop at once; the demo's reports are disposable
+                raise
+            finally:
+                interrupts.deferred = False
+            reporter.close()
             source = HTTPSource(collector.url)
             start = floor(day_starts[0], "day")
             end = datetime.now(timezone.utc) + timedelta(hours=1)

@@ -13,13 +13,15 @@ HELP = "print debiased estimates per metric (table, JSON, CSV) or write an HTML 
 def register(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     parser = commands.add_parser(
         "report", help=HELP, description=HELP + ". Counts come from a collector's HTTP API "
-        "(--collector) or straight from its Redis (--redis-url with --metrics-file). Without "
+        "(--collector) or straight from its Redis (--redis-url). Without "
         "--every, one pooled estimate per metric; with --every hour|day|week, a time series.")
     source = parser.add_mutually_exclusive_group()
     source.add_argument("--collector", default=env_default("COLLECTOR_URL"),
                         help="collector base URL (DENIABLE_COLLECTOR_URL)")
     source.add_argument("--redis-url", help="read counters straight from this Redis")
-    parser.add_argument("--metrics-file", help="metrics TOML file (with --redis-url)")
+    parser.add_argument("--metrics-file",
+                        help="with --redis-url: the collector's metrics TOML file, for metrics "
+                             "its Redis registry lacks (optional)")
     parser.add_argument("--token", default=env_default("READ_TOKEN"),
                         help="read token, if the collector wants one (DENIABLE_READ_TOKEN)")
     parser.add_argument("--metric", action="append", dest="metrics", metavar="NAME",
@@ -57,13 +59,11 @@ def run(args: argparse.Namespace) -> int:
     from deniable.analysis.timeseries import rolling, series
 
     if args.redis_url:
-        if not args.metrics_file:
-            args.parser.error("--redis-url needs --metrics-file")
         source = RedisSource(args.redis_url, args.metrics_file)
     elif args.collector:
         source = HTTPSource(args.collector, token=args.token)
     else:
-        args.parser.error("name a source: --collector URL, or --redis-url with --metrics-file")
+        args.parser.error("name a source: --collector URL, or --redis-url URL")
     if not 0 < args.confidence < 1:
         args.parser.error(f"--confidence must lie in (0, 1), got {args.confidence}")
     if args.rolling and not args.every:

@@ -116,7 +116,8 @@ class CollectorProcess:
         return f"http://127.0.0.1:{self.port}"
 
     def start(self, timeout: float = 20.0) -> str:
-        """Start the server and wait until /healthz answers; return its base URL."""
+        """Start the server; return its base URL once /healthz answers and, under gunicorn,
+        every worker has loaded the app (so no worker is still starting up afterwards)."""
         command = [sys.executable, "-m", "deniable.cli", "serve", "--host", "127.0.0.1",
                    "--port", str(self.port), "--redis-url", self.redis_url,
                    "--metrics-file", self.metrics_file, "--workers", str(self.workers)]
@@ -133,14 +134,23 @@ class CollectorProcess:
                 message = f"the collector exited with {self.process.returncode}: {self.log_tail()}"
                 self.stop()
                 raise CollectorError(message)
-            try:
-                with urllib.request.urlopen(f"{self.url}/healthz", timeout=1) as response:
-                    if response.status == 200:
-                        return self.url
-            except (urllib.error.URLError, OSError):
-                time.sleep(0.05)
+            if self._answers() and (self.dev or self._workers_ready() >= self.workers):
+                return self.url
+            time.sleep(0.05)
         self.stop()
-        raise CollectorError(f"the collector did not answer on port {self.port} in {timeout}s")
+        raise CollectorError(f"the collector was not ready on port {self.port} in {timeout}s: "
+                             f"{self.log_tail(1000)}")
+
+    def _answers(self) -> bool:
+        try:
+            with urllib.request.urlopen(f"{self.url}/healthz", timeout=1) as response:
+                return response.status == 200
+        except (urllib.error.URLError, OSError):
+            return False
+
+    def _workers_ready(self) -> int:
+        """How many workers have logged "worker ready" (deploy/gunicorn.conf.py's hook)."""
+        return self.log_tail(1 << 24).count('"message":"worker ready"')
 
     def stop(self, sig: int = signal.SIGTERM, timeout: float = 15.0) -> None:
         """Stop the server and all its workers: ``sig`` (SIGTERM, graceful) then SIGKILL."""

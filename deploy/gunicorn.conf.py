@@ -55,6 +55,11 @@ def _logconfig() -> dict:
 logconfig_dict = _logconfig()
 
 
+def post_worker_init(worker) -> None:  # noqa: ANN001 (gunicorn hook signature)
+    """Say when a worker has loaded the app and serves (CollectorProcess waits for this)."""
+    worker.log.info("worker ready")
+
+
 def child_exit(server, worker) -> None:  # noqa: ANN001 (gunicorn hook signature)
     """Let the Prometheus multiprocess collector forget a worker that exited."""
     from deniable.collector.observability import mark_worker_dead

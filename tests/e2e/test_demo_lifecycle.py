@@ -62,7 +62,12 @@ def test_ctrl_c_stops_every_process_the_demo_started() -> None:
     assert port_open(redis_port) and port_open(collector_port)
     time.sleep(1.0)
     demo.send_signal(signal.SIGINT)
-    demo.communicate(timeout=60)
+    try:
+        demo.communicate(timeout=30)
+    finally:
+        if demo.poll() is None:  # never leave a stuck demo behind
+            demo.kill()
+            demo.communicate()
     assert demo.returncode == 130
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline and (port_open(redis_port) or port_open(collector_port)):

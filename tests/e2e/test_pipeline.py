@@ -119,7 +119,8 @@ def test_a_failed_upload_stays_queued_and_is_retried_with_the_same_batch_id(
 
 def test_analysis_reads_the_same_counts_over_http_and_from_redis(
         live_collector, redis_client, redis_url: str, metrics_file: Path) -> None:
-    with Reporter(live_collector.url, batch_size=500) as reporter:
+    # One reporter plays 4,000 devices: fresh coins per report, as 4,000 memoized devices.
+    with Reporter(live_collector.url, batch_size=500, fresh={"feature_x_enabled"}) as reporter:
         for i in range(4_000):
             reporter.report("feature_x_enabled", i % 4 == 0)
     over_http = summarize(HTTPSource(live_collector.url).counts("feature_x_enabled"))
@@ -128,3 +129,16 @@ def test_analysis_reads_the_same_counts_over_http_and_from_redis(
     assert over_http.n == 4_000
     assert over_http.ci_low <= 0.25 <= over_http.ci_high or over_http.wide is False
     assert over_http.estimate == pytest.approx(2 * over_http.ones / 4_000 - 0.5)
+
+
+def test_redis_source_sees_metrics_registered_at_runtime(http, redis_url: str) -> None:
+    created = http.post("/v1/admin/metrics", json={"name": "onboarding_done",
+                                                   "mechanism": "rr:3/4:1/2"})
+    assert created.status_code == 201
+    body = {"batch_id": "ef" * 16, "reports": [
+        {"metric": "onboarding_done", "mechanism": "rr:3/4:1/2", "bit": b} for b in (1, 1, 0)]}
+    assert http.post("/v1/reports", json=body).status_code == 202
+    source = RedisSource(redis_url)  # no metrics file: the registry in Redis is enough
+    assert "onboarding_done" in source.metrics()
+    counts = source.counts("onboarding_done")
+    assert (int(counts.n.sum()), int(counts.ones.sum())) == (3, 2)

@@ -26,6 +26,7 @@ locks serialise sealing, and an acknowledgement counts only once.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -33,7 +34,7 @@ import sqlite3
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -284,33 +285,23 @@ class DurableQueue:
         sealed = 0
         db = self._db
         try:
-            db.execute("BEGIN IMMEDIATE")
-            try:
+            with _write_transaction(db):
                 if items:
                     db.executemany(
                         "INSERT INTO pending (metric, mechanism, bit, queued_at) "
                         "VALUES (?, ?, ?, ?)", [(m, k, b, now) for m, k, b in items])
-                    tallies: Counter[tuple[str, str]] = Counter()
-                    ones: Counter[tuple[str, str]] = Counter()
-                    for m, k, b in items:
-                        tallies[(m, k)] += 1
-                        ones[(m, k)] += b
                     db.executemany(
                         "INSERT INTO ledger (metric, mechanism, handed_n, handed_ones) "
                         "VALUES (?, ?, ?, ?) ON CONFLICT (metric, mechanism) DO UPDATE SET "
                         "handed_n = handed_n + excluded.handed_n, "
                         "handed_ones = handed_ones + excluded.handed_ones",
-                        [(m, k, n, ones[(m, k)]) for (m, k), n in tallies.items()])
+                        _tally(items))
                 if refused:
                     self._add_counter("budget_refused", refused)
                 if seal:
                     dropped = self._drop_stale(now)  # before sealing: a fresh report never
                     sealed = self._seal(now, seal_all)  # shares a batch with a stale one
                     self._enforce_size_cap(dropped)
-                db.execute("COMMIT")
-            except BaseException:
-                db.execute("ROLLBACK")
-                raise
         except sqlite3.Error as exc:
             # Keep the reports: put them back in front of whatever arrived meanwhile.
             with self._buffer_lock:
@@ -406,26 +397,16 @@ class DurableQueue:
         """
         with self._db_lock:
             db = self._db
-            db.execute("BEGIN IMMEDIATE")
-            try:
-                row = db.execute("SELECT body, n_reports FROM batches WHERE batch_id = ?",
-                                 (batch_id,)).fetchone()
+            with _write_transaction(db):
+                row = _take_batch(db, batch_id)
                 if row is not None:
-                    db.execute("DELETE FROM batches WHERE batch_id = ?", (batch_id,))
                     self._add_counter("sent", row[1])
-                    tallies: Counter[tuple[str, str]] = Counter()
-                    ones: Counter[tuple[str, str]] = Counter()
-                    for r in json.loads(row[0])["reports"]:
-                        tallies[(r["metric"], r["mechanism"])] += 1
-                        ones[(r["metric"], r["mechanism"])] += r["bit"]
+                    reports = json.loads(row[0])["reports"]
                     db.executemany(
                         "UPDATE ledger SET sent_n = sent_n + ?, sent_ones = sent_ones + ? "
                         "WHERE metric = ? AND mechanism = ?",
-                        [(n, ones[key], *key) for key, n in tallies.items()])
-                db.execute("COMMIT")
-            except BaseException:
-                db.execute("ROLLBACK")
-                raise
+                        [(n, ones, m, k) for m, k, n, ones in _tally(
+                            (r["metric"], r["mechanism"], r["bit"]) for r in reports)])
             if self._in_flight == batch_id:
                 self._in_flight = None
             return row is not None
@@ -434,20 +415,13 @@ class DurableQueue:
         """The collector refused the batch for good: move it to the dead-letter table."""
         with self._db_lock:
             db = self._db
-            db.execute("BEGIN IMMEDIATE")
-            try:
-                row = db.execute("SELECT body, n_reports FROM batches WHERE batch_id = ?",
-                                 (batch_id,)).fetchone()
+            with _write_transaction(db):
+                row = _take_batch(db, batch_id)
                 if row is not None:
-                    db.execute("DELETE FROM batches WHERE batch_id = ?", (batch_id,))
                     db.execute("INSERT OR REPLACE INTO dead_letter (batch_id, body, n_reports, "
                                "status, reason, dead_at) VALUES (?, ?, ?, ?, ?, ?)",
                                (batch_id, row[0], row[1], status, reason[:2000], self._clock()))
                     self._add_counter("dead_lettered", row[1])
-                db.execute("COMMIT")
-            except BaseException:
-                db.execute("ROLLBACK")
-                raise
             if self._in_flight == batch_id:
                 self._in_flight = None
             return row is not None
@@ -555,3 +529,34 @@ class DurableQueue:
             self._closed = True
         with self._db_lock:
             self._db.close()
+
+
+@contextlib.contextmanager
+def _write_transaction(db: sqlite3.Connection) -> Iterator[None]:
+    """One write transaction: committed if the block succeeds, rolled back if it raises."""
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        yield
+        db.execute("COMMIT")
+    except BaseException:
+        db.execute("ROLLBACK")
+        raise
+
+
+def _take_batch(db: sqlite3.Connection, batch_id: str) -> tuple[bytes, int] | None:
+    """Remove a sealed batch from the queue; return its (body, n_reports), None if gone."""
+    row = db.execute("SELECT body, n_reports FROM batches WHERE batch_id = ?",
+                     (batch_id,)).fetchone()
+    if row is not None:
+        db.execute("DELETE FROM batches WHERE batch_id = ?", (batch_id,))
+    return row
+
+
+def _tally(reports: Iterable[tuple[str, str, int]]) -> list[tuple[str, str, int, int]]:
+    """(metric, mechanism, n, ones) for each (metric, mechanism) among the reports."""
+    n: Counter[tuple[str, str]] = Counter()
+    ones: Counter[tuple[str, str]] = Counter()
+    for metric, mechanism, bit in reports:
+        n[(metric, mechanism)] += 1
+        ones[(metric, mechanism)] += bit
+    return [(m, k, count, ones[(m, k)]) for (m, k), count in n.items()]

@@ -118,13 +118,17 @@ def raw_ceiling(url: str, processes: int, seconds: float, batch: int = 1000) -> 
     return sum(rates)
 
 
-def start_noop(workers: int) -> tuple[subprocess.Popen[bytes], str]:
+def start_noop(workers: int, app: str = "noop_app:app",
+               env: dict[str, str] | None = None) -> tuple[subprocess.Popen[bytes], str]:
+    """Serve a bench/ WSGI app with the collector's gunicorn config; return it and its URL."""
     port = free_port()
     process = subprocess.Popen(
         [sys.executable, "-m", "gunicorn", "-c", default_config_file(), "-b",
-         f"127.0.0.1:{port}", "-w", str(workers), "--chdir", str(HERE), "noop_app:app"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+         f"127.0.0.1:{port}", "-w", str(workers), "--chdir", str(HERE), app],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+        env={**os.environ, **(env or {})})
     url = f"http://127.0.0.1:{port}"
+    import urllib.error
     import urllib.request
 
     deadline = time.monotonic() + 20
@@ -133,6 +137,8 @@ def start_noop(workers: int) -> tuple[subprocess.Popen[bytes], str]:
             urllib.request.urlopen(urllib.request.Request(f"{url}/v1/reports", data=b"{}"),
                                    timeout=1).close()
             return process, url
+        except urllib.error.HTTPError:
+            return process, url  # it answered (an error, to an empty batch): it is up
         except OSError:
             time.sleep(0.05)
     process.kill()
@@ -210,6 +216,19 @@ def main() -> int:
                 delay_ms = max(1, round(args.connections * 1000 / half_rate))
                 half = run_wrk(wrk, collector.url, reports_file, args.seconds / 2,
                                args.connections, args.threads, delay_ms, key)
+            bare_process, bare_url = start_noop(workers, "bare_ingest_app:app", {
+                "DENIABLE_REDIS_URL": store.url, "BENCH_REGISTRY": json.dumps(METRICS)})
+            try:
+                bare_runs, noop_again = [], []
+                for _ in range(2):
+                    bare_runs.append(run_wrk(wrk, bare_url, reports_file, args.seconds / 4,
+                                             args.connections, args.threads))
+                    noop_again.append(run_wrk(wrk, noop_url, reports_file, args.seconds / 4,
+                                              args.connections, args.threads))
+                bare, noop_bare = combine(bare_runs), combine(noop_again)
+            finally:
+                bare_process.terminate()
+                bare_process.wait(timeout=30)
         finally:
             noop_process.terminate()
             noop_process.wait(timeout=30)
@@ -235,6 +254,9 @@ def main() -> int:
     print(f"  Redis holds {in_redis} reports; {acknowledged} acknowledged to wrk, plus at most "
           f"{slack} in flight at round ends: {'consistent' if consistent else 'INCONSISTENT'}")
     print(f"no-op Flask: {noop['req_per_s']:9.0f} req/s (p99 {noop['p99_us'] / 1000:.1f} ms)")
+    print(f"bare WSGI:   {bare['req_per_s']:9.0f} req/s: parse, validate, EVALSHA and nothing "
+          f"else ({bare['accepted']:.0f} accepted); {bare['req_per_s'] / noop_bare['req_per_s']:.2f}"
+          f"x the no-op measured beside it: the floor without Flask, auth, metrics or logs")
     print(f"raw Redis:   {raw:9.0f} reports/s (Lua HINCRBY per report, {workers} processes)")
     print(f"half load:   {half['req_per_s']:9.0f} req/s paced by wrk delay() of {delay_ms} ms "
           f"per connection: p99 {half['p99_us'] / 1000:.1f} ms, {half['other']} errors")

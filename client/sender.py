@@ -11,14 +11,14 @@ Policy, for each batch:
 - ``upload_jitter``: before uploading after an idle spell, wait ``uniform(0, upload_jitter)``
   seconds so the upload time does not mirror the moment the app reported.
 
-Every random delay comes from ``random.SystemRandom`` (the OS's CSPRNG); the sender never
+Every random delay comes from ``secrets.SystemRandom`` (the OS's CSPRNG); the sender never
 blocks ``report()``: it runs in its own daemon thread and only takes the queue's lock for
 short SQLite statements.
 """
 from __future__ import annotations
 
 import logging
-import random
+import secrets
 import threading
 import time
 from collections.abc import Callable
@@ -48,13 +48,13 @@ class Sender:
         max_backoff: cap on one backoff, in seconds.
         max_retry_after: cap on an obeyed ``Retry-After``, in seconds.
         upload_jitter: upper bound, in seconds, of a random delay before uploading after idle.
-        rand: the random source for delays; ``random.SystemRandom()`` unless a test injects.
+        rand: the random source for delays; ``secrets.SystemRandom()`` unless a test injects.
     """
 
     def __init__(self, queue: DurableQueue, transport_factory: Callable[[], Transport], *,
                  backoff: float = DEFAULT_BACKOFF, max_backoff: float = DEFAULT_MAX_BACKOFF,
                  max_retry_after: float = DEFAULT_MAX_RETRY_AFTER, upload_jitter: float = 0.0,
-                 rand: random.Random | None = None) -> None:
+                 rand: secrets.SystemRandom | None = None) -> None:
         for name, value in (("backoff", backoff), ("max_backoff", max_backoff),
                             ("max_retry_after", max_retry_after),
                             ("upload_jitter", upload_jitter)):
@@ -67,7 +67,7 @@ class Sender:
         self.max_backoff = float(max_backoff)
         self.max_retry_after = float(max_retry_after)
         self.upload_jitter = float(upload_jitter)
-        self._rand = rand or random.SystemRandom()
+        self._rand = rand or secrets.SystemRandom()
         self._init_runtime()
 
     def _init_runtime(self) -> None:

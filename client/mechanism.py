@@ -116,7 +116,7 @@ class RandomizedResponse:
             raise InvalidParameterError(
                 f"mechanism id must look like 'rr:<truth>:<forced_yes>', e.g. 'rr:1/2:1/2'. "
                 f"Got {mechanism_id!r} instead.")
-        mechanism = cls(match.group(1), match.group(2))
+        mechanism = cls(_exact("truth", match.group(1)), _exact("forced_yes", match.group(2)))
         if mechanism.id != mechanism_id:
             raise InvalidParameterError(
                 f"mechanism id must be in lowest terms: {mechanism.id!r}. "

@@ -463,9 +463,9 @@ class DurableQueue:
             if self._buffer:
                 return True
         with self._db_lock:
-            return self._db.execute(
+            return bool(self._db.execute(
                 "SELECT EXISTS (SELECT 1 FROM pending) OR EXISTS (SELECT 1 FROM batches)"
-            ).fetchone()[0] == 1
+            ).fetchone()[0] == 1)
 
     def has_pending(self) -> bool:
         """Whether any report is buffered or committed but not yet sealed into a batch."""
@@ -473,8 +473,8 @@ class DurableQueue:
             if self._buffer:
                 return True
         with self._db_lock:
-            return self._db.execute(
-                "SELECT EXISTS (SELECT 1 FROM pending)").fetchone()[0] == 1
+            return bool(self._db.execute(
+                "SELECT EXISTS (SELECT 1 FROM pending)").fetchone()[0] == 1)
 
     @property
     def closed(self) -> bool:
@@ -547,9 +547,10 @@ def _take_batch(db: sqlite3.Connection, batch_id: str) -> tuple[bytes, int] | No
     """Remove a sealed batch from the queue; return its (body, n_reports), None if gone."""
     row = db.execute("SELECT body, n_reports FROM batches WHERE batch_id = ?",
                      (batch_id,)).fetchone()
-    if row is not None:
-        db.execute("DELETE FROM batches WHERE batch_id = ?", (batch_id,))
-    return row
+    if row is None:
+        return None
+    db.execute("DELETE FROM batches WHERE batch_id = ?", (batch_id,))
+    return bytes(row[0]), int(row[1])
 
 
 def _tally(reports: Iterable[tuple[str, str, int]]) -> list[tuple[str, str, int, int]]:

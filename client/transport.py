@@ -8,6 +8,7 @@ background ``Sender``) that owns its own retry policy.
 from __future__ import annotations
 
 import email.utils
+import http.cookiejar
 import json
 import time
 from typing import Any
@@ -148,7 +149,7 @@ def _problem_detail(response: requests.Response) -> str:
     return detail
 
 
-class _NoCookies:
+class _NoCookies(http.cookiejar.CookiePolicy):
     """A cookie policy that accepts and returns no cookies."""
 
     netscape = True

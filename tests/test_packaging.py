@@ -1,6 +1,7 @@
 """One distribution, `deniable`: the client installs light, and a built wheel works."""
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -53,3 +54,16 @@ def test_a_built_wheel_runs_the_client_with_nothing_but_requests(tmp_path: Path)
                          env={"PYTHONPATH": path}, check=True)
     assert out.stdout.strip() == "1.0986122886681098"
     assert (tmp_path / "site" / "deniable" / "collector" / "ingest.lua").is_file()
+
+
+@pytest.mark.slow
+def test_the_client_type_checks_strictly(tmp_path: Path) -> None:
+    # mypy cannot follow the editable install's import hook: lay the namespace out by hand.
+    (tmp_path / "deniable").mkdir()
+    (tmp_path / "deniable" / "client").symlink_to(ROOT / "client", target_is_directory=True)
+    done = subprocess.run(
+        [sys.executable, "-m", "mypy", "--strict", "--namespace-packages",
+         "--explicit-package-bases", "--cache-dir", str(tmp_path / ".mypy_cache"),
+         "-p", "deniable.client"],
+        cwd=tmp_path, capture_output=True, text=True, env={**os.environ, "MYPYPATH": str(tmp_path)})
+    assert done.returncode == 0, done.stdout[-3000:]

@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from deniable.client.doorbell import Doorbell
 from deniable.client.errors import InvalidParameterError, QueueError
 from deniable.client.stats import DeadLetter, LedgerEntry, Stats
 from deniable.client.wire import DEFAULT_MAX_REPORTS, encode_batch, new_batch_id
@@ -169,8 +170,8 @@ class DurableQueue:
         self._committed = 0                    # items of _buffer ever committed (or failed)
         self._budget_refused = 0               # not yet written to counters
         self._in_flight: str | None = None     # the batch the sender is uploading
-        self._wake = threading.Event()         # buffer became non-empty, or stop
-        self._urgent = threading.Event()       # buffer is full, or flush/stop
+        self._wake = Doorbell()                # buffer became non-empty, or stop
+        self._urgent = Doorbell()              # buffer is full, or flush/stop
         self._stopping = False
         self._closed = False
         self._thread: threading.Thread | None = None

@@ -23,6 +23,7 @@ import threading
 import time
 from collections.abc import Callable
 
+from deniable.client.doorbell import Doorbell
 from deniable.client.errors import InvalidParameterError, UploadError
 from deniable.client.queue import DurableQueue
 from deniable.client.transport import Transport
@@ -74,10 +75,10 @@ class Sender:
         self._transport: Transport | None = None
         self._thread: threading.Thread | None = None
         self._stopping = False
-        self._stopped = threading.Event()    # set by stop(): ends every wait at once
-        self._wake = threading.Event()       # a batch was sealed, a flush began, or stop
-        self._hurry = threading.Event()      # flush: cut jitter and backoff waits short
-        self._progress = threading.Condition()
+        self._stopped = Doorbell()           # set by stop(): ends every wait at once
+        self._wake = Doorbell()              # a batch was sealed, a flush began, or stop
+        self._hurry = Doorbell()             # flush: cut jitter and backoff waits short
+        self._progress = Doorbell()          # a batch left the queue
         self.last_error: str | None = None
         """The latest upload failure, as text without any report content."""
         self.attempts = 0
@@ -101,8 +102,8 @@ class Sender:
 
     def wait_for_progress(self, timeout: float) -> None:
         """Block until a batch left the queue, or ``timeout`` seconds passed."""
-        with self._progress:
-            self._progress.wait(timeout)
+        if self._progress.wait(timeout):
+            self._progress.clear()
 
     def stop(self, timeout: float | None = None) -> None:
         """Stop the thread (within ``timeout`` seconds) and close the transport."""
@@ -214,8 +215,7 @@ class Sender:
         return False
 
     def _notify(self) -> None:
-        with self._progress:
-            self._progress.notify_all()
+        self._progress.set()
 
     def _close_transport(self) -> None:
         transport, self._transport = self._transport, None

@@ -147,6 +147,22 @@ def mark_worker_dead(pid: int) -> None:
         multiprocess.mark_process_dead(pid)
 
 
+_ADDRESS = re.compile(
+    r"(?<![\w.])\d{1,3}(?:\.\d{1,3}){3}(?![\w.])"   # IPv4
+    r"|(?<=ip=)\S*?(?=: |\s|$)"                      # gunicorn's "ip=<address>: ..."
+    r"|(?<![\w:])(?:[0-9A-Fa-f]{1,4}:){7}[0-9A-Fa-f]{1,4}(?![\w:])"  # IPv6, in full
+    r"|(?<![\w:])[0-9A-Fa-f:]*::[0-9A-Fa-f:]*(?![\w:])")  # IPv6, compressed
+
+
+def redact_addresses(text: str) -> str:
+    """Replace every IP address in a log message with ``<address>``.
+
+    The collector never logs one itself, but gunicorn does (``Invalid request from
+    ip=...``, on malformed HTTP): this keeps addresses out of every line all the same.
+    """
+    return _ADDRESS.sub("<address>", text)
+
+
 class JsonFormatter(logging.Formatter):
     """One JSON object per line: ts, level, logger, message, request_id and extra fields.
 
@@ -160,7 +176,7 @@ class JsonFormatter(logging.Formatter):
                 timespec="milliseconds"),
             "level": record.levelname.lower(),
             "logger": record.name,
-            "message": record.getMessage(),
+            "message": redact_addresses(record.getMessage()),
         }
         if has_request_context():
             request_id = g.get("request_id")
@@ -171,7 +187,8 @@ class JsonFormatter(logging.Formatter):
             line.update(fields)
         if record.exc_info and record.exc_info[1] is not None:
             line["error"] = type(record.exc_info[1]).__name__
-            line["traceback"] = "".join(traceback.format_exception(*record.exc_info))
+            line["traceback"] = redact_addresses(
+                "".join(traceback.format_exception(*record.exc_info)))
         return orjson.dumps(line, default=str).decode()
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import http.client
 import json
 import re
+import socket
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -141,3 +142,23 @@ def test_logs_are_json_with_request_ids_and_hold_no_address_key_or_body(
     for secret in (CLIENT_ADDRESS, FORWARDED_ADDRESS, SECRET_KEY, ingest, read, "Bearer", UA_MARKER,
                    doc["batch_id"], bad["batch_id"], "no_such_metric", '"bit"', "yesterday"):
         assert secret not in log, secret
+
+
+def test_malformed_http_from_a_client_logs_no_address(
+        redis_url: str, metrics_file: Path, redis_client) -> None:  # type: ignore[no-untyped-def]
+    collector = CollectorProcess(redis_url, metrics_file, workers=1, env=OPEN_ENV)
+    collector.start()
+    try:
+        for garbage in (b"NOT HTTP AT ALL\r\n\r\n", b"GET /\x00 HTTP/1.1\r\n\r\n"):
+            with socket.create_connection(("127.0.0.1", collector.port), timeout=5,
+                                          source_address=(CLIENT_ADDRESS, 0)) as sock:
+                sock.sendall(garbage)
+                sock.recv(4096)  # gunicorn answers 400 and hangs up
+        assert collector.process is not None
+        collector.process.terminate()
+        collector.process.wait(timeout=15)
+        log = collector.log_tail(1 << 24)
+    finally:
+        collector.stop()
+    assert "Invalid request from ip=<address>" in log  # gunicorn did log the bad request...
+    assert CLIENT_ADDRESS not in log                     # ...without the client's address

@@ -48,8 +48,8 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     dashboard.init_app(app)
     openapi.init_app(app)
     register_error_handlers(app)
-    # Werkzeug's request log would write client addresses: keep it to warnings.
-    logging.getLogger("werkzeug").setLevel(logging.WARNING)
+    # The development server's request and error lines start with the client's address.
+    logging.getLogger("werkzeug").setLevel(logging.CRITICAL)
 
     @app.get("/healthz")
     def healthz() -> Response:

@@ -54,7 +54,7 @@ class CountsSource(Protocol):
     def metrics(self) -> dict[str, MetricInfo]: ...
 
     def counts(self, metric: str, start: datetime | None = None,
-               end: datetime | None = None) -> MetricCounts: ...
+               end: datetime | None = None, *, version: int | None = None) -> MetricCounts: ...
 
 
 def default_range(start: datetime | None, end: datetime | None) -> tuple[datetime, datetime]:
@@ -105,14 +105,20 @@ class HTTPSource:
         return self._metrics
 
     def counts(self, metric: str, start: datetime | None = None,
-               end: datetime | None = None) -> MetricCounts:
+               end: datetime | None = None, *, version: int | None = None) -> MetricCounts:
+        """Counts of the metric's current version, or of ``version``: older versions and
+        retired metrics stay readable, each debiased with its own mechanism."""
         info = self.metrics().get(metric)
-        if info is None:
-            raise SourceError(f"the collector has no metric named {metric!r}")
         start, end = default_range(start, end)
-        doc = self._get(f"/v1/metrics/{metric}/counts",
-                        {"from": start.isoformat(), "to": end.isoformat()})
-        if doc["mechanism"] != info.mechanism.id:
+        params = {"from": start.isoformat(), "to": end.isoformat()}
+        if version is not None:
+            params["version"] = str(version)
+        doc = self._get(f"/v1/metrics/{metric}/counts", params)
+        if info is None or version is not None:
+            # Not an active metric, or another version: the counts name their own mechanism.
+            info = MetricInfo(metric, info.description if info else "",
+                              RandomizedResponse.from_id(doc["mechanism"]))
+        elif doc["mechanism"] != info.mechanism.id:
             raise SourceError(f"{metric}: counts are for {doc['mechanism']}, "
                               f"not {info.mechanism.id}")
         return _counts(info, [(datetime.fromisoformat(b["start"]), int(b["n"]), int(b["ones"]))
@@ -144,10 +150,14 @@ class RedisSource:
                 for m in self._registry.active().values()}
 
     def counts(self, metric: str, start: datetime | None = None,
-               end: datetime | None = None) -> MetricCounts:
-        info = self.metrics().get(metric)
-        if info is None:
-            raise SourceError(f"the collector's registry has no active metric named {metric!r}")
+               end: datetime | None = None, *, version: int | None = None) -> MetricCounts:
+        """Counts of the metric's current version, or of ``version`` (retired metrics too)."""
+        entry = self._registry.entry(metric)
+        found = entry.version(version) if entry is not None else None
+        if entry is None or found is None:
+            raise SourceError(f"the collector's registry has no metric {metric!r}"
+                              + (f" with a version {version}" if version is not None else ""))
+        info = MetricInfo(metric, entry.description, found.mechanism)
         start, end = default_range(start, end)
         hours = self._store.counts(metric, info.mechanism.id, start, end)
         return _counts(info, [(h.start, h.n, h.ones) for h in hours])

@@ -11,6 +11,7 @@ import requests
 from deniable.analysis import HTTPSource, RedisSource, summarize
 from deniable.client import Reporter
 from deniable.client.randomness import SecureBits
+from deniable.client.wire import new_batch_id
 from deniable.collector import keys
 from deniable.collector.server import CollectorProcess
 from tests.conftest import OPEN_ENV, snapshot
@@ -142,3 +143,29 @@ def test_redis_source_sees_metrics_registered_at_runtime(http, redis_url: str) -
     assert "onboarding_done" in source.metrics()
     counts = source.counts("onboarding_done")
     assert (int(counts.n.sum()), int(counts.ones.sum())) == (3, 2)
+
+
+def test_older_versions_and_retired_metrics_stay_readable_for_analysts(
+        live_collector, redis_client, redis_url: str) -> None:
+    admin = f"{live_collector.url}/v1/admin/metrics"
+
+    def post(mechanism: str, bits: list[int]) -> None:
+        body = {"batch_id": new_batch_id(), "reports": [
+            {"metric": "checkout_v", "mechanism": mechanism, "bit": b} for b in bits]}
+        assert requests.post(f"{live_collector.url}/v1/reports", json=body,
+                             timeout=5).status_code == 202
+
+    assert requests.post(admin, json={"name": "checkout_v", "mechanism": "rr:1/2:1/2"},
+                         timeout=5).status_code == 201
+    post("rr:1/2:1/2", [1, 0, 0, 0])
+    assert requests.post(admin, json={"name": "checkout_v", "mechanism": "rr:3/4:1/2"},
+                         timeout=5).json()["result"] == "new_version"
+    post("rr:3/4:1/2", [1, 1])
+    assert requests.post(f"{admin}/checkout_v/retire", timeout=5).status_code == 200
+    for source in (HTTPSource(live_collector.url), RedisSource(redis_url)):
+        current, first = source.counts("checkout_v"), source.counts("checkout_v", version=1)
+        assert (current.metric.mechanism.id, int(current.n.sum())) == ("rr:3/4:1/2", 2)
+        assert (first.metric.mechanism.id, int(first.n.sum()), int(first.ones.sum())) == \
+            ("rr:1/2:1/2", 4, 1)
+        # Each version debiases with its own mechanism: 2 * 1/4 - 1/2 = 0 for the first.
+        assert summarize(first).unclipped == pytest.approx(0.0)

@@ -171,6 +171,16 @@ SCHEMAS.update({
     },
 })
 
+TIME_RANGE: list[dict[str, Any]] = [
+    {"name": "from", "in": "query", "required": False,
+     "schema": {"type": "string", "format": "date-time"},
+     "description": "ISO 8601 start (UTC if no offset); default: 'to' minus 7 days"},
+    {"name": "to", "in": "query", "required": False,
+     "schema": {"type": "string", "format": "date-time"},
+     "description": "ISO 8601 end, excluded (UTC if no offset); default: now"},
+]
+"""The ``from``/``to`` query range, parsed by ``api.time_range`` for every endpoint taking it."""
+
 PUBLIC: list[dict[str, list[str]]] = []
 """The ``security`` of operations that need no key."""
 
@@ -207,12 +217,7 @@ PATHS: dict[str, dict[str, Any]] = {
         "summary": "Perturbed counts per UTC hour over [from, to); by default the last 7 days",
         "parameters": [
             {"name": "name", "in": "path", "required": True, "schema": {"type": "string"}},
-            {"name": "from", "in": "query", "required": False,
-             "schema": {"type": "string", "format": "date-time"},
-             "description": "ISO 8601 start (UTC if no offset); default: 'to' minus 7 days"},
-            {"name": "to", "in": "query", "required": False,
-             "schema": {"type": "string", "format": "date-time"},
-             "description": "ISO 8601 end, excluded (UTC if no offset); default: now"},
+            *TIME_RANGE,
             {"name": "granularity", "in": "query", "required": False,
              "schema": {"type": "string", "enum": ["hour", "day", "week"]},
              "description": "hour buckets (default), or sums per UTC day or ISO week "
@@ -288,10 +293,7 @@ PATHS: dict[str, dict[str, Any]] = {
         "summary": "One metric's debiased time series and summary for the dashboard (read key)",
         "parameters": [
             {"name": "metric", "in": "query", "required": True, "schema": {"type": "string"}},
-            {"name": "from", "in": "query", "required": False,
-             "schema": {"type": "string", "format": "date-time"}},
-            {"name": "to", "in": "query", "required": False,
-             "schema": {"type": "string", "format": "date-time"}},
+            *TIME_RANGE,
             {"name": "every", "in": "query", "required": False,
              "schema": {"type": "string", "enum": ["hour", "day", "week"]}},
             {"name": "rolling", "in": "query", "required": False,

@@ -460,22 +460,20 @@ class DurableQueue:
 
     def has_work(self) -> bool:
         """Whether any report is buffered, pending or in a sealed batch."""
-        with self._buffer_lock:
-            if self._buffer:
-                return True
-        with self._db_lock:
-            return bool(self._db.execute(
-                "SELECT EXISTS (SELECT 1 FROM pending) OR EXISTS (SELECT 1 FROM batches)"
-            ).fetchone()[0] == 1)
+        return self._buffered_or(
+            "SELECT EXISTS (SELECT 1 FROM pending) OR EXISTS (SELECT 1 FROM batches)")
 
     def has_pending(self) -> bool:
         """Whether any report is buffered or committed but not yet sealed into a batch."""
+        return self._buffered_or("SELECT EXISTS (SELECT 1 FROM pending)")
+
+    def _buffered_or(self, exists_query: str) -> bool:
+        """Whether the memory buffer holds a report, else whether ``exists_query`` holds."""
         with self._buffer_lock:
             if self._buffer:
                 return True
         with self._db_lock:
-            return bool(self._db.execute(
-                "SELECT EXISTS (SELECT 1 FROM pending)").fetchone()[0] == 1)
+            return bool(self._db.execute(exists_query).fetchone()[0] == 1)
 
     @property
     def closed(self) -> bool:

@@ -13,7 +13,7 @@ from typing import Any
 import orjson
 
 from deniable.client.wire import decode_batch
-from deniable.collector.api import _repeats_a_key
+from deniable.collector.ingest import repeats_a_key
 from deniable.collector.store import Store, connect
 
 REGISTRY: dict[str, str] = json.loads(os.environ["BENCH_REGISTRY"])
@@ -24,7 +24,7 @@ store = Store(connect(os.environ["DENIABLE_REDIS_URL"]))
 def app(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
     body = environ["wsgi.input"].read(int(environ.get("CONTENT_LENGTH") or 0))
     batch = decode_batch(orjson.loads(body), REGISTRY)
-    if _repeats_a_key(body, batch.n_reports):
+    if repeats_a_key(body, batch.n_reports):
         raise ValueError("repeated key")
     store.add_batch(batch, datetime.now(timezone.utc), RETENTION, 7 * 86400)
     out = orjson.dumps({"batch_id": batch.batch_id, "accepted": batch.n_reports})

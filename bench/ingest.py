@@ -197,7 +197,7 @@ def main() -> int:
                         key=key)
                 run_wrk(wrk, noop_url, reports_file, 2, args.connections, args.threads)
                 time.sleep(0.5)  # let the warm-up's last requests land before counting
-                for pattern in (f"{keys.PREFIX}:{{*}}:c:*", f"{keys.PREFIX}:{{*}}:b:*"):
+                for pattern in (f"{keys.PREFIX}:{{*}}:c:*", f"{keys.PREFIX}:b:*"):
                     for stale in client.scan_iter(pattern):
                         client.delete(stale)  # the warm-up's counters and batch ids only
                 # Alternate short rounds, so both sides see the same background load.

@@ -35,7 +35,7 @@ def _registry() -> LiveRegistry:
 @require("admin")
 def register_metric() -> Response:
     """Register a metric, or a new version of one."""
-    _, doc = json_body()
+    doc = json_body()
     if type(doc) is not dict:
         raise APIError(422, "the body must be a JSON object", [Problem("", "must be an object")])
     unknown = sorted(doc.keys() - FIELDS)

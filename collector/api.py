@@ -8,13 +8,13 @@ from datetime import datetime, timedelta, timezone
 import orjson
 from flask import Blueprint, Response, current_app, request
 
-from deniable.client.errors import Problem, WireFormatError
 from deniable.client.wire import API_VERSION, MEDIA_TYPE
-from deniable.collector import clock, observability, rollup
+from deniable.collector import rollup
 from deniable.collector.auth import require
-from deniable.collector.errors import APIError
+from deniable.collector.errors import APIError, storage_unavailable
+from deniable.collector.ingest import parse_json
 from deniable.collector.live_registry import Entry, LiveRegistry, Version
-from deniable.collector.store import UNAVAILABLE_ERRORS, Outcome, Store
+from deniable.collector.store import UNAVAILABLE_ERRORS, Store
 
 bp = Blueprint("v1", __name__, url_prefix=f"/{API_VERSION}")
 
@@ -40,57 +40,18 @@ def storage_guard() -> Iterator[None]:
     try:
         yield
     except STORAGE_ERRORS as exc:
-        observability.count_storage_error(exc)
-        current_app.logger.warning("storage unavailable: %s", type(exc).__name__)
-        retry_after = str(current_app.config["RETRY_AFTER_SECONDS"])
-        raise APIError(503, "storage is unavailable; retry later",
-                       headers={"Retry-After": retry_after}) from exc
+        raise storage_unavailable(exc, current_app.config["RETRY_AFTER_SECONDS"]) from exc
 
 
 @bp.post("/reports")
-@require("ingest")
 def post_reports() -> Response:
-    """Accept one batch of perturbed bits, whole or not at all."""
-    body, doc = json_body()
-    if type(doc) is dict and type(doc.get("reports")) is list:
-        observability.note_reports(len(doc["reports"]))
-    registry = _registry()
-    try:
-        with storage_guard():
-            batch = registry.decode(doc, max_reports=current_app.config["MAX_BATCH_REPORTS"])
-    except WireFormatError as exc:
-        raise APIError(422, str(exc), exc.problems) from exc
-    if len(batch.tallies) > current_app.config["MAX_BATCH_METRICS"]:
-        raise APIError(422, "the batch holds too many distinct metrics",
-                       [Problem("/reports", f"holds {len(batch.tallies)} distinct metrics; the "
-                                f"most is {current_app.config['MAX_BATCH_METRICS']}")])
-    if _repeats_a_key(body, batch.n_reports):
-        raise APIError(400, "the body repeats a JSON key; each key may appear once per object",
-                       [Problem("", "repeats a key")])
-    received_at = clock.now()  # the server's receive time; never a device clock
-    default_days = int(current_app.config["RETENTION_DAYS"])
-    retention = {name: registry.retention_days(name, default_days) for name in batch.tallies}
-    with storage_guard():
-        outcome = _store().add_batch(batch, received_at, retention,
-                                     current_app.config["BATCH_ID_TTL_SECONDS"])
-    if outcome is Outcome.CONFLICT:
-        raise APIError(409, "this batch_id was already used for a batch with other content",
-                       [Problem("/batch_id", "already used for other content")])
-    if outcome is Outcome.DUPLICATE:
-        return _json({"batch_id": batch.batch_id, "accepted": 0, "duplicate": True}, 200)
-    return _json({"batch_id": batch.batch_id, "accepted": batch.n_reports}, 202)
+    """Accept one batch of perturbed bits, whole or not at all.
 
-
-def _repeats_a_key(body: bytes, n_reports: int) -> bool:
-    """Whether a batch that decoded cleanly had a key repeated (orjson keeps the last one).
-
-    One count of the body's quote characters decides it exactly. A clean batch holds
-    3 + 5 * n strings: 2 + 3n keys, its batch_id, and each report's metric and mechanism.
-    None of them can hold a quote (keys are fixed names; values match their patterns or a
-    registered id), so the body has exactly 2 * (3 + 5n) quote characters. A repeated key adds
-    its own quotes (and its shadowed value's, if a string), and nothing can remove any.
+    Served by ``IngestEndpoint`` (ingest.py), which runs in front of Flask: this rule gives the
+    route its place in the URL map (405 for other methods, the OpenAPI check) and is never
+    reached through ``create_app``'s WSGI app.
     """
-    return body.count(b'"') != 2 * (3 + 5 * n_reports)
+    raise RuntimeError("POST /v1/reports is served by IngestEndpoint, in front of Flask")
 
 
 @bp.get("/metrics")
@@ -153,16 +114,11 @@ def _parse_version(entry: Entry) -> Version:
     return found
 
 
-def json_body() -> tuple[bytes, object]:
-    """The request's raw body and its parsed JSON: 415 if it is not JSON, 400 if malformed."""
+def json_body() -> object:
+    """The request's parsed JSON body: 415 if it is not JSON, 400 if malformed."""
     if request.mimetype != MEDIA_TYPE:
         raise APIError(415, f"the body must be {MEDIA_TYPE}")
-    body = request.get_data(cache=False)
-    try:
-        return body, orjson.loads(body)
-    except orjson.JSONDecodeError as exc:
-        raise APIError(400, "the body is not valid JSON",
-                       [Problem("", str(exc).split(":")[0])]) from exc
+    return parse_json(request.get_data(cache=False))
 
 
 def time_range(default_days: int = 7) -> tuple[datetime, datetime]:

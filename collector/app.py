@@ -9,9 +9,9 @@ from typing import Any
 from flask import Flask, Response
 
 from deniable.collector import admin, api, auth, dashboard, observability, openapi
+from deniable.collector.ingest import IngestEndpoint
 from deniable.collector.errors import CollectorError, problem_response, register_error_handlers
 from deniable.collector.live_registry import LiveRegistry
-from deniable.collector.ratelimit import RateLimiter
 from deniable.collector.registry import load_metrics_file
 from deniable.collector.settings import DEFAULTS
 from deniable.collector.store import Store, connect
@@ -42,12 +42,19 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
                      cluster=bool(app.config["REDIS_CLUSTER"]))
     app.extensions["deniable.store"] = Store(client)
     _init_security(app, client, metrics)
-    observability.init_app(app)
+    recorder = observability.init_app(app)
     app.register_blueprint(api.bp)
     app.register_blueprint(admin.bp)
     dashboard.init_app(app)
     openapi.init_app(app)
     register_error_handlers(app)
+    # The hot path runs in front of Flask; a trusted proxy's client address, in front of both.
+    app.wsgi_app = IngestEndpoint(app, recorder).in_front_of(app.wsgi_app)  # type: ignore[method-assign]
+    if int(app.config["PROXY_FIX_X_FOR"]) > 0:
+        from werkzeug.middleware.proxy_fix import ProxyFix
+
+        app.wsgi_app = ProxyFix(app.wsgi_app, x_for=int(app.config["PROXY_FIX_X_FOR"]),
+                                x_proto=0, x_host=0, x_port=0, x_prefix=0)  # type: ignore[method-assign]
     # The development server's request and error lines start with the client's address.
     logging.getLogger("werkzeug").setLevel(logging.CRITICAL)
 
@@ -71,18 +78,8 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
 
 
 def _init_security(app: Flask, client: Any, metrics: Mapping[str, Any]) -> None:
-    """Auth, rate limits, proxy handling and the Redis metric registry (collector-security.md)."""
+    """Auth, rate limits and the Redis metric registry (collector-security.md)."""
     auth.init_app(app, client)
-    app.extensions["deniable.ratelimit"] = RateLimiter(
-        client, ip_rate=app.config["RATE_LIMIT_IP_PER_SECOND"],
-        ip_burst=app.config["RATE_LIMIT_IP_BURST"],
-        key_rate=app.config["RATE_LIMIT_KEY_PER_SECOND"],
-        key_burst=app.config["RATE_LIMIT_KEY_BURST"], secret=app.config["RATE_LIMIT_SECRET"])
-    if int(app.config["PROXY_FIX_X_FOR"]) > 0:
-        from werkzeug.middleware.proxy_fix import ProxyFix
-
-        app.wsgi_app = ProxyFix(app.wsgi_app, x_for=int(app.config["PROXY_FIX_X_FOR"]),
-                                x_proto=0, x_host=0, x_port=0, x_prefix=0)  # type: ignore[method-assign]
     registry = LiveRegistry(client, metrics, app.config["REGISTRY_CACHE_SECONDS"])
     app.extensions["deniable.registry"] = registry
     try:

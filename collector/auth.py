@@ -38,6 +38,7 @@ from flask import Flask, current_app, g, request
 
 from deniable.collector import keys
 from deniable.collector.errors import APIError, CollectorError
+from deniable.collector.ratelimit import RateLimiter
 
 ROLES = ("ingest", "read", "admin")
 KEY_PREFIX = "dnk"
@@ -202,20 +203,65 @@ class Authenticator:
         return info
 
 
-def bearer_token() -> str | None:
-    """The bearer token of the current request, or None if there is no Authorization header.
+def bearer_token(authorization: str | None) -> str | None:
+    """The token of an ``Authorization`` header value, or None if there is no header.
 
     Raises:
         APIError: 401 if the header is there but is not ``Bearer <token>``.
     """
-    header = request.headers.get("Authorization")
-    if header is None:
+    if authorization is None:
         return None
-    scheme, _, token = header.strip().partition(" ")
+    scheme, _, token = authorization.strip().partition(" ")
     if scheme.lower() != "bearer" or not token.strip():
         raise _unauthorized("the Authorization header must be 'Bearer <API key>'",
                             'error="invalid_request"')
     return token.strip()
+
+
+@dataclass(frozen=True)
+class Gate:
+    """Admits a request: checks its bearer token's role and charges its rate limits.
+
+    Framework-free, so Flask's routes (``require``) and the ingest endpoint in front of Flask
+    share it. Redis errors propagate; callers answer them 503.
+
+    Args:
+        authenticator: verifies tokens.
+        limiter: the per-IP and per-key token buckets.
+        enabled: False in dev mode (``DENIABLE_AUTH=off``): no key is needed.
+    """
+
+    authenticator: Authenticator
+    limiter: RateLimiter
+    enabled: bool
+
+    def admit(self, authorization: str | None, address: str | None,
+              roles: tuple[str, ...]) -> KeyInfo | None:
+        """The request's key (None in dev mode) if it may act as one of ``roles``.
+
+        Args:
+            authorization: the ``Authorization`` header value, if any.
+            address: the client IP; used in memory only, for the per-IP rate limit.
+
+        Raises:
+            APIError: 401, 403 or 429.
+        """
+        if not self.enabled:
+            self.limiter.check(address, None)
+            return None
+        token = bearer_token(authorization)
+        info = None if token is None else self.authenticator.verify(token)
+        # The per-IP bucket is charged before credentials are judged, so guessing costs too.
+        self.limiter.check(address, info.key_id if info else None)
+        if token is None:
+            raise _unauthorized("this endpoint needs an API key: 'Authorization: Bearer <key>'")
+        if info is None:
+            raise _unauthorized("the API key is unknown, wrong or revoked",
+                                'error="invalid_token"')
+        if info.role not in roles:
+            raise APIError(403, f"a {info.role} key cannot do this; it needs a "
+                                f"{' or '.join(roles)} key")
+        return info
 
 
 def _unauthorized(detail: str, error: str = "") -> APIError:
@@ -246,38 +292,28 @@ def require(*roles: str) -> Callable[[View], View]:
 
 
 def check(roles: tuple[str, ...]) -> KeyInfo | None:
-    """Authenticate and rate-limit the current request for ``roles``; return its key.
+    """Authenticate and rate-limit the current Flask request for ``roles``; return its key.
 
     Raises:
         APIError: 401, 403 or 429 (503 if Redis is unavailable).
     """
     from deniable.collector.api import storage_guard  # api imports this module
 
-    limiter = current_app.extensions["deniable.ratelimit"]
-    if not current_app.extensions["deniable.auth_enabled"]:
-        with storage_guard():
-            limiter.check(request.remote_addr, None)
-        return None
-    token = bearer_token()
+    gate: Gate = current_app.extensions["deniable.gate"]
     with storage_guard():
-        info = None if token is None else current_app.extensions["deniable.auth"].verify(token)
-        # The per-IP bucket is charged before credentials are judged, so guessing costs too.
-        limiter.check(request.remote_addr, info.key_id if info else None)
-    if token is None:
-        raise _unauthorized("this endpoint needs an API key: 'Authorization: Bearer <key>'")
-    if info is None:
-        raise _unauthorized("the API key is unknown, wrong or revoked", 'error="invalid_token"')
-    if info.role not in roles:
-        raise APIError(403, f"a {info.role} key cannot do this; it needs a "
-                            f"{' or '.join(roles)} key")
-    return info
+        return gate.admit(request.headers.get("Authorization"), request.remote_addr, roles)
 
 
 def init_app(app: Flask, client: redis.Redis) -> None:
-    """Set up auth for ``app`` from its AUTH settings; warn loudly in dev mode."""
+    """Set up auth and rate limits for ``app`` from its settings; warn loudly in dev mode."""
     enabled = auth_enabled(app.config["AUTH"])
-    app.extensions["deniable.auth_enabled"] = enabled
-    app.extensions["deniable.auth"] = Authenticator(client, app.config["AUTH_CACHE_SECONDS"])
+    limiter = RateLimiter(
+        client, ip_rate=app.config["RATE_LIMIT_IP_PER_SECOND"],
+        ip_burst=app.config["RATE_LIMIT_IP_BURST"],
+        key_rate=app.config["RATE_LIMIT_KEY_PER_SECOND"],
+        key_burst=app.config["RATE_LIMIT_KEY_BURST"], secret=app.config["RATE_LIMIT_SECRET"])
+    app.extensions["deniable.gate"] = Gate(
+        Authenticator(client, app.config["AUTH_CACHE_SECONDS"]), limiter, enabled)
     if not enabled:
         log.warning("!!! DENIABLE_AUTH=off: AUTHENTICATION IS DISABLED. Anyone who can reach "
                     "this collector can send reports, read counts and register metrics. "

@@ -12,16 +12,14 @@ import logging
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
-from flask import current_app
-
 log = logging.getLogger("deniable.collector")
 _warned: set[str] = set()
 
 
-def now() -> datetime:
-    """The receive time for the current request (UTC)."""
+def now(demo_clock_file: str | None = None) -> datetime:
+    """The receive time of a request (UTC), shifted by ``demo_clock_file`` if one is set."""
     real = datetime.now(timezone.utc)
-    path = current_app.config.get("DEMO_CLOCK_FILE")
+    path = demo_clock_file
     if not path:
         return real
     if path not in _warned:

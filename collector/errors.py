@@ -14,6 +14,7 @@ import logging
 from http import HTTPStatus
 from typing import Any
 
+import orjson
 from flask import Flask, Response, current_app
 from werkzeug.exceptions import HTTPException
 
@@ -48,17 +49,55 @@ class APIError(CollectorError):
         self.parameters = parameters or {}
         self.headers = headers or {}
 
+    def errors(self) -> list[dict[str, str]]:
+        """The offending fields (``pointer``) and query parameters (``parameter``)."""
+        found = [{"pointer": p.pointer, "detail": p.detail} for p in self.problems]
+        return found + [{"parameter": name, "detail": d} for name, d in self.parameters.items()]
 
-def problem_response(status: int, detail: str, errors: list[dict[str, str]] | None = None,
-                     headers: dict[str, str] | None = None) -> Response:
-    """Build a problem+json response."""
+    def document(self) -> bytes:
+        """This error as a problem+json body."""
+        return problem_document(self.status, self.detail, self.errors())
+
+
+def problem_document(status: int, detail: str,
+                     errors: list[dict[str, str]] | None = None) -> bytes:
+    """A problem+json body: type, title (the status phrase), status, detail and errors."""
     body: dict[str, Any] = {"type": "about:blank", "title": HTTPStatus(status).phrase,
                             "status": status, "detail": detail}
     if errors:
         body["errors"] = errors
-    response = Response(_dumps(body), status=status, mimetype=PROBLEM_TYPE)
+    return orjson.dumps(body)
+
+
+def problem_response(status: int, detail: str, errors: list[dict[str, str]] | None = None,
+                     headers: dict[str, str] | None = None) -> Response:
+    """Build a problem+json response."""
+    response = Response(problem_document(status, detail, errors), status=status,
+                        mimetype=PROBLEM_TYPE)
     response.headers.update(headers or {})
     return response
+
+
+def storage_unavailable(exc: BaseException, retry_after_seconds: int) -> APIError:
+    """The 503 for Redis being down or failing over: counted, logged (its class only), and
+    carrying ``Retry-After``."""
+    # Imported here: prometheus_client picks its multiprocess mode at import, which must come
+    # after `deniable serve` (which imports this module) has set PROMETHEUS_MULTIPROC_DIR.
+    from deniable.collector import observability
+
+    observability.count_storage_error(exc)
+    log.warning("storage unavailable: %s", type(exc).__name__)
+    return APIError(503, "storage is unavailable; retry later",
+                    headers={"Retry-After": str(retry_after_seconds)})
+
+
+def internal_error(exc: BaseException) -> APIError:
+    """The 500 for a bug: logged with its stack trace, answered without one."""
+    from deniable.collector import observability
+
+    observability.count_storage_error(exc)
+    log.error("unhandled %s", type(exc).__name__, exc_info=exc)
+    return APIError(500, "internal error")
 
 
 def register_error_handlers(app: Flask) -> None:
@@ -66,21 +105,14 @@ def register_error_handlers(app: Flask) -> None:
 
     @app.errorhandler(APIError)
     def _api_error(exc: APIError) -> Response:
-        errors = [{"pointer": p.pointer, "detail": p.detail} for p in exc.problems]
-        errors += [{"parameter": name, "detail": d} for name, d in exc.parameters.items()]
-        return problem_response(exc.status, exc.detail, errors, exc.headers)
+        return problem_response(exc.status, exc.detail, exc.errors(), exc.headers)
 
-    from deniable.collector import observability
     from deniable.collector.store import UNAVAILABLE_ERRORS
 
     for error_class in UNAVAILABLE_ERRORS:
         @app.errorhandler(error_class)
         def _storage_unavailable(exc: Exception) -> Response:
-            observability.count_storage_error(exc)
-            log.warning("storage unavailable: %s", type(exc).__name__)
-            return problem_response(
-                503, "storage is unavailable; retry later",
-                headers={"Retry-After": str(current_app.config["RETRY_AFTER_SECONDS"])})
+            return _api_error(storage_unavailable(exc, current_app.config["RETRY_AFTER_SECONDS"]))
 
     @app.errorhandler(HTTPException)
     def _http_error(exc: HTTPException) -> Response:
@@ -92,12 +124,4 @@ def register_error_handlers(app: Flask) -> None:
 
     @app.errorhandler(Exception)
     def _unexpected(exc: Exception) -> Response:
-        observability.count_storage_error(exc)
-        log.error("unhandled %s", type(exc).__name__, exc_info=exc)
-        return problem_response(500, "internal error")
-
-
-def _dumps(body: dict[str, Any]) -> bytes:
-    import orjson
-
-    return orjson.dumps(body)
+        return _api_error(internal_error(exc))

@@ -1,27 +1,21 @@
--- Apply one validated batch atomically, exactly once.
--- KEYS: for each metric i, KEYS[2i-1] = its batch (idempotency) key, KEYS[2i] = its counters.
--- ARGV: [1] batch digest, [2] batch-id TTL (s), [3..] per metric: n, ones, counter TTL (s).
--- Returns 1 applied, 0 already applied (duplicate), -1 the batch id holds another digest.
-local digest = ARGV[1]
-local metrics = #KEYS / 2
-local seen = 0
-for i = 1, metrics do
-  local stored = redis.call('GET', KEYS[2 * i - 1])
-  if stored then
-    if stored ~= digest then return -1 end
-    seen = seen + 1
-  end
+-- Claim a batch id, then add the batch's tallies: atomically, exactly once.
+-- KEYS[1]: the batch id's key. KEYS[2..]: one counters hash per metric.
+-- ARGV[1]: the batch's digest. ARGV[2]: the batch id's TTL (s).
+-- ARGV[3..]: per counters hash, in KEYS order: n, ones, the hash's TTL (s).
+-- Returns 1 applied; 0 the id already holds this digest (a re-send: nothing changes);
+-- -1 the id holds another digest (a reused id: nothing changes).
+if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'EX', ARGV[2]) then
+  if redis.call('GET', KEYS[1]) == ARGV[1] then return 0 end
+  return -1
 end
-if seen == metrics then return 0 end
-for i = 1, metrics do
-  if redis.call('SET', KEYS[2 * i - 1], digest, 'NX', 'EX', ARGV[2]) then
-    local counters = KEYS[2 * i]
-    local base = 3 * i
-    redis.call('HINCRBY', counters, 'n', ARGV[base])
-    redis.call('HINCRBY', counters, 'ones', ARGV[base + 1])
-    if redis.call('TTL', counters) < 0 then
-      redis.call('EXPIRE', counters, ARGV[base + 2])
-    end
+for i = 2, #KEYS do
+  local base = 3 * i - 3
+  local n = tonumber(ARGV[base])
+  -- Only this script creates counters, and every batch adds n >= 1: the hash is new (and
+  -- gets its retention TTL) exactly when its 'n' now equals this batch's n.
+  if redis.call('HINCRBY', KEYS[i], 'n', n) == n then
+    redis.call('EXPIRE', KEYS[i], ARGV[base + 2])
   end
+  redis.call('HINCRBY', KEYS[i], 'ones', ARGV[base + 1])
 end
 return 1

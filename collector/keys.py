@@ -6,9 +6,12 @@ key                                                        type    holds
 ``dn:v1:{<metric>}:c:<mechanism id>:<YYYYMMDDHH>``         HASH    ``n`` reports and ``ones`` perturbed
                                                                    ones received in that UTC hour;
                                                                    expires after the metric's retention
-``dn:v1:{<metric>}:b:<batch id>``                          STRING  SHA-256 digest of a batch that
-                                                                   touched the metric (idempotency);
-                                                                   expires after the batch-id TTL
+``dn:v1:b:<batch id>``                                     STRING  SHA-256 digest of the batch's
+                                                                   content (idempotency); expires
+                                                                   after the batch-id TTL
+``dn:v1:{<metric>}:b:<batch id>``                          STRING  Redis Cluster only: the same
+                                                                   digest, once the batch was added
+                                                                   to this metric's counters
 ``dn:v1:{registry}``                                       HASH    metric name -> JSON entry: current
                                                                    mechanism, retention, versions,
                                                                    retired time (see live_registry.py)
@@ -33,6 +36,7 @@ data migration.
 """
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
 
@@ -43,11 +47,26 @@ BUCKET = timedelta(hours=1)
 
 def counters(metric: str, mechanism_id: str, hour: datetime) -> str:
     """HASH {n, ones}: reports and perturbed ones for one metric in one UTC hour bucket."""
-    return f"{PREFIX}:{{{metric}}}:c:{mechanism_id}:{bucket_start(hour):{HOUR_FORMAT}}"
+    return f"{PREFIX}:{{{metric}}}:c:{mechanism_id}:{_hour_label(_utc(hour).timestamp() // 3600)}"
 
 
-def batch(metric: str, batch_id: str) -> str:
-    """STRING: the digest of batch ``batch_id``, kept so a re-sent batch is counted once."""
+@functools.lru_cache(maxsize=1024)
+def _hour_label(hours_since_epoch: float) -> str:
+    """``YYYYMMDDHH`` of an hour counted from the Unix epoch (cached: the hot path's)."""
+    return datetime.fromtimestamp(hours_since_epoch * 3600, timezone.utc).strftime(HOUR_FORMAT)
+
+
+def batch(batch_id: str) -> str:
+    """STRING: the digest of batch ``batch_id``, so that a re-sent batch is counted once and
+    an id reused for other content is refused."""
+    return f"{PREFIX}:b:{batch_id}"
+
+
+def batch_applied(metric: str, batch_id: str) -> str:
+    """STRING, Redis Cluster only: the batch's digest, once it was added to ``metric``.
+
+    A cluster applies a batch one metric (one slot) at a time; a re-send after a crash
+    completes the metrics these keys do not yet mark."""
     return f"{PREFIX}:{{{metric}}}:b:{batch_id}"
 
 

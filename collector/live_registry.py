@@ -39,7 +39,7 @@ import redis
 from deniable.client.errors import InvalidParameterError, WireFormatError
 from deniable.client.mechanism import RandomizedResponse
 from deniable.client.metrics import describe_metric
-from deniable.client.wire import Batch, decode_batch, is_metric_name
+from deniable.client.wire import Batch, decode_batch, decode_compact_batch, is_metric_name
 from deniable.collector import keys
 from deniable.collector.errors import CollectorError
 from deniable.collector.registry import Metric
@@ -239,6 +239,11 @@ class LiveRegistry:
         """The retention of ``name`` (retired or not), or ``default`` if it is unknown."""
         entry = self._current().entries.get(name)
         return entry.retention_days if entry is not None else default
+
+    def decode_compact(self, body: bytes, max_reports: int) -> Batch | None:
+        """decode_compact_batch against the current registry: the batch, or None if the body
+        needs the careful path (parse it, then ``decode``)."""
+        return decode_compact_batch(body, self._current().mechanisms, max_reports=max_reports)
 
     def decode(self, doc: Any, max_reports: int) -> Batch:
         """decode_batch against the current registry; on a miss, re-check Redis once.

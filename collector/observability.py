@@ -21,12 +21,13 @@ import sys
 import time
 import traceback
 import uuid
+from contextvars import ContextVar
 from datetime import datetime, timezone
 from typing import Any
 
 import orjson
 import redis
-from flask import Flask, Response, g, has_request_context, request
+from flask import Flask, Response, g, request
 from prometheus_client import (CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, Counter,
                                Histogram, generate_latest, multiprocess)
 
@@ -35,7 +36,6 @@ REQUEST_ID = re.compile(r"^[A-Za-z0-9_-]{8,64}\Z")
 """Incoming request ids we keep: 8-64 letters, digits, '-' or '_' (a UUID, a hex or base64url
 token). Anything else, dots included, is replaced, so an address cannot ride in on it."""
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
-INGEST_ENDPOINT = "v1.post_reports"
 UNMATCHED = "<unmatched>"
 
 REASONS = {400: "malformed", 401: "unauthenticated", 403: "forbidden", 404: "not_found",
@@ -64,17 +64,61 @@ STORAGE_ERRORS = Counter("deniable_storage_errors_total",
 _STORAGE_ERROR_CLASSES = (redis.exceptions.RedisError, redis.exceptions.RedisClusterException)
 
 
-def init_app(app: Flask) -> None:
-    """Add request ids, per-request metrics and JSON request logs, and ``GET /metrics``."""
+current_request_id: ContextVar[str | None] = ContextVar("deniable_request_id", default=None)
+"""The id of the request being served, stamped on every log line written while serving it."""
+
+
+def request_id_for(incoming: str | None) -> str:
+    """The id for a request: its ``X-Request-Id`` if well-formed, else a fresh random one."""
+    return incoming if incoming is not None and REQUEST_ID.match(incoming) else uuid.uuid4().hex
+
+
+class RequestRecorder:
+    """Counts and logs each answered request: the one definition, for Flask's routes and for
+    the ingest endpoint that runs in front of Flask.
+
+    Args:
+        log_requests: write one JSON line per request (the ``LOG_REQUESTS`` setting).
+    """
+
+    def __init__(self, log_requests: bool) -> None:
+        self.log_requests = log_requests
+        self._log = logging.getLogger("deniable.collector.requests")
+
+    def record(self, method: str, route: str, status: int, elapsed_seconds: float) -> None:
+        """Count one answered request and log it (never its address, credentials or body)."""
+        _child(REQUESTS, method, route, str(status)).inc()
+        _child(LATENCY, method, route).observe(elapsed_seconds)
+        if self.log_requests:
+            self._log.info("request", extra={"fields": {
+                "method": method, "route": route, "status": status,
+                "duration_ms": round(elapsed_seconds * 1000, 3)}})
+
+    def record_batch(self, status: int, n_reports: int | None) -> None:
+        """Count one batch posted to /v1/reports, and its reports, by outcome and reason."""
+        if status == 202:
+            outcome, reason = "accepted", ""
+        elif status == 200:
+            outcome, reason = "duplicate", ""
+        else:
+            outcome, reason = "rejected", REASONS.get(status, str(status))
+        _child(BATCHES, outcome, reason).inc()
+        if n_reports:
+            _child(REPORTS, outcome, reason).inc(n_reports)
+
+
+def init_app(app: Flask) -> RequestRecorder:
+    """Add request ids, per-request metrics and JSON request logs, and ``GET /metrics``.
+
+    Returns the recorder, for endpoints served in front of Flask.
+    """
     configure_logging(str(app.config.get("LOG_LEVEL", "INFO")))
-    log_requests = bool(app.config.get("LOG_REQUESTS", True))
-    request_log = logging.getLogger("deniable.collector.requests")
+    recorder = RequestRecorder(bool(app.config.get("LOG_REQUESTS", True)))
 
     @app.before_request
     def _start() -> None:
-        incoming = request.headers.get(REQUEST_ID_HEADER)
-        g.request_id = (incoming if incoming is not None and REQUEST_ID.match(incoming)
-                        else uuid.uuid4().hex)
+        g.request_id = request_id_for(request.headers.get(REQUEST_ID_HEADER))
+        g.request_id_token = current_request_id.set(g.request_id)
         g.started = time.perf_counter()
 
     @app.after_request
@@ -83,16 +127,14 @@ def init_app(app: Flask) -> None:
         response.headers[REQUEST_ID_HEADER] = request_id
         elapsed = time.perf_counter() - g.get("started", time.perf_counter())
         route = request.url_rule.rule if request.url_rule is not None else UNMATCHED
-        status = response.status_code
-        _child(REQUESTS, request.method, route, str(status)).inc()
-        _child(LATENCY, request.method, route).observe(elapsed)
-        if request.endpoint == INGEST_ENDPOINT:
-            _count_batch(status, g.get("n_reports"))
-        if log_requests:
-            request_log.info("request", extra={"fields": {
-                "method": request.method, "route": route, "status": status,
-                "duration_ms": round(elapsed * 1000, 3)}})
+        recorder.record(request.method, route, response.status_code, elapsed)
         return response
+
+    @app.teardown_request
+    def _forget(_: BaseException | None) -> None:
+        token = g.pop("request_id_token", None)
+        if token is not None:
+            current_request_id.reset(token)
 
     @app.get("/metrics")
     def prometheus_metrics() -> Response:
@@ -105,6 +147,8 @@ def init_app(app: Flask) -> None:
             body = generate_latest(REGISTRY)
         return Response(body, headers={"Content-Type": CONTENT_TYPE_LATEST})
 
+    return recorder
+
 
 _CHILDREN: dict[tuple[object, ...], Any] = {}
 
@@ -116,23 +160,6 @@ def _child(metric: Counter | Histogram, *labels: str) -> Any:
     if child is None:
         child = _CHILDREN[key] = metric.labels(*labels)
     return child
-
-
-def note_reports(n_reports: int) -> None:
-    """Record how many reports the batch being served holds (for the report counters)."""
-    g.n_reports = n_reports
-
-
-def _count_batch(status: int, n_reports: int | None) -> None:
-    if status == 202:
-        outcome, reason = "accepted", ""
-    elif status == 200:
-        outcome, reason = "duplicate", ""
-    else:
-        outcome, reason = "rejected", REASONS.get(status, str(status))
-    _child(BATCHES, outcome, reason).inc()
-    if n_reports:
-        _child(REPORTS, outcome, reason).inc(n_reports)
 
 
 def count_storage_error(exc: BaseException) -> None:
@@ -178,10 +205,9 @@ class JsonFormatter(logging.Formatter):
             "logger": record.name,
             "message": redact_addresses(record.getMessage()),
         }
-        if has_request_context():
-            request_id = g.get("request_id")
-            if request_id:
-                line["request_id"] = request_id
+        request_id = current_request_id.get()
+        if request_id:
+            line["request_id"] = request_id
         fields = getattr(record, "fields", None)
         if isinstance(fields, dict):
             line.update(fields)

@@ -86,22 +86,22 @@ class Store:
                   retention_days: Mapping[str, int], batch_id_ttl_seconds: int) -> Outcome:
         """Add a validated batch to the counters of the hour holding ``received_at``.
 
-        One atomic script, together with the batch's idempotency keys: the batch is counted
-        exactly once or not at all. A batch id already seen with the same content is a
-        DUPLICATE (nothing changes); with other content, a CONFLICT (nothing changes).
+        One atomic script claims the batch id (its key holds the batch's digest) and adds every
+        metric's tally: the batch is counted exactly once or not at all. A batch id already
+        holding this digest is a DUPLICATE, one holding another digest a CONFLICT; neither
+        changes anything.
 
-        On Redis Cluster a script may only touch one slot, so the batch is applied per metric
-        (each metric's batch key and counters share its ``{metric}`` slot), after a check that
-        no metric holds another digest for this batch id. A metric already applied with the
-        same digest is skipped, so a batch cut short by a crash is completed by its re-send.
+        On Redis Cluster a script may only touch one slot. The batch id is claimed first (an
+        atomic SET NX, so of two batches reusing one id, exactly one wins), then each metric is
+        applied by the same script in its own ``{metric}`` slot, marked by a per-metric key.
+        A re-send after a crash between the two completes the metrics not yet marked.
         """
         if self.cluster:
             return self._add_batch_per_metric(batch, received_at, retention_days,
                                               batch_id_ttl_seconds)
-        script_keys: list[str] = []
+        script_keys = [keys.batch(batch.batch_id)]
         args: list[str | int] = [batch.digest, batch_id_ttl_seconds]
         for metric, tally in batch.tallies.items():
-            script_keys.append(keys.batch(metric, batch.batch_id))
             script_keys.append(keys.counters(metric, tally.mechanism, received_at))
             args.extend((tally.n, tally.ones, retention_days[metric] * 86400))
         return Outcome(int(self._ingest(keys=script_keys, args=args)))
@@ -109,18 +109,19 @@ class Store:
     def _add_batch_per_metric(self, batch: Batch, received_at: datetime,
                               retention_days: Mapping[str, int],
                               batch_id_ttl_seconds: int) -> Outcome:
-        for metric in batch.tallies:
-            stored = self.client.get(keys.batch(metric, batch.batch_id))
+        claim = keys.batch(batch.batch_id)
+        if not self.client.set(claim, batch.digest, nx=True, ex=batch_id_ttl_seconds):
+            stored = self.client.get(claim)
             if stored is not None and stored.decode() != batch.digest:
                 return Outcome.CONFLICT
         results = []
         for metric, tally in batch.tallies.items():
             results.append(int(self._ingest(
-                keys=[keys.batch(metric, batch.batch_id),
+                keys=[keys.batch_applied(metric, batch.batch_id),
                       keys.counters(metric, tally.mechanism, received_at)],
                 args=[batch.digest, batch_id_ttl_seconds, tally.n, tally.ones,
                       retention_days[metric] * 86400])))
-        if -1 in results:  # another request reused the id between the check and the write
+        if -1 in results:  # the id expired and was reused between the claim and the write
             return Outcome.CONFLICT
         return Outcome.APPLIED if 1 in results else Outcome.DUPLICATE
 

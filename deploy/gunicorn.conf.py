@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import os
 
+from gunicorn.glogging import Logger
+
 if not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
     # Run directly by gunicorn: set up the shared metrics directory before any worker forks
     # (``deniable serve`` has done this already).
@@ -39,6 +41,17 @@ worker_tmp_dir = "/dev/shm" if os.path.isdir("/dev/shm") else None
 proc_name = "deniable-collector"
 # No access log: it would record client addresses. The app logs each request as JSON instead.
 accesslog = None
+
+
+class _NoAccessLog(Logger):
+    """gunicorn's logger, minus the access log. With ``logconfig_dict`` set, gunicorn would
+    build every request's access-log fields (client address included) only to drop them."""
+
+    def access(self, resp, req, environ, request_time) -> None:  # noqa: ANN001 (gunicorn's)
+        return None
+
+
+logger_class = _NoAccessLog
 errorlog = "-"
 loglevel = os.environ.get("DENIABLE_LOG_LEVEL", "info").lower()
 # Request line and headers: gunicorn's defaults (4094 bytes per line, 100 headers).

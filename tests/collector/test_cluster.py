@@ -68,7 +68,7 @@ def test_a_batch_over_many_slots_is_counted_once_per_metric(cluster_url: str) ->
     try:
         slots = {client.keyslot(keys.counters(m, "rr:1/2:1/2", datetime.now(timezone.utc)))
                  for m in METRICS}
-        assert len({client.get_node_from_key(keys.batch(m, "x")).port for m in METRICS}) == 3
+        assert len({client.get_node_from_key(keys.batch_applied(m, "x")).port for m in METRICS}) == 3
         assert len(slots) == len(METRICS)
         reports = [(m, mech, i % 2) for i, (m, mech) in enumerate(METRICS.items())] * 3
         batch = decode_batch(encode_batch(new_batch_id(), reports), METRICS)
@@ -83,7 +83,8 @@ def test_a_batch_over_many_slots_is_counted_once_per_metric(cluster_url: str) ->
         # A partial first attempt (one metric written, then a crash): the re-send completes it.
         partial = decode_batch(encode_batch(new_batch_id(), reports), METRICS)
         first = next(iter(partial.tallies))
-        store._ingest(keys=[keys.batch(first, partial.batch_id),
+        assert client.set(keys.batch(partial.batch_id), partial.digest)  # the id claimed
+        store._ingest(keys=[keys.batch_applied(first, partial.batch_id),
                             keys.counters(first, "rr:1/2:1/2", now)],
                       args=[partial.digest, 3600, partial.tallies[first].n,
                             partial.tallies[first].ones, 86400])

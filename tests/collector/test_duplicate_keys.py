@@ -6,7 +6,7 @@ import json
 from hypothesis import given
 from hypothesis import strategies as st
 
-from deniable.collector.api import _repeats_a_key
+from deniable.collector.ingest import repeats_a_key
 
 report = st.fixed_dictionaries({
     "metric": st.sampled_from(["feature_x_enabled", "dark_mode"]),
@@ -19,7 +19,7 @@ shadowed = st.one_of(st.integers(), st.text(max_size=5), st.none(), st.booleans(
 @given(st.lists(report, min_size=1, max_size=20), spacing)
 def test_a_clean_batch_in_any_layout_is_not_flagged(reports: list, separators: tuple) -> None:
     body = json.dumps({"batch_id": "ab" * 16, "reports": reports}, separators=separators)
-    assert not _repeats_a_key(body.encode(), len(reports))
+    assert not repeats_a_key(body.encode(), len(reports))
 
 
 @given(st.lists(report, min_size=1, max_size=20), spacing, st.data())
@@ -33,4 +33,4 @@ def test_any_repeated_key_is_flagged(reports: list, separators: tuple, data) -> 
     repeated = "{" + json.dumps(key) + separators[1] + value + separators[0] + target[1:]
     doubled = body.replace(target, repeated, 1)
     assert json.loads(doubled)["reports"][i] == reports[i]  # the parser keeps the last one
-    assert _repeats_a_key(doubled.encode(), len(reports))
+    assert repeats_a_key(doubled.encode(), len(reports))

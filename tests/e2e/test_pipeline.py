@@ -115,7 +115,7 @@ def test_a_failed_upload_stays_queued_and_is_retried_with_the_same_batch_id(
         assert reporter.stats().sent == 40
     reporter.close()
     assert counters(redis_client)["dark_mode"][0] == 40
-    assert redis_client.exists(keys.batch("dark_mode", batch.batch_id))  # the id it sealed
+    assert redis_client.exists(keys.batch(batch.batch_id))  # the id it sealed
 
 
 def test_analysis_reads_the_same_counts_over_http_and_from_redis(

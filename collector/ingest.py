@@ -1,0 +1,192 @@
+"""``POST /v1/reports``: the collector's hot path, served in front of Flask.
+
+``IngestEndpoint`` is a plain WSGI callable. ``create_app`` puts it in front of Flask's own
+WSGI app, so a batch never pays for Flask's per-request machinery (request and app contexts,
+URL matching, ``Response`` objects, before/after hooks), which costs more than the work itself
+(docs/operations.md, "Where the time goes"). Every other route, and every other method on
+``/v1/reports``, goes on to Flask.
+
+It shares every rule with the Flask routes (one definition each): ``Gate`` for keys and rate
+limits, ``RequestRecorder`` for metrics and logs, ``problem_document`` for errors, and the
+registry, the store and the key layout. The checks run in this order, each answered as
+problem+json, and a rejected batch changes nothing in Redis:
+
+1. key and rate limits: 401, 403, 429 with ``Retry-After``;
+2. media type ``application/json``: 415; body over ``MAX_BODY_BYTES``: 413;
+3. JSON: 400; wire format and registered mechanisms: 422; too many distinct metrics: 422;
+   a repeated JSON key: 400;
+4. one Lua script: 202 accepted, 200 duplicate (a re-sent batch), 409 (the batch id was used
+   for other content).
+
+Redis down or failing over, at any step: 503 with ``Retry-After``. Anything unexpected: 500,
+logged, with no stack trace in the answer.
+"""
+from __future__ import annotations
+
+import time
+from http import HTTPStatus
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import orjson
+from flask import Flask
+
+from deniable.client.errors import Problem, WireFormatError
+from deniable.client.wire import MEDIA_TYPE, REPORTS_PATH, Batch
+from deniable.collector import clock
+from deniable.collector.auth import Gate
+from deniable.collector.errors import (PROBLEM_TYPE, APIError, internal_error,
+                                       storage_unavailable)
+from deniable.collector.live_registry import LiveRegistry
+from deniable.collector.observability import (REQUEST_ID_HEADER, RequestRecorder,
+                                              current_request_id, request_id_for)
+from deniable.collector.store import UNAVAILABLE_ERRORS, Outcome, Store
+
+WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
+ROLES = ("ingest",)
+
+
+class IngestEndpoint:
+    """Accepts one batch of perturbed bits per request, whole or not at all.
+
+    Args:
+        app: the collector's Flask app, already holding its store, registry and gate.
+        recorder: counts and logs each answered request.
+    """
+
+    def __init__(self, app: Flask, recorder: RequestRecorder) -> None:
+        config = app.config
+        self.store: Store = app.extensions["deniable.store"]
+        self.registry: LiveRegistry = app.extensions["deniable.registry"]
+        self.gate: Gate = app.extensions["deniable.gate"]
+        self.recorder = recorder
+        self.max_body_bytes = int(config["MAX_BODY_BYTES"])
+        self.max_reports = int(config["MAX_BATCH_REPORTS"])
+        self.max_metrics = int(config["MAX_BATCH_METRICS"])
+        self.default_retention_days = int(config["RETENTION_DAYS"])
+        self.batch_id_ttl_seconds = int(config["BATCH_ID_TTL_SECONDS"])
+        self.retry_after_seconds = int(config["RETRY_AFTER_SECONDS"])
+        self.demo_clock_file: str | None = config.get("DEMO_CLOCK_FILE") or None
+
+    def in_front_of(self, rest: WSGIApp) -> WSGIApp:
+        """A WSGI app that serves ``POST /v1/reports`` here and everything else by ``rest``."""
+
+        def dispatch(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+            if environ.get("PATH_INFO") == REPORTS_PATH and environ.get("REQUEST_METHOD") == "POST":
+                return self(environ, start_response)
+            return rest(environ, start_response)
+
+        return dispatch
+
+    def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+        started = time.perf_counter()
+        request_id = request_id_for(environ.get("HTTP_X_REQUEST_ID"))
+        context = current_request_id.set(request_id)
+        n_reports: int | None = None  # for the report counters, once known
+        headers: dict[str, str] = {}
+        try:
+            try:
+                body = self._admit(environ)
+                batch = self.registry.decode_compact(body, self.max_reports)
+                if batch is None:  # not as our client writes it: the careful path
+                    doc = parse_json(body)
+                    if type(doc) is dict and type(doc.get("reports")) is list:
+                        n_reports = len(doc["reports"])
+                    batch = self._decode(body, doc)
+                n_reports = batch.n_reports
+                status, payload = self._apply(batch)
+                content_type = MEDIA_TYPE
+            except UNAVAILABLE_ERRORS as exc:
+                raise storage_unavailable(exc, self.retry_after_seconds) from exc
+        except Exception as exc:
+            problem = exc if isinstance(exc, APIError) else internal_error(exc)
+            status, payload, content_type = problem.status, problem.document(), PROBLEM_TYPE
+            headers = problem.headers
+        try:
+            start_response(_STATUS_LINES[status], [
+                ("Content-Type", content_type), ("Content-Length", str(len(payload))),
+                (REQUEST_ID_HEADER, request_id), *headers.items()])
+            self.recorder.record("POST", REPORTS_PATH, status, time.perf_counter() - started)
+            self.recorder.record_batch(status, n_reports)
+        finally:
+            current_request_id.reset(context)
+        return [payload]
+
+    def _admit(self, environ: dict[str, Any]) -> bytes:
+        """Check the key, rate limits, media type and size; return the body."""
+        self.gate.admit(environ.get("HTTP_AUTHORIZATION"), environ.get("REMOTE_ADDR"), ROLES)
+        media_type = environ.get("CONTENT_TYPE", "").partition(";")[0].strip().lower()
+        if media_type != MEDIA_TYPE:
+            raise APIError(415, f"the body must be {MEDIA_TYPE}")
+        return self._read_body(environ)
+
+    def _read_body(self, environ: dict[str, Any]) -> bytes:
+        """The whole body, at most MAX_BODY_BYTES (413 beyond), sized or chunked."""
+        too_large = APIError(413, f"the body is larger than {self.max_body_bytes} bytes")
+        stream = environ["wsgi.input"]
+        length = environ.get("CONTENT_LENGTH")
+        if length:
+            if not length.isdigit():
+                raise APIError(400, "the Content-Length header is not a number")
+            if int(length) > self.max_body_bytes:
+                raise too_large
+            return bytes(stream.read(int(length)))
+        if not environ.get("wsgi.input_terminated"):
+            return b""  # no length and a stream that may not end: no body, as in werkzeug
+        body = bytes(stream.read(self.max_body_bytes + 1))  # chunked: read one byte too many
+        if len(body) > self.max_body_bytes:
+            raise too_large
+        return body
+
+    def _decode(self, body: bytes, doc: object) -> Batch:
+        """Validate a parsed batch in any JSON layout, naming every offending field."""
+        try:
+            batch = self.registry.decode(doc, max_reports=self.max_reports)
+        except WireFormatError as exc:
+            raise APIError(422, str(exc), exc.problems) from exc
+        if repeats_a_key(body, batch.n_reports):
+            raise APIError(400, "the body repeats a JSON key; each key may appear once per "
+                                "object", [Problem("", "repeats a key")])
+        return batch
+
+    def _apply(self, batch: Batch) -> tuple[int, bytes]:
+        """Apply a valid batch in one script: the status and the JSON answer."""
+        if len(batch.tallies) > self.max_metrics:
+            raise APIError(422, "the batch holds too many distinct metrics",
+                           [Problem("/reports", f"holds {len(batch.tallies)} distinct metrics; "
+                                    f"the most is {self.max_metrics}")])
+        received_at = clock.now(self.demo_clock_file)  # the server's time, never a device's
+        retention = {name: self.registry.retention_days(name, self.default_retention_days)
+                     for name in batch.tallies}
+        outcome = self.store.add_batch(batch, received_at, retention, self.batch_id_ttl_seconds)
+        if outcome is Outcome.CONFLICT:
+            raise APIError(409, "this batch_id was already used for a batch with other content",
+                           [Problem("/batch_id", "already used for other content")])
+        if outcome is Outcome.DUPLICATE:
+            return 200, orjson.dumps({"batch_id": batch.batch_id, "accepted": 0,
+                                      "duplicate": True})
+        return 202, orjson.dumps({"batch_id": batch.batch_id, "accepted": batch.n_reports})
+
+
+def parse_json(body: bytes) -> object:
+    """The body's JSON; 400 if it is not JSON."""
+    try:
+        return orjson.loads(body)
+    except orjson.JSONDecodeError as exc:
+        raise APIError(400, "the body is not valid JSON",
+                       [Problem("", str(exc).split(":")[0])]) from exc
+
+
+def repeats_a_key(body: bytes, n_reports: int) -> bool:
+    """Whether a batch that decoded cleanly had a key repeated (orjson keeps the last one).
+
+    One count of the body's quote characters decides it exactly. A clean batch holds
+    3 + 5 * n strings: 2 + 3n keys, its batch_id, and each report's metric and mechanism.
+    None of them can hold a quote (keys are fixed names; values match their patterns or a
+    registered id), so the body has exactly 2 * (3 + 5n) quote characters. A repeated key adds
+    its own quotes (and its shadowed value's, if a string), and nothing can remove any.
+    """
+    return body.count(b'"') != 2 * (3 + 5 * n_reports)
+
+
+_STATUS_LINES = {status.value: f"{status.value} {status.phrase}" for status in HTTPStatus}

@@ -1,0 +1,78 @@
+"""HotScript, the ingest path's EVALSHA on a per-thread connection, keeps redis-py's guarantees:
+it survives a lost script cache, a killed connection and a restarted Redis, fails loudly while
+Redis is down, and never shares a connection across a fork or between threads."""
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+
+import pytest
+import redis
+
+from deniable.collector.embedded import RedisServer
+from deniable.collector.store import HotScript, connect
+
+COUNT = "return redis.call('INCRBY', KEYS[1], ARGV[1])"
+
+
+@pytest.fixture()
+def own_redis(tmp_path: Path):  # type: ignore[no-untyped-def]
+    """A Redis of this test's own, which the test may stop and start again."""
+    server = RedisServer(tmp_path / "redis")
+    server.start()
+    yield server
+    server.stop()
+
+
+def test_it_runs_the_script_and_refills_a_lost_script_cache(redis_client: redis.Redis,
+                                                             redis_url: str) -> None:
+    script = HotScript(connect(redis_url), COUNT)  # type: ignore[arg-type]
+    assert script(["hot:n"], [2]) == 2
+    redis_client.script_flush()
+    assert script(["hot:n"], [3]) == 5           # NOSCRIPT: run by EVAL, which reloads it
+    assert redis_client.script_exists(script.sha) == [True]
+    assert script(["hot:n"], [1]) == 6
+
+
+def test_a_killed_connection_is_replaced_once(redis_client: redis.Redis, redis_url: str) -> None:
+    script = HotScript(connect(redis_url), COUNT)  # type: ignore[arg-type]
+    assert script(["hot:n"], [1]) == 1
+    assert redis_client.client_kill_filter(_type="normal", skipme=True) >= 1
+    assert script(["hot:n"], [1]) == 2
+
+
+def test_while_redis_is_down_it_raises_a_connection_error_and_recovers_after(
+        own_redis: RedisServer) -> None:
+    script = HotScript(connect(own_redis.url, timeout_seconds=0.5), COUNT)  # type: ignore[arg-type]
+    assert script(["hot:n"], [1]) == 1
+    own_redis.stop()
+    with pytest.raises(redis.exceptions.ConnectionError):
+        script(["hot:n"], [1])
+    own_redis.start()                            # the same data dir: the count persisted
+    assert script(["hot:n"], [1]) in (1, 2)      # 1 if the stop lost the last write
+
+
+def test_threads_and_forked_children_each_use_their_own_connection(
+        redis_client: redis.Redis, redis_url: str) -> None:
+    script = HotScript(connect(redis_url), COUNT)  # type: ignore[arg-type]
+    assert script(["hot:n"], [1]) == 1
+    mine = script._connection()
+    assert script._connection() is mine          # the thread keeps its connection
+    other: list[object] = []
+    thread = threading.Thread(target=lambda: (script(["hot:n"], [1]), other.append(script._connection())))
+    thread.start()
+    thread.join()
+    assert other and other[0] is not mine
+    read, write = os.pipe()
+    child = os.fork()
+    if child == 0:  # the child must not talk over the parent's socket
+        try:
+            os.write(write, b"%d %d" % (script(["hot:n"], [1]), script._connection() is mine))
+        finally:
+            os._exit(0)
+    os.waitpid(child, 0)
+    assert os.read(read, 64) == b"3 0"
+    assert script(["hot:n"], [1]) == 4           # and the parent's connection still works
+    assert script._connection() is mine
+    assert int(redis_client.get("hot:n") or 0) == 4

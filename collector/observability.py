@@ -29,7 +29,9 @@ import orjson
 import redis
 from flask import Flask, Response, g, request
 from prometheus_client import (CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, Counter,
-                               Histogram, generate_latest, multiprocess)
+                               Histogram, generate_latest, multiprocess, values)
+
+from deniable.collector.process import current_pid
 
 REQUEST_ID_HEADER = "X-Request-Id"
 REQUEST_ID = re.compile(r"^[A-Za-z0-9_-]{8,64}\Z")
@@ -45,6 +47,10 @@ REASONS = {400: "malformed", 401: "unauthenticated", 403: "forbidden", 404: "not
 """Why a batch was rejected, by HTTP status: a small fixed set of label values."""
 
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
+
+if os.environ.get(MULTIPROC_ENV):
+    # Every value write checks for a fork; let it do so without a getpid system call.
+    values.ValueClass = values.MultiProcessValue(process_identifier=current_pid)
 
 REQUESTS = Counter("deniable_http_requests_total", "HTTP requests answered.",
                    ["method", "route", "status"])

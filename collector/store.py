@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import enum
 import hashlib
-import os
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -18,6 +17,7 @@ from redis.retry import Retry
 
 from deniable.client.wire import Batch
 from deniable.collector import keys
+from deniable.collector.process import current_pid
 
 _INGEST_LUA = resources.files("deniable.collector").joinpath("ingest.lua").read_text()
 
@@ -116,7 +116,7 @@ class HotScript:
 
     def _connection(self) -> Any:
         connection = getattr(self._local, "connection", None)
-        if connection is None or connection.pid != os.getpid():  # none yet, or a forked copy
+        if connection is None or connection.pid != current_pid():  # none yet, or a forked copy
             connection = self._local.connection = self._pool.get_connection()
         return connection
 

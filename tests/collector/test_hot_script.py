@@ -76,3 +76,19 @@ def test_threads_and_forked_children_each_use_their_own_connection(
     assert script(["hot:n"], [1]) == 4           # and the parent's connection still works
     assert script._connection() is mine
     assert int(redis_client.get("hot:n") or 0) == 4
+
+
+def test_the_cached_process_id_follows_a_fork() -> None:
+    from deniable.collector.process import current_pid
+
+    assert current_pid() == os.getpid()
+    read, write = os.pipe()
+    child = os.fork()
+    if child == 0:
+        try:
+            os.write(write, b"%d %d" % (current_pid(), os.getpid()))
+        finally:
+            os._exit(0)
+    os.waitpid(child, 0)
+    theirs, actual = os.read(read, 64).split()
+    assert theirs == actual and int(theirs) != os.getpid()

@@ -3,7 +3,7 @@
 Run as ``./dev bench ingest`` (about a minute). In one run, on one private redis-server (AOF
 everysec, as deploy/redis.conf):
 
-1. the collector under gunicorn (deploy/gunicorn.conf.py, sync workers = cores), driven by wrk
+1. the collector under gunicorn (deploy/gunicorn.conf.py, 2 sync workers per core), driven by wrk
    with batches of 100 reports, each POST with a fresh random batch_id (bench/ingest.lua);
 2. a no-op Flask POST endpoint (bench/noop_app.py) served the same way: the framework ceiling;
 3. the raw Redis ceiling: one Lua EVALSHA applying one HINCRBY per report, 1000 reports per
@@ -33,7 +33,7 @@ import redis
 from deniable.collector import keys
 from deniable.collector.auth import create_key
 from deniable.collector.embedded import RedisServer, free_port
-from deniable.collector.server import CollectorProcess, default_config_file
+from deniable.collector.server import CollectorProcess, default_config_file, default_workers
 
 HERE = Path(__file__).resolve().parent
 METRICS = {"app_opened": "rr:1/2:1/2", "dark_mode": "rr:3/4:1/2",
@@ -159,12 +159,12 @@ def main() -> int:
     parser.add_argument("--connections", type=int, default=32)
     parser.add_argument("--threads", type=int, default=2, help="wrk threads")
     parser.add_argument("--workers", type=int, default=None,
-                        help="gunicorn workers (default: deploy/gunicorn.conf.py's, = cores)")
+                        help="gunicorn workers (default: deploy/gunicorn.conf.py's, 2 per core)")
     parser.add_argument("--batch", type=int, default=100, help="reports per POST")
     args = parser.parse_args()
     wrk = ensure_wrk()
     cores = len(os.sched_getaffinity(0))
-    workers = args.workers or max(2, cores)
+    workers = args.workers or default_workers()
     load = os.getloadavg()
 
     with tempfile.TemporaryDirectory(prefix="deniable-bench-") as tmp, \
@@ -254,9 +254,9 @@ def main() -> int:
     print(f"  Redis holds {in_redis} reports; {acknowledged} acknowledged to wrk, plus at most "
           f"{slack} in flight at round ends: {'consistent' if consistent else 'INCONSISTENT'}")
     print(f"no-op Flask: {noop['req_per_s']:9.0f} req/s (p99 {noop['p99_us'] / 1000:.1f} ms)")
-    print(f"bare WSGI:   {bare['req_per_s']:9.0f} req/s: parse, validate, EVALSHA and nothing "
+    print(f"bare WSGI:   {bare['req_per_s']:9.0f} req/s: read, validate, EVALSHA and nothing "
           f"else ({bare['accepted']:.0f} accepted); {bare['req_per_s'] / noop_bare['req_per_s']:.2f}"
-          f"x the no-op measured beside it: the floor without Flask, auth, metrics or logs")
+          f"x the no-op measured beside it: the floor without auth, metrics, logs or ids")
     print(f"raw Redis:   {raw:9.0f} reports/s (Lua HINCRBY per report, {workers} processes)")
     print(f"half load:   {half['req_per_s']:9.0f} req/s paced by wrk delay() of {delay_ms} ms "
           f"per connection: p99 {half['p99_us'] / 1000:.1f} ms, {half['other']} errors")

@@ -24,7 +24,7 @@ def register(commands: argparse._SubParsersAction) -> None:  # type: ignore[type
                         help="TOML file of registered metrics (DENIABLE_METRICS_FILE)")
     parser.add_argument("--workers", type=positive_int, default=None,
                         help="gunicorn sync workers (DENIABLE_WORKERS; default: the config "
-                             "file's, one per core, at least 2)")
+                             "file's, two per core, at least 2)")
     parser.add_argument("--config", default=env_default("GUNICORN_CONFIG"),
                         help="gunicorn config file (DENIABLE_GUNICORN_CONFIG; default: the "
                              "packaged copy of deploy/gunicorn.conf.py)")

@@ -51,6 +51,16 @@ def prepare_metrics_dir(path: str | None = None) -> tuple[str, bool]:
     return chosen, made
 
 
+def default_workers() -> int:
+    """gunicorn sync workers for this machine: two per core the process may use, at least 2.
+
+    Each ingest request waits on one Redis round trip; a second worker per core keeps the core
+    busy meanwhile (docs/operations.md, "Speed", measures 1, 1.5, 2 and 3 per core).
+    """
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return max(2, 2 * (cores or 1))
+
+
 def serve(host: str, port: int, *, workers: int | None = None, dev: bool = False,
           config_file: str | None = None) -> None:
     """Serve the collector configured by the ``DENIABLE_*`` environment, until stopped.

@@ -6,10 +6,10 @@ deniable/collector/gunicorn.conf.py); ``--host``/``--port``/``--workers`` overri
 
     gunicorn -c deploy/gunicorn.conf.py deniable.collector.wsgi:app
 
-Sizing, as measured on 2-core machines (docs/operations.md): sync workers, one per core (at
-least 2), one thread each. gthread and more workers than cores measured slower. Sync workers
-must sit behind a buffering reverse proxy (an ingress, nginx, a cloud load balancer), which
-absorbs slow clients.
+Sizing, as measured on 2-core machines (docs/operations.md, "Speed"): sync workers, two per
+core, one thread each: while one worker waits on its Redis round trip, the other keeps the core
+busy. Sync workers must sit behind a buffering reverse proxy (an ingress, nginx, a cloud load
+balancer), which absorbs slow clients.
 """
 from __future__ import annotations
 
@@ -24,10 +24,10 @@ if not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
 
     prepare_metrics_dir()
 
-_cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+from deniable.collector.server import default_workers  # noqa: E402 (after the metrics dir)
 
 bind = os.environ.get("DENIABLE_BIND", "0.0.0.0:8000")
-workers = int(os.environ.get("DENIABLE_WORKERS") or max(2, _cores or 1))
+workers = int(os.environ.get("DENIABLE_WORKERS") or default_workers())
 worker_class = "sync"
 threads = 1
 # Seconds a worker may spend on one request before the master kills and replaces it.

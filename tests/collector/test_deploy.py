@@ -6,7 +6,7 @@ from pathlib import Path
 
 import yaml
 
-from deniable.collector.server import default_config_file
+from deniable.collector.server import default_config_file, default_workers
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 
@@ -41,8 +41,11 @@ def test_the_packaged_gunicorn_config_is_deploys(monkeypatch, tmp_path: Path) ->
     monkeypatch.setenv("PROMETHEUS_MULTIPROC_DIR", str(tmp_path))  # as `deniable serve` sets it
     assert Path(default_config_file()).read_text() == (DEPLOY / "gunicorn.conf.py").read_text()
     settings = runpy.run_path(str(DEPLOY / "gunicorn.conf.py"))
-    assert settings["worker_class"] == "sync" and settings["workers"] >= 2
+    assert settings["worker_class"] == "sync" and settings["workers"] == default_workers() >= 2
     assert settings["accesslog"] is None  # an access log would record client addresses
+    # ... and gunicorn's logger never even builds one (its fields hold the client address).
+    logger = settings["logger_class"].__new__(settings["logger_class"])
+    assert logger.access(None, None, None, None) is None
     assert settings["graceful_timeout"] == 25
 
 

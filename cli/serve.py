@@ -46,6 +46,7 @@ def run(args: argparse.Namespace) -> int:
     os.environ.setdefault("DENIABLE_RATE_LIMIT_SECRET", secrets.token_hex(32))
     # Before prometheus_client is first imported, so every worker writes to the shared dir.
     metrics_dir, made = (None, False) if args.dev else prepare_metrics_dir()
+    owner = os.getpid()  # gunicorn's workers return through here too when they exit
     try:
         from deniable.collector.app import create_app
 
@@ -53,6 +54,6 @@ def run(args: argparse.Namespace) -> int:
         serve(args.host, args.port, workers=args.workers, dev=args.dev,
               config_file=args.config)
     finally:
-        if made and metrics_dir:
+        if made and metrics_dir and os.getpid() == owner:
             shutil.rmtree(metrics_dir, ignore_errors=True)
     return 0

@@ -14,10 +14,13 @@ rules (``/v1/metrics/<name>/counts``), never raw paths, so no request can add la
 """
 from __future__ import annotations
 
+import atexit
 import logging
 import os
 import re
+import select
 import sys
+import threading
 import time
 import traceback
 import uuid
@@ -118,7 +121,8 @@ def init_app(app: Flask) -> RequestRecorder:
 
     Returns the recorder, for endpoints served in front of Flask.
     """
-    configure_logging(str(app.config.get("LOG_LEVEL", "INFO")))
+    configure_logging(str(app.config.get("LOG_LEVEL", "INFO")),
+                      float(app.config.get("LOG_REQUESTS_DELAY_SECONDS", 0)))
     recorder = RequestRecorder(bool(app.config.get("LOG_REQUESTS", True)))
 
     @app.before_request
@@ -232,8 +236,77 @@ class _StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
         super().emit(record)
 
 
-def configure_logging(level: str = "INFO") -> None:
-    """Send the ``deniable`` loggers to stderr as JSON lines (idempotent)."""
+class RequestLineHandler(logging.Handler):
+    """Writes request lines to stderr in batches: one write per ``delay_seconds`` (or per
+    ``select.PIPE_BUF`` bytes) instead of one per request.
+
+    A line reaches stderr at most ``delay_seconds`` after its request was answered, in order.
+    Each write holds whole lines and at most PIPE_BUF bytes, so lines of several workers that
+    share one pipe never interleave. Lines still buffered are written when the process exits
+    (``logging.shutdown``); a process killed outright (SIGKILL) loses at most its last
+    ``delay_seconds`` of request lines. ``delay_seconds`` 0 writes every line at once.
+    """
+
+    def __init__(self, delay_seconds: float, stream: Any = None) -> None:
+        super().__init__()
+        self.delay_seconds = float(delay_seconds)
+        self.stream = stream  # None: whatever sys.stderr is at each write
+        self._pending: list[str] = []
+        self._pending_bytes = 0
+        self._since = 0.0
+        self._flusher_pid = -1
+        os.register_at_fork(after_in_child=self._forget_parents_lines)
+        # Also at exit on our own: gunicorn's logging.config.dictConfig drops the handlers that
+        # existed before it from the list logging.shutdown flushes.
+        atexit.register(self.flush)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            line = self.format(record) + "\n"
+            if self._pending_bytes + len(line) > select.PIPE_BUF:
+                self._write()
+            if not self._pending:
+                self._since = time.monotonic()
+            self._pending.append(line)
+            self._pending_bytes += len(line)
+            if time.monotonic() - self._since >= self.delay_seconds:
+                self._write()
+            elif self._flusher_pid != current_pid():  # one flusher thread per process
+                self._flusher_pid = current_pid()
+                threading.Thread(target=self._flush_forever, name="deniable-request-log",
+                                 daemon=True).start()
+        except Exception:  # noqa: BLE001 (logging's contract: report, never raise)
+            self.handleError(record)
+
+    def flush(self) -> None:
+        """Write every buffered line now."""
+        with self.lock:  # type: ignore[union-attr]
+            self._write()
+
+    def _write(self) -> None:
+        if self._pending:
+            stream = self.stream or sys.stderr
+            stream.write("".join(self._pending))
+            stream.flush()
+            self._pending, self._pending_bytes = [], 0
+
+    def _flush_forever(self) -> None:
+        while True:
+            time.sleep(self.delay_seconds)
+            self.flush()
+
+    def _forget_parents_lines(self) -> None:
+        self._pending, self._pending_bytes = [], 0  # the parent writes them
+
+
+def configure_logging(level: str = "INFO", request_log_delay_seconds: float = 0.0) -> None:
+    """Send the ``deniable`` loggers to stderr as JSON lines (idempotent).
+
+    Args:
+        level: the lowest level written.
+        request_log_delay_seconds: request lines (``deniable.collector.requests``) are written
+            in batches at most this late (see RequestLineHandler); 0 writes each at once.
+    """
     root = logging.getLogger("deniable")
     root.setLevel(level.upper())
     if not any(isinstance(h, _StderrHandler) for h in root.handlers):
@@ -241,6 +314,18 @@ def configure_logging(level: str = "INFO") -> None:
         handler.setFormatter(JsonFormatter())
         root.addHandler(handler)
     root.propagate = False
+    requests_log = logging.getLogger("deniable.collector.requests")
+    batched = next((h for h in requests_log.handlers if isinstance(h, RequestLineHandler)), None)
+    if request_log_delay_seconds > 0:
+        if batched is None:
+            batched = RequestLineHandler(request_log_delay_seconds)
+            batched.setFormatter(JsonFormatter())
+            requests_log.addHandler(batched)
+        batched.delay_seconds = float(request_log_delay_seconds)
+    elif batched is not None:
+        batched.flush()
+        requests_log.removeHandler(batched)
+    requests_log.propagate = request_log_delay_seconds <= 0
     # JSON lines never show a caller, thread or process: skip computing them for every record
     # (the "Optimization" section of Python's logging HOWTO).
     logging._srcfile = None  # type: ignore[attr-defined]

@@ -71,6 +71,10 @@ DEFAULTS: dict[str, Any] = {
     # Write one JSON log line per request (request id, route, status, duration; never the
     # client address, credentials or body).
     "LOG_REQUESTS": True,
+    # Request lines are written in batches, at most this many seconds late (one write per batch
+    # instead of one per request; lines still buffered are written at exit, and lost only if
+    # the process is killed outright). 0 writes each line at once.
+    "LOG_REQUESTS_DELAY_SECONDS": 0.5,
     # Logging level of the collector's JSON log lines.
     "LOG_LEVEL": "INFO",
 }

@@ -133,12 +133,15 @@ def test_logs_are_json_with_request_ids_and_hold_no_address_key_or_body(
     lines = [json.loads(line) for line in log.splitlines() if line.strip()]
     requests_logged = [line for line in lines if line["message"] == "request"
                        and line["route"] != "/healthz"]  # start-up polls /healthz
-    assert len(requests_logged) == 7
-    assert {"ts", "level", "logger", "request_id", "method", "route", "status",
-            "duration_ms"} <= set(requests_logged[0])
-    assert requests_logged[0]["request_id"] == "req-good-000001"
-    assert [line["status"] for line in requests_logged] == [202, 200, 422, 400, 422, 404, 405]
-    assert requests_logged[-2]["route"] == "<unmatched>"  # raw paths are never logged
+    # Each worker writes its request lines in batches, so two workers' lines may come out of
+    # order (by up to LOG_REQUESTS_DELAY_SECONDS); every one is there after a graceful stop.
+    by_status = {line["status"]: line for line in requests_logged}
+    assert sorted(line["status"] for line in requests_logged) == [200, 202, 400, 404, 405,
+                                                                  422, 422]
+    assert all({"ts", "level", "logger", "request_id", "method", "route", "status",
+                "duration_ms"} <= set(line) for line in requests_logged)
+    assert by_status[202]["request_id"] == "req-good-000001"
+    assert by_status[404]["route"] == "<unmatched>"  # raw paths are never logged
     for secret in (CLIENT_ADDRESS, FORWARDED_ADDRESS, SECRET_KEY, ingest, read, "Bearer", UA_MARKER,
                    doc["batch_id"], bad["batch_id"], "no_such_metric", '"bit"', "yesterday"):
         assert secret not in log, secret

@@ -10,6 +10,7 @@ from datetime import datetime
 from importlib import resources
 from typing import Any
 
+import hiredis
 import redis
 import redis.cluster
 from redis.backoff import ExponentialBackoff
@@ -110,8 +111,9 @@ class HotScript:
     @staticmethod
     def _run(connection: Any, command: str, script: str, keys: list[str],
              args: list[str | int]) -> Any:
-        connection.send_packed_command(
-            connection.pack_command(command, script, len(keys), *keys, *args), check_health=False)
+        # hiredis packs it as redis-py would, minus redis-py's per-argument checks.
+        packed = hiredis.pack_command((command, script, len(keys), *keys, *args))  # type: ignore[arg-type]
+        connection.send_packed_command([packed], check_health=False)
         return connection.read_response()
 
     def _connection(self) -> Any:

@@ -4,6 +4,7 @@ Tests never touch the machine's shared Redis on port 6379 and never use a Redis 
 """
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -12,6 +13,7 @@ import redis
 
 from deniable.collector.app import create_app
 from deniable.collector.embedded import RedisNotFoundError, RedisServer
+from deniable.collector.observability import REQUEST_LOGGER
 from deniable.collector.server import CollectorProcess
 
 METRICS_TOML = """\
@@ -24,6 +26,14 @@ description = "Dark mode is on"
 mechanism = "rr:3/4:1/2"
 retention_days = 30
 """
+
+
+@pytest.fixture(autouse=True)
+def _request_lines_written() -> Iterator[None]:
+    """In-process collectors batch their request log lines: write them within each test."""
+    yield
+    for handler in logging.getLogger(REQUEST_LOGGER).handlers:
+        handler.flush()
 
 
 @pytest.fixture(scope="session")

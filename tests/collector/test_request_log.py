@@ -81,3 +81,26 @@ def test_a_forked_child_does_not_write_its_parents_lines_again(stderr: Writes) -
     assert os.read(read, 16) == b"0"
     batched.flush()
     assert [line["who"] for line in lines(stderr)] == ["parent"]
+
+
+def test_the_recorder_writes_what_the_logging_path_writes(stderr: Writes) -> None:
+    from deniable.collector.observability import REQUEST_LOGGER, RequestRecorder
+
+    batched, log = handler(0.0, stderr)  # 0: each line at once
+    requests_log = logging.getLogger(REQUEST_LOGGER)
+    try:
+        requests_log.setLevel(logging.INFO)
+        RequestRecorder(True, batched).record("POST", "/v1/reports", 202, 0.0015)
+        requests_log.setLevel(logging.WARNING)  # LOG_LEVEL=WARNING: no request lines
+        RequestRecorder(True, batched).record("POST", "/v1/reports", 202, 0.0015)
+    finally:
+        requests_log.setLevel(logging.NOTSET)
+    log.name = REQUEST_LOGGER  # the same line, through a logging record and the formatter
+    log.info("request", extra={"fields": {"method": "POST", "route": "/v1/reports",
+                                          "status": 202, "duration_ms": 1.5}})
+    direct, logged = lines(stderr)
+    assert direct.pop("ts") and logged.pop("ts")
+    assert list(direct.items()) == list(logged.items())
+    assert direct == {"level": "info", "logger": REQUEST_LOGGER, "message": "request",
+                      "method": "POST", "route": "/v1/reports", "status": 202,
+                      "duration_ms": 1.5}

@@ -19,34 +19,39 @@ import math
 import secrets
 
 import redis
+import redis.cluster
 
 from deniable.collector import keys
 from deniable.collector.errors import APIError
+from deniable.collector.store import HotScript
 
-# KEYS[1] the bucket. ARGV: rate (tokens/s), burst (tokens). Returns 0 if a token was taken,
-# else the milliseconds until one will be there (nothing is taken then).
+# KEYS: one bucket each. ARGV[2i-1], ARGV[2i]: bucket i's rate (tokens/s) and burst (tokens).
+# Each bucket gives a token if it has one; one that has none gives nothing. Returns 0 if every
+# bucket gave one, else the longest wait in milliseconds until the empty ones have one.
 _TOKEN_BUCKET_LUA = """
-local rate = tonumber(ARGV[1])
-local burst = tonumber(ARGV[2])
 local clock = redis.call('TIME')
 local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
-local state = redis.call('HMGET', KEYS[1], 'tokens', 'ts')
-local tokens = tonumber(state[1])
-local ts = tonumber(state[2])
-if tokens == nil or ts == nil then
-  tokens = burst
-  ts = now
+local longest = 0
+for i = 1, #KEYS do
+  local rate = tonumber(ARGV[2 * i - 1])
+  local burst = tonumber(ARGV[2 * i])
+  local state = redis.call('HMGET', KEYS[i], 'tokens', 'ts')
+  local tokens = tonumber(state[1])
+  local ts = tonumber(state[2])
+  if tokens == nil or ts == nil then
+    tokens = burst
+    ts = now
+  end
+  tokens = math.min(burst, tokens + math.max(0, now - ts) * rate / 1000)
+  if tokens >= 1 then
+    tokens = tokens - 1
+  else
+    longest = math.max(longest, math.ceil((1 - tokens) * 1000 / rate))
+  end
+  redis.call('HSET', KEYS[i], 'tokens', tostring(tokens), 'ts', now)
+  redis.call('PEXPIRE', KEYS[i], math.ceil(burst * 1000 / rate) + 1000)
 end
-tokens = math.min(burst, tokens + math.max(0, now - ts) * rate / 1000)
-local wait = 0
-if tokens >= 1 then
-  tokens = tokens - 1
-else
-  wait = math.ceil((1 - tokens) * 1000 / rate)
-end
-redis.call('HSET', KEYS[1], 'tokens', tostring(tokens), 'ts', now)
-redis.call('PEXPIRE', KEYS[1], math.ceil(burst * 1000 / rate) + 1000)
-return wait
+return longest
 """
 
 
@@ -70,6 +75,10 @@ class RateLimiter:
         # str(): DENIABLE_* values are parsed as JSON, so an all-digit secret arrives as a number.
         self._secret = secret if isinstance(secret, bytes) else str(secret).encode()
         self._script = client.register_script(_TOKEN_BUCKET_LUA)
+        # Standalone: both buckets in one script on the hot path's connection. A cluster keeps
+        # each bucket in its own slot: one script per bucket, pipelined.
+        self._hot = (None if isinstance(client, redis.cluster.RedisCluster)
+                     else HotScript(client, _TOKEN_BUCKET_LUA))
 
     def ip_subject(self, ip: str) -> str:
         """The keyed hash standing for ``ip`` in Redis: 32 hex chars, not reversible."""
@@ -78,7 +87,7 @@ class RateLimiter:
     def wait_seconds(self, ip: str | None, key_id: str | None) -> float:
         """Take a token from the IP's and the key's buckets; 0.0 if allowed, else the wait.
 
-        Both buckets are checked in one pipelined round trip.
+        Both buckets are checked in one round trip.
         """
         checks: list[tuple[str, tuple[float, int]]] = []
         if self.ip[0] > 0:
@@ -87,6 +96,11 @@ class RateLimiter:
             checks.append((keys.rate_limit("key", key_id), self.key))
         if not checks:
             return 0.0
+        if self._hot is not None:
+            args: list[str | int] = []
+            for _, (rate, burst) in checks:
+                args.extend((repr(rate), burst))
+            return int(self._hot([bucket for bucket, _ in checks], args)) / 1000.0
         pipe = self.client.pipeline(transaction=False)
         for bucket, (rate, burst) in checks:
             self._script(keys=[bucket], args=[rate, burst], client=pipe)

@@ -80,9 +80,10 @@ class HotScript:
 
     For the ingest hot path: redis-py's client layers (pool checkout and release, retry and
     instrumentation hooks) cost more CPU than the command itself. The guarantees are the
-    client's: a dropped or timed-out connection is retried once on a fresh one (so scripts
-    must be idempotent, as the ingest script is by batch id), a script cache that Redis lost
-    is refilled by EVAL, and every error is redis-py's own exception.
+    client's: a dropped or timed-out connection is retried once on a fresh one, a script
+    cache that Redis lost is refilled by EVAL, and every error is redis-py's own exception.
+    A retried script may have run once already: the ingest script is idempotent by batch id;
+    a rate-limit check may then take one token too many.
 
     Args:
         client: a standalone redis-py client; its pool lends each thread one connection.

@@ -49,12 +49,13 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     openapi.init_app(app)
     register_error_handlers(app)
     # The hot path runs in front of Flask; a trusted proxy's client address, in front of both.
-    app.wsgi_app = IngestEndpoint(app, recorder).in_front_of(app.wsgi_app)  # type: ignore[method-assign]
+    wsgi: Any = IngestEndpoint(app, recorder).in_front_of(app.wsgi_app)
     if int(app.config["PROXY_FIX_X_FOR"]) > 0:
         from werkzeug.middleware.proxy_fix import ProxyFix
 
-        app.wsgi_app = ProxyFix(app.wsgi_app, x_for=int(app.config["PROXY_FIX_X_FOR"]),
-                                x_proto=0, x_host=0, x_port=0, x_prefix=0)  # type: ignore[method-assign]
+        wsgi = ProxyFix(wsgi, x_for=int(app.config["PROXY_FIX_X_FOR"]), x_proto=0, x_host=0,
+                        x_port=0, x_prefix=0)
+    app.wsgi_app = wsgi  # type: ignore[method-assign]
     # The development server's request and error lines start with the client's address.
     logging.getLogger("werkzeug").setLevel(logging.CRITICAL)
 

@@ -3,8 +3,8 @@
 ``IngestEndpoint`` is a plain WSGI callable. ``create_app`` puts it in front of Flask's own
 WSGI app, so a batch never pays for Flask's per-request machinery (request and app contexts,
 URL matching, ``Response`` objects, before/after hooks), which costs more than the work itself
-(docs/operations.md, "Where the time goes"). Every other route, and every other method on
-``/v1/reports``, goes on to Flask.
+(docs/operations.md, "Speed"). Every other route, and every other method on ``/v1/reports``,
+goes on to Flask.
 
 It shares every rule with the Flask routes (one definition each): ``Gate`` for keys and rate
 limits, ``RequestRecorder`` for metrics and logs, ``problem_document`` for errors, and the
@@ -13,8 +13,9 @@ problem+json, and a rejected batch changes nothing in Redis:
 
 1. key and rate limits: 401, 403, 429 with ``Retry-After``;
 2. media type ``application/json``: 415; body over ``MAX_BODY_BYTES``: 413;
-3. JSON: 400; wire format and registered mechanisms: 422; too many distinct metrics: 422;
-   a repeated JSON key: 400;
+3. a body in the client's compact layout is read without a JSON parser
+   (``decode_compact_batch``); any other: JSON 400, wire format and registered mechanisms
+   422, a repeated JSON key 400; then too many distinct metrics: 422;
 4. one Lua script: 202 accepted, 200 duplicate (a re-sent batch), 409 (the batch id was used
    for other content).
 
@@ -24,8 +25,8 @@ logged, with no stack trace in the answer.
 from __future__ import annotations
 
 import time
-from http import HTTPStatus
 from collections.abc import Callable, Iterable
+from http import HTTPStatus
 from typing import Any
 
 import orjson
@@ -71,14 +72,16 @@ class IngestEndpoint:
     def in_front_of(self, rest: WSGIApp) -> WSGIApp:
         """A WSGI app that serves ``POST /v1/reports`` here and everything else by ``rest``."""
 
-        def dispatch(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+        def dispatch(environ: dict[str, Any],
+                     start_response: Callable[..., Any]) -> Iterable[bytes]:
             if environ.get("PATH_INFO") == REPORTS_PATH and environ.get("REQUEST_METHOD") == "POST":
                 return self(environ, start_response)
             return rest(environ, start_response)
 
         return dispatch
 
-    def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+    def __call__(self, environ: dict[str, Any],
+                 start_response: Callable[..., Any]) -> Iterable[bytes]:
         started = time.perf_counter()
         request_id = request_id_for(environ.get("HTTP_X_REQUEST_ID"))
         context = current_request_id.set(request_id)

@@ -113,7 +113,8 @@ class HotScript:
     def _run(connection: Any, command: str, script: str, keys: list[str],
              args: list[str | int]) -> Any:
         # hiredis packs it as redis-py would, minus redis-py's per-argument checks.
-        packed = hiredis.pack_command((command, script, len(keys), *keys, *args))  # type: ignore[arg-type]
+        packed = hiredis.pack_command(
+            (command, script, len(keys), *keys, *args))  # type: ignore[arg-type]
         connection.send_packed_command([packed], check_health=False)
         return connection.read_response()
 
@@ -135,7 +136,8 @@ class Store:
         self.client = client
         self.cluster = isinstance(client, redis.cluster.RedisCluster)
         self._ingest = client.register_script(_INGEST_LUA)
-        self._ingest_hot = None if self.cluster else HotScript(client, _INGEST_LUA)  # type: ignore[arg-type]
+        self._ingest_hot = (None if self.cluster
+                            else HotScript(client, _INGEST_LUA))  # type: ignore[arg-type]
 
     def add_batch(self, batch: Batch, received_at: datetime,
                   retention_days: Mapping[str, int], batch_id_ttl_seconds: int) -> Outcome:
@@ -168,7 +170,7 @@ class Store:
         claim = keys.batch(batch.batch_id)
         if not self.client.set(claim, batch.digest, nx=True, ex=batch_id_ttl_seconds):
             stored = self.client.get(claim)
-            if stored is not None and stored.decode() != batch.digest:
+            if stored is not None and stored != batch.digest.encode():
                 return Outcome.CONFLICT
         results = []
         for metric, tally in batch.tallies.items():

@@ -104,6 +104,11 @@ class HotScript:
                 return self._run(connection, "EVALSHA", self.sha, keys, args)
             except redis.exceptions.NoScriptError:
                 return self._run(connection, "EVAL", self.source, keys, args)
+            except redis.exceptions.ReadOnlyError:
+                # A replica now: drop the connection, so the next call resolves the address
+                # again and can reach the promoted primary.
+                connection.disconnect()
+                raise
             except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError):
                 if attempt == 2:  # the connection is closed; the next call opens a new one
                     raise

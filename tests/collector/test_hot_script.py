@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -17,6 +18,20 @@ COUNT = "return redis.call('INCRBY', KEYS[1], ARGV[1])"
 
 
 @pytest.fixture()
+def hot() -> Iterator[Callable[..., HotScript]]:
+    """HotScript(connect(url, ...), source); every client it made is closed afterwards."""
+    clients: list[redis.Redis] = []
+
+    def make(url: str, source: str, **options: float) -> HotScript:
+        clients.append(connect(url, **options))  # type: ignore[arg-type]
+        return HotScript(clients[-1], source)
+
+    yield make
+    for client in clients:
+        client.close()  # with the connections its threads hold
+
+
+@pytest.fixture()
 def own_redis(tmp_path: Path):  # type: ignore[no-untyped-def]
     """A Redis of this test's own, which the test may stop and start again."""
     server = RedisServer(tmp_path / "redis")
@@ -26,8 +41,8 @@ def own_redis(tmp_path: Path):  # type: ignore[no-untyped-def]
 
 
 def test_it_runs_the_script_and_refills_a_lost_script_cache(redis_client: redis.Redis,
-                                                             redis_url: str) -> None:
-    script = HotScript(connect(redis_url), COUNT)  # type: ignore[arg-type]
+                                                             redis_url: str, hot) -> None:  # type: ignore[no-untyped-def]
+    script = hot(redis_url, COUNT)
     assert script(["hot:n"], [2]) == 2
     redis_client.script_flush()
     assert script(["hot:n"], [3]) == 5           # NOSCRIPT: run by EVAL, which reloads it
@@ -35,16 +50,17 @@ def test_it_runs_the_script_and_refills_a_lost_script_cache(redis_client: redis.
     assert script(["hot:n"], [1]) == 6
 
 
-def test_a_killed_connection_is_replaced_once(redis_client: redis.Redis, redis_url: str) -> None:
-    script = HotScript(connect(redis_url), COUNT)  # type: ignore[arg-type]
+def test_a_killed_connection_is_replaced_once(redis_client: redis.Redis, redis_url: str,
+                                              hot) -> None:  # type: ignore[no-untyped-def]
+    script = hot(redis_url, COUNT)
     assert script(["hot:n"], [1]) == 1
     assert redis_client.client_kill_filter(_type="normal", skipme=True) >= 1
     assert script(["hot:n"], [1]) == 2
 
 
 def test_while_redis_is_down_it_raises_a_connection_error_and_recovers_after(
-        own_redis: RedisServer) -> None:
-    script = HotScript(connect(own_redis.url, timeout_seconds=0.5), COUNT)  # type: ignore[arg-type]
+        own_redis: RedisServer, hot) -> None:  # type: ignore[no-untyped-def]
+    script = hot(own_redis.url, COUNT, timeout_seconds=0.5)
     assert script(["hot:n"], [1]) == 1
     own_redis.stop()
     with pytest.raises(redis.exceptions.ConnectionError):
@@ -54,8 +70,8 @@ def test_while_redis_is_down_it_raises_a_connection_error_and_recovers_after(
 
 
 def test_threads_and_forked_children_each_use_their_own_connection(
-        redis_client: redis.Redis, redis_url: str) -> None:
-    script = HotScript(connect(redis_url), COUNT)  # type: ignore[arg-type]
+        redis_client: redis.Redis, redis_url: str, hot) -> None:  # type: ignore[no-untyped-def]
+    script = hot(redis_url, COUNT)
     assert script(["hot:n"], [1]) == 1
     mine = script._connection()
     assert script._connection() is mine          # the thread keeps its connection
@@ -92,3 +108,24 @@ def test_the_cached_process_id_follows_a_fork() -> None:
     os.waitpid(child, 0)
     theirs, actual = os.read(read, 64).split()
     assert theirs == actual and int(theirs) != os.getpid()
+
+
+def test_a_replica_answer_drops_the_connection_so_the_next_call_reconnects(
+        own_redis: RedisServer, hot) -> None:  # type: ignore[no-untyped-def]
+    from deniable.collector.embedded import free_port
+
+    admin = redis.Redis.from_url(own_redis.url)
+    script = hot(own_redis.url, COUNT)
+    assert script(["hot:n"], [1]) == 1
+    first = {c["id"] for c in admin.client_list() if c["cmd"] == "evalsha"}
+    admin.config_set("replica-read-only", "yes")
+    admin.replicaof("127.0.0.1", free_port())  # demoted, as in a failover
+    try:
+        with pytest.raises(redis.exceptions.ReadOnlyError):
+            script(["hot:n"], [1])
+    finally:
+        admin.replicaof("NO", "ONE")
+    assert script(["hot:n"], [1]) == 2
+    now = {c["id"] for c in admin.client_list() if c["cmd"] == "evalsha"}
+    assert now and not now & first  # a new connection, the old one closed
+    admin.close()

@@ -1,5 +1,6 @@
 """The store on a real 3-master Redis Cluster: batches spanning metrics on different slots are
-applied per metric, exactly once, and a conflicting reuse of a batch id changes nothing."""
+applied per metric, exactly once, and a conflicting reuse of a batch id changes nothing, even
+when the reusing batches race."""
 from __future__ import annotations
 
 import shutil
@@ -99,5 +100,31 @@ def test_a_batch_over_many_slots_is_counted_once_per_metric(cluster_url: str) ->
                                                              in METRICS.items()]), METRICS)
         assert store.add_batch(other, now, retention, 3600) is Outcome.CONFLICT
         assert {m: client.hgetall(keys.counters(m, "rr:1/2:1/2", now)) for m in METRICS} == before
+    finally:
+        client.close()
+
+
+def test_of_concurrent_batches_reusing_one_id_exactly_one_is_counted(cluster_url: str) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    client = connect(cluster_url, cluster=True)
+    store = Store(client)
+    try:
+        batch_id, now = new_batch_id(), datetime.now(timezone.utc)
+        names = sorted(METRICS)
+        # Eight different contents under one id, each over several slots.
+        contents = [decode_batch(encode_batch(batch_id, [(m, METRICS[m], bit) for m in names]
+                                              * (i + 1)), METRICS)
+                    for i, bit in enumerate([0, 1] * 4)]
+        before = {m: int(client.hget(keys.counters(m, "rr:1/2:1/2", now), "n") or 0)
+                  for m in names}
+        with ThreadPoolExecutor(8) as pool:
+            outcomes = list(pool.map(
+                lambda b: store.add_batch(b, now, {m: 90 for m in METRICS}, 3600), contents))
+        assert sorted(o.name for o in outcomes) == ["APPLIED"] + ["CONFLICT"] * 7
+        winner = contents[outcomes.index(Outcome.APPLIED)]
+        for m in names:
+            n = int(client.hget(keys.counters(m, "rr:1/2:1/2", now), "n") or 0)
+            assert n - before[m] == winner.tallies[m].n
     finally:
         client.close()

@@ -23,7 +23,7 @@ import redis.cluster
 
 from deniable.collector import keys
 from deniable.collector.errors import APIError
-from deniable.collector.store import HotScript
+from deniable.collector.store import HotScript, script_errors
 
 # KEYS: one bucket each. ARGV[2i-1], ARGV[2i]: bucket i's rate (tokens/s) and burst (tokens).
 # Each bucket gives a token if it has one; one that has none gives nothing. Returns 0 if every
@@ -104,7 +104,8 @@ class RateLimiter:
         pipe = self.client.pipeline(transaction=False)
         for bucket, (rate, burst) in checks:
             self._script(keys=[bucket], args=[rate, burst], client=pipe)
-        waits = pipe.execute()
+        with script_errors():
+            waits = pipe.execute()
         return max(int(w) for w in waits) / 1000.0
 
     def check(self, ip: str | None, key_id: str | None) -> None:

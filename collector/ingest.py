@@ -124,19 +124,22 @@ class IngestEndpoint:
         return self._read_body(environ)
 
     def _read_body(self, environ: dict[str, Any]) -> bytes:
-        """The whole body, at most MAX_BODY_BYTES (413 beyond), sized or chunked."""
+        """The whole body, at most MAX_BODY_BYTES (413 beyond), sized or chunked; 400 if the
+        client stops sending before its end."""
         too_large = APIError(413, f"the body is larger than {self.max_body_bytes} bytes")
-        stream = environ["wsgi.input"]
         length = environ.get("CONTENT_LENGTH")
         if length:
             if not length.isdigit():
                 raise APIError(400, "the Content-Length header is not a number")
             if int(length) > self.max_body_bytes:
                 raise too_large
-            return bytes(stream.read(int(length)))
+            body = _read(environ, int(length))
+            if len(body) < int(length):
+                raise APIError(400, "the body ended before its Content-Length")
+            return body
         if not environ.get("wsgi.input_terminated"):
             return b""  # no length and a stream that may not end: no body, as in werkzeug
-        body = bytes(stream.read(self.max_body_bytes + 1))  # chunked: read one byte too many
+        body = _read(environ, self.max_body_bytes + 1)  # chunked: read one byte too many
         if len(body) > self.max_body_bytes:
             raise too_large
         return body
@@ -169,6 +172,14 @@ class IngestEndpoint:
             return 200, orjson.dumps({"batch_id": batch.batch_id, "accepted": 0,
                                       "duplicate": True})
         return 202, orjson.dumps({"batch_id": batch.batch_id, "accepted": batch.n_reports})
+
+
+def _read(environ: dict[str, Any], size: int) -> bytes:
+    """Up to ``size`` bytes of the body; 400 if the client's stream breaks (a bad chunk)."""
+    try:
+        return bytes(environ["wsgi.input"].read(size))
+    except Exception as exc:  # the server's own error type for a broken client stream
+        raise APIError(400, "the body could not be read to its end") from exc
 
 
 def parse_json(body: bytes) -> object:

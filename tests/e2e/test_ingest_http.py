@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import socket
 from collections.abc import Iterator
 
 import redis
@@ -61,3 +62,29 @@ def test_a_body_over_the_limit_is_refused_sized_or_chunked(live_collector: Colle
     # One byte less fits (and the spaces are valid JSON, so it takes the careful path).
     fits = huge[:-3] + huge[-2:]
     assert post(live_collector.port, fits)[0] == 202
+
+
+def raw_exchange(port: int, request: bytes) -> bytes:
+    """Send bytes as they are, stop sending, and read the whole answer."""
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+        sock.sendall(request)
+        sock.shutdown(socket.SHUT_WR)
+        answer = b""
+        while chunk := sock.recv(65536):
+            answer += chunk
+    return answer
+
+
+def test_a_body_cut_short_or_a_broken_chunk_is_a_400(live_collector: CollectorProcess,
+                                                     redis_client: redis.Redis) -> None:
+    body = json.dumps(encode_batch(new_batch_id(), [(X, X_MECH, 1)] * 10)).encode()
+    head = (b"POST /v1/reports HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n")
+    before = snapshot(redis_client)
+    short = raw_exchange(live_collector.port, head + b"Content-Length: %d\r\n\r\n%s"
+                         % (len(body) + 50, body))
+    broken = raw_exchange(live_collector.port, head + b"Transfer-Encoding: chunked\r\n\r\n"
+                          + b"%x\r\n%s\r\nzz\r\n" % (len(body), body))
+    for answer in (short, broken):
+        assert answer.startswith(b"HTTP/1.1 400 "), answer[:200]
+        assert b"application/problem+json" in answer
+    assert snapshot(redis_client) == before

@@ -100,19 +100,24 @@ def internal_error(exc: BaseException) -> APIError:
     return APIError(500, "internal error")
 
 
+def as_problem(exc: Exception, retry_after_seconds: int) -> APIError:
+    """The problem to answer for any exception: itself if an APIError, 503 for Redis being
+    unavailable, else 500 (a bug)."""
+    from deniable.collector.store import UNAVAILABLE_ERRORS
+
+    if isinstance(exc, APIError):
+        return exc
+    if isinstance(exc, UNAVAILABLE_ERRORS):
+        return storage_unavailable(exc, retry_after_seconds)
+    return internal_error(exc)
+
+
 def register_error_handlers(app: Flask) -> None:
     """Answer every error, ours and werkzeug's, as problem+json."""
 
     @app.errorhandler(APIError)
     def _api_error(exc: APIError) -> Response:
         return problem_response(exc.status, exc.detail, exc.errors(), exc.headers)
-
-    from deniable.collector.store import UNAVAILABLE_ERRORS
-
-    for error_class in UNAVAILABLE_ERRORS:
-        @app.errorhandler(error_class)
-        def _storage_unavailable(exc: Exception) -> Response:
-            return _api_error(storage_unavailable(exc, current_app.config["RETRY_AFTER_SECONDS"]))
 
     @app.errorhandler(HTTPException)
     def _http_error(exc: HTTPException) -> Response:
@@ -123,5 +128,5 @@ def register_error_handlers(app: Flask) -> None:
         return response
 
     @app.errorhandler(Exception)
-    def _unexpected(exc: Exception) -> Response:
-        return _api_error(internal_error(exc))
+    def _other(exc: Exception) -> Response:  # Redis unavailable (503) or a bug (500)
+        return _api_error(as_problem(exc, current_app.config["RETRY_AFTER_SECONDS"]))

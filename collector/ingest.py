@@ -36,12 +36,11 @@ from deniable.client.errors import Problem, WireFormatError
 from deniable.client.wire import MEDIA_TYPE, REPORTS_PATH, Batch
 from deniable.collector import clock
 from deniable.collector.auth import Gate
-from deniable.collector.errors import (PROBLEM_TYPE, APIError, internal_error,
-                                       storage_unavailable)
+from deniable.collector.errors import PROBLEM_TYPE, APIError, as_problem
 from deniable.collector.live_registry import LiveRegistry
 from deniable.collector.observability import (REQUEST_ID_HEADER, RequestRecorder,
                                               current_request_id, request_id_for)
-from deniable.collector.store import UNAVAILABLE_ERRORS, Outcome, Store
+from deniable.collector.store import Outcome, Store
 
 WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 ROLES = ("ingest",)
@@ -88,21 +87,18 @@ class IngestEndpoint:
         n_reports: int | None = None  # for the report counters, once known
         headers: dict[str, str] = {}
         try:
-            try:
-                body = self._admit(environ)
-                batch = self.registry.decode_compact(body, self.max_reports)
-                if batch is None:  # not as our client writes it: the careful path
-                    doc = parse_json(body)
-                    if type(doc) is dict and type(doc.get("reports")) is list:
-                        n_reports = len(doc["reports"])
-                    batch = self._decode(body, doc)
-                n_reports = batch.n_reports
-                status, payload = self._apply(batch)
-                content_type = MEDIA_TYPE
-            except UNAVAILABLE_ERRORS as exc:
-                raise storage_unavailable(exc, self.retry_after_seconds) from exc
+            body = self._admit(environ)
+            batch = self.registry.decode_compact(body, self.max_reports)
+            if batch is None:  # not as our client writes it: the careful path
+                doc = parse_json(body)
+                if type(doc) is dict and type(doc.get("reports")) is list:
+                    n_reports = len(doc["reports"])
+                batch = self._decode(body, doc)
+            n_reports = batch.n_reports
+            status, payload = self._apply(batch)
+            content_type = MEDIA_TYPE
         except Exception as exc:
-            problem = exc if isinstance(exc, APIError) else internal_error(exc)
+            problem = as_problem(exc, self.retry_after_seconds)
             status, payload, content_type = problem.status, problem.document(), PROBLEM_TYPE
             headers = problem.headers
         try:
@@ -126,13 +122,12 @@ class IngestEndpoint:
     def _read_body(self, environ: dict[str, Any]) -> bytes:
         """The whole body, at most MAX_BODY_BYTES (413 beyond), sized or chunked; 400 if the
         client stops sending before its end."""
-        too_large = APIError(413, f"the body is larger than {self.max_body_bytes} bytes")
         length = environ.get("CONTENT_LENGTH")
         if length:
             if not length.isdigit():
                 raise APIError(400, "the Content-Length header is not a number")
             if int(length) > self.max_body_bytes:
-                raise too_large
+                raise self._too_large()
             body = _read(environ, int(length))
             if len(body) < int(length):
                 raise APIError(400, "the body ended before its Content-Length")
@@ -141,8 +136,11 @@ class IngestEndpoint:
             return b""  # no length and a stream that may not end: no body, as in werkzeug
         body = _read(environ, self.max_body_bytes + 1)  # chunked: read one byte too many
         if len(body) > self.max_body_bytes:
-            raise too_large
+            raise self._too_large()
         return body
+
+    def _too_large(self) -> APIError:
+        return APIError(413, f"the body is larger than {self.max_body_bytes} bytes")
 
     def _decode(self, body: bytes, doc: object) -> Batch:
         """Validate a parsed batch in any JSON layout, naming every offending field."""

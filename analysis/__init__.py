@@ -1,13 +1,15 @@
 """deniable.analysis: debias perturbed counts into estimates analysts can read.
 
 Time series (``series``, ``rolling``), comparisons with multiplicity corrections (``compare``),
-planning (``plan``), and outputs: terminal tables, JSON, CSV, pandas (``to_frame``) and a
+planning in devices (``plan``), intervals that hold over windows of several reporting periods
+(``deniable.analysis.window``, from each metric's collection policy), and outputs: terminal tables, JSON, CSV, pandas (``to_frame``) and a
 self-contained HTML report (``render_html``).
 """
 from deniable.analysis.analyze import Analysis, analyze
 from deniable.analysis.compare import (Comparison, bonferroni, compare_metrics, compare_windows,
                                        correct, difference, holm)
-from deniable.analysis.estimate import Estimates, MetricSummary, debias, summarize
+from deniable.analysis.estimate import (Estimates, MetricSummary, debias, summarize,
+                                        window_estimate)
 from deniable.analysis.frame import to_frame
 from deniable.analysis.html import MetricSection, render_html
 from deniable.analysis.plan import Plan, plan
@@ -18,4 +20,4 @@ __all__ = ["Analysis", "Comparison", "Estimates", "HTTPSource", "MetricCounts", 
            "MetricSection", "MetricSummary", "Plan", "RedisSource", "TimeSeries", "analyze",
            "bonferroni", "compare_metrics", "compare_windows", "correct", "debias",
            "difference", "holm", "plan", "render_html", "rolling", "rollup", "series",
-           "summarize", "to_frame"]
+           "summarize", "to_frame", "window_estimate"]

@@ -11,7 +11,7 @@ from deniable.analysis.compare import Comparison, ComparisonError, compare_windo
 from deniable.analysis.estimate import summarize
 from deniable.analysis.html import MetricSection
 from deniable.analysis.sources import CountsSource, default_range
-from deniable.analysis.timeseries import floor, series
+from deniable.analysis.timeseries import floor, rolling, series
 
 
 @dataclass(frozen=True)
@@ -28,12 +28,15 @@ class Analysis:
 def analyze(source: CountsSource, metrics: Sequence[str] | None = None, *,
             start: datetime | None = None, end: datetime | None = None,
             granularity: str = "day", confidence: float = 0.95, split: datetime | None = None,
-            correction: str = "holm", alpha: float = 0.05) -> Analysis:
+            correction: str = "holm", alpha: float = 0.05, rolling_window: int | None = None,
+            version: int | None = None) -> Analysis:
     """Read each metric's counts over [start, end) (default: the last 7 days) and analyse them.
 
     The comparison is [split, end) minus [start, split) per metric; ``split`` defaults to the
     bucket boundary nearest the middle of the range. Metrics with no reports on one side are
-    left out of the comparisons (and so out of the correction's family).
+    left out of the comparisons (and so out of the correction's family). ``rolling_window``
+    pools each bucket with the ones before it (``timeseries.rolling``); ``version`` reads that
+    version of every metric named. Every interval follows its metric's collection policy.
     """
     start, end = default_range(start, end)
     if split is None:
@@ -41,11 +44,16 @@ def analyze(source: CountsSource, metrics: Sequence[str] | None = None, *,
         if split <= start:
             split = start + (end - start) / 2
     names = list(metrics) if metrics else sorted(source.metrics())
+    read_ahead = getattr(source, "read_ahead", None)
+    if read_ahead is not None:  # RedisSource: many metrics per round trip
+        read_ahead(names, start, end)
     sections, raw = [], []
     for name in names:
-        counts = source.counts(name, start, end)
-        sections.append(MetricSection(series(counts, granularity, start, end, confidence),
-                                      summarize(counts, confidence)))
+        counts = source.counts(name, start, end, version=version)
+        ts = series(counts, granularity, start, end, confidence)
+        if rolling_window:
+            ts = rolling(ts, rolling_window)
+        sections.append(MetricSection(ts, summarize(counts, confidence, start=start, end=end)))
         try:
             raw.append(compare_windows(counts, (start, split), (split, end), alpha=alpha,
                                        confidence=confidence))

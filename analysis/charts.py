@@ -7,6 +7,7 @@ import re
 
 import numpy as np
 
+from deniable.analysis.estimate import Estimates
 from deniable.analysis.timeseries import TimeSeries
 
 ESTIMATE = "#1f5fa8"
@@ -38,6 +39,14 @@ def series_svg(ts: TimeSeries, width_inches: float = 9.0, height_inches: float =
     if has.any():
         top.fill_between(x, e.ci_low, e.ci_high, where=has, color=ESTIMATE, alpha=0.18,
                          linewidth=0, label=f"{pct} interval", step=None)
+        # A bucket with no non-empty neighbour makes no band: draw its interval as a bar.
+        padded = np.concatenate(([False], has, [False]))
+        alone = has & ~padded[:-2] & ~padded[2:]
+        if alone.any():
+            top.errorbar(x[alone], e.estimate[alone],
+                         yerr=[e.estimate[alone] - e.ci_low[alone],
+                               e.ci_high[alone] - e.estimate[alone]],
+                         fmt="none", ecolor=ESTIMATE, alpha=0.5, elinewidth=6, capsize=0)
         top.plot(x, np.where(has, e.yes_rate, np.nan), color=RAW, alpha=0.6, linewidth=1,
                  linestyle="--", label="raw yes-rate (perturbed)")
         top.plot(x, np.where(has, e.estimate, np.nan), color=ESTIMATE, linewidth=2,
@@ -51,7 +60,7 @@ def series_svg(ts: TimeSeries, width_inches: float = 9.0, height_inches: float =
         if e.clipped.any():
             top.plot(x[e.clipped], e.estimate[e.clipped], "o", markerfacecolor="none",
                      color=FLAG, markersize=9, label="clipped to [0, 1]")
-    top.set_ylim(-0.02, 1.02)
+    top.set_ylim(*y_limits(e))
     top.set_ylabel("share answering yes")
     top.grid(alpha=0.3)
     if has.any():
@@ -68,6 +77,17 @@ def series_svg(ts: TimeSeries, width_inches: float = 9.0, height_inches: float =
     with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": "deniable"}):
         fig.savefig(out, format="svg", metadata={"Date": None})
     return _inline(out.getvalue())
+
+
+def y_limits(e: Estimates) -> tuple[float, float]:
+    """The estimate axis: zoomed to the intervals (a band on a fixed 0..1 axis vanishes at
+    large n), with a margin; all of [0, 1] when there is nothing to show."""
+    has = e.n > 0
+    if not has.any():
+        return -0.02, 1.02
+    low, high = float(e.ci_low[has].min()), float(e.ci_high[has].max())
+    pad = max(0.005, (high - low) * 0.15)
+    return max(-0.02, low - pad), min(1.02, high + pad)
 
 
 def _inline(svg: str) -> str:

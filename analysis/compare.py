@@ -7,12 +7,18 @@ Method (a normal approximation on the debiased scale):
     se = sqrt(se_a**2 + se_b**2)   (each se the plug-in sqrt(r (1 - r) / n) / (P1 - Q))
     CI = d -/+ z * se,   z-statistic = d / se,   p = 2 * (1 - Phi(|d| / se))
 
+Each side's standard error is its window's honest one (``estimate.window_estimate``): it follows
+the metric's collection policy, so memoized reports pooled over several periods count as the
+devices behind them, not as independent reports (docs/analysis.md).
+
 Assumptions, stated plainly:
 
-- **Two time windows** of one metric: the reports in the two windows are independent samples
-  (different reports, independent coins). Exact when different people report in each window;
-  when the same devices report in both, their true answers correlate across windows, and the
-  test is conservative if that correlation is positive (the usual case).
+- **Two time windows** of one metric: the two windows' estimates are taken as independent.
+  Exact when different devices report in each window. When the same devices report in both,
+  a memoized device sends the same bit for the same value in both windows and its true value
+  tends to persist: both make the covariance of the two sides non-negative (memoized bits of
+  different values are independent), so the test is conservative, never too liberal, on
+  account of memoization.
 - **Two metrics** over the same range: every report's coins are drawn independently, so the
   *randomization* noise of the two metrics is independent, but both are answered by the same
   people, whose true answers may correlate. The counters keep no link between a person's two
@@ -30,8 +36,8 @@ from datetime import datetime
 from statistics import NormalDist
 
 from deniable.client.mechanism import Estimate, z_score
+from deniable.analysis.estimate import window_estimate
 from deniable.analysis.sources import MetricCounts
-from deniable.analysis.timeseries import window_counts
 
 CORRECTIONS = ("holm", "bonferroni", "none")
 
@@ -93,9 +99,8 @@ def compare_windows(counts: MetricCounts, before: tuple[datetime, datetime],
                     after: tuple[datetime, datetime], *, alpha: float = 0.05,
                     confidence: float = 0.95) -> Comparison:
     """``after - before`` for one metric: the change between two [start, end) windows."""
-    mechanism = counts.metric.mechanism
-    a = mechanism.estimate(*_ones_n(window_counts(counts, *before)), confidence)
-    b = mechanism.estimate(*_ones_n(window_counts(counts, *after)), confidence)
+    a = window_estimate(counts, *before, confidence=confidence)
+    b = window_estimate(counts, *after, confidence=confidence)
     return difference(a, b, label=counts.metric.name, name_a=_window_name(before),
                       name_b=_window_name(after), alpha=alpha, confidence=confidence)
 
@@ -103,8 +108,8 @@ def compare_windows(counts: MetricCounts, before: tuple[datetime, datetime],
 def compare_metrics(a: MetricCounts, b: MetricCounts, *, alpha: float = 0.05,
                     confidence: float = 0.95) -> Comparison:
     """``b - a`` for two metrics over the counts given (pool each one's buckets)."""
-    est_a = a.metric.mechanism.estimate(int(a.ones.sum()), int(a.n.sum()), confidence)
-    est_b = b.metric.mechanism.estimate(int(b.ones.sum()), int(b.n.sum()), confidence)
+    est_a = window_estimate(a, confidence=confidence)
+    est_b = window_estimate(b, confidence=confidence)
     return difference(est_a, est_b, label=f"{b.metric.name} - {a.metric.name}",
                       name_a=a.metric.name, name_b=b.metric.name, alpha=alpha,
                       confidence=confidence)
@@ -142,11 +147,6 @@ def correct(comparisons: Sequence[Comparison], method: str = "holm",
         else list(raw)
     return [replace(c, p_adjusted=p, significant=bool(p <= alpha), correction=method,
                     alpha=alpha) for c, p in zip(comparisons, adjusted)]
-
-
-def _ones_n(n_ones: tuple[int, int]) -> tuple[int, int]:
-    n, ones = n_ones
-    return ones, n
 
 
 def _window_name(window: tuple[datetime, datetime]) -> str:

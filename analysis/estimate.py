@@ -3,16 +3,25 @@
 The formulas are the mechanism's own (``RandomizedResponse.debias`` and ``.estimate``),
 applied to whole arrays of buckets at once: p = (ones / n - Q) / (P1 - Q), with Wilson's score
 interval on the perturbed yes-rate mapped through the same line and clipped to [0, 1].
+
+A bucket that pools T > 1 reporting periods gets the honest window interval of
+``deniable.analysis.window``: Wilson's with n / deff reports, deff the design effect of the
+metric's collection policy (memoized reports do not average out across periods).
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import NDArray
 
-from deniable.client.mechanism import RandomizedResponse, wilson_interval, z_score
+from datetime import datetime
+
+from deniable.client.mechanism import Estimate, RandomizedResponse, wilson_interval, z_score
+from deniable.client.period import DEFAULT_POLICY, CollectionPolicy
 from deniable.analysis.sources import MetricCounts
+from deniable.analysis.window import design_effect, estimand, periods_in
 
 FloatArray = NDArray[np.float64]
 
@@ -22,9 +31,12 @@ class Estimates:
     """Debiased estimates for a set of buckets; every array has shape (buckets,).
 
     ``estimate``, ``ci_low`` and ``ci_high`` are clipped to [0, 1]; ``unclipped`` keeps the
-    raw unbiased value and ``clipped`` flags where clipping changed it. ``wide`` flags an
-    interval spanning half of [0, 1] or more: too few reports to say much. Buckets with n = 0
-    have NaN estimates and the interval [0, 1].
+    raw unbiased value and ``clipped`` flags where clipping changed it; ``interval_clipped``
+    flags where clipping changed a bound of the interval. ``wide`` flags an interval spanning
+    half of [0, 1] or more: too few reports to say much. Buckets with n = 0 have NaN
+    estimates and the interval [0, 1]. ``periods`` is T, the reporting periods pooled in each
+    bucket, and ``design_effect`` the factor by which their reports' variance exceeds that of
+    independent reports (1 for one period).
     """
 
     n: NDArray[np.int64]
@@ -38,10 +50,14 @@ class Estimates:
     clipped: NDArray[np.bool_]
     wide: NDArray[np.bool_]
     confidence: float
+    interval_clipped: NDArray[np.bool_] | None = None
+    periods: NDArray[np.int64] | None = None
+    design_effect: FloatArray | None = None
 
 
 def debias(mechanism: RandomizedResponse, ones: NDArray[np.int64], n: NDArray[np.int64],
-           confidence: float = 0.95) -> Estimates:
+           confidence: float = 0.95, *, policy: CollectionPolicy = DEFAULT_POLICY,
+           periods: NDArray[np.int64] | None = None) -> Estimates:
     """Debias ``ones`` perturbed ones out of ``n`` reports, bucket by bucket.
 
     Args:
@@ -49,20 +65,24 @@ def debias(mechanism: RandomizedResponse, ones: NDArray[np.int64], n: NDArray[np
         ones: perturbed ones, shape (buckets,).
         n: reports, shape (buckets,).
         confidence: the interval's confidence level.
+        policy: how the metric is collected (memoization, period).
+        periods: T, the reporting periods each bucket pools, shape (buckets,); 1 by default.
     """
     ones = np.asarray(ones, dtype=np.int64)
     n = np.asarray(n, dtype=np.int64)
     if ones.shape != n.shape or np.any(n < 0) or np.any(ones < 0) or np.any(ones > n):
         raise ValueError("need arrays of one shape with 0 <= ones <= n")
-    q = float(mechanism.p_yes_given_no)
-    spread = float(mechanism.p_yes_given_yes - mechanism.p_yes_given_no)
+    q, spread = _line(mechanism)
     z = z_score(confidence)
+    t = np.ones(n.shape, np.int64) if periods is None else np.asarray(periods, np.int64)
     with np.errstate(invalid="ignore", divide="ignore"):
         nf = n.astype(np.float64)
         rate = ones / nf
+        deff = design_effect(mechanism, policy, rate, t)
+        n_eff = nf / deff  # Kish's effective number of independent reports
         unclipped = (rate - q) / spread
-        stderr = np.sqrt(rate * (1 - rate) / nf) / spread
-        rate_low, rate_high = wilson_interval(rate, nf, z)
+        stderr = np.sqrt(rate * (1 - rate) / n_eff) / spread
+        rate_low, rate_high = wilson_interval(rate, n_eff, z)
         low = (rate_low - q) / spread
         high = (rate_high - q) / spread
     empty = n == 0
@@ -73,7 +93,16 @@ def debias(mechanism: RandomizedResponse, ones: NDArray[np.int64], n: NDArray[np
         n=n, ones=ones, yes_rate=rate, estimate=estimate, unclipped=unclipped, stderr=stderr,
         ci_low=ci_low, ci_high=ci_high,
         clipped=~empty & (estimate != unclipped),
-        wide=(ci_high - ci_low) >= 0.5, confidence=confidence)
+        wide=(ci_high - ci_low) >= 0.5, confidence=confidence,
+        interval_clipped=~empty & ((ci_low != low) | (ci_high != high)),
+        periods=t, design_effect=np.where(empty, np.nan, deff))
+
+
+@functools.lru_cache(maxsize=256)
+def _line(mechanism: RandomizedResponse) -> tuple[float, float]:
+    """(Q, P1 - Q) as floats, computed once per mechanism (exact Fractions are slow)."""
+    return (float(mechanism.p_yes_given_no),
+            float(mechanism.p_yes_given_yes - mechanism.p_yes_given_no))
 
 
 @dataclass(frozen=True)
@@ -95,12 +124,27 @@ class MetricSummary:
     confidence: float
     clipped: bool
     wide: bool
+    interval_clipped: bool = False
+    periods: int = 1
+    design_effect: float = 1.0
+    policy: str = DEFAULT_POLICY.summary()
+    estimand: str = ""
+    version: int | None = None
+    start: datetime | None = None
+    end: datetime | None = None
 
 
-def summarize(counts: MetricCounts, confidence: float = 0.95) -> MetricSummary:
-    """Pool a metric's buckets and debias the total."""
+def summarize(counts: MetricCounts, confidence: float = 0.95, *,
+              start: datetime | None = None, end: datetime | None = None) -> MetricSummary:
+    """Pool a metric's buckets and debias the total, with the window interval of the
+    metric's collection policy over the reporting periods that have reports.
+
+    ``start`` and ``end`` name the range the counts cover, for the outputs."""
+    policy = counts.metric.policy
+    periods = periods_in(counts.starts, counts.n, policy)
     total = debias(counts.metric.mechanism, np.array([counts.ones.sum()]),
-                   np.array([counts.n.sum()]), confidence)
+                   np.array([counts.n.sum()]), confidence, policy=policy,
+                   periods=np.array([max(periods, 1)]))
     mechanism = counts.metric.mechanism
     return MetricSummary(
         metric=counts.metric.name, description=counts.metric.description,
@@ -109,4 +153,29 @@ def summarize(counts: MetricCounts, confidence: float = 0.95) -> MetricSummary:
         estimate=float(total.estimate[0]), unclipped=float(total.unclipped[0]),
         stderr=float(total.stderr[0]), ci_low=float(total.ci_low[0]),
         ci_high=float(total.ci_high[0]), confidence=confidence,
-        clipped=bool(total.clipped[0]), wide=bool(total.wide[0]))
+        clipped=bool(total.clipped[0]), wide=bool(total.wide[0]),
+        interval_clipped=bool(total.interval_clipped[0]),  # type: ignore[index]
+        periods=periods, design_effect=float(total.design_effect[0]),  # type: ignore[index]
+        policy=policy.summary(), estimand=estimand(policy, periods),
+        version=counts.metric.version, start=start, end=end)
+
+
+def window_estimate(counts: MetricCounts, start: datetime | None = None,
+                    end: datetime | None = None, confidence: float = 0.95) -> Estimate:
+    """One metric's estimate over the hour buckets that start in [start, end) (all by
+    default), with the window interval and stderr of its collection policy, as an
+    ``Estimate`` (what comparisons take)."""
+    mask = np.array([(start is None or start <= s) and (end is None or s < end)
+                     for s in counts.starts], dtype=bool)
+    starts = [s for s, m in zip(counts.starts, mask) if m]
+    n = counts.n[mask] if mask.size else counts.n
+    ones = counts.ones[mask] if mask.size else counts.ones
+    periods = periods_in(starts, n, counts.metric.policy)
+    e = debias(counts.metric.mechanism, np.array([int(ones.sum())]), np.array([int(n.sum())]),
+               confidence, policy=counts.metric.policy, periods=np.array([max(periods, 1)]))
+    return Estimate(n=int(e.n[0]), ones=int(e.ones[0]), yes_rate=float(e.yes_rate[0]),
+                    value=float(e.estimate[0]), unclipped=float(e.unclipped[0]),
+                    stderr=float(e.stderr[0]), ci_low=float(e.ci_low[0]),
+                    ci_high=float(e.ci_high[0]), confidence=confidence,
+                    clipped=bool(e.clipped[0]), wide=bool(e.wide[0]),
+                    interval_clipped=bool(e.interval_clipped[0]))  # type: ignore[index]

@@ -43,7 +43,7 @@ def to_frame(data: Framable | Sequence[Framable]) -> pd.DataFrame:
             raise TypeError(f"to_frame takes TimeSeries, MetricSummary or Comparison objects. "
                             f"Got {type(item).__name__} instead.")
     frame = pd.DataFrame(rows)
-    for column in ("start", "end"):
+    for column in ("start", "end", "range_from", "range_to"):
         if column in frame:
             frame[column] = pd.to_datetime(frame[column], utc=True)
     for column in ("yes_rate", "estimate", "stderr", "unclipped"):

@@ -1,22 +1,38 @@
-"""Planning: how many reports a target margin of error needs, or what margin n reports give.
+"""Planning, in devices: how many devices a target margin of error needs, or what margin a
+number of devices gives, over a window of reporting periods.
 
-The margin is the worst case (a perturbed yes-rate of 1/2) half-width of the interval on the
-true share, from ``RandomizedResponse.margin_of_error``: z * 0.5 / (sqrt(n) * (P1 - Q)). Pure
-Python: no numpy needed.
+Each device sends at most one report per metric per period (its collection policy). Over T
+periods of N devices the window's pooled estimate has the variance of the honest window
+interval (``deniable.analysis.window``, docs/analysis.md):
+
+    Var = (T * persistent(theta) + fresh(theta)) / (N * T * (P1 - Q)**2)
+
+so the margin is z * sqrt(max over theta of (T * persistent + fresh) / T) / (sqrt(N) (P1 - Q)),
+the worst case over the true share theta. Memoized: persistent = r (1 - r), fresh = 0, and the
+margin is that of N reports in one period, whatever T is: more days of the same devices add no
+information. Fresh coins (or an instantaneous layer) average their fresh part over T.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
-from deniable.client.mechanism import RandomizedResponse
+import numpy as np
+
+from deniable.client.mechanism import RandomizedResponse, z_score
+from deniable.client.period import DEFAULT_POLICY, CollectionPolicy
+from deniable.analysis.window import fresh_variance
+
+_GRID = np.linspace(0.0, 1.0, 2001)
 
 
 @dataclass(frozen=True)
 class Plan:
-    """One mechanism's trade-off between reports and precision.
+    """One metric's trade-off between devices and precision.
 
-    ``margin`` is the worst-case half-width of the ``confidence`` interval after ``n``
-    reports, on the 0..1 scale of the true share.
+    ``margin`` is the worst-case half-width of the ``confidence`` interval on the share of
+    devices, with ``devices`` devices each reporting once per period for ``periods`` periods
+    (``reports`` = devices * periods reach the collector). ``n`` is ``devices`` (its old name).
     """
 
     metric: str | None
@@ -27,22 +43,65 @@ class Plan:
     confidence: float
     n: int
     margin: float
+    devices: int = 0
+    periods: int = 1
+    reports: int = 0
+    policy: str = DEFAULT_POLICY.summary()
+
+
+def worst_variance(mechanism: RandomizedResponse, policy: CollectionPolicy,
+                   periods: int) -> float:
+    """max over theta of (T * persistent + fresh) / T, per report, on the perturbed scale."""
+    p1, q = float(mechanism.p_yes_given_yes), float(mechanism.p_yes_given_no)
+    rate = q + (p1 - q) * _GRID
+    total = rate * (1 - rate)
+    fresh = np.minimum(fresh_variance(mechanism, policy, _GRID), total)
+    return float(np.max((periods * (total - fresh) + fresh) / periods))
+
+
+def margin_for(mechanism: RandomizedResponse, devices: int, *, periods: int = 1,
+               policy: CollectionPolicy = DEFAULT_POLICY, confidence: float = 0.95) -> float:
+    """The worst-case margin with ``devices`` devices over ``periods`` periods."""
+    spread = float(mechanism.p_yes_given_yes - mechanism.p_yes_given_no)
+    return z_score(confidence) * math.sqrt(worst_variance(mechanism, policy, periods)
+                                           / devices) / spread
 
 
 def plan(mechanism: RandomizedResponse, *, margin: float | None = None, n: int | None = None,
-         confidence: float = 0.95, metric: str | None = None) -> Plan:
-    """Give exactly one of ``margin`` (-> the reports needed) or ``n`` (-> the margin they give).
+         confidence: float = 0.95, metric: str | None = None, periods: int = 1,
+         policy: CollectionPolicy = DEFAULT_POLICY) -> Plan:
+    """Give exactly one of ``margin`` (-> the devices needed) or ``n`` devices (-> the margin
+    they give), for a window of ``periods`` reporting periods under ``policy``.
 
     Raises:
-        ValueError: neither or both given.
+        ValueError: neither or both given, or periods < 1.
         InvalidParameterError: a margin outside (0, 1), n < 1, or a bad confidence.
     """
+    from deniable.client.errors import InvalidParameterError
+
     if (margin is None) == (n is None):
         raise ValueError("give exactly one of margin or n")
+    if periods < 1:
+        raise ValueError(f"periods must be at least 1. Got {periods} instead.")
+    z_score(confidence)  # checks it
     if margin is not None:
-        n = mechanism.reports_for_margin(margin, confidence)
+        if not 0 < margin < 1:
+            raise InvalidParameterError(f"margin must lie in (0, 1). Got {margin} instead.")
+        spread = float(mechanism.p_yes_given_yes - mechanism.p_yes_given_no)
+        worst = worst_variance(mechanism, policy, periods)
+        n = max(1, math.ceil(z_score(confidence) ** 2 * worst / (margin * spread) ** 2))
+        while n > 1 and margin_for(mechanism, n - 1, periods=periods, policy=policy,
+                                   confidence=confidence) <= margin:
+            n -= 1
+        while margin_for(mechanism, n, periods=periods, policy=policy,
+                         confidence=confidence) > margin:
+            n += 1
     assert n is not None
+    if n < 1:
+        raise InvalidParameterError(f"n must be at least 1. Got {n} instead.")
     return Plan(metric=metric, mechanism=mechanism.id, epsilon=mechanism.epsilon,
                 p_yes_given_yes=str(mechanism.p_yes_given_yes),
                 p_yes_given_no=str(mechanism.p_yes_given_no), confidence=confidence, n=n,
-                margin=mechanism.margin_of_error(n, confidence))
+                margin=margin_for(mechanism, n, periods=periods, policy=policy,
+                                  confidence=confidence),
+                devices=n, periods=periods, reports=n * periods, policy=policy.summary())

@@ -13,6 +13,8 @@ estimator applied to arrays.
 """
 from __future__ import annotations
 
+import functools
+import math
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 
@@ -21,9 +23,12 @@ from numpy.typing import NDArray
 
 from deniable.analysis.estimate import Estimates, debias
 from deniable.analysis.sources import MetricCounts, MetricInfo
+from deniable.collector import keys
+from deniable.collector import rollup as periods
+from deniable.analysis.window import bucket_periods, rolling_periods
 
-GRANULARITIES = ("hour", "day", "week")
-STEPS = {"hour": timedelta(hours=1), "day": timedelta(days=1), "week": timedelta(weeks=1)}
+GRANULARITIES = periods.GRANULARITIES
+STEPS = periods.SPAN
 
 
 class TimeSeriesError(ValueError):
@@ -41,6 +46,8 @@ class TimeSeries:
         estimates: per-bucket counts and estimates, every array of shape (buckets,).
         window: for a rolling series, how many buckets each value pools (1 otherwise);
             ``starts[i]`` is then the start of the *last* bucket in the window.
+        range_start, range_end: the range asked for, [start, end); buckets it cuts are
+            partial, and say so in every output.
     """
 
     metric: MetricInfo
@@ -48,6 +55,8 @@ class TimeSeries:
     starts: list[datetime]
     estimates: Estimates
     window: int = 1
+    range_start: datetime | None = None
+    range_end: datetime | None = None
 
     @property
     def step(self) -> timedelta:
@@ -64,27 +73,24 @@ class TimeSeries:
 
 def floor(moment: datetime, granularity: str) -> datetime:
     """The start of the UTC bucket holding ``moment`` (naive times are UTC)."""
-    _check_granularity(granularity)
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=timezone.utc)
-    moment = moment.astimezone(timezone.utc).replace(minute=0, second=0, microsecond=0)
-    if granularity == "hour":
-        return moment
-    moment = moment.replace(hour=0)
-    if granularity == "week":
-        moment -= timedelta(days=moment.weekday())  # ISO weeks start on Monday
-    return moment
+    return periods.period_start(moment, _check_granularity(granularity))
 
 
 def grid(start: datetime, end: datetime, granularity: str) -> list[datetime]:
     """Every bucket start overlapping [start, end), oldest first."""
-    step = STEPS[_check_granularity(granularity)]
-    end = end.replace(tzinfo=timezone.utc) if end.tzinfo is None else end
-    moment, starts = floor(start, granularity), []
-    while moment < end:
-        starts.append(moment)
-        moment += step
-    return starts
+    first, count = _grid_hours(start, end, _check_granularity(granularity))
+    return list(_grid_starts(first, count, granularity))
+
+
+def _grid_hours(start: datetime, end: datetime, granularity: str) -> tuple[int, int]:
+    return periods.grid_hours(start, end, granularity)
+
+
+@functools.lru_cache(maxsize=64)
+def _grid_starts(first: int, count: int, granularity: str) -> tuple[datetime, ...]:
+    """Bucket starts as datetimes, built once per grid (every metric of a report shares it)."""
+    step = periods.SPAN_HOURS[granularity]
+    return tuple(keys.hour_start(first + i * step) for i in range(count))
 
 
 def rollup(counts: MetricCounts, granularity: str = "day", start: datetime | None = None,
@@ -93,31 +99,41 @@ def rollup(counts: MetricCounts, granularity: str = "day", start: datetime | Non
     """Sum hour buckets into evenly spaced buckets; return (starts, n, ones).
 
     The range defaults to the span of the hour buckets present; buckets with no reports have
-    n = ones = 0.
+    n = ones = 0. Periods are ``collector.rollup``'s, computed on the hour indexes in numpy.
     """
     _check_granularity(granularity)
     if start is None or end is None:
-        if not counts.starts:
+        if not len(counts.hours):
             return [], np.zeros(0, np.int64), np.zeros(0, np.int64)
-        start = start or counts.starts[0]
-        end = end or counts.starts[-1] + timedelta(hours=1)
-    starts = grid(start, end, granularity)
-    index = {s: i for i, s in enumerate(starts)}
-    n = np.zeros(len(starts), np.int64)
-    ones = np.zeros(len(starts), np.int64)
-    slots = np.array([index.get(floor(s, granularity), -1) for s in counts.starts], np.int64)
-    inside = slots >= 0
-    np.add.at(n, slots[inside], counts.n[inside])
-    np.add.at(ones, slots[inside], counts.ones[inside])
-    return starts, n, ones
+        start = start or keys.hour_start(int(counts.hours[0]))
+        end = end or keys.hour_start(int(counts.hours[-1]) + 1)
+    first, count = _grid_hours(start, end, granularity)
+    step = periods.SPAN_HOURS[granularity]
+    # Hours are sorted (MetricCounts sorts them), so their slots are too: the grid's hours are
+    # one slice, and each slot's sum one reduceat over the run where it starts.
+    slots = (periods.period_hour(counts.hours, granularity) - first) // step
+    lo, hi = np.searchsorted(slots, [0, count])
+    slots = slots[lo:hi]
+    n = np.zeros(count, np.int64)
+    ones = np.zeros(count, np.int64)
+    if len(slots):
+        edges = np.flatnonzero(np.concatenate(([True], slots[1:] != slots[:-1])))
+        n[slots[edges]] = np.add.reduceat(counts.n[lo:hi], edges)
+        ones[slots[edges]] = np.add.reduceat(counts.ones[lo:hi], edges)
+    return list(_grid_starts(first, count, granularity)), n, ones
 
 
 def series(counts: MetricCounts, granularity: str = "day", start: datetime | None = None,
            end: datetime | None = None, confidence: float = 0.95) -> TimeSeries:
     """Estimates and intervals per hour, day or week bucket over [start, end)."""
     starts, n, ones = rollup(counts, granularity, start, end)
+    # Each bucket's reporting periods: its interval holds over all of them (analysis.window).
+    index = {s: i for i, s in enumerate(starts)}
+    slots = np.array([index.get(floor(s, granularity), -1) for s in counts.starts], np.int64)
+    periods = bucket_periods(counts.hours, counts.n, slots, len(starts), counts.metric.policy)
     return TimeSeries(counts.metric, granularity, starts,
-                      debias(counts.metric.mechanism, ones, n, confidence))
+                      debias(counts.metric.mechanism, ones, n, confidence,
+                             policy=counts.metric.policy, periods=periods), 1, start, end)
 
 
 def rolling(ts: TimeSeries, window: int) -> TimeSeries:
@@ -131,8 +147,13 @@ def rolling(ts: TimeSeries, window: int) -> TimeSeries:
     e = ts.estimates
     n = _trailing_sum(e.n, window)
     ones = _trailing_sum(e.ones, window)
+    periods = rolling_periods(ts.starts, e.n, e.periods if e.periods is not None
+                              else (e.n > 0).astype(np.int64), ts.step.total_seconds(),
+                              ts.metric.policy, window)
     return TimeSeries(ts.metric, ts.granularity, list(ts.starts),
-                      debias(ts.metric.mechanism, ones, n, e.confidence), window * ts.window)
+                      debias(ts.metric.mechanism, ones, n, e.confidence,
+                             policy=ts.metric.policy, periods=periods), window * ts.window,
+                      ts.range_start, ts.range_end)
 
 
 def _trailing_sum(values: NDArray[np.int64], window: int) -> NDArray[np.int64]:
@@ -150,8 +171,10 @@ def _check_granularity(granularity: str) -> str:
 
 def window_counts(counts: MetricCounts, start: datetime, end: datetime) -> tuple[int, int]:
     """(n, ones) summed over the hour buckets that start in [start, end)."""
-    mask = np.array([start <= s < end for s in counts.starts], dtype=bool)
-    if not mask.any():
-        return 0, 0
-    return int(counts.n[mask].sum()), int(counts.ones[mask].sum())
-
+    start_utc = start.replace(tzinfo=timezone.utc) if start.tzinfo is None else start
+    end_utc = end.replace(tzinfo=timezone.utc) if end.tzinfo is None else end
+    # Hour h starts in [start, end) iff ceil(start / 1 h) <= h < ceil(end / 1 h); hours are
+    # sorted, so two binary searches find the slice.
+    bounds = [-(-int(math.ceil(t.timestamp())) // keys.HOUR_SECONDS) for t in (start_utc, end_utc)]
+    lo, hi = np.searchsorted(counts.hours, bounds)
+    return int(counts.n[lo:hi].sum()), int(counts.ones[lo:hi].sum())

@@ -138,7 +138,8 @@ def reporter_rate(folder: Path, *, durability: str, to_file: bool, threads: int,
     path = folder / f"q-{durability}-{threads}-{time.monotonic_ns()}.db" if to_file else None
     reporter = Reporter(UNREACHABLE, metrics=METRICS, queue_path=path, durability=durability,
                         batch_size=1000, backoff=60, max_backoff=60,
-                        max_queued_reports=10_000_000)
+                        max_queued_reports=10_000_000,
+                        one_per_period=False)  # every call reaches the queue
     try:
         per_thread = n // threads
         report = reporter.report

@@ -3,7 +3,7 @@
 Run as ``./dev bench ingest`` (about a minute). In one run, on one private redis-server (AOF
 everysec, as deploy/redis.conf):
 
-1. the collector under gunicorn (deploy/gunicorn.conf.py, 2 sync workers per core), driven by wrk
+1. the collector under gunicorn (collector/gunicorn.conf.py, 2 sync workers per core), driven by wrk
    with batches of 100 reports, each POST with a fresh random batch_id (bench/ingest.lua);
 2. a no-op Flask POST endpoint (bench/noop_app.py) served the same way: the framework ceiling;
 3. the raw Redis ceiling: one Lua EVALSHA applying one HINCRBY per report, 1000 reports per
@@ -34,6 +34,7 @@ from deniable.collector import keys
 from deniable.collector.auth import create_key
 from deniable.collector.embedded import RedisServer, free_port
 from deniable.collector.server import CollectorProcess, default_config_file, default_workers
+from deniable.collector.store import Store
 
 HERE = Path(__file__).resolve().parent
 METRICS = {"app_opened": "rr:1/2:1/2", "dark_mode": "rr:3/4:1/2",
@@ -146,8 +147,7 @@ def start_noop(workers: int, app: str = "noop_app:app",
 
 
 def stored_reports(client: redis.Redis) -> int:
-    return sum(int(client.hget(key, "n") or 0)
-               for key in client.scan_iter(match=f"{keys.PREFIX}:*:c:*", count=1000))
+    return sum(n for n, _ in Store(client).totals().values())
 
 
 def main() -> int:
@@ -159,7 +159,7 @@ def main() -> int:
     parser.add_argument("--connections", type=int, default=32)
     parser.add_argument("--threads", type=int, default=2, help="wrk threads")
     parser.add_argument("--workers", type=int, default=None,
-                        help="gunicorn workers (default: deploy/gunicorn.conf.py's, 2 per core)")
+                        help="gunicorn workers (default: collector/gunicorn.conf.py's, 2 per core)")
     parser.add_argument("--batch", type=int, default=100, help="reports per POST")
     args = parser.parse_args()
     wrk = ensure_wrk()
@@ -197,7 +197,7 @@ def main() -> int:
                         key=key)
                 run_wrk(wrk, noop_url, reports_file, 2, args.connections, args.threads)
                 time.sleep(0.5)  # let the warm-up's last requests land before counting
-                for pattern in (f"{keys.PREFIX}:{{*}}:c:*", f"{keys.PREFIX}:b:*"):
+                for pattern in (keys.COUNTERS_PATTERN, f"{keys.PREFIX}:b:*"):
                     for stale in client.scan_iter(pattern):
                         client.delete(stale)  # the warm-up's counters and batch ids only
                 # Alternate short rounds, so both sides see the same background load.

@@ -1,5 +1,5 @@
 """A no-op Flask POST endpoint, served by bench/ingest.py exactly as the collector is served
-(gunicorn, deploy/gunicorn.conf.py, same workers): the framework's own ceiling."""
+(gunicorn, collector/gunicorn.conf.py, same workers): the framework's own ceiling."""
 from __future__ import annotations
 
 from flask import Flask, Response, request

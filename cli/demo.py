@@ -10,6 +10,12 @@ To fill past days the demo turns on the collector's demo-only clock (DENIABLE_DE
 off by default) and steps it back one day at a time: day 1 is filed (days - 1) days ago, the
 last day today. One metric (dark_mode) shifts half-way, as after a release, so the report
 shows a time series and a detected change.
+
+The devices follow the default client policy: memoized answers, one report per device per day.
+Each simulated device has its own device secret, and its answer for a value is the one the
+client derives from it (``deniable.client.memo.memo_bit``): the same bit every day. The
+intervals therefore count devices, not reports (docs/analysis.md), and the demo checks that
+they cover the true shares.
 """
 from __future__ import annotations
 
@@ -22,12 +28,50 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
+from typing import Any
 
 from deniable.cli.options import positive_int
 from deniable.client.errors import DeniableError
 
 class DemoError(DeniableError):
     """The demo could not finish its simulation."""
+
+
+def _population_reporter(devices: int, *args: object, **kwargs: object) -> object:
+    """A Reporter standing in for ``devices`` simulated devices (simulation only).
+
+    Each device has its own 32-byte secret (HMAC-SHA256 of a fresh demo secret and the
+    device's number, so a million devices need no million-entry list), and its report for a
+    value is its memoized answer, derived exactly as the client derives it (``memo_bit``).
+    Set ``.device`` before each ``report()``. Every device reports once per simulated day, so the period gate, which
+    would see one Reporter, is off.
+    """
+    import hmac
+
+    import numpy as np
+
+    from deniable.client.memo import memo_bit, new_secret
+    from deniable.client.reporter import Reporter
+
+    class Population(Reporter):
+        def __init__(self) -> None:
+            super().__init__(*args, one_per_period=False, **kwargs)  # type: ignore[arg-type]
+            self.device = 0
+            self._seed = new_secret()
+            self._answers: dict[str, np.ndarray] = {}
+
+        def _perturb(self, metric: str, mechanism: object, true_value: bool) -> int:
+            answers = self._answers.get(metric)
+            if answers is None:
+                answers = self._answers.setdefault(metric, np.full((devices, 2), -1, np.int8))
+            bit = int(answers[self.device, int(true_value)])
+            if bit < 0:
+                secret = hmac.digest(self._seed, self.device.to_bytes(8, "big"), "sha256")
+                bit = memo_bit(secret, metric, mechanism, int(true_value))  # type: ignore[arg-type]
+                answers[self.device, int(true_value)] = bit
+            return bit
+
+    return Population()
 
 
 HELP = "run the end-to-end demo on an embedded Redis (no set-up needed)"
@@ -118,7 +162,6 @@ def run(args: argparse.Namespace) -> int:
     from deniable.analysis import HTTPSource, analyze, render_html
     from deniable.analysis.report import render_comparisons_table, sparkline
     from deniable.analysis.timeseries import floor
-    from deniable.client import Reporter
     from deniable.collector.embedded import RedisServer
     from deniable.collector.server import CollectorProcess
 
@@ -149,7 +192,7 @@ def run(args: argparse.Namespace) -> int:
             day_starts = []
             columns = (TextColumn("[bold]3.[/] devices report, day by day"), BarColumn(),
                        MofNCompleteColumn(), TimeElapsedColumn())
-            def simulate(reporter: Reporter, progress: Progress,
+            def simulate(reporter: Any, progress: Progress,
                          interrupts: _Interrupts) -> None:
                 task = progress.add_task("devices", total=args.devices * days)
                 for day in range(days):
@@ -158,6 +201,7 @@ def run(args: argparse.Namespace) -> int:
                     day_starts.append(datetime.now(timezone.utc) + timedelta(seconds=offset))
                     rates = [(m.name, m.rate(day, shift_day)) for m in METRICS]
                     for device in range(args.devices):
+                        reporter.device = device  # type: ignore[attr-defined]
                         for name, rate in rates:
                             truth = propensity[name][device] < rate  # the simulated person
                             true_yes[name] += truth
@@ -172,12 +216,14 @@ def run(args: argparse.Namespace) -> int:
                                         f"in time: {reporter.last_error}")
                 progress.update(task, completed=args.devices * days)
 
-            # One Reporter stands in for the whole population, so it draws fresh coins for
-            # every report: each simulated device's answer is then an independent draw, as
-            # if every device held its own memoized answer (a real device memoizes; see
-            # docs/privacy.md).
-            every_metric = {m.name for m in METRICS}
-            reporter = Reporter(collector.url, batch_size=args.batch_size, fresh=every_metric)
+            # One Reporter stands in for the whole population; each simulated device keeps
+            # its own secret and memoized answers (the default policy), see above.
+            reporter: Any = _population_reporter(args.devices, collector.url,
+                                                 batch_size=args.batch_size,
+                                                 privacy_dir=Path(tmp) / "privacy")
+            if not reporter.wait_ready(30):  # the catalogue comes on a background thread
+                reporter.close(timeout=0)
+                raise DemoError(f"no catalogue from the collector: {reporter.last_error}")
             interrupts.deferred = True
             try:
                 with Progress(*columns, console=console, transient=False) as progress:
@@ -194,10 +240,11 @@ def run(args: argparse.Namespace) -> int:
             analysis = analyze(source, [m.name for m in METRICS], start=start, end=end,
                                granularity="day", split=floor(day_starts[shift_day], "day"))
             reports = args.devices * days
-            table = Table(title=f"{args.devices:,} devices x {days} days: what the collector "
-                                "learned")
-            for header in ("metric", "epsilon", "true rate", "raw yes-rate", "estimate",
-                           "95% CI", "in CI", "daily trend"):
+            table = Table(title=f"{args.devices:,} devices x {days} days (memoized, one report "
+                                "per device per day): what the collector learned")
+            pct = f"{analysis.sections[0].summary.confidence:.0%}"
+            for header in ("metric", "epsilon", "true share", "raw yes-rate", "estimate",
+                           f"{pct} CI", "in CI", "daily trend"):
                 table.add_column(header, justify="left" if header in ("metric", "daily trend")
                                  else "right", no_wrap=header == "metric")
             inside = 0
@@ -212,9 +259,17 @@ def run(args: argparse.Namespace) -> int:
                               "[green]yes[/]" if hit else "[red]no[/]",
                               sparkline([float(v) for v in section.series.estimates.estimate]))
             console.print(table)
-            console.print(f"{inside} of {len(METRICS)} true rates fall inside their 95% "
-                          f"intervals. No true answer ever left a simulated device; Redis "
-                          f"holds only perturbed counters.")
+            console.print(
+                f"Each estimate is the share of devices answering yes per day, averaged over "
+                f"the {days} days (not a share of reports). Memoized devices send the same "
+                f"answer every day, so {days} days of reports carry one day's noise: the "
+                f"intervals count {args.devices:,} devices, not {reports:,} reports. "
+                f"{inside} of {len(METRICS)} true shares fall inside their {pct} intervals"
+                + (" (as they should: each does with probability at least "
+                   f"{pct})." if inside == len(METRICS) else
+                   f"; a {pct} interval misses now and then, but check this if it repeats.")
+                + " No true answer ever left a simulated device; Redis holds only perturbed "
+                  "counters.")
             console.print(render_comparisons_table(analysis.comparisons, width=console.width),
                           end="")
             shifted = [c.label for c in analysis.comparisons if c.significant]

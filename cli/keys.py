@@ -22,7 +22,8 @@ def register(commands: argparse._SubParsersAction) -> None:  # type: ignore[type
     parser = commands.add_parser("keys", help=HELP, description=DESCRIPTION,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--redis-url", default=env_default("REDIS_URL", "redis://127.0.0.1:6379/0"),
-                        help="the collector's Redis (DENIABLE_REDIS_URL; default %(default)s)")
+                        help="the collector's Redis, or any node of its Redis Cluster "
+                             "(DENIABLE_REDIS_URL; default %(default)s)")
     actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
     create = actions.add_parser("create", help="create a key and print it once",
                                 description="Create a key and print it once on stdout.")
@@ -43,7 +44,7 @@ def register(commands: argparse._SubParsersAction) -> None:  # type: ignore[type
 def _client(args: argparse.Namespace):  # type: ignore[no-untyped-def]
     from deniable.collector.store import connect
 
-    return connect(args.redis_url)
+    return connect(args.redis_url, cluster=None)  # a Redis Cluster too
 
 
 def _call(args: argparse.Namespace, action):  # type: ignore[no-untyped-def]
@@ -52,8 +53,13 @@ def _call(args: argparse.Namespace, action):  # type: ignore[no-untyped-def]
 
     from deniable.collector.auth import AuthError
     from deniable.collector.errors import CollectorError
+    from deniable.collector.observability import configure_logging
 
-    client = _client(args)
+    configure_logging()  # creating or revoking a key writes one JSON audit line to stderr
+    try:
+        client = _client(args)  # asks the server whether it is a cluster node
+    except redis.RedisError as exc:
+        raise CollectorError(f"cannot use Redis at {args.redis_url}: {exc}") from exc
     try:
         return action(client)
     except AuthError:

@@ -7,9 +7,9 @@ import sys
 from collections.abc import Sequence
 
 from deniable.client.errors import DeniableError
-from deniable.cli import demo, keys, plan, report, serve
+from deniable.cli import audit, demo, keys, migrate, plan, report, serve
 
-SUBCOMMANDS = (demo, serve, report, plan, keys)
+SUBCOMMANDS = (demo, serve, report, plan, keys, migrate, audit)
 
 
 class CLIError(DeniableError):

@@ -1,11 +1,15 @@
-"""``deniable plan``: how many reports a margin of error needs, or what margin n reports give.
+"""``deniable plan``: how many devices a margin of error needs, or what margin N devices give.
 
     deniable plan --epsilon 1.0 --margin 0.01
-    deniable plan --mechanism rr:1/2:1/2 --n 50000
+    deniable plan --mechanism rr:1/2:1/2 --devices 50000 --periods 7
     deniable plan --collector http://127.0.0.1:8000 --margin 0.02   # every registered metric
 
-The margin is the worst-case half-width of the interval on the true share (a perturbed
-yes-rate of 1/2). --epsilon means symmetric randomized response at the largest epsilon not
+Sizes are in devices, each sending at most one report per period. The margin is the
+worst-case half-width of the interval on the share of devices over a window of --periods
+periods, as ``deniable report`` computes it: for memoized metrics (the default) more periods
+of the same devices add nothing, so the devices needed do not shrink with --periods. With
+--collector each metric's own collection policy is used; otherwise --memoization (and
+--instantaneous). --epsilon means symmetric randomized response at the largest epsilon not
 above the one given (RandomizedResponse.from_epsilon).
 """
 from __future__ import annotations
@@ -42,11 +46,19 @@ def register(commands: argparse._SubParsersAction) -> None:  # type: ignore[type
     which = parser.add_mutually_exclusive_group(required=True)
     which.add_argument("--epsilon", type=_epsilon, help="a privacy budget per report (nats)")
     which.add_argument("--mechanism", help="a mechanism id, e.g. rr:1/2:1/2")
-    which.add_argument("--collector", nargs="?", const=env_default("COLLECTOR_URL"),
-                       metavar="URL", help="plan for every metric this collector registers")
+    which.add_argument("--collector", nargs="?", const="", metavar="URL",
+                       help="plan for every metric this collector registers (the URL may "
+                            "come from DENIABLE_COLLECTOR_URL)")
     goal = parser.add_mutually_exclusive_group(required=True)
     goal.add_argument("--margin", type=_margin, help="target margin of error, e.g. 0.01")
-    goal.add_argument("--n", type=positive_int, help="a number of reports")
+    goal.add_argument("--devices", "--n", dest="n", type=positive_int, metavar="N",
+                      help="a number of devices, each reporting once per period")
+    parser.add_argument("--periods", type=positive_int, default=1,
+                        help="reporting periods in the window analysed (default %(default)s)")
+    parser.add_argument("--memoization", choices=("memoized", "instantaneous", "fresh"),
+                        help="without --collector: how devices perturb (default memoized)")
+    parser.add_argument("--instantaneous", metavar="MECHANISM",
+                        help="with --memoization instantaneous: the layer's mechanism id")
     parser.add_argument("--token", default=env_default("READ_TOKEN"),
                         help="read token for --collector (DENIABLE_READ_TOKEN)")
     parser.add_argument("--confidence", type=_margin, default=0.95,
@@ -60,34 +72,60 @@ def run(args: argparse.Namespace) -> int:
     from deniable.analysis.plan import plan
     from deniable.client.mechanism import RandomizedResponse
 
-    targets: list[tuple[str | None, RandomizedResponse]]
+    from deniable.client.errors import InvalidParameterError
+    from deniable.client.period import CollectionPolicy
+
+    targets: list[tuple[str | None, RandomizedResponse, CollectionPolicy]]
+    if args.collector is not None and (args.memoization or args.instantaneous):
+        args.parser.error("--memoization/--instantaneous: with --collector each metric's "
+                          "registered policy is used")
+    try:
+        layer = (RandomizedResponse.from_id(args.instantaneous) if args.instantaneous
+                 else None)
+        policy = CollectionPolicy(args.memoization or ("instantaneous" if layer else
+                                                       "memoized"), layer)
+    except InvalidParameterError as exc:
+        args.parser.error(str(exc))
     if args.epsilon is not None:
-        targets = [(None, RandomizedResponse.from_epsilon(args.epsilon))]
+        targets = [(None, RandomizedResponse.from_epsilon(args.epsilon), policy)]
     elif args.mechanism is not None:
-        targets = [(None, RandomizedResponse.from_id(args.mechanism))]
+        targets = [(None, RandomizedResponse.from_id(args.mechanism), policy)]
     else:
-        if not args.collector:
-            args.parser.error("--collector needs a URL (or DENIABLE_COLLECTOR_URL)")
+        url: str = args.collector or env_default("COLLECTOR_URL") or ""
+        if not url:
+            args.parser.error("--collector needs a URL: --collector URL, or set "
+                              "DENIABLE_COLLECTOR_URL")
         from deniable.analysis.sources import HTTPSource
 
-        targets = [(name, info.mechanism) for name, info in
-                   sorted(HTTPSource(args.collector, token=args.token).metrics().items())]
-    plans = [plan(m, margin=args.margin, n=args.n, confidence=args.confidence, metric=name)
-             for name, m in targets]
+        targets = [(name, info.mechanism, info.policy) for name, info in
+                   sorted(HTTPSource(url, token=args.token).metrics().items())]
+    try:
+        plans = [plan(m, margin=args.margin, n=args.n, confidence=args.confidence,
+                      metric=name, periods=args.periods, policy=p)
+                 for name, m, p in targets]
+    except InvalidParameterError as exc:  # e.g. a layer that cannot produce the mechanism
+        args.parser.error(str(exc))
     if args.format == "json":
         print(json.dumps({"plans": [dataclasses.asdict(p) for p in plans]}, indent=2))
         return 0
     from rich.console import Console
     from rich.table import Table
 
-    goal = (f"margin {args.margin}" if args.margin is not None else f"{args.n:,} reports")
-    table = Table(title=f"Plan for {goal} at {args.confidence:.0%} confidence (worst case)")
-    for header in ("metric", "mechanism", "epsilon", "P(yes|yes)", "P(yes|no)", "reports",
-                   "margin"):
-        table.add_column(header, justify="left" if header in ("metric", "mechanism")
+    goal = (f"margin {args.margin}" if args.margin is not None else f"{args.n:,} devices")
+    window = f"over {args.periods} periods" if args.periods > 1 else "in one period"
+    table = Table(title=f"Plan for {goal} {window} at {args.confidence:.0%} confidence "
+                        "(worst case), in devices")
+    for header in ("metric", "mechanism", "epsilon", "P(yes|yes)", "P(yes|no)", "policy",
+                   "devices", "reports", "margin"):
+        table.add_column(header, justify="left" if header in ("metric", "mechanism", "policy")
                          else "right")
     for p in plans:
         table.add_row(p.metric or "-", p.mechanism, f"{p.epsilon:.4f}", p.p_yes_given_yes,
-                      p.p_yes_given_no, f"{p.n:,}", f"\u00b1{p.margin:.5f}")
-    Console(width=120).print(table)
+                      p.p_yes_given_no, p.policy, f"{p.devices:,}", f"{p.reports:,}",
+                      f"\u00b1{p.margin:.5f}")
+    console = Console(width=140)
+    console.print(table)
+    console.print("Devices: distinct devices, each sending at most one report per period. "
+                  "Memoized reports from the same devices on more periods add no "
+                  "information: the margin depends on the devices (docs/analysis.md).")
     return 0

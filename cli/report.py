@@ -3,7 +3,9 @@ from __future__ import annotations
 
 import argparse
 import sys
+from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 from deniable.cli.options import env_default, iso_time, positive_int
 
@@ -39,58 +41,153 @@ def register(commands: argparse._SubParsersAction) -> None:  # type: ignore[type
                         help="output format (default %(default)s)")
     parser.add_argument("--html", metavar="FILE", type=Path,
                         help="also write a self-contained HTML report to FILE (charts per "
-                             "--every bucket, day by default; changes between the range's "
-                             "halves)")
+                             "--every bucket, day by default, rolled up by --rolling; changes "
+                             "between the range's halves); --format still goes to stdout")
     parser.add_argument("--split", type=iso_time,
-                        help="with --html: compare [split, to) with [from, split) (default: "
-                             "the middle of the range)")
-    parser.add_argument("--correction", choices=("holm", "bonferroni", "none"), default="holm",
-                        help="multiple-comparison correction in the HTML report "
+                        help="with --html: compare [split, to) with [from, split); must lie "
+                             "inside the range (default: the middle of the range)")
+    parser.add_argument("--correction", choices=("holm", "bonferroni", "none"),
+                        help="with --html: multiple-comparison correction of the changes "
+                             "(default holm)")
+    parser.add_argument("--confidence", type=confidence_level, default=0.95,
+                        help="confidence level of the intervals, in (0, 1) "
                              "(default %(default)s)")
-    parser.add_argument("--confidence", type=float, default=0.95,
-                        help="confidence level of the intervals (default %(default)s)")
+    parser.add_argument("--version", type=positive_int, metavar="N",
+                        help="with --metric: read version N of the metrics named (older "
+                             "versions and retired metrics stay readable)")
     parser.set_defaults(run=run, parser=parser)
 
 
-def run(args: argparse.Namespace) -> int:
-    from deniable.analysis import HTTPSource, RedisSource, analyze, render_html, summarize
-    from deniable.analysis.report import render, render_series
-    from deniable.analysis.sources import default_range
-    from deniable.analysis.timeseries import rolling, series
+def confidence_level(text: str) -> float:
+    """A confidence level strictly between 0 and 1."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not 0 < value < 1:
+        raise argparse.ArgumentTypeError(f"must lie strictly between 0 and 1, got {value}")
+    return value
+
+
+def _check_options(args: argparse.Namespace) -> None:
+    """Refuse option combinations that would otherwise be silently ignored."""
+    error = args.parser.error
+    if args.rolling and not args.every:
+        error("--rolling needs --every hour|day|week")
+    if not args.html:
+        for option, value in (("--split", args.split), ("--correction", args.correction)):
+            if value is not None:
+                error(f"{option} applies to the HTML report's comparisons: add --html FILE")
+    if args.version is not None and not args.metrics:
+        error("--version needs --metric NAME: versions are per metric")
+    if args.metrics_file and not args.redis_url:
+        error("--metrics-file goes with --redis-url")
+
+
+def _redis_errors() -> tuple[type[BaseException], ...]:
+    try:
+        import redis
+    except ImportError:  # an HTTP-only install
+        return ()
+    return (redis.RedisError,)
+
+
+def _open_source(args: argparse.Namespace) -> Any:
+    from deniable.analysis import HTTPSource, RedisSource
+    from deniable.analysis.sources import SourceError
 
     if args.redis_url:
-        source = RedisSource(args.redis_url, args.metrics_file)
-    elif args.collector:
+        source: Any
+        try:
+            source = RedisSource(args.redis_url, args.metrics_file)
+            known = source.metrics()
+        except _redis_errors() as exc:
+            raise SourceError(f"cannot read the collector's Redis at {args.redis_url}: "
+                              f"{exc}") from exc
+        return source, known
+    if args.collector:
         source = HTTPSource(args.collector, token=args.token)
-    else:
-        args.parser.error("name a source: --collector URL, or --redis-url URL")
-    if not 0 < args.confidence < 1:
-        args.parser.error(f"--confidence must lie in (0, 1), got {args.confidence}")
-    if args.rolling and not args.every:
-        args.parser.error("--rolling needs --every hour|day|week")
-    known = source.metrics()
-    names = args.metrics or sorted(known)
-    unknown = [n for n in names if n not in known]
-    if unknown:
-        args.parser.error(f"unknown metric(s): {', '.join(unknown)}; known: {', '.join(known)}")
+        return source, source.metrics()
+    args.parser.error("name a source: --collector URL, or --redis-url URL")
+
+
+def _read(source: Any, name: str, start: datetime, end: datetime, version: int | None) -> Any:
+    from deniable.analysis.sources import SourceError
+
+    try:
+        return source.counts(name, start, end, version=version)
+    except _redis_errors() as exc:
+        raise SourceError(f"cannot read counts of {name}: {exc}") from exc
+
+
+def _version_hint(source: Any, counts: Any, start: datetime, end: datetime) -> str | None:
+    """When the current version has no reports in the range, name older versions that do."""
+    current = counts.metric.version
+    if counts.n.sum() > 0 or not current or current < 2:
+        return None
+    from deniable.analysis.sources import SourceError
+
+    found = []
+    for older in range(current - 1, 0, -1):
+        try:
+            n = int(_read(source, counts.metric.name, start, end, older).n.sum())
+        except SourceError:
+            continue
+        if n:
+            found.append(f"version {older} holds {n:,} reports")
+    if not found:
+        return None
+    return (f"{counts.metric.name}: no reports of version {current} in this range, but "
+            f"{'; '.join(found)}: read it with --metric {counts.metric.name} --version "
+            f"{found[0].split()[1]}")
+
+
+def run(args: argparse.Namespace) -> int:
+    from deniable.analysis import analyze, render_html, summarize
+    from deniable.analysis.report import render, render_series
+    from deniable.analysis.sources import default_range
+    from deniable.analysis.sources import SourceError
+    from deniable.analysis.timeseries import rolling, series
+
+    _check_options(args)
     start, end = default_range(args.start, args.end)
     if start >= end:
         args.parser.error("--from must come before --to")
-    if args.html:
-        analysis = analyze(source, names, start=start, end=end,
-                           granularity=args.every or "day", confidence=args.confidence,
-                           split=args.split, correction=args.correction)
-        args.html.write_text(render_html(analysis.sections, analysis.comparisons),
-                             encoding="utf-8")
-        print(f"wrote {args.html}", file=sys.stderr)
-        return 0
+    if args.split is not None and not start < args.split < end:
+        args.parser.error(f"--split {args.split.isoformat()} lies outside the range "
+                          f"[{start.isoformat()}, {end.isoformat()})")
+    source, known = _open_source(args)
+    names = args.metrics or sorted(known)
+    all_counts = []
+    unknown = []
+    for name in names:
+        try:
+            all_counts.append(_read(source, name, start, end, args.version))
+        except SourceError as exc:
+            if name in known or args.version is not None:
+                raise
+            unknown.append(name)  # neither active nor ever registered (retired ones read)
+    if unknown:
+        args.parser.error(f"unknown metric(s): {', '.join(unknown)}; known: "
+                          f"{', '.join(known) or 'none'}")
+    for counts in all_counts:
+        hint = _version_hint(source, counts, start, end) if args.version is None else None
+        if hint:
+            print(f"deniable report: note: {hint}", file=sys.stderr)
     if args.every:
-        all_series = [series(source.counts(n, start, end), args.every, start, end,
-                             args.confidence) for n in names]
+        all_series = [series(c, args.every, start, end, args.confidence) for c in all_counts]
         if args.rolling:
             all_series = [rolling(ts, args.rolling) for ts in all_series]
         sys.stdout.write(render_series(all_series, args.format))
-        return 0
-    summaries = [summarize(source.counts(n, start, end), args.confidence) for n in names]
-    sys.stdout.write(render(summaries, args.format))
+    else:
+        summaries = [summarize(c, args.confidence, start=start, end=end) for c in all_counts]
+        sys.stdout.write(render(summaries, args.format))
+    if args.html:
+        analysis = analyze(source, names, start=start, end=end,
+                           granularity=args.every or "day", confidence=args.confidence,
+                           split=args.split, correction=args.correction or "holm",
+                           rolling_window=args.rolling, version=args.version)
+        args.html.write_text(render_html(analysis.sections, analysis.comparisons),
+                             encoding="utf-8")
+        print(f"wrote {args.html}", file=sys.stderr)
     return 0

@@ -27,7 +27,7 @@ def register(commands: argparse._SubParsersAction) -> None:  # type: ignore[type
                              "file's, two per core, at least 2)")
     parser.add_argument("--config", default=env_default("GUNICORN_CONFIG"),
                         help="gunicorn config file (DENIABLE_GUNICORN_CONFIG; default: the "
-                             "packaged copy of deploy/gunicorn.conf.py)")
+                             "packaged collector/gunicorn.conf.py)")
     parser.add_argument("--dev", action="store_true",
                         help="use Flask's development server (demo and tests only)")
     parser.set_defaults(run=run)

@@ -9,6 +9,7 @@ from deniable.client.errors import (
     BudgetExceededError,
     DeniableError,
     InvalidParameterError,
+    MetricCapError,
     PrivacyStateError,
     QueueError,
     UnknownMetricError,
@@ -24,8 +25,10 @@ __all__ = [
     "BudgetExceededError",
     "DeniableError",
     "Estimate",
+    "IN_MEMORY",
     "InvalidParameterError",
     "LongitudinalGuard",
+    "MetricCapError",
     "PrivacyStateError",
     "QueueError",
     "RandomizedResponse",
@@ -49,6 +52,10 @@ def __getattr__(name: str) -> object:
         from deniable.client.longitudinal import LongitudinalGuard
 
         return LongitudinalGuard
+    if name == "IN_MEMORY":
+        from deniable.client.state import IN_MEMORY
+
+        return IN_MEMORY
     if name == "Budget":
         from deniable.client.budget import Budget
 

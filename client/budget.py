@@ -12,6 +12,15 @@ budget allowing a relative 1e-12 (2**-40) for the rounding of the budget itself,
 of ``k * mechanism.epsilon`` (or ``math.log(3**k)``) admits exactly k reports of epsilon
 ``mechanism.epsilon``.
 
+The cap over versions (issue 19): a memoized metric's answers are keyed by its mechanism,
+so each new version of a metric draws, and pays for, new answers. The charges of new memoized
+answers of one metric *name* are summed over every version ever reported, and a new answer
+that would take the sum past ``max_metric_epsilon`` (by default ``DEFAULT_MAX_METRIC_EPSILON``,
+ln 81 = 2 ln 9) is refused with ``MetricCapError``, for good: the cap never renews. Answers
+already paid for stay free. A warning says so once per metric and process, and the refusals
+are counted (``capped``). Fresh charges are not summed here: their per-period budget, also
+per metric name, already spans versions.
+
 Periods are fixed windows aligned to the Unix epoch (``floor(now / period) * period``: UTC days
 for the default period of 86,400 s). A clock that goes back never reopens a period already
 spent. Two windows meet at a boundary, so any stretch of one period length can see up to twice
@@ -26,6 +35,7 @@ double-spend. Thread-safe; fork-safe (a child gets a fresh lock).
 """
 from __future__ import annotations
 
+import logging
 import math
 import os
 import threading
@@ -37,11 +47,26 @@ from datetime import datetime, timezone
 from fractions import Fraction
 from typing import Any
 
-from deniable.client.errors import BudgetExceededError, InvalidParameterError, PrivacyStateError
+from deniable.client.errors import (
+    BudgetExceededError,
+    InvalidParameterError,
+    MetricCapError,
+    PrivacyStateError,
+)
 from deniable.client.state import StateDir, Stamp
 
 DAY = 86_400.0
 """Seconds in the default budget period."""
+
+log = logging.getLogger("deniable.client")
+
+DEFAULT_MAX_METRIC_EPSILON = math.log(81)
+"""The default cap, in nats, on one metric name's memoized charges summed over every version:
+ln 81 = 2 ln 9 ≈ 4.39, twice the default per-report ceiling ``max_epsilon`` of ln 9, so both
+values of a metric at that ceiling fit; for the default mechanism (ln 3) it admits four
+answers, e.g. both values under two versions. RAPPOR's usual long-run epsilon is the same
+4 ln 3. Any guess of a value held constant, from everything the device sent, is then right
+with probability at most 81/82 (uniform prior); see docs/privacy.md."""
 
 ROUNDING_SLACK = Fraction(1, 2**40)
 """Relative allowance over a budget for floating-point rounding of the budget itself."""
@@ -90,10 +115,13 @@ class Budget:
 class MetricSpend:
     """What one metric has spent. Epsilons in nats; times in Unix seconds.
 
-    ``spent`` is within the current period (from ``period_start``); ``lifetime`` is the sum of
-    every charge ever made (an upper bound on the metric's total privacy loss on this device,
-    since this state was created); ``refused`` counts refused reports; ``paid_values`` how many
-    memoized (mechanism, value) pairs have been paid for.
+    ``spent`` is within the current period (from ``period_start``); ``total_charged`` is the
+    sum of every charge since this state was created. It is an accounting figure, not an
+    epsilon over value sequences: what a change of value reveals is not bounded by it (see
+    ``PrivacyLoss``). ``memoized_charged`` is the part paid for new memoized answers, over
+    every version: what ``cap`` (``max_metric_epsilon``; inf when off) limits. ``refused``
+    counts reports refused by the budget, ``cap_refused`` those refused by the cap;
+    ``paid_values`` how many memoized (mechanism, value) pairs have been paid for.
     """
 
     metric: str
@@ -101,8 +129,11 @@ class MetricSpend:
     period_start: float
     spent: float
     remaining: float | None
-    lifetime: float
+    total_charged: float
+    memoized_charged: float
+    cap: float
     refused: int
+    cap_refused: int
     paid_values: int
 
 
@@ -113,6 +144,8 @@ class _Entry:
     lifetime: Fraction = Fraction(0)
     refused: int = 0
     paid: set[str] = field(default_factory=set)
+    memoized: Fraction = Fraction(0)
+    capped: int = 0
 
     def spent_at(self, start: float) -> Fraction:
         # A newer period starts from zero; a current or *later* stored period (the clock
@@ -129,9 +162,12 @@ class _Entry:
         self.lifetime += amount
 
     def to_json(self) -> dict[str, Any]:
+        # "lifetime" keeps its on-disk name (it is total_charged); "memoized" and "capped"
+        # were added without a layout change: a ledger without them reads conservatively.
         return {"period_start": self.period_start, "spent": str(self.spent),
                 "lifetime": str(self.lifetime), "refused": self.refused,
-                "paid": sorted(self.paid)}
+                "paid": sorted(self.paid), "memoized": str(self.memoized),
+                "capped": self.capped}
 
     @classmethod
     def from_json(cls, name: str, doc: Any) -> _Entry:
@@ -147,12 +183,20 @@ class _Entry:
             if not isinstance(paid, list) or not all(isinstance(t, str) for t in paid):
                 raise TypeError("paid")
             spent, lifetime = Fraction(doc["spent"]), Fraction(doc["lifetime"])
-            if spent < 0 or lifetime < 0:
+            # Written before the cap existed: count every charge of a metric with paid
+            # answers as memoized (an overestimate, so the cap errs on the private side).
+            memoized = Fraction(doc["memoized"]) if "memoized" in doc \
+                else (lifetime if paid else Fraction(0))
+            capped = doc.get("capped", 0)
+            if isinstance(capped, bool) or not isinstance(capped, int) or capped < 0:
+                raise TypeError("capped")
+            if spent < 0 or lifetime < 0 or memoized < 0:
                 raise ValueError("negative spend")
         except (KeyError, TypeError, ValueError, ZeroDivisionError) as exc:
             raise PrivacyStateError(
                 f"the privacy ledger's entry for metric {name!r} is corrupt ({exc})") from exc
-        return cls(None if start is None else float(start), spent, lifetime, refused, set(paid))
+        return cls(None if start is None else float(start), spent, lifetime, refused, set(paid),
+                   memoized, capped)
 
 
 class PrivacyLedger:
@@ -162,6 +206,8 @@ class PrivacyLedger:
         state: where to persist; None keeps everything in memory (lost at exit).
         budgets: metric -> Budget. Metrics without one are accounted but never refused.
         clock: Unix time in seconds.
+        max_metric_epsilon: the cap, in nats, on each metric's memoized charges summed over
+            every version; ``math.inf`` turns it off.
 
     Raises:
         PrivacyStateError: the ledger file is corrupt.
@@ -170,7 +216,10 @@ class PrivacyLedger:
     _instances: weakref.WeakSet[PrivacyLedger] = weakref.WeakSet()
 
     def __init__(self, state: StateDir | None, budgets: Mapping[str, Budget] | None = None,
-                 clock: Callable[[], float] | None = None) -> None:
+                 clock: Callable[[], float] | None = None, *,
+                 max_metric_epsilon: float = DEFAULT_MAX_METRIC_EPSILON) -> None:
+        self._cap = check_max_metric_epsilon(max_metric_epsilon)
+        self._warned_capped: set[str] = set()
         budgets = dict(budgets or {})
         for name, budget in budgets.items():
             if not isinstance(budget, Budget):
@@ -184,6 +233,7 @@ class PrivacyLedger:
         self._stamp: Stamp | None = None
         self._pending_spend: dict[tuple[str, float], Fraction] = {}
         self._pending_refused: dict[str, int] = {}
+        self._pending_capped: dict[str, int] = {}
         self._tally: dict[tuple[str, float, float], int] = {}
         if state is not None:
             with state.locked():
@@ -211,6 +261,8 @@ class PrivacyLedger:
             The epsilon actually charged: 0 for a tag already paid for.
 
         Raises:
+            MetricCapError: a tag not yet paid for would take the metric's memoized charges,
+                over every version, past the cap; nothing is spent, the refusal is counted.
             BudgetExceededError: the charge would take the metric past its budget for the
                 current period; nothing is spent and the refusal is counted.
         """
@@ -247,6 +299,22 @@ class PrivacyLedger:
         entry = self._entries.setdefault(metric, _Entry())
         if tag is not None and tag in entry.paid:
             return 0.0
+        if tag is not None and entry.memoized + cost > self._cap_bound:
+            entry.capped += 1
+            if self._state is not None:
+                self._pending_capped[metric] = self._pending_capped.get(metric, 0) + 1
+            message = (
+                f"metric {metric!r} is no longer reported on this device: a new answer "
+                f"would spend {float(cost):.6g} nats, and {float(entry.memoized):.6g} of its "
+                f"cap of {self._cap:.6g} over every version (max_metric_epsilon) are spent. "
+                f"Answers already paid for are still sent. If its mechanism must change, "
+                f"report under a new metric name (docs/privacy.md).")
+            if metric not in self._warned_capped:
+                self._warned_capped.add(metric)
+                log.warning("deniable: %s", message)
+            raise MetricCapError(message, metric=metric, cost=float(cost),
+                                 spent=float(entry.memoized), budget=self._cap,
+                                 retry_at=None)
         if budget is not None:
             spent = entry.spent_at(start)
             if spent + cost > Fraction(budget.epsilon) * (1 + ROUNDING_SLACK):
@@ -264,7 +332,13 @@ class PrivacyLedger:
         entry.add(start, cost)
         if tag is not None:
             entry.paid.add(tag)
+            entry.memoized += cost
         return float(cost)
+
+    @property
+    def _cap_bound(self) -> Fraction | float:
+        return math.inf if self._cap == math.inf \
+            else Fraction(self._cap) * (1 + ROUNDING_SLACK)
 
     def _apply(self, metric: str, start: float, cost: Fraction) -> None:
         self._entries.setdefault(metric, _Entry()).add(start, cost)
@@ -283,10 +357,22 @@ class PrivacyLedger:
 
     @property
     def refused(self) -> int:
-        """Reports refused over every metric, since this state was created."""
+        """Reports refused by a budget, over every metric, since this state was created."""
         with self._lock:
             self._fold()
             return sum(entry.refused for entry in self._entries.values())
+
+    @property
+    def cap_refused(self) -> int:
+        """Reports refused by the cap over versions, over every metric, since this state was
+        created (by every process sharing it, as of this ledger's last read)."""
+        with self._lock:
+            return sum(entry.capped for entry in self._entries.values())
+
+    @property
+    def max_metric_epsilon(self) -> float:
+        """The cap on each metric's memoized charges over every version (inf: off)."""
+        return self._cap
 
     def stats(self) -> dict[str, MetricSpend]:
         """What each metric has spent, including charges not yet written to disk."""
@@ -303,7 +389,9 @@ class PrivacyLedger:
                     metric=name, budget=budget, period_start=start, spent=float(spent),
                     remaining=None if budget is None
                     else max(0.0, float(Fraction(budget.epsilon) - spent)),
-                    lifetime=float(entry.lifetime), refused=entry.refused,
+                    total_charged=float(entry.lifetime),
+                    memoized_charged=float(entry.memoized), cap=self._cap,
+                    refused=entry.refused, cap_refused=entry.capped,
                     paid_values=len(entry.paid))
             return out
 
@@ -313,7 +401,8 @@ class PrivacyLedger:
         """Write in-memory charges and refusal counts to disk (if persisted)."""
         with self._lock:
             self._fold()
-            if self._state is None or not (self._pending_spend or self._pending_refused):
+            if self._state is None or not (self._pending_spend or self._pending_refused
+                                           or self._pending_capped):
                 return
             with self._state.locked():
                 if self._state.stamp() != self._stamp:
@@ -337,6 +426,8 @@ class PrivacyLedger:
             self._apply(metric, start, cost)
         for metric, count in self._pending_refused.items():
             self._entries.setdefault(metric, _Entry()).refused += count
+        for metric, count in self._pending_capped.items():
+            self._entries.setdefault(metric, _Entry()).capped += count
 
     def _write(self) -> None:
         # Caller holds both locks.
@@ -348,9 +439,20 @@ class PrivacyLedger:
         self._stamp = self._state.stamp()
         self._pending_spend.clear()
         self._pending_refused.clear()
+        self._pending_capped.clear()
 
     def _after_fork(self) -> None:
         self._lock = threading.Lock()
+
+
+def check_max_metric_epsilon(value: object) -> float:
+    """``value`` as a cap in nats: a number > 0 (``math.inf`` turns the cap off)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) \
+            or math.isnan(value) or value <= 0:
+        raise InvalidParameterError(
+            f"max_metric_epsilon must be a number of nats > 0 (math.inf turns the cap off). "
+            f"Got {value!r} instead.")
+    return float(value)
 
 
 def _iso(timestamp: float) -> str:

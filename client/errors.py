@@ -8,6 +8,7 @@ Every error the client raises derives from one root, so an app can catch them al
     ├── WireFormatError (also ValueError)         a batch that breaks the v1 wire format
     ├── UploadError                               the collector could not be reached or refused
     ├── BudgetExceededError                       a report would overspend a privacy budget
+    │   └── MetricCapError                        ... or a metric's cap over every version
     ├── PrivacyStateError                         the on-device privacy state is unusable
     └── QueueError                                the on-device queue could not be used
 """
@@ -48,13 +49,38 @@ class WireFormatError(DeniableError, ValueError):
 
 
 class UploadError(DeniableError):
-    """A batch could not be delivered. ``status`` is the HTTP status, if one was received."""
+    """A request to the collector failed. ``status`` is the HTTP status, if one was received.
 
-    def __init__(self, message: str, status: int | None = None, retryable: bool = True,
-                 retry_after: float | None = None) -> None:
+    ``kind`` says what failed, and so what the sender does with the batch (docs/client.md,
+    "Network conditions"):
+
+    - ``"network"``: no answer (connection refused or reset, timeout, DNS failure) or a 408,
+      429 or 5xx: retried with the short backoff.
+    - ``"tls"``: the TLS handshake failed (e.g. "certificate verify failed for host ...").
+    - ``"key_refused"``: 401 or 403, the collector refused the ingest key.
+    - ``"config"``: another 4xx that says the client is misconfigured, not the batch (404,
+      405, 415, ...).
+    - ``"bad_batch"``: 400, 409, 413 or 422, the collector can never accept this batch as it
+      is: dead-lettered.
+
+    All kinds but ``"bad_batch"`` keep the batch queued (``retryable``); ``"tls"``,
+    ``"key_refused"`` and ``"config"`` back off up to the long cap, since only a change of
+    configuration on one side can fix them.
+    """
+
+    KINDS = ("network", "tls", "key_refused", "config", "bad_batch")
+
+    def __init__(self, message: str, status: int | None = None,
+                 retryable: bool | None = None, retry_after: float | None = None,
+                 kind: str | None = None) -> None:
         super().__init__(message)
         self.status = status
-        self.retryable = retryable
+        if kind is None:
+            kind = "network" if retryable is None or retryable else "bad_batch"
+        if kind not in self.KINDS:
+            raise ValueError(f"kind must be one of {self.KINDS}. Got {kind!r} instead.")
+        self.kind = kind
+        self.retryable = kind != "bad_batch" if retryable is None else retryable
         self.retry_after = retry_after
         """Seconds the collector asked us to wait (``Retry-After`` on 429/503), if it did."""
 
@@ -74,6 +100,14 @@ class BudgetExceededError(DeniableError):
         self.spent = spent
         self.budget = budget
         self.retry_at = retry_at
+
+
+class MetricCapError(BudgetExceededError):
+    """A report was refused: its new answer would take the metric's total epsilon, summed over
+    every version (mechanism) it was ever reported under on this device, past the cap
+    (``max_metric_epsilon``). Nothing was perturbed, released or spent; ``budget`` is the cap
+    and ``retry_at`` is None (the cap never renews; a new metric name starts afresh).
+    """
 
 
 class PrivacyStateError(DeniableError):

@@ -25,9 +25,12 @@ report charges ``mechanism.epsilon`` every time. With an instantaneous layer the
 epsilon M.epsilon is charged up front, on the first report of the value: the reports of one
 value share the memoized bit, so their losses do not add up like independent reports and
 charging the one-report epsilon each time would not be a sound bound (docs/privacy.md).
+The memoized charges of one metric name are capped over every version of its mechanism
+(``max_metric_epsilon``), so a collector cannot draw new answers by publishing new versions.
 """
 from __future__ import annotations
 
+import logging
 import os
 import threading
 import time
@@ -38,17 +41,20 @@ from fractions import Fraction
 from pathlib import Path
 from types import TracebackType
 
-from deniable.client.budget import Budget, MetricSpend, PrivacyLedger
+from deniable.client.budget import DEFAULT_MAX_METRIC_EPSILON, Budget, MetricSpend, PrivacyLedger
 from deniable.client.composition import repeated_loss, split
 from deniable.client.errors import InvalidParameterError
 from deniable.client.mechanism import RandomizedResponse
 from deniable.client.memo import memo_bit, new_secret, spend_tag
 from deniable.client.pool import PerturbationPool
 from deniable.client.randomness import RandomBits
-from deniable.client.state import StateDir
+from deniable.client.state import IN_MEMORY, StateDir
+
+log = logging.getLogger("deniable.client")
 
 
 _MAX_IDENTITY_ROUTES = 4096
+_BOOLS = (False, True)
 _GUARDS: weakref.WeakSet[LongitudinalGuard] = weakref.WeakSet()
 
 
@@ -68,17 +74,24 @@ class Layers:
 
 @dataclass(frozen=True)
 class PrivacyLoss:
-    """A metric's privacy guarantees on this device, in nats.
+    """What a metric's reports reveal on this device, stated three separate ways.
+
+    Only the first two are epsilons; what a change of value reveals is not bounded by any
+    epsilon, and this object does not pretend otherwise (docs/privacy.md, "Statements over
+    time").
 
     Attributes:
-        one_report_epsilon: the loss of one report: ``wire.epsilon``.
-        long_run_epsilon: the loss of any number of reports of one true value (the memo
-            layer's epsilon); None for fresh reporting, whose loss grows without bound
-            (n reports of one value: n * one_report_epsilon) and only the budget caps.
-        lifetime_epsilon: the worst case over a device's whole life if its value may change:
-            both values memoized, 2 * long_run_epsilon; None for fresh reporting.
-        cost_per_new_value: what the ledger charges the first time a value is reported
-            (memoized), or per report (fresh).
+        one_report_epsilon: epsilon per report, in nats: ``wire.epsilon``.
+        long_run_epsilon: the epsilon of any number of reports of a value *held constant*
+            (the memo layer's epsilon); None for fresh reporting, whose n reports lose
+            n * one_report_epsilon (``after(n)``), capped only by a budget.
+        value_change: in plain words, what a change of value reveals (its timing) and why no
+            epsilon bounds it.
+        p_answers_differ: memoized metrics: the exact probability that the device's permanent
+            answers for the two values differ, i.e. that a change of value shows in its
+            reports; None for fresh reporting.
+        cost_per_new_value: what the ledger charges the first time a (mechanism, value) is
+            reported (memoized), or per report (fresh).
         p_yes_given_yes / p_yes_given_no: the composed P1 and Q of one report, exact; the
             analyst debiases with these (they are ``wire``'s).
     """
@@ -87,7 +100,8 @@ class PrivacyLoss:
     layers: Layers
     one_report_epsilon: float
     long_run_epsilon: float | None
-    lifetime_epsilon: float | None
+    value_change: str
+    p_answers_differ: Fraction | None
     cost_per_new_value: float
 
     @property
@@ -101,7 +115,7 @@ class PrivacyLoss:
         return self.layers.wire.p_yes_given_no
 
     def after(self, n_reports: int) -> float:
-        """The exact worst-case loss of ``n_reports`` reports of one true value."""
+        """The exact worst-case loss of ``n_reports`` reports of one value held constant."""
         if self.layers.memo is None:
             if isinstance(n_reports, bool) or not isinstance(n_reports, int) or n_reports < 0:
                 raise InvalidParameterError(
@@ -109,17 +123,46 @@ class PrivacyLoss:
             return n_reports * self.one_report_epsilon
         return repeated_loss(self.layers.memo, self.layers.irr, n_reports)
 
+    @classmethod
+    def of(cls, metric: str, layers: Layers) -> PrivacyLoss:
+        """The statements for ``metric`` reported through ``layers``."""
+        wire, memo = layers.wire, layers.memo
+        if memo is None:
+            change = (
+                "Each report is a fresh draw, so n reports lose at most n times the "
+                "one-report epsilon whatever the values, changed or not. A change of value "
+                "shifts the share of ones in the reports, which an observer who links them can "
+                "see by averaging the reports on either side of it: the more reports, the "
+                "more sharply it dates the change.")
+            return cls(metric, layers, wire.epsilon, None, change, None, wire.epsilon)
+        p1, q = memo.p_yes_given_yes, memo.p_yes_given_no
+        differ = p1 * (1 - q) + q * (1 - p1)
+        change = (
+            f"A new value gets its own permanent answer. The two answers differ with "
+            f"probability {differ} ({float(differ):.3g}); when they do, anyone who links "
+            f"this device's reports sees when the value changed, and every later change "
+            f"back and forth. No epsilon bounds this: the timing of each change shows, "
+            f"whatever the nats charged.")
+        if layers.irr is not None:
+            change += (
+                " The instantaneous layer blurs each report, but averaging the reports on "
+                "either side of a change still dates it, the more sharply the more reports "
+                "there are.")
+        return cls(metric, layers, wire.epsilon, memo.epsilon, change, differ, memo.epsilon)
+
 
 class _Route:
     """One (metric, wire mechanism): its layers, and this process's cache of the memoized
     answers already paid for (index = true bit; memory only, never written anywhere)."""
 
-    __slots__ = ("layers", "epsilon", "memo_bits", "pools")
+    __slots__ = ("layers", "epsilon", "memo_bits", "memo_flags", "pools")
 
     def __init__(self, layers: Layers) -> None:
         self.layers = layers
         self.epsilon = layers.wire.epsilon
         self.memo_bits: list[int | None] = [None, None]
+        # The same answers as bools, for the instantaneous layer to index by (see perturb).
+        self.memo_flags: list[bool | None] = [None, None]
         # "wire" / "irr" -> that layer's PerturbationPool, or None if its coins do not fit one.
         self.pools: dict[str, PerturbationPool | None] = {}
 
@@ -128,14 +171,20 @@ class LongitudinalGuard:
     """Turns true values into reported bits that stay private over repeated reports.
 
     Args:
-        state_path: directory for the device secret and the ledger (created 0700). None keeps
-            both in memory: memoization and budgets then last only as long as this object.
+        state_path: directory for the device secret and the ledger (created 0700), e.g.
+            ``deniable.client.state.default_state_dir("myapp")``; or ``IN_MEMORY``
+            (``":memory:"``) to keep both in memory, which logs a warning: memoization and
+            budgets then last only as long as this object, and every restart redraws every
+            answer (docs/privacy.md).
         budgets: metric -> Budget per period. Metrics without one are accounted, never refused.
         irr: metric -> instantaneous layer. The metric's wire mechanism must be reachable:
             Q_irr < Q_wire < P1_wire < P1_irr (checked on first use, or by ``check``).
         fresh: metrics reported with fresh coins every time (no memoization).
         rng: source of the fresh coins (instantaneous layer, fresh metrics); secure by default.
         clock: Unix time in seconds, for budget periods.
+        max_metric_epsilon: the cap, in nats, on each metric's memoized charges summed over
+            every version (mechanism) it is reported under; past it, new answers are refused
+            with ``MetricCapError`` (deniable.client.budget). ``math.inf`` turns it off.
 
     Raises:
         InvalidParameterError: a metric both fresh and with an instantaneous layer, or a
@@ -143,11 +192,12 @@ class LongitudinalGuard:
         PrivacyStateError: the state directory holds a corrupt secret or ledger.
     """
 
-    def __init__(self, state_path: str | os.PathLike[str] | None, *,
+    def __init__(self, state_path: str | os.PathLike[str], *,
                  budgets: Mapping[str, Budget] | None = None,
                  irr: Mapping[str, RandomizedResponse] | None = None,
                  fresh: Collection[str] = (), rng: RandomBits | None = None,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time,
+                 max_metric_epsilon: float = DEFAULT_MAX_METRIC_EPSILON) -> None:
         self._irr = dict(irr or {})
         for name, layer in self._irr.items():
             if not isinstance(layer, RandomizedResponse):
@@ -165,13 +215,24 @@ class LongitudinalGuard:
                 f"metrics {both} are both fresh and given an instantaneous layer: an "
                 f"instantaneous layer re-perturbs a memoized answer, so it needs memoization.")
         self._rng = rng
-        self._state = None if state_path is None else StateDir(Path(state_path))
+        if state_path is None:
+            raise InvalidParameterError(
+                f"state_path must be a directory for the device secret and the ledger, or "
+                f"{IN_MEMORY!r} to keep them in memory for this process only. Got None.")
+        in_memory = isinstance(state_path, str) and state_path == IN_MEMORY
+        self._state = None if in_memory else StateDir(Path(state_path))
         if self._state is None:
+            log.warning(
+                "deniable: the privacy state is in memory only (%r): memoized answers and "
+                "budgets last only as long as this process, and each restart redraws every "
+                "answer, so linked reports across restarts can be averaged (docs/privacy.md)",
+                IN_MEMORY)
             self._secret = new_secret()
         else:
             with self._state.locked():
                 self._secret = self._state.secret()
-        self._ledger = PrivacyLedger(self._state, budgets, clock)
+        self._ledger = PrivacyLedger(self._state, budgets, clock,
+                                     max_metric_epsilon=max_metric_epsilon)
         self._routes: dict[tuple[str, RandomizedResponse], _Route] = {}
         self._by_identity: dict[tuple[str, int], _Route] = {}
         self._lock = threading.Lock()
@@ -242,19 +303,28 @@ class LongitudinalGuard:
         Raises:
             BudgetExceededError: the report would exceed the metric's budget for the period;
                 nothing is released or spent.
+            MetricCapError (a BudgetExceededError): the report needs a new answer and the
+                metric's cap over every version is reached; nothing is released or spent.
             InvalidParameterError: see ``layers``.
         """
         route = self._by_identity.get((metric, id(mechanism)))
         if route is None or route.layers.wire is not mechanism:
             route = self._route(metric, mechanism)
         layers = route.layers
-        true_bit = 1 if true_value else 0
+        # Constant time in the true value (``deniable audit`` measures it): index by it, never
+        # branch on it, and hold it as a bool, never as the int object 0 or 1 that the
+        # answer is (touching one object twice is measurably slower than two objects).
+        true_bit = _BOOLS[true_value]
         memo = layers.memo
         if memo is None:
             self._ledger.charge(metric, route.epsilon)
             return self._fresh_draw(route, "wire", mechanism, true_bit)
-        bit = route.memo_bits[true_bit]
-        if bit is None:
+        # With an instantaneous layer the permanent answer is held as a bool, never as the
+        # int object the report is: otherwise the call is slower when the two are equal,
+        # which times the permanent answer that the layer exists to hide.
+        answers = route.memo_bits if layers.irr is None else route.memo_flags
+        answer = answers[true_bit]
+        if answer is None:
             # First report of this value in this process: pay for it (or find it paid), then
             # derive the permanent answer. Both are fixed from then on, so they are cached.
             tag = spend_tag(self._secret, metric, memo, true_bit)
@@ -262,9 +332,11 @@ class LongitudinalGuard:
                 self._ledger.charge(metric, memo.epsilon, tag)
             bit = memo_bit(self._secret, metric, memo, true_bit)
             route.memo_bits[true_bit] = bit
+            route.memo_flags[true_bit] = _BOOLS[bit]
+            answer = bit if layers.irr is None else _BOOLS[bit]
         if layers.irr is not None:
-            bit = self._fresh_draw(route, "irr", layers.irr, bit)
-        return bit
+            return self._fresh_draw(route, "irr", layers.irr, answer)
+        return answer
 
     def _fresh_draw(self, route: _Route, layer: str, mechanism: RandomizedResponse,
                     true_bit: int) -> int:
@@ -284,12 +356,9 @@ class LongitudinalGuard:
     # -- guarantees and accounting --------------------------------------------------------
 
     def privacy_loss(self, metric: str, mechanism: RandomizedResponse) -> PrivacyLoss:
-        """One-report, long-run and lifetime epsilon of ``metric`` reported under ``mechanism``."""
-        layers = self.layers(metric, mechanism)
-        if layers.memo is None:
-            return PrivacyLoss(metric, layers, mechanism.epsilon, None, None, mechanism.epsilon)
-        long_run = layers.memo.epsilon
-        return PrivacyLoss(metric, layers, mechanism.epsilon, long_run, 2 * long_run, long_run)
+        """Epsilon per report, long-run epsilon of a constant value, and what a change of
+        value reveals, for ``metric`` reported under ``mechanism`` (see ``PrivacyLoss``)."""
+        return PrivacyLoss.of(metric, self.layers(metric, mechanism))
 
     def stats(self) -> dict[str, MetricSpend]:
         """Per metric: epsilon spent this period and over the device's life, refusals."""
@@ -299,6 +368,11 @@ class LongitudinalGuard:
     def refused(self) -> int:
         """Reports refused by a budget, over every metric."""
         return self._ledger.refused
+
+    @property
+    def cap_refused(self) -> int:
+        """Reports refused by the cap over versions (``max_metric_epsilon``), every metric."""
+        return self._ledger.cap_refused
 
     # -- lifecycle -----------------------------------------------------------------------
 

@@ -8,7 +8,10 @@ debiased share is p = 2 * ones / n - 1/2.
 """
 from __future__ import annotations
 
+import decimal
+import functools
 import math
+import numbers
 import re
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -22,7 +25,10 @@ Probability = Union[Fraction, str]
 """An exact probability: a ``Fraction`` or a string such as ``"1/2"``. Floats are refused."""
 
 ID_PREFIX = "rr"
-_ID_PATTERN = re.compile(r"^rr:([0-9]+/[0-9]+):([0-9]+/[0-9]+)$")
+MAX_ID_DENOMINATOR = 1 << 64
+"""Largest denominator (and so numerator) a mechanism id may hold: every coin is then one
+draw of at most 64 bits (``SecureBits.below``), and an id is at most 47 characters."""
+_ID_PATTERN = re.compile(r"^rr:([0-9]{1,20}/[0-9]{1,20}):([0-9]{1,20}/[0-9]{1,20})\Z")
 _MAX_TABLE_BITS = 12  # precompute the output for every draw when the coins need <= 12 bits
 
 
@@ -54,8 +60,10 @@ class Estimate:
     """The debiased share of true "yes" answers behind ``ones`` perturbed ones out of ``n``.
 
     ``value`` and the interval are clipped to [0, 1]; ``unclipped`` keeps the raw unbiased
-    estimate, and ``clipped`` says whether clipping changed it. ``wide`` flags an interval
-    spanning half of [0, 1] or more: too few reports for the estimate to mean much.
+    estimate, and ``clipped`` says whether clipping changed it. ``interval_clipped`` says
+    whether clipping changed either end of the interval (a separate flag: the point may be
+    inside [0, 1] while a bound is not). ``wide`` flags an interval spanning half of [0, 1]
+    or more: too few reports for the estimate to mean much.
     """
 
     n: int
@@ -69,6 +77,7 @@ class Estimate:
     confidence: float
     clipped: bool
     wide: bool
+    interval_clipped: bool = False
 
 
 @dataclass(frozen=True)
@@ -90,6 +99,7 @@ class RandomizedResponse:
     _tables: tuple[tuple[int, ...], tuple[int, ...]] | None = field(
         default=None, init=False, repr=False, compare=False)
     _table_bits: int = field(default=0, init=False, repr=False, compare=False)
+    _epsilon: float = field(default=0.0, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         truth = _exact("truth", self.truth)
@@ -104,18 +114,37 @@ class RandomizedResponse:
                 f"Got {forced_yes} instead.")
         object.__setattr__(self, "truth", truth)
         object.__setattr__(self, "forced_yes", forced_yes)
+        ratio = self.likelihood_ratio
+        object.__setattr__(self, "_epsilon",
+                           math.log(ratio) if ratio >= 2 else math.log1p(ratio - 1))
         self._build_tables()
 
     # -- construction --------------------------------------------------------------------
 
     @classmethod
     def from_id(cls, mechanism_id: str) -> RandomizedResponse:
-        """Parse a canonical id such as ``"rr:1/2:1/2"``. Non-canonical spellings are refused."""
+        """Parse a canonical id such as ``"rr:1/2:1/2"``. Non-canonical spellings are refused.
+
+        Collector (registry, admin API) and client (catalogue) both parse ids here, so both
+        refuse the same ids.
+
+        Raises:
+            InvalidParameterError: not ``rr:<a/b>:<c/d>`` in lowest terms, or a denominator
+                above ``MAX_ID_DENOMINATOR`` (2**64).
+        """
         match = _ID_PATTERN.match(mechanism_id) if isinstance(mechanism_id, str) else None
         if match is None:
             raise InvalidParameterError(
-                f"mechanism id must look like 'rr:<truth>:<forced_yes>', e.g. 'rr:1/2:1/2'. "
-                f"Got {mechanism_id!r} instead.")
+                f"mechanism id must look like 'rr:<truth>:<forced_yes>', e.g. 'rr:1/2:1/2', "
+                f"with at most 20 digits per number. Got {mechanism_id[:80]!r} instead."
+                if isinstance(mechanism_id, str) else
+                f"mechanism id must be a string such as 'rr:1/2:1/2'. Got {mechanism_id!r} "
+                "instead.")
+        for name, text in (("truth", match.group(1)), ("forced_yes", match.group(2))):
+            if int(text.partition("/")[2]) > MAX_ID_DENOMINATOR:
+                raise InvalidParameterError(
+                    f"{name} in a mechanism id must have a denominator of at most 2**64. "
+                    f"Got {text} instead.")
         mechanism = cls(_exact("truth", match.group(1)), _exact("forced_yes", match.group(2)))
         if mechanism.id != mechanism_id:
             raise InvalidParameterError(
@@ -125,21 +154,45 @@ class RandomizedResponse:
 
     @classmethod
     def from_epsilon(cls, epsilon: float, denominator_bits: int = 16) -> RandomizedResponse:
-        """Symmetric Warner randomized response whose epsilon never exceeds ``epsilon``.
+        """Symmetric Warner randomized response whose exact epsilon never exceeds ``epsilon``.
 
         Keeps the true bit with probability (1 + t) / 2 and flips it otherwise, with
-        t = k / 2**denominator_bits the largest such rational whose exact epsilon,
-        ln((1 + t) / (1 - t)), is at most the one requested.
+        t = k / 2**denominator_bits for the largest k whose exact epsilon,
+        ln((2**b + k) / (2**b - k)), is at most the real number ``epsilon`` stands for (a
+        float is taken at its exact binary value). The comparison is exact: it is decided in
+        decimal arithmetic with a proven error bound, refined until the bound settles it
+        (``log_ratio_exceeds``), never by comparing two rounded floats.
+
+        Args:
+            epsilon: the target, in nats: a finite real number above 0 (int, float or
+                Fraction; not a bool).
+            denominator_bits: b, the bits of the truth coin's denominator, in [1, 62].
+
+        Raises:
+            InvalidParameterError: ``epsilon`` is not a finite real number above 0, or so small
+                that even k = 1 exceeds it; or ``denominator_bits`` is not an int in [1, 62].
         """
-        if not (isinstance(epsilon, (int, float)) and math.isfinite(epsilon) and epsilon > 0):
+        target = _exact_real("epsilon", epsilon)
+        if target is None or target <= 0:
             raise InvalidParameterError(
                 f"epsilon must be a finite number above 0. Got {epsilon!r} instead.")
-        if not 1 <= denominator_bits <= 62:
+        if isinstance(denominator_bits, bool) or not isinstance(denominator_bits, int) \
+                or not 1 <= denominator_bits <= 62:
             raise InvalidParameterError(
-                f"denominator_bits must lie in [1, 62]. Got {denominator_bits} instead.")
+                f"denominator_bits must be an integer in [1, 62]. "
+                f"Got {denominator_bits!r} instead.")
         den = 1 << denominator_bits
-        num = min(den - 1, math.floor(math.tanh(epsilon / 2) * den))
-        while num > 0 and cls(Fraction(num, den), Fraction(1, 2)).epsilon > epsilon:
+
+        def admissible(k: int) -> bool:  # exact: ln((den + k) / (den - k)) <= target
+            return not log_ratio_exceeds(Fraction(den + k, den - k), target)
+
+        # A float guess of the largest k, then exact steps to it (the guess is off by a few
+        # units at most; the loops make it right whatever the guess).
+        guess = den if target > 64 else math.floor(math.tanh(float(target) / 2) * den)
+        num = min(den - 1, max(0, guess))
+        while num < den - 1 and admissible(num + 1):
+            num += 1
+        while num > 0 and not admissible(num):
             num -= 1
         if num <= 0:
             raise InvalidParameterError(
@@ -155,17 +208,17 @@ class RandomizedResponse:
         return f"{ID_PREFIX}:{self.truth.numerator}/{self.truth.denominator}:" \
                f"{self.forced_yes.numerator}/{self.forced_yes.denominator}"
 
-    @property
+    @functools.cached_property
     def p_yes_given_yes(self) -> Fraction:
         """P1 = P(report 1 | true 1), exact."""
         return self.truth + (1 - self.truth) * self.forced_yes
 
-    @property
+    @functools.cached_property
     def p_yes_given_no(self) -> Fraction:
         """Q = P(report 1 | true 0), exact."""
         return (1 - self.truth) * self.forced_yes
 
-    @property
+    @functools.cached_property
     def likelihood_ratio(self) -> Fraction:
         """max(P1 / Q, (1 - Q) / (1 - P1)), exact: the worst-case odds one report moves."""
         p, q = self.p_yes_given_yes, self.p_yes_given_no
@@ -173,8 +226,14 @@ class RandomizedResponse:
 
     @property
     def epsilon(self) -> float:
-        """The local-DP epsilon of one report, ln(likelihood_ratio), in nats."""
-        return math.log(self.likelihood_ratio)
+        """The local-DP epsilon of one report, ln(likelihood_ratio), in nats, computed once at
+        construction.
+
+        Within a few units in the last place of the exact value: below a ratio of 2 it is
+        ``log1p`` of the exact ratio minus 1, so a tiny epsilon keeps its relative precision
+        (``log`` of the rounded ratio would lose it: 3e-12 relative at ratio 1 + 2**-15).
+        """
+        return self._epsilon
 
     # -- sampling ------------------------------------------------------------------------
 
@@ -187,10 +246,11 @@ class RandomizedResponse:
         source = SYSTEM_BITS if rng is None else rng
         tables = self._tables
         if tables is not None:
-            return tables[1 if true_bit else 0][source.bits(self._table_bits)]
+            # Indexed by the value, never branched on: the same time for either value.
+            return tables[bool(true_bit)][source.bits(self._table_bits)]
         below = source.below if isinstance(source, SecureBits) else _below_from(source)
         if below(self.truth.denominator) < self.truth.numerator:
-            return 1 if true_bit else 0
+            return int(bool(true_bit))
         return 1 if below(self.forced_yes.denominator) < self.forced_yes.numerator else 0
 
     def _build_tables(self) -> None:
@@ -240,14 +300,15 @@ class RandomizedResponse:
         r = float(rate)
         spread = float(self.p_yes_given_yes - self.p_yes_given_no)
         low, high = wilson_interval(r, n, z)
-        ci_low = _clip01(float(self.debias(low)))
-        ci_high = _clip01(float(self.debias(high)))
+        raw_low, raw_high = float(self.debias(low)), float(self.debias(high))
+        ci_low, ci_high = _clip01(raw_low), _clip01(raw_high)
         value = _clip01(unclipped)
         return Estimate(
             n=n, ones=ones, yes_rate=r, value=value, unclipped=unclipped,
             stderr=math.sqrt(r * (1 - r) / n) / spread,
             ci_low=ci_low, ci_high=ci_high, confidence=confidence,
-            clipped=value != unclipped, wide=ci_high - ci_low >= 0.5)
+            clipped=value != unclipped, wide=ci_high - ci_low >= 0.5,
+            interval_clipped=(ci_low, ci_high) != (raw_low, raw_high))
 
     def margin_of_error(self, n: int, confidence: float = 0.95) -> float:
         """The worst-case (yes-rate 1/2) half-width of the interval on the true share."""
@@ -284,6 +345,58 @@ def wilson_interval(rate: Any, n: Any, z: float) -> tuple[Any, Any]:
 
 def _clip01(x: float) -> float:
     return min(1.0, max(0.0, x))
+
+
+def _exact_real(name: str, value: object) -> Fraction | None:
+    """``value`` as an exact rational (a float at its exact binary value); None if it is not
+    finite. Raises InvalidParameterError for a bool or anything that is not a real number."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise InvalidParameterError(
+            f"{name} must be a real number (int, float or Fraction). "
+            f"Got {value!r} ({type(value).__name__}) instead.")
+    if isinstance(value, numbers.Rational):
+        return Fraction(int(value.numerator), int(value.denominator))
+    as_float = float(value)
+    return Fraction(as_float) if math.isfinite(as_float) else None
+
+
+_MAX_DIGITS = 10_000
+
+
+def log_ratio_exceeds(ratio: Fraction, epsilon: Fraction) -> bool:
+    """Whether ln(ratio) > epsilon, decided exactly for rationals ratio > 0 and epsilon.
+
+    ln of a rational other than 1 is irrational, so the two are never equal unless
+    ratio = 1 and epsilon = 0 (then False). The difference d = ln(ratio) - epsilon is
+    computed in decimal at ``p`` significant digits: four correctly rounded operations (two
+    divisions, ``ln``, the subtraction), each off by at most half a unit in the last place,
+    i.e. a relative u/2 with u = 10**(1 - p). The first division's relative error e moves ln
+    by |ln(1 + e)| <= 2|e|, so |d_computed - d| <= u * (1 + |ln ratio| + |epsilon| + |d|),
+    with the computed values (a relative u on each is absorbed by the factor 2 this bound
+    keeps over the half units). When |d_computed| exceeds that bound its sign is d's;
+    otherwise the digits double.
+    """
+    if ratio <= 0:
+        raise InvalidParameterError(f"ratio must be above 0. Got {ratio} instead.")
+    if ratio == 1 and epsilon == 0:
+        return False
+    digits = 40
+    while digits <= _MAX_DIGITS:
+        with decimal.localcontext() as ctx:
+            ctx.prec = digits
+            ctx.Emax, ctx.Emin = decimal.MAX_EMAX, decimal.MIN_EMIN
+            ctx.traps[decimal.Inexact] = ctx.traps[decimal.Rounded] = False
+            log_ratio = (decimal.Decimal(ratio.numerator)
+                         / decimal.Decimal(ratio.denominator)).ln()
+            eps = decimal.Decimal(epsilon.numerator) / decimal.Decimal(epsilon.denominator)
+            diff = log_ratio - eps
+            unit = decimal.Decimal(10) ** (1 - digits)
+            bound = unit * (1 + abs(log_ratio) + abs(eps) + abs(diff))
+            if abs(diff) > bound:
+                return diff > 0
+        digits *= 2
+    raise InvalidParameterError(  # unreachable for rationals (see above); a guard only
+        f"cannot decide ln({ratio}) against {epsilon} within {_MAX_DIGITS} digits")
 
 
 def _below_from(source: RandomBits):  # type: ignore[no-untyped-def]

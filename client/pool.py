@@ -20,6 +20,7 @@ forked child discards every pool, so parent and child never share randomness).
 """
 from __future__ import annotations
 
+import functools
 import os
 import weakref
 from collections.abc import Callable, Iterator
@@ -67,6 +68,23 @@ def outcome_table(mechanism: RandomizedResponse) -> tuple[bytes, bytes, int] | N
     return None
 
 
+@functools.lru_cache(maxsize=256)
+def _translations(mechanism: RandomizedResponse) -> tuple[tuple[bytes, bytes], ...] | None:
+    """Per draw position i in a byte: (answers for a true 0, for a true 1) of every byte
+    value, from the mechanism's outcome table; None if it has none. Computed once per
+    mechanism: immutable, so every pool of that mechanism shares it."""
+    table = outcome_table(mechanism)
+    if table is None:
+        return None
+    no, yes, width = table
+    per_byte = 8 // width
+    mask = (1 << width) - 1
+    return tuple(
+        (bytes(no[(b >> (i * width)) & mask] for b in range(256)),
+         bytes(yes[(b >> (i * width)) & mask] for b in range(256)))
+        for i in range(per_byte))
+
+
 class PerturbationPool:
     """Perturbed answers for one mechanism, drawn ahead from ``os.urandom``.
 
@@ -77,20 +95,15 @@ class PerturbationPool:
 
     def __init__(self, mechanism: RandomizedResponse,
                  read: Callable[[int], bytes] = os.urandom) -> None:
-        table = outcome_table(mechanism)
-        if table is None:
+        translations = _translations(mechanism)
+        if translations is None:
             raise ValueError(f"{mechanism.id} has no outcome table of 1, 2, 4 or 8 bits")
-        no, yes, width = table
-        per_byte = 8 // width
-        mask = (1 << width) - 1
-        # For each byte and each of its per_byte draws: the answer that draw gives.
-        self._translations = [
-            (bytes(no[(b >> (i * width)) & mask] for b in range(256)),
-             bytes(yes[(b >> (i * width)) & mask] for b in range(256)))
-            for i in range(per_byte)]
+        # For each byte and each of its draws: the answer that draw gives (shared, read-only).
+        self._translations = translations
         self._read = read
-        self._zeros: Iterator[int] = iter(())
-        self._ones: Iterator[int] = iter(())
+        # [answers for a true 0, for a true 1]: indexed by the value, never branched on, so a
+        # report takes the same time for either value.
+        self._streams: list[Iterator[int]] = [iter(()), iter(())]
         _POOLS.add(self)
 
     @classmethod
@@ -104,28 +117,23 @@ class PerturbationPool:
     def perturb(self, true_bit: bool | int) -> int:
         """The perturbed answer, 0 or 1, for ``true_bit``: each answer used once."""
         try:
-            return next(self._ones if true_bit else self._zeros)
+            return next(self._streams[true_bit])
         except StopIteration:
-            return self._refill(bool(true_bit))
+            return self._refill(int(true_bit))
 
-    def _refill(self, true_bit: bool) -> int:
+    def _refill(self, true_bit: int) -> int:
         # Answers for a true 1 and a true 0 come from separate blocks: they are spent at
         # different rates, and no random bit ever serves two reports.
         block = self._read(BLOCK_BYTES)
-        answers = b"".join(block.translate(pair[1 if true_bit else 0])
-                           for pair in self._translations)
+        answers = b"".join(block.translate(pair[true_bit]) for pair in self._translations)
         stream = iter(answers)
         first = next(stream)
-        if true_bit:
-            self._ones = stream
-        else:
-            self._zeros = stream
+        self._streams[true_bit] = stream
         return first
 
     def discard(self) -> None:
         """Drop every answer drawn ahead."""
-        self._zeros = iter(())
-        self._ones = iter(())
+        self._streams = [iter(()), iter(())]
 
 
 def _discard_all_after_fork() -> None:

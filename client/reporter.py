@@ -4,10 +4,11 @@
         r.report("feature_x_enabled", True)   # perturbed here; True never leaves this call
 
 The true value is used once, inside ``_perturb``; only the perturbed bit is queued, stored,
-logged or sent. ``report()`` never touches the network: it costs a few microseconds (group
-commit) and returns. A committer thread writes reports to SQLite, a sender thread uploads
-sealed batches (see ``deniable.client.queue`` and ``deniable.client.sender``, and
-docs/client.md for the guarantees).
+logged or sent. Neither ``Reporter()`` nor ``report()`` ever waits on the network:
+``report()`` costs a few microseconds (group commit) and returns. A committer thread writes
+reports to SQLite, a sender thread uploads sealed batches, and a catalogue thread fetches
+``GET /v1/metrics`` (see ``deniable.client.queue``, ``.sender`` and ``.catalogue``, and
+docs/client.md for the guarantees and the table of network conditions).
 """
 from __future__ import annotations
 
@@ -19,18 +20,37 @@ import threading
 import time
 import weakref
 from collections.abc import Collection, Mapping
+from dataclasses import replace
 from types import TracebackType
+from typing import Any
 
 from deniable.client.errors import (
     BudgetExceededError,
+    DeniableError,
     InvalidParameterError,
+    MetricCapError,
     QueueError,
-    UploadError,
+    UnknownMetricError,
 )
-from deniable.client.budget import Budget
+from deniable.client.budget import DEFAULT_MAX_METRIC_EPSILON, Budget
+from deniable.client.catalogue import DEFAULT_CATALOGUE_REFRESH, CatalogueFetcher
 from deniable.client.longitudinal import LongitudinalGuard, PrivacyLoss
 from deniable.client.mechanism import RandomizedResponse
-from deniable.client.metrics import Catalogue, coerce_catalogue, lookup, parse_catalogue
+from deniable.client.metrics import (
+    DEFAULT_MAX_EPSILON,
+    Catalogue,
+    Resolution,
+    above_ceiling,
+    check_max_epsilon,
+    coerce_catalogue,
+    load_metrics_file,
+    lookup,
+    parse_catalogue,
+    parse_policies,
+    resolve,
+)
+from deniable.client.period import (
+    CollectionPolicy, PeriodGate, follow_policies, within_app_limits)
 from deniable.client.queue import (
     DEFAULT_COMMIT_INTERVAL,
     DEFAULT_MAX_BATCH_AGE,
@@ -40,9 +60,16 @@ from deniable.client.queue import (
     Durability,
 )
 from deniable.client.randomness import RandomBits
-from deniable.client.sender import DEFAULT_BACKOFF, DEFAULT_MAX_BACKOFF, Sender
+from deniable.client.sender import (
+    DEFAULT_BACKOFF,
+    DEFAULT_MAX_BACKOFF,
+    DEFAULT_MAX_CONFIG_BACKOFF,
+    Sender,
+)
+from deniable.client.state import IN_MEMORY, default_state_dir, origin_namespace
 from deniable.client.stats import DeadLetter, LedgerEntry, Stats
-from deniable.client.transport import DEFAULT_TIMEOUT, Transport
+from deniable.client.transport import DEFAULT_TIMEOUT, Transport, Verify
+from deniable.client.wire import is_metric_name
 
 log = logging.getLogger("deniable.client")
 
@@ -50,7 +77,8 @@ DEFAULT_BATCH_SIZE = 100
 DEFAULT_CLOSE_TIMEOUT = 10.0
 """Seconds ``close()`` and the context manager wait for uploads."""
 DEFAULT_EXIT_TIMEOUT = 2.0
-"""Seconds the atexit hook waits for uploads: short, so an offline app still exits promptly."""
+"""Seconds the atexit hook waits for uploads (all open reporters together): short, so an
+offline app still exits promptly."""
 _CATALOGUE_META = "catalogue"
 
 # Every open Reporter, for the atexit flush and for restarting threads after a fork.
@@ -61,11 +89,18 @@ _OPEN_LOCK = threading.Lock()
 class Reporter:
     """Reports boolean telemetry under randomized response, durably and exactly once.
 
+    Construction never waits on the network. The metrics come from, in this order: the
+    ``metrics`` the app declares; else the catalogue cached in the queue file by an earlier
+    run; else none yet. The catalogue is fetched (and refreshed every ``catalogue_refresh``
+    seconds) on a background thread; ``wait_ready`` waits for one if the app wants to.
+
     Args:
         collector_url: the collector's base URL.
-        metrics: name -> mechanism (or mechanism id). If omitted, the catalogue is fetched
-            from the collector's ``GET /v1/metrics`` (and cached in the queue file, so an
-            offline restart can use the last one fetched).
+        metrics: the metrics the app declares: name -> mechanism (or mechanism id), or the
+            path of the collector's metrics TOML file. A declared mechanism is a privacy
+            floor: a mechanism the collector registers with a larger epsilon is never used.
+            If omitted, the collector's ``GET /v1/metrics`` is used (and cached in the queue
+            file, so an offline restart can use the last one fetched).
         batch_size: reports per uploaded batch, in [1, 1000].
         queue_path: the SQLite queue file, e.g. in the app's private data directory. None
             (the default) keeps the queue in memory: fast, but a crash loses what is queued.
@@ -78,31 +113,62 @@ class Reporter:
         max_queue_age: seconds a report may wait in the queue before it is dropped.
         upload_jitter: upper bound, in seconds, of a random delay before uploading after idle.
         backoff: seconds of the first retry's backoff bound (doubling, full jitter).
-        max_backoff: cap on one retry wait, in seconds.
+        max_backoff: cap on one retry wait after a network failure, 429 or 5xx, in seconds.
+        max_config_backoff: cap on one retry wait after a refused key (401/403), a TLS
+            failure or another configuration error (404, 405, ...), in seconds.
         close_timeout: seconds ``close()`` and ``with`` wait for uploads.
-        exit_timeout: seconds the atexit hook waits for uploads of a reporter left open.
+        exit_timeout: seconds the atexit hook waits for the uploads of every reporter left
+            open, together.
         timeout: (connect, read) timeouts in seconds for every request.
-        token: an ingest key, if the collector requires one.
+        token: an ingest key, if the collector requires one (``set_token`` replaces it).
+        verify: TLS verification as ``requests`` takes it: True (the default CA store), the
+            path of a CA bundle (PEM) or directory, e.g. your private CA's; or False, which is
+            refused unless ``insecure_skip_verify`` is True as well.
+        insecure_skip_verify: set True, with ``verify=False``, to send without checking the
+            collector's certificate: anyone on the path can then read and change the traffic.
+            For tests on a throwaway certificate only.
+        max_epsilon: the epsilon ceiling, in nats: no report is ever sent under a mechanism
+            whose one-report epsilon exceeds it (default ln 9 ~ 2.2, docs/client.md). A
+            served metric above it is withheld (counted in ``stats().withheld``); a declared
+            one is refused here.
+        catalogue_refresh: seconds between catalogue fetches after a success.
         privacy_dir: directory of the on-device privacy state: the device secret behind the
             memoized answers and the budget ledger (docs/privacy.md). By default
-            ``<queue_path>.privacy`` beside a queue file; with the in-memory queue, memory
-            only (memoized answers then last as long as this Reporter).
+            ``<queue_path>.privacy`` beside a queue file; without one, the per-user data
+            directory, one per collector (``deniable.client.state.default_state_dir``, e.g.
+            ``~/.local/share/deniable/<collector host>``), shared by every Reporter of that
+            collector. ``":memory:"`` (``state.IN_MEMORY``) keeps it in memory: memoized
+            answers and budgets then last one process (a warning says so).
         budgets: metric -> Budget (epsilon per period). A report that would exceed its
             metric's budget raises BudgetExceededError. Metrics without one are not capped.
         irr: metric -> an instantaneous layer (a RandomizedResponse or its id) that
             re-perturbs the memoized answer on every report, as RAPPOR's IRR does.
         fresh: metrics reported with fresh coins on every report instead of a memoized
             answer (each report then costs its full epsilon; use with a budget).
+        max_metric_epsilon: cap, in nats, on what one metric name's memoized answers may
+            cost over every version (mechanism) ever reported; past it the metric's new
+            answers are not reported (a warning, ``stats().cap_refused``). Default ln 81;
+            ``math.inf`` turns it off (docs/privacy.md).
         rng: the random-bit source; the secure system source unless a test injects one.
+        policies: metric -> CollectionPolicy, for metrics given in code (a served catalogue
+            states each metric's own; the default is memoized, one report per day). For a
+            served metric the app's memoization wins, and its period may be longer than the
+            registry's, never shorter. The registry's memoization applies unless ``fresh`` or
+            ``irr`` names the metric.
+        one_per_period: send at most one report per metric per period (the first; later
+            calls are no-ops counted in ``stats().period_skipped``). False reports every
+            call: only for load tests, or one Reporter standing in for many simulated
+            devices; estimates are then shares of reports, not of devices.
 
     Raises:
-        InvalidParameterError: an option out of range or an invalid catalogue.
-        UploadError: the catalogue could not be fetched and none is cached.
+        InvalidParameterError: an option out of range, an invalid declared catalogue, or a
+            declared mechanism above ``max_epsilon``.
         QueueError: the queue file cannot be opened.
     """
 
     def __init__(self, collector_url: str,
-                 metrics: Mapping[str, RandomizedResponse | str] | None = None, *,
+                 metrics: Mapping[str, RandomizedResponse | str] | str | os.PathLike[str]
+                 | None = None, *,
                  batch_size: int = DEFAULT_BATCH_SIZE,
                  queue_path: str | os.PathLike[str] | None = None,
                  durability: Durability = "group",
@@ -112,53 +178,75 @@ class Reporter:
                  max_queue_age: float = DEFAULT_MAX_QUEUE_AGE,
                  upload_jitter: float = 0.0,
                  backoff: float = DEFAULT_BACKOFF, max_backoff: float = DEFAULT_MAX_BACKOFF,
+                 max_config_backoff: float = DEFAULT_MAX_CONFIG_BACKOFF,
                  close_timeout: float = DEFAULT_CLOSE_TIMEOUT,
                  exit_timeout: float = DEFAULT_EXIT_TIMEOUT,
                  timeout: tuple[float, float] = DEFAULT_TIMEOUT,
                  token: str | None = None,
+                 verify: Verify = True,
+                 insecure_skip_verify: bool = False,
+                 max_epsilon: float = DEFAULT_MAX_EPSILON,
+                 catalogue_refresh: float = DEFAULT_CATALOGUE_REFRESH,
                  privacy_dir: str | os.PathLike[str] | None = None,
                  budgets: Mapping[str, Budget] | None = None,
                  irr: Mapping[str, RandomizedResponse | str] | None = None,
                  fresh: Collection[str] = (),
-                 rng: RandomBits | None = None) -> None:
+                 rng: RandomBits | None = None,
+                 max_metric_epsilon: float = DEFAULT_MAX_METRIC_EPSILON,
+                 policies: Mapping[str, CollectionPolicy] | None = None,
+                 one_per_period: bool = True) -> None:
         self.collector_url = collector_url
         self.batch_size = batch_size
         self.close_timeout = close_timeout
         self.exit_timeout = exit_timeout
+        self.max_epsilon = check_max_epsilon(max_epsilon)
         self._rng = rng
         self._timeout = timeout
         self._token = token
+        self._verify = _check_verify(verify, insecure_skip_verify)
+        self._declared = _declared_catalogue(metrics, self.max_epsilon)
         self._queue = DurableQueue(queue_path, durability=durability, batch_size=batch_size,
                                    commit_interval=commit_interval, max_batch_age=max_batch_age,
                                    max_queued_reports=max_queued_reports,
                                    max_queue_age=max_queue_age, on_sealed=self._on_sealed)
         try:
             self._sender = Sender(self._queue, self._new_transport, backoff=backoff,
-                                  max_backoff=max_backoff, upload_jitter=upload_jitter)
-            self._catalogue: Catalogue = (coerce_catalogue(metrics) if metrics is not None
-                                          else self._fetch_catalogue())
-        except BaseException:
-            self._queue.close()
-            raise
-        # metric -> (mechanism, its id): the id is computed once, not per report.
-        self._entries = {name: (m, m.id) for name, m in self._catalogue.items()}
-        if privacy_dir is None and queue_path is not None:
-            privacy_dir = f"{os.fspath(queue_path)}.privacy"
-        try:
+                                  max_backoff=max_backoff, max_config_backoff=max_config_backoff,
+                                  upload_jitter=upload_jitter)
+            self._fetcher = CatalogueFetcher(
+                self._new_transport, self._on_catalogue_document, refresh=catalogue_refresh,
+                backoff=backoff, max_backoff=max_backoff, max_config_backoff=max_config_backoff)
+            if privacy_dir is None:
+                privacy_dir = (f"{os.fspath(queue_path)}.privacy" if queue_path is not None
+                               else default_state_dir(origin_namespace(collector_url)))
+            self._periods = (PeriodGate(None if privacy_dir == IN_MEMORY else privacy_dir)
+                             if one_per_period else None)
+            self._app_policies: dict[str, CollectionPolicy] = dict(policies or {})
+            self._policies = dict(self._app_policies)
+            self._app_fresh, self._app_irr = fresh, dict(irr or {})
             self._guard = LongitudinalGuard(
                 privacy_dir, budgets=budgets, fresh=fresh, rng=rng,
+                max_metric_epsilon=max_metric_epsilon,
                 irr={name: (layer if isinstance(layer, RandomizedResponse)
                             else RandomizedResponse.from_id(layer))
                      for name, layer in (irr or {}).items()})
-            self._guard.check(self._catalogue)
+            if self._declared is not None:
+                self._guard.check(self._declared)  # a programming error: raise it now
         except BaseException:
             self._queue.close()
             raise
+        # What report() routes by; replaced whole (never mutated) when the catalogue changes.
+        self._resolution: Resolution | None = None
+        self._entries: dict[str, tuple[RandomizedResponse, str]] = {}
+        self._ready = threading.Event()
+        self._noted: set[str] = set()           # log lines already written once
+        self._apply(resolve(self._declared, self._cached_catalogue(), self.max_epsilon))
         self._put = self._queue.put_sync if durability == "sync" else self._queue.put
         self._closed = False
         self._close_lock = threading.Lock()
         self._queue.start()
         self._sender.start()
+        self._fetcher.start()
         with _OPEN_LOCK:
             _OPEN.add(self)
 
@@ -166,29 +254,103 @@ class Reporter:
 
     @property
     def metrics(self) -> Catalogue:
-        """The metrics this reporter knows: name -> mechanism (a copy)."""
-        return dict(self._catalogue)
+        """The metrics this reporter reports now: name -> the mechanism used (a copy)."""
+        return {name: mechanism for name, (mechanism, _) in self._entries.items()}
+
+    @property
+    def ready(self) -> bool:
+        """Whether a catalogue is known (declared, cached or fetched)."""
+        return self._ready.is_set()
+
+    @property
+    def catalogue_fetched(self) -> bool:
+        """Whether the collector's catalogue was fetched by this reporter (not only cached)."""
+        return self._fetcher.fetched
+
+    def wait_ready(self, timeout: float | None = None) -> bool:
+        """Wait up to ``timeout`` seconds until a catalogue is known; return whether it is.
+
+        Returns at once with declared ``metrics`` or a cached catalogue. Never raises for
+        network conditions: ``last_error`` says why a fetch failed.
+        """
+        return self._ready.wait(timeout)
+
+    def set_token(self, token: str | None) -> None:
+        """Use another ingest key from now on, e.g. after the old one was revoked.
+
+        Queued batches keep their batch ids, so those the collector already counted are not
+        counted again. Uploads and the catalogue fetch are retried at once.
+        """
+        self._token = token
+        self._sender.new_transport()
+        self._fetcher.fetch_soon()
 
     def _new_transport(self) -> Transport:
         return Transport(self.collector_url, timeout=self._timeout, retries=0,
-                         token=self._token)
+                         token=self._token, verify=self._verify)
 
-    def _fetch_catalogue(self) -> Catalogue:
-        transport = Transport(self.collector_url, timeout=self._timeout, retries=2,
-                              backoff=0.1, token=self._token)
+    def _cached_catalogue(self) -> Catalogue | None:
+        cached = self._queue.get_meta(_CATALOGUE_META)
+        if cached is None:
+            return None
         try:
-            catalogue = transport.fetch_catalogue_document()
-        except UploadError:
-            cached = self._queue.get_meta(_CATALOGUE_META)
-            if cached is None:
-                raise
-            log.warning("deniable: the collector is unreachable; using the cached catalogue")
-            return parse_catalogue(json.loads(cached))
-        finally:
-            transport.close()
-        parsed = parse_catalogue(catalogue)
-        self._queue.set_meta(_CATALOGUE_META, json.dumps(catalogue))
-        return parsed
+            doc = json.loads(cached)
+            self._follow_registry(doc)
+            return parse_catalogue(doc)
+        except (ValueError, DeniableError) as exc:
+            log.warning("deniable: ignoring the cached catalogue (%s)", exc)
+            return None
+
+    def _on_catalogue_document(self, document: Any) -> None:
+        """A fetched catalogue (on the catalogue thread): parse, cache, apply."""
+        served = parse_catalogue(document)   # raises on a malformed document: retried later
+        self._follow_registry(document)
+        if not self._queue.closed:
+            self._queue.set_meta(_CATALOGUE_META, json.dumps(document))
+        self._apply(resolve(self._declared, served, self.max_epsilon))
+
+    def _follow_registry(self, document: Any) -> None:
+        """Take each served metric's collection policy (period, memoization), within the
+        app's limits, before its layers are built (``_apply``).
+
+        A route's layers are built once per (metric, mechanism) and a version's policy never
+        changes, so setting the guard's fresh set and instantaneous layers here, ahead of
+        ``_apply``, only shapes routes not built yet.
+        """
+        self._policies = within_app_limits(parse_policies(document), self._app_policies)
+        served = {name: self._policies[name] for name in self._policies}
+        fresh, irr = follow_policies(served, self._policies, self._app_fresh, self._app_irr)
+        if isinstance(fresh, str):
+            return
+        guard = self._guard
+        guard._fresh = frozenset(fresh)  # noqa: SLF001 - the guard reads them per new route
+        guard._irr = {name: (layer if isinstance(layer, RandomizedResponse)
+                             else RandomizedResponse.from_id(layer))
+                      for name, layer in irr.items()}
+
+    def _apply(self, resolution: Resolution | None) -> None:
+        """Route reports by ``resolution``: build each metric's layers, note what changed."""
+        if resolution is None:
+            return
+        for name, mechanism in list(resolution.usable.items()):
+            try:
+                self._guard.layers(name, mechanism)
+            except InvalidParameterError as exc:  # e.g. an irr layer this mechanism defeats
+                del resolution.usable[name]
+                resolution.withheld[name] = str(exc)
+        for name, why in resolution.withheld.items():
+            self._note(f"deniable: metric {name!r} is withheld: {why}")
+        for name, why in resolution.floored.items():
+            self._note(f"deniable: privacy floor for metric {name!r}: {why}")
+        self._entries = {name: (m, m.id) for name, m in resolution.usable.items()}
+        self._resolution = resolution
+        self._ready.set()
+
+    def _note(self, line: str) -> None:
+        """Log ``line`` as a warning, once per reporter."""
+        if line not in self._noted:
+            self._noted.add(line)
+            log.warning("%s", line)
 
     # -- reporting -------------------------------------------------------------------------
 
@@ -196,29 +358,63 @@ class Reporter:
         """Perturb ``true_value`` for ``metric`` and queue the perturbed bit.
 
         Never touches the network. In ``"sync"`` durability, returns once the bit is
-        committed to the queue file.
+        committed to the queue file. Until a catalogue is known, and for a withheld metric
+        (above ``max_epsilon``), the report is dropped and counted in ``stats()``
+        (``not_ready``, ``withheld``): nothing of it is kept. A report that needs a new
+        memoized answer for a metric past its cap over versions (``max_metric_epsilon``) is
+        not queued either: it returns normally and is counted in ``stats().cap_refused`` (a
+        warning said why, once).
 
         Raises:
-            UnknownMetricError: a metric this reporter was not configured with.
+            UnknownMetricError: a metric the known catalogue lacks (or an invalid name).
             InvalidParameterError: ``true_value`` is not a bool (or 0/1).
             BudgetExceededError: the privacy budget refused the report (counted in
                 ``stats().budget_refused``; nothing was queued).
             QueueError: the reporter is closed, or (sync) the bit could not be committed.
         """
-        entry = self._entries.get(metric)
-        if entry is None:
-            lookup(self._catalogue, metric)  # raises UnknownMetricError
-            raise AssertionError("unreachable")
-        if not (true_value is True or true_value is False or true_value in (0, 1)):
+        # One test for both values (a chain of `is True or is False` costs a false value one
+        # more step: a timing difference that `deniable audit` measures).
+        if true_value.__class__ is not bool and true_value not in (0, 1):
             raise InvalidParameterError(
                 f"true_value must be a bool. Got a {type(true_value).__name__} instead.")
+        entry = self._entries.get(metric)
+        if entry is None:
+            self._not_routed(metric)
+            return
         mechanism, mechanism_id = entry
+        if self._periods is not None and not self._periods.admit(metric,
+                                                                 self._policy(metric)):
+            return  # one report per period: this period's is already queued
         try:
             bit = self._perturb(metric, mechanism, true_value)
+        except MetricCapError:
+            return  # counted in the privacy state (stats().cap_refused); the ledger warned
         except BudgetExceededError:
+            if self._periods is not None:
+                self._periods.release(metric, self._policy(metric))
             self._queue.count_budget_refused()
             raise
         self._put((metric, mechanism_id, bit))
+
+    def _not_routed(self, metric: str) -> None:
+        """A report of a metric with no route: count it, or raise for a programming error."""
+        if self._queue.closed:
+            raise QueueError("the reporter is closed")
+        resolution = self._resolution
+        if resolution is not None and metric in resolution.withheld:
+            self._queue.count_refused("withheld")
+            return
+        if resolution is None and is_metric_name(metric):
+            self._note("deniable: no catalogue is known yet (no metrics=, none cached, none "
+                       "fetched so far); reports are dropped and counted in stats().not_ready")
+            self._queue.count_refused("not_ready")
+            return
+        if resolution is None:
+            raise UnknownMetricError(
+                f"{metric!r} is not a metric name: lowercase letters, digits and '_', at "
+                f"most 64 characters")
+        lookup(self.metrics, metric)  # raises UnknownMetricError
+        raise AssertionError("unreachable")
 
     def _perturb(self, metric: str, mechanism: RandomizedResponse, true_value: bool) -> int:
         """The one place a true value becomes a perturbed bit: the privacy layer.
@@ -229,34 +425,65 @@ class Reporter:
         """
         return self._guard.perturb(metric, mechanism, true_value)
 
+    def _policy(self, metric: str) -> CollectionPolicy:
+        policy = self._policies.get(metric)
+        if policy is None:
+            policy = self._policies.setdefault(metric, CollectionPolicy())
+        return policy
+
     def privacy_loss(self, metric: str) -> PrivacyLoss:
-        """One-report, long-run and lifetime epsilon of ``metric`` on this device."""
-        mechanism = lookup(self._catalogue, metric)
+        """Epsilon per report, long-run epsilon of a constant value, and what a change of
+        value reveals, for ``metric`` on this device (``PrivacyLoss``), under the mechanism
+        its reports follow now (``stats().floored_metrics`` says if the declared floor
+        applies)."""
+        mechanism = lookup(self.metrics, metric)
         return self._guard.privacy_loss(metric, mechanism)
 
     # -- introspection ---------------------------------------------------------------------
 
     def stats(self) -> Stats:
-        """Queued, sent, dropped, dead-lettered and budget-refused report counts."""
-        return self._queue.stats()
+        """Report counts (queued, sent, dropped, dead-lettered, budget- and cap-refused, not
+        ready, withheld) and the reporter's state: withheld and floored metrics, a refused
+        key, the last error. See ``Stats``."""
+        resolution = self._resolution
+        return replace(
+            self._queue.stats(),
+            cap_refused=self._guard.cap_refused,
+            withheld_metrics=dict(resolution.withheld) if resolution else {},
+            floored_metrics=dict(resolution.floored) if resolution else {},
+            key_refused=(self._sender.key_refused
+                         or self._fetcher.last_kind == "key_refused"),
+            last_error=self.last_error,
+            period_skipped=self._periods.skipped if self._periods is not None else 0)
 
     def ledger(self) -> dict[str, LedgerEntry]:
         """metric -> perturbed bits committed to the queue (handed over) and sent."""
         return self._queue.ledger()
 
     def dead_letters(self) -> list[DeadLetter]:
-        """Batches the collector refused with a 4xx other than 429, with its reasons."""
+        """Batches the collector refused for good (400, 409, 413, 422), with its reasons."""
         return self._queue.dead_letters()
+
+    def retry_dead_letters(self) -> int:
+        """Queue every dead-lettered batch again, unchanged (same batch ids), once the cause
+        is fixed, e.g. a metric registered late. Returns the number of reports requeued."""
+        if self._queue.closed:
+            raise QueueError("the reporter is closed")
+        return self._queue.retry_dead_letters()
 
     @property
     def last_error(self) -> str | None:
-        """The latest upload failure (None after a success), for diagnostics."""
-        return self._sender.last_error
+        """The latest upload (or catalogue fetch) failure, None after a success; e.g.
+        "... answered 401: the collector refused the ingest key (...)"."""
+        return self._sender.last_error or self._fetcher.last_error
 
     # -- flushing and shutdown -------------------------------------------------------------
 
     def flush(self, timeout: float | None = None) -> bool:
         """Commit and seal everything queued, upload it now, and wait up to ``timeout``.
+
+        Returns within ``timeout`` (plus scheduling delays) whatever the network does: an
+        upload still in flight then carries on in the background.
 
         Args:
             timeout: seconds to wait; ``close_timeout`` by default.
@@ -285,8 +512,11 @@ class Reporter:
     def close(self, timeout: float | None = None) -> bool:
         """Flush with a deadline, stop the threads and close the queue. Idempotent.
 
-        What is not sent by the deadline stays in the queue file (sent on the next start);
-        with the in-memory queue it is lost, and ``stats().queued`` said how much.
+        Returns within ``timeout`` (``close_timeout`` by default) whatever the network does.
+        A request still in flight at the deadline is abandoned; its batch stays queued
+        under the same batch id, so a later send is still counted once. What is not sent
+        by the deadline stays in the queue file (sent on the next start); with the
+        in-memory queue it is lost, and ``stats().queued`` said how much.
 
         Returns:
             True if everything was sent before closing.
@@ -297,11 +527,14 @@ class Reporter:
             self._closed = True
         with _OPEN_LOCK:
             _OPEN.discard(self)
+        wait = self.close_timeout if timeout is None else timeout
+        deadline = time.monotonic() + wait
         drained = False
         try:
-            drained = self.flush(timeout)
+            drained = self.flush(wait)
         finally:
-            self._sender.stop(timeout=1.0)
+            self._fetcher.stop()
+            self._sender.stop(timeout=max(0.0, deadline - time.monotonic()))
             self._queue.close()
             self._guard.close()
         if not drained:
@@ -324,14 +557,59 @@ class Reporter:
         self._close_lock = threading.Lock()
         self._queue.after_fork_in_child()
         self._sender.after_fork_in_child()
+        self._fetcher.after_fork_in_child()
+
+
+def _check_verify(verify: Verify, insecure_skip_verify: bool) -> bool | str:
+    """``verify`` for every request; refuses False unless insecure on purpose."""
+    if verify is False:
+        if insecure_skip_verify is not True:
+            raise InvalidParameterError(
+                "verify=False sends without checking the collector's certificate, so anyone "
+                "on the path can read and change the traffic. Give verify the path of your "
+                "CA bundle instead, or also pass insecure_skip_verify=True if you mean it.")
+        log.warning("deniable: TLS certificate verification is OFF (insecure_skip_verify)")
+        return False
+    if insecure_skip_verify:
+        raise InvalidParameterError(
+            f"insecure_skip_verify=True goes with verify=False only. Got verify={verify!r}.")
+    if verify is True:
+        return True
+    if not isinstance(verify, (str, os.PathLike)):
+        raise InvalidParameterError(
+            f"verify must be True, False or a CA bundle path. Got {verify!r} instead.")
+    path = os.fspath(verify)
+    if not os.path.exists(path):
+        raise InvalidParameterError(f"verify names a CA bundle that does not exist: {path}")
+    return path
+
+
+def _declared_catalogue(metrics: Mapping[str, RandomizedResponse | str] | str
+                        | os.PathLike[str] | None, max_epsilon: float) -> Catalogue | None:
+    """The app's declared metrics (a mapping or a metrics TOML file), checked against the
+    ceiling: declaring a mechanism above ``max_epsilon`` is a programming error."""
+    if metrics is None:
+        return None
+    declared = (load_metrics_file(metrics) if isinstance(metrics, (str, os.PathLike))
+                else coerce_catalogue(metrics))
+    above = sorted(f"{name} ({m.id}, epsilon {m.epsilon:.3g})"
+                   for name, m in declared.items() if above_ceiling(m, max_epsilon))
+    if above:
+        raise InvalidParameterError(
+            f"declared metrics above max_epsilon {max_epsilon:.3g}: {', '.join(above)}. "
+            f"Choose a more private mechanism, or raise max_epsilon knowingly.")
+    return declared
 
 
 def _close_all_at_exit() -> None:
     with _OPEN_LOCK:
         reporters = list(_OPEN)
+    # One deadline for all: the app's exit waits at most the longest exit_timeout.
+    deadline = time.monotonic() + max((r.exit_timeout for r in reporters), default=0.0)
     for reporter in reporters:
         try:
-            reporter.close(timeout=reporter.exit_timeout)
+            left = min(reporter.exit_timeout, deadline - time.monotonic())
+            reporter.close(timeout=max(0.0, left))
         except Exception:  # never fail the app's exit
             log.exception("deniable: closing a reporter at exit failed")
 

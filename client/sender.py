@@ -1,13 +1,18 @@
 """The background sender: uploads sealed batches, oldest first, exactly once.
 
-Policy, for each batch:
+Policy, for each batch (``UploadError.kind`` names the failure):
 - 2xx: the batch leaves the queue (``DurableQueue.ack``). A duplicate answer is a 2xx too:
   the collector had already counted that batch id.
-- 4xx other than 429: the batch can never be accepted as it is; it moves to the dead-letter
-  table with the collector's reason, and the next batch goes.
-- 429, 5xx, timeouts, connection errors: the same bytes (same batch id) are sent again after
-  exponential backoff with full jitter, ``uniform(0, min(max_backoff, backoff * 2**attempt))``,
-  and never sooner than the collector's ``Retry-After`` (capped at ``max_retry_after``).
+- 400, 409, 413 or 422 (``bad_batch``): the batch can never be accepted as it is; it moves
+  to the dead-letter table with the collector's reason, and the next batch goes.
+- 408, 429, 5xx, timeouts, connection errors, DNS failures (``network``): the same bytes (same
+  batch id) are sent again after exponential backoff with full jitter,
+  ``uniform(0, min(max_backoff, backoff * 2**(attempt - 1)))``, and never sooner than the
+  collector's ``Retry-After`` (capped at ``max_retry_after``).
+- 401/403 (``key_refused``), another 4xx (``config``: 404, 405, ...) and TLS failures
+  (``tls``): a configuration problem on one side, not a bad batch. The batch stays queued
+  and is retried with the same backoff but the long cap ``max_config_backoff`` (minutes).
+  ``key_refused`` stays True until an upload succeeds.
 - ``upload_jitter``: before uploading after an idle spell, wait ``uniform(0, upload_jitter)``
   seconds so the upload time does not mirror the moment the app reported.
 
@@ -34,8 +39,18 @@ DEFAULT_BACKOFF = 0.5
 """Seconds: the first retry waits up to this long (full jitter), doubling per attempt."""
 DEFAULT_MAX_BACKOFF = 60.0
 """Seconds: the cap on one backoff wait."""
+DEFAULT_MAX_CONFIG_BACKOFF = 300.0
+"""Seconds: the cap on one backoff wait after a refused key, a TLS failure or another
+configuration error (404, 413, ...): long, since only a change of configuration helps."""
 DEFAULT_MAX_RETRY_AFTER = 3600.0
 """Seconds: the longest ``Retry-After`` obeyed; a larger one is read as this."""
+LONG_BACKOFF_KINDS = frozenset({"key_refused", "config", "tls"})
+
+
+def backoff_bound(attempt: int, backoff: float, cap: float) -> float:
+    """Upper bound, in seconds, of the wait before retry number ``attempt`` (1, 2, ...):
+    ``min(cap, backoff * 2**(attempt - 1))``. The wait is drawn uniformly below it."""
+    return min(cap, backoff * float(2 ** min(max(attempt - 1, 0), 62)))
 
 
 class Sender:
@@ -47,6 +62,8 @@ class Sender:
             own); it should have ``retries=0``, since the sender owns the retry policy.
         backoff: seconds of the first backoff's upper bound.
         max_backoff: cap on one backoff, in seconds.
+        max_config_backoff: cap on one backoff, in seconds, after a configuration failure
+            (refused key, TLS failure, 404, 413, ...).
         max_retry_after: cap on an obeyed ``Retry-After``, in seconds.
         upload_jitter: upper bound, in seconds, of a random delay before uploading after idle.
         rand: the random source for delays; ``secrets.SystemRandom()`` unless a test injects.
@@ -54,9 +71,11 @@ class Sender:
 
     def __init__(self, queue: DurableQueue, transport_factory: Callable[[], Transport], *,
                  backoff: float = DEFAULT_BACKOFF, max_backoff: float = DEFAULT_MAX_BACKOFF,
+                 max_config_backoff: float = DEFAULT_MAX_CONFIG_BACKOFF,
                  max_retry_after: float = DEFAULT_MAX_RETRY_AFTER, upload_jitter: float = 0.0,
                  rand: secrets.SystemRandom | None = None) -> None:
         for name, value in (("backoff", backoff), ("max_backoff", max_backoff),
+                            ("max_config_backoff", max_config_backoff),
                             ("max_retry_after", max_retry_after),
                             ("upload_jitter", upload_jitter)):
             if not (isinstance(value, (int, float)) and 0 <= value < float("inf")):
@@ -66,6 +85,7 @@ class Sender:
         self._transport_factory = transport_factory
         self.backoff = float(backoff)
         self.max_backoff = float(max_backoff)
+        self.max_config_backoff = max(float(max_config_backoff), self.max_backoff)
         self.max_retry_after = float(max_retry_after)
         self.upload_jitter = float(upload_jitter)
         self._rand = rand or secrets.SystemRandom()
@@ -73,6 +93,7 @@ class Sender:
 
     def _init_runtime(self) -> None:
         self._transport: Transport | None = None
+        self._renew = False                  # new_transport(): replace it before next use
         self._thread: threading.Thread | None = None
         self._stopping = False
         self._stopped = Doorbell()           # set by stop(): ends every wait at once
@@ -81,6 +102,8 @@ class Sender:
         self._progress = Doorbell()          # a batch left the queue
         self.last_error: str | None = None
         """The latest upload failure, as text without any report content."""
+        self.last_kind: str | None = None
+        """``UploadError.kind`` of the latest failure (None after a success)."""
         self.attempts = 0
         """Failed attempts on the current batch (0 after a success)."""
 
@@ -105,8 +128,23 @@ class Sender:
         if self._progress.wait(timeout):
             self._progress.clear()
 
+    @property
+    def key_refused(self) -> bool:
+        """Whether the latest upload was refused for its key (401/403)."""
+        return self.last_kind == "key_refused"
+
+    def new_transport(self) -> None:
+        """Make a new Transport for the next request (e.g. after the token changed)."""
+        self._renew = True
+        self.hurry()
+
     def stop(self, timeout: float | None = None) -> None:
-        """Stop the thread (within ``timeout`` seconds) and close the transport."""
+        """Stop the thread, waiting at most ``timeout`` seconds, and close the transport.
+
+        A request still in flight then is abandoned, not awaited: the daemon thread ends
+        when it does (its connect and read timeouts bound it) and closes the transport. Its
+        batch was never acknowledged, so it stays queued under the same batch id.
+        """
         self._stopping = True
         self._stopped.set()
         self._wake.set()
@@ -135,6 +173,8 @@ class Sender:
                 try:
                     batch = self.queue.next_batch()
                 except Exception:
+                    if self._stopping:  # closed under us at a deadline: nothing to report
+                        break
                     log.exception("deniable: reading the queue failed")
                     self._sleep(1.0, interruptible=True)
                     continue
@@ -159,25 +199,32 @@ class Sender:
                     log.exception("deniable: recording an upload's outcome failed")
                     self._sleep(1.0, interruptible=True)
         finally:
+            if self._stopping:
+                self._close_transport()
             self._notify()
 
     def _upload(self, batch_id: str, body: bytes) -> None:
+        if self._renew:
+            self._renew = False
+            self._close_transport()
         if self._transport is None:
             self._transport = self._transport_factory()
         try:
             self._transport.send_raw(body)
         except UploadError as exc:
+            if exc.kind != self.last_kind or self.attempts == 0:
+                log.warning("deniable: upload failed (%s); the batch stays queued" if
+                            exc.retryable else "deniable: %s; dead-lettered", exc)
             self.last_error = str(exc)
+            self.last_kind = exc.kind
             if not exc.retryable:
-                log.warning("deniable: the collector refused a batch (%s); dead-lettered",
-                            exc.status)
                 self.queue.dead_letter(batch_id, exc.status, str(exc))
                 self.attempts = 0
                 self._notify()
                 return
             self.attempts += 1
-            delay = self._rand.uniform(0, min(self.max_backoff,
-                                              self.backoff * 2 ** min(self.attempts - 1, 62)))
+            cap = self.max_config_backoff if exc.kind in LONG_BACKOFF_KINDS else self.max_backoff
+            delay = self._rand.uniform(0, backoff_bound(self.attempts, self.backoff, cap))
             if exc.retry_after is not None:
                 floor = min(exc.retry_after, self.max_retry_after)
                 self._sleep(floor, interruptible=False)
@@ -185,14 +232,20 @@ class Sender:
             self._sleep(delay, interruptible=True)
             return
         except Exception as exc:  # a bug or an unexpected answer: back off, keep the batch
+            if self._stopping:
+                return
             self.last_error = type(exc).__name__
+            self.last_kind = "network"
             log.exception("deniable: uploading a batch failed unexpectedly")
             self.attempts += 1
-            self._sleep(min(self.max_backoff, self.backoff * 2 ** min(self.attempts, 62)),
+            self._sleep(backoff_bound(self.attempts + 1, self.backoff, self.max_backoff),
                         interruptible=True)
             return
+        if self._stopping and self.queue.closed:
+            return  # abandoned at close: the batch stays in the queue file, same id
         self.attempts = 0
         self.last_error = None
+        self.last_kind = None
         self.queue.ack(batch_id)
         self._notify()
 

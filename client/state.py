@@ -1,5 +1,17 @@
 """The on-device privacy state directory: the device secret and the ledger file.
 
+Where it lives (``default_state_dir``): an app may name any directory; by default it is the
+platform's per-user data directory, following platformdirs' conventions without depending on
+it, under a ``deniable`` folder, one sub-directory per namespace::
+
+    Linux, BSD   $XDG_DATA_HOME/deniable/<namespace>    (~/.local/share if unset or relative)
+    macOS        ~/Library/Application Support/deniable/<namespace>
+    Windows      %LOCALAPPDATA%\\deniable\\<namespace>
+
+A Reporter's namespace is its collector's origin (``origin_namespace``: host, plus the port
+if it is not the scheme's default), or any name the app passes. ``IN_MEMORY`` asks for no
+directory at all (memoization and budgets then last one process).
+
 Layout (every file 0600, the directory created 0700)::
 
     <state dir>/secret        32 random bytes: the key every memoized answer is derived from
@@ -21,11 +33,14 @@ import contextlib
 import fcntl
 import json
 import os
+import re
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
-from deniable.client.errors import PrivacyStateError
+from deniable.client.errors import InvalidParameterError, PrivacyStateError
 from deniable.client.memo import SECRET_BYTES, check_secret, new_secret
 
 SECRET_FILE = "secret"
@@ -33,6 +48,93 @@ LEDGER_FILE = "ledger.json"
 LOCK_FILE = "lock"
 _FILE_MODE = 0o600
 _DIR_MODE = 0o700
+
+IN_MEMORY = ":memory:"
+"""Pass as the state directory to keep the device secret and the ledger in memory only."""
+
+APP_FOLDER = "deniable"
+"""The folder under the per-user data directory that holds every namespace's state."""
+
+_NAMESPACE = re.compile(r"[a-z0-9][a-z0-9._-]{0,127}")
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+def user_data_dir() -> Path:
+    """The platform's per-user data directory (platformdirs' ``user_data_dir`` base).
+
+    Linux and other POSIX systems: ``$XDG_DATA_HOME`` if set to an absolute path (the XDG
+    spec ignores relative ones), else ``~/.local/share``. macOS:
+    ``~/Library/Application Support``. Windows: ``%LOCALAPPDATA%`` (else
+    ``~/AppData/Local``).
+
+    Raises:
+        PrivacyStateError: the home directory cannot be determined.
+    """
+    try:
+        if sys.platform == "win32":
+            local = os.environ.get("LOCALAPPDATA", "").strip()
+            return Path(local) if local else Path.home() / "AppData" / "Local"
+        if sys.platform == "darwin":
+            return Path.home() / "Library" / "Application Support"
+        xdg = os.environ.get("XDG_DATA_HOME", "").strip()
+        return Path(xdg) if xdg and os.path.isabs(xdg) else Path.home() / ".local" / "share"
+    except (RuntimeError, KeyError, OSError) as exc:
+        raise PrivacyStateError(
+            "cannot find the per-user data directory for the privacy state (no home "
+            "directory?): pass privacy_dir= a private, writable directory") from exc
+
+
+def origin_namespace(collector_url: str) -> str:
+    """The namespace of a collector: its host, lowercased, then ``_<port>`` if the port is
+    not the scheme's default, e.g. ``telemetry.example.com`` or ``127.0.0.1_8000``.
+
+    The scheme and path are left out, so moving a collector from http to https keeps the
+    device's state.
+
+    Raises:
+        InvalidParameterError: the URL has no host.
+    """
+    try:
+        parts = urlsplit(collector_url)
+        host, port = parts.hostname, parts.port
+    except (TypeError, ValueError, AttributeError) as exc:
+        raise InvalidParameterError(
+            f"the collector URL must look like 'https://host[:port]'. "
+            f"Got {collector_url!r} instead.") from exc
+    if not host:
+        raise InvalidParameterError(
+            f"the collector URL must look like 'https://host[:port]'. "
+            f"Got {collector_url!r} instead.")
+    name = re.sub(r"[^a-z0-9.-]+", "_", host.lower()).strip("._-") or "host"
+    if port is not None and port != _DEFAULT_PORTS.get(parts.scheme.lower()):
+        name = f"{name}_{port}"
+    return check_namespace(name[:128])
+
+
+def check_namespace(namespace: str) -> str:
+    """Return ``namespace`` if it names a state folder safely, else InvalidParameterError.
+
+    Lowercase letters, digits, '.', '_' and '-', at most 128, starting with a letter or digit
+    (so never '.', '..' or a path).
+    """
+    if not isinstance(namespace, str) or not _NAMESPACE.fullmatch(namespace):
+        raise InvalidParameterError(
+            f"a privacy state namespace is lowercase letters, digits, '.', '_' and '-' "
+            f"(at most 128, starting with a letter or digit). Got {namespace!r} instead.")
+    return namespace
+
+
+def default_state_dir(namespace: str) -> Path:
+    """``<user_data_dir()>/deniable/<namespace>``: where a namespace's state lives by default.
+
+    Nothing is created here; ``StateDir`` creates missing directories 0700.
+
+    Raises:
+        InvalidParameterError: see ``check_namespace``.
+        PrivacyStateError: see ``user_data_dir``.
+    """
+    return user_data_dir() / APP_FOLDER / check_namespace(namespace)
+
 
 Stamp = tuple[int, int, int]
 """(inode, mtime in ns, size) of a file: changes whenever the ledger is replaced."""
@@ -42,7 +144,7 @@ class StateDir:
     """One directory of privacy state, shared safely by threads and processes.
 
     Args:
-        path: the directory; created (0700, with parents) if missing.
+        path: the directory; created 0700 if missing (with any missing parents, also 0700).
 
     Raises:
         PrivacyStateError: the directory cannot be created or is not a directory.
@@ -51,7 +153,11 @@ class StateDir:
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = Path(path)
         try:
-            self.path.mkdir(mode=_DIR_MODE, parents=True, exist_ok=True)
+            # Every missing directory is created 0700 (the XDG spec asks the same of data
+            # directories), so the list of namespaces is private too.
+            for directory in reversed([self.path, *self.path.parents]):
+                if not directory.exists():
+                    directory.mkdir(mode=_DIR_MODE, exist_ok=True)
         except OSError as exc:
             raise PrivacyStateError(f"cannot create the state directory {self.path}") from exc
         if not self.path.is_dir():

@@ -1,7 +1,8 @@
 """What a Reporter can tell the app about its queue: counts of reports, never their values."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 
 @dataclass(frozen=True)
@@ -17,9 +18,33 @@ class Stats:
         sent: acknowledged by the collector with a 2xx (a duplicate answer counts too: the
             collector had already counted that batch).
         dropped: removed unsent because the queue was over its size or age cap.
-        dead_lettered: refused by the collector with a 4xx other than 429, kept in the
+        dead_lettered: refused by the collector with a 400, 409, 413 or 422, kept in the
             dead-letter table with the reason.
         budget_refused: ``report()`` calls refused by the privacy budget (never queued).
+        not_ready: ``report()`` calls dropped because no catalogue was known yet (no
+            ``metrics=``, none cached, none fetched so far). Nothing of them was kept.
+        withheld: ``report()`` calls not queued because the metric is withheld: its
+            registered mechanism is above ``max_epsilon``, or cannot be used on this device
+            (``withheld_metrics`` says which and why). Nothing of them was kept.
+        cap_refused: ``report()`` calls refused because their metric reached its cap over
+            every version (``max_metric_epsilon``; never queued). Counted in the privacy
+            state, so over its life, by every Reporter sharing it.
+        period_skipped: ``report()`` calls of a metric already reported in its period (the
+            first of a period is sent; the rest are no-ops, never queued). In memory: it
+            counts this Reporter's calls only.
+
+    The fields below describe the reporter now, not the queue file's history:
+
+        withheld_metrics: metric -> why it is not reported (e.g. above the ε ceiling).
+        floored_metrics: metric -> how the declared privacy floor applied: the collector
+            registers a mechanism with a larger ε than the app declared, so the declared one
+            is used.
+        key_refused: the collector refused the ingest key (401/403) on the latest attempt;
+            the data stays queued until a valid key is given.
+        last_error: the latest upload or catalogue failure, as text (None after success).
+
+    New fields always come with a default, so code that builds or compares ``Stats`` keeps
+    working as they are added.
     """
 
     queued: int
@@ -27,6 +52,14 @@ class Stats:
     dropped: int
     dead_lettered: int
     budget_refused: int
+    not_ready: int = 0
+    withheld: int = 0
+    withheld_metrics: Mapping[str, str] = field(default_factory=dict)
+    floored_metrics: Mapping[str, str] = field(default_factory=dict)
+    key_refused: bool = False
+    last_error: str | None = None
+    cap_refused: int = 0
+    period_skipped: int = 0
 
 
 @dataclass(frozen=True)

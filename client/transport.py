@@ -10,8 +10,10 @@ from __future__ import annotations
 import email.utils
 import http.cookiejar
 import json
+import os
 import time
 from typing import Any
+from urllib.parse import urlsplit
 
 import requests
 from requests.adapters import HTTPAdapter
@@ -24,6 +26,25 @@ from deniable.client.wire import MEDIA_TYPE, METRICS_PATH, REPORTS_PATH
 DEFAULT_TIMEOUT = (3.05, 10.0)
 """(connect, read) timeouts in seconds for every request."""
 RETRYABLE_STATUSES = (429, 502, 503, 504)
+BAD_BATCH_STATUSES = (400, 409, 413, 422)
+"""The only answers that mean "this batch can never be accepted as it is": dead-lettered
+(malformed, batch id used for other content, too large, breaks the wire rules)."""
+KEY_REFUSED_STATUSES = (401, 403)
+
+Verify = bool | str | os.PathLike[str]
+"""TLS certificate verification, as ``requests`` takes it: True (the system's CA store, or
+``certifi``'s), a path to a CA bundle (PEM) or a directory of CA certificates, or False."""
+
+
+def status_kind(status: int) -> str:
+    """The ``UploadError.kind`` of an HTTP error status (>= 400)."""
+    if status in BAD_BATCH_STATUSES:
+        return "bad_batch"
+    if status in KEY_REFUSED_STATUSES:
+        return "key_refused"
+    if status in (408, 429) or status >= 500:
+        return "network"
+    return "config"
 
 
 class Transport:
@@ -37,13 +58,17 @@ class Transport:
             attempt per call, no retry at all.
         token: an ingest key, sent as ``Authorization: Bearer``, if the collector wants one.
         session: a session to use instead of a new one.
+        verify: TLS verification (``Verify``), passed on every request, so the process-wide
+            ``REQUESTS_CA_BUNDLE`` cannot replace a CA bundle given here.
     """
 
     def __init__(self, collector_url: str, *, timeout: tuple[float, float] = DEFAULT_TIMEOUT,
                  retries: int = 3, backoff: float = 0.5, token: str | None = None,
-                 session: requests.Session | None = None) -> None:
+                 session: requests.Session | None = None, verify: Verify = True) -> None:
         self.base_url = collector_url.rstrip("/")
+        self.host = urlsplit(self.base_url).hostname or self.base_url
         self.timeout = timeout
+        self.verify: bool | str = verify if isinstance(verify, bool) else os.fspath(verify)
         self._session = session or requests.Session()
         # No cookies: a cookie jar would let a collector tie a device's batches together.
         self._session.cookies.set_policy(_NoCookies())
@@ -80,8 +105,8 @@ class Transport:
         """POST one batch document; return the collector's JSON answer (a 2xx).
 
         Raises:
-            UploadError: with ``retryable`` False for a 4xx other than 429 (the batch itself
-                was refused, so sending it again cannot help).
+            UploadError: with ``kind`` "bad_batch" (``retryable`` False) for a 400, 409,
+                413 or 422: the batch itself was refused, so sending it again cannot help.
         """
         return self.send_raw(json.dumps(body, separators=(",", ":")).encode())
 
@@ -105,14 +130,22 @@ class Transport:
         url = f"{self.base_url}{path}"
         try:
             response = self._session.request(method, url, data=data, headers=self._headers,
-                                             timeout=self.timeout, allow_redirects=False)
+                                             timeout=self.timeout, allow_redirects=False,
+                                             verify=self.verify)
+        except requests.exceptions.SSLError as exc:
+            raise UploadError(f"{method} {url} failed: {_tls_failure(self.host, exc)}",
+                              kind="tls") from exc
         except requests.RequestException as exc:
-            raise UploadError(f"{method} {url} failed: {type(exc).__name__}") from exc
-        if response.status_code >= 400:
-            retryable = response.status_code in RETRYABLE_STATUSES or response.status_code >= 500
+            raise UploadError(f"{method} {url} failed: {_network_failure(self.host, exc)}",
+                              kind="network") from exc
+        status = response.status_code
+        if status >= 400:
+            kind = status_kind(status)
+            detail = _problem_detail(response)
+            if kind == "key_refused":
+                detail = f"the collector refused the ingest key ({detail})"
             raise UploadError(
-                f"{method} {url} answered {response.status_code}: {_problem_detail(response)}",
-                status=response.status_code, retryable=retryable,
+                f"{method} {url} answered {status}: {detail}", status=status, kind=kind,
                 retry_after=parse_retry_after(response.headers.get("Retry-After")))
         return response
 
@@ -134,6 +167,31 @@ def parse_retry_after(value: str | None, now: float | None = None) -> float | No
     if when is None or when.tzinfo is None:
         return None
     return max(0.0, when.timestamp() - (time.time() if now is None else now))
+
+
+def _tls_failure(host: str, exc: Exception) -> str:
+    """A TLS failure that names itself, e.g. "certificate verify failed for host x: ..."."""
+    text = str(exc)
+    if "CERTIFICATE_VERIFY_FAILED" in text or "certificate verify failed" in text:
+        reason = text.split("certificate verify failed", 1)[-1].strip(" :)'\"")
+        reason = reason.split("(_ssl.c")[0].strip(" :(")
+        return f"certificate verify failed for host {host}" + (f": {reason}" if reason else "")
+    return f"TLS handshake failed for host {host} ({type(exc).__name__})"
+
+
+def _network_failure(host: str, exc: Exception) -> str:
+    """What kind of network failure: DNS, refused, timed out, or another (by class name)."""
+    text = str(exc)
+    if isinstance(exc, requests.exceptions.ConnectTimeout):
+        return f"connecting to host {host} timed out (ConnectTimeout)"
+    if isinstance(exc, requests.exceptions.ReadTimeout):
+        return f"host {host} did not answer in time (ReadTimeout)"
+    if "NameResolutionError" in text or "Name or service not known" in text or \
+            "getaddrinfo failed" in text or "nodename nor servname" in text:
+        return f"DNS lookup failed for host {host} (ConnectionError)"
+    if "Connection refused" in text or "ConnectionRefusedError" in text:
+        return f"host {host} refused the connection (ConnectionError)"
+    return f"{type(exc).__name__}"
 
 
 def _problem_detail(response: requests.Response) -> str:

@@ -16,6 +16,7 @@ import re
 import secrets
 from collections import Counter
 from collections.abc import Iterable, Mapping
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from typing import Any
 
@@ -96,13 +97,18 @@ class _Problems:
 
 
 def decode_batch(doc: Any, registry: Mapping[str, str],
-                 max_reports: int = DEFAULT_MAX_REPORTS) -> Batch:
+                 max_reports: int = DEFAULT_MAX_REPORTS, *,
+                 older: Mapping[str, AbstractSet[str]] | None = None) -> Batch:
     """Validate a parsed batch document against the registered metrics and sum it per metric.
+
+    A report may use its metric's current mechanism or, if ``older`` lists it, the mechanism
+    of an earlier version still accepted; one batch uses one mechanism per metric.
 
     Args:
         doc: the parsed JSON document.
-        registry: metric name -> its registered mechanism id.
+        registry: metric name -> its registered (current) mechanism id.
         max_reports: the most reports one batch may carry.
+        older: metric name -> mechanism ids of its earlier versions that are also accepted.
 
     Raises:
         WireFormatError: listing every offending field as a JSON pointer (up to MAX_PROBLEMS).
@@ -126,11 +132,12 @@ def decode_batch(doc: Any, registry: Mapping[str, str],
         problems.add("/reports", f"holds {len(reports)} reports; the most is {max_reports}")
     problems.raise_if_any()
 
-    tallies = _sum_clean_reports(reports, registry)
+    tallies = _sum_clean_reports(reports, registry, older)
     if tallies is not None:
         return Batch(batch_id=batch_id, tallies=tallies, n_reports=len(reports))
 
     counts: dict[str, list[int]] = {}
+    used: dict[str, str] = {}
     for i, report in enumerate(reports):
         if type(report) is not dict:
             problems.add(f"/reports/{i}", "must be an object")
@@ -145,9 +152,14 @@ def decode_batch(doc: Any, registry: Mapping[str, str],
         expected = registry.get(metric) if type(metric) is str else None
         if expected is None:
             problems.add(f"/reports/{i}/metric", "is not a registered metric")
-        elif mechanism != expected:
+        elif not _accepted(metric, mechanism, expected, older):
             problems.add(f"/reports/{i}/mechanism",
-                         f"must be the metric's registered mechanism {expected}")
+                         f"must be the metric's registered mechanism {expected}"
+                         + (" or an earlier version's" if older and older.get(metric) else ""))
+        elif used.setdefault(metric, mechanism) != mechanism:
+            problems.add(f"/reports/{i}/mechanism",
+                         f"one batch must use one mechanism per metric; an earlier report "
+                         f"used {used[metric]}")
         if type(bit) is not int or not (bit == 0 or bit == 1):
             problems.add(f"/reports/{i}/bit", "must be the integer 0 or 1")
         if problems.items:
@@ -160,8 +172,16 @@ def decode_batch(doc: Any, registry: Mapping[str, str],
             tally[1] += bit
     problems.raise_if_any()
     return Batch(batch_id=batch_id,
-                 tallies={m: Tally(registry[m], n, ones) for m, (n, ones) in counts.items()},
+                 tallies={m: Tally(used[m], n, ones) for m, (n, ones) in counts.items()},
                  n_reports=len(reports))
+
+
+def _accepted(metric: str, mechanism: object, expected: str,
+              older: Mapping[str, AbstractSet[str]] | None) -> bool:
+    """Whether ``mechanism`` is the metric's current mechanism or an accepted older one."""
+    if mechanism == expected:
+        return True
+    return older is not None and type(mechanism) is str and mechanism in older.get(metric, ())
 
 
 class _NotClean(Exception):
@@ -172,7 +192,9 @@ _FIELDS_OF_REPORT = operator.itemgetter("metric", "mechanism", "bit")
 _BIT_OF_REPORT = operator.itemgetter("bit")
 
 
-def _sum_clean_reports(reports: list[Any], registry: Mapping[str, str]) -> dict[str, Tally] | None:
+def _sum_clean_reports(reports: list[Any], registry: Mapping[str, str],
+                       older: Mapping[str, AbstractSet[str]] | None = None
+                       ) -> dict[str, Tally] | None:
     """Sum a batch whose every report is valid, in C-speed passes; None if any is not.
 
     The hot path of the collector: the reports are counted per distinct (metric, mechanism,
@@ -193,13 +215,18 @@ def _sum_clean_reports(reports: list[Any], registry: Mapping[str, str]) -> dict[
         return None
     n_by_metric: dict[str, int] = {}
     ones_by_metric: dict[str, int] = {}
+    used: dict[str, str] = {}
     for (metric, mechanism, bit), count in triples.items():
         expected = registry.get(metric) if type(metric) is str else None
-        if expected is None or expected != mechanism or not (bit == 0 or bit == 1):
+        if expected is None or not (bit == 0 or bit == 1):
+            return None
+        if expected != mechanism and not _accepted(metric, mechanism, expected, older):
+            return None
+        if used.setdefault(metric, mechanism) != mechanism:
             return None
         n_by_metric[metric] = n_by_metric.get(metric, 0) + count
         ones_by_metric[metric] = ones_by_metric.get(metric, 0) + count * bit
-    return {metric: Tally(registry[metric], n, ones_by_metric[metric])
+    return {metric: Tally(used[metric], n, ones_by_metric[metric])
             for metric, n in n_by_metric.items()}
 
 
@@ -231,7 +258,8 @@ def _compact_report(piece: bytes) -> tuple[str, str, int] | None:
 
 
 def decode_compact_batch(body: bytes, registry: Mapping[str, str],
-                         max_reports: int = DEFAULT_MAX_REPORTS) -> Batch | None:
+                         max_reports: int = DEFAULT_MAX_REPORTS, *,
+                         older: Mapping[str, AbstractSet[str]] | None = None) -> Batch | None:
     """The batch in ``body`` if it is written exactly as this module's client writes it:
     ``encode_batch``'s key order, compact ``json.dumps`` separators, every report valid.
 
@@ -251,17 +279,22 @@ def decode_compact_batch(body: bytes, registry: Mapping[str, str],
         return None
     n_by_metric: dict[str, int] = {}
     ones_by_metric: dict[str, int] = {}
+    used: dict[str, str] = {}
     for piece, count in Counter(pieces).items():
         report = _compact_report(piece)
         if report is None:
             return None
         metric, mechanism, bit = report
-        if registry.get(metric) != mechanism:
+        expected = registry.get(metric)
+        if expected != mechanism and (
+                expected is None or not _accepted(metric, mechanism, expected, older)):
+            return None
+        if used.setdefault(metric, mechanism) != mechanism:
             return None
         n_by_metric[metric] = n_by_metric.get(metric, 0) + count
         ones_by_metric[metric] = ones_by_metric.get(metric, 0) + count * bit
     return Batch(batch_id=head.group(1).decode("ascii"),
-                 tallies={metric: Tally(registry[metric], n, ones_by_metric[metric])
+                 tallies={metric: Tally(used[metric], n, ones_by_metric[metric])
                           for metric, n in n_by_metric.items()},
                  n_reports=len(pieces))
 

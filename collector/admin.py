@@ -5,22 +5,30 @@
 description/retention or changes nothing, 409 for a retired metric or a mechanism an older
 version used. ``GET /v1/admin/metrics`` lists every metric with all versions, retired ones
 included. ``POST /v1/admin/metrics/<name>/retire`` retires one for good (idempotent).
+
+Every register and retire call that succeeds writes one audit line (``deniable.audit``) naming
+the metric, its mechanism and version, and the id of the admin key (never the key). A body
+that repeats a JSON key is refused with 400, as at ingest.
 """
 from __future__ import annotations
 
 import orjson
-from flask import Blueprint, Response, current_app
+from flask import Blueprint, Response, current_app, g
 
 from deniable.client.errors import InvalidParameterError, Problem
 from deniable.client.wire import API_VERSION, MEDIA_TYPE
-from deniable.collector.api import json_body, storage_guard
+from deniable.collector.api import storage_guard
 from deniable.collector.auth import require
 from deniable.collector.errors import APIError
 from deniable.collector.live_registry import (LiveRegistry, RegistryConflictError,
+                                              validate_policy,
                                               UnknownMetricError, validate)
+from deniable.collector.observability import audit
+from deniable.collector.params import json_body
 
 bp = Blueprint("admin", __name__, url_prefix=f"/{API_VERSION}/admin")
-FIELDS = frozenset({"name", "mechanism", "description", "retention_days"})
+FIELDS = frozenset({"name", "mechanism", "description", "retention_days", "memoization",
+                    "instantaneous", "period"})
 
 
 def _json(body: object, status: int = 200) -> Response:
@@ -50,15 +58,21 @@ def register_metric() -> Response:
         name, mechanism, description, retention = validate(
             doc["name"], doc["mechanism"], doc.get("description", ""),
             doc.get("retention_days", int(current_app.config["RETENTION_DAYS"])))
+        policy = validate_policy(mechanism, doc)
     except InvalidParameterError as exc:
         field, _, detail = str(exc).partition(": ")
         raise APIError(422, "the metric is not valid", [Problem(f"/{field}", detail)]) from exc
     with storage_guard():
         try:
-            entry, what = _registry().register(name, mechanism, description, retention)
+            entry, what = _registry().register(name, mechanism, description, retention,
+                                               policy=policy)
         except RegistryConflictError as exc:
-            raise APIError(409, str(exc), [Problem("/name" if "retired" in str(exc)
-                                                   else "/mechanism", str(exc))]) from exc
+            raise APIError(409, str(exc), [Problem(
+                "/name" if "retired" in str(exc) else "/memoization"
+                if "collection policy" in str(exc) else "/mechanism", str(exc))]) from exc
+    audit("metric_register", result=what, metric=entry.name,
+          mechanism=entry.current.mechanism.id, version=entry.current.version,
+          key_id=_actor())
     status = 201 if what in ("created", "new_version") else 200
     return _json({"result": what, "metric": entry.describe()}, status)
 
@@ -81,4 +95,11 @@ def retire_metric(name: str) -> Response:
             entry = _registry().retire(name)
         except UnknownMetricError as exc:
             raise APIError(404, str(exc)) from exc
+    audit("metric_retire", metric=entry.name, retired=entry.retired, key_id=_actor())
     return _json({"result": "retired", "metric": entry.describe()})
+
+
+def _actor() -> str | None:
+    """The id (never the secret) of the admin key behind this request; None in dev mode."""
+    key = g.get("deniable_key")
+    return key.key_id if key is not None else None

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
-from datetime import datetime, timedelta, timezone
 
 import orjson
 from flask import Blueprint, Response, current_app, request
@@ -12,8 +11,8 @@ from deniable.client.wire import API_VERSION, MEDIA_TYPE
 from deniable.collector import rollup
 from deniable.collector.auth import require
 from deniable.collector.errors import APIError, storage_unavailable
-from deniable.collector.ingest import parse_json
 from deniable.collector.live_registry import Entry, LiveRegistry, Version
+from deniable.collector.params import json_body, time_range  # noqa: F401 (json_body: re-exported)
 from deniable.collector.store import UNAVAILABLE_ERRORS, Store
 
 bp = Blueprint("v1", __name__, url_prefix=f"/{API_VERSION}")
@@ -83,13 +82,16 @@ def metric_counts(name: str) -> Response:
     if granularity != "hour":
         start, end = rollup.align(start, end, granularity)
     with storage_guard():
-        hours = _store().counts(entry.name, version.mechanism.id, start, end)
+        hours = _store().counts(entry.name, version.mechanism.id, start, end,
+                               entry.retention_days)
     if granularity != "hour":
         hours = rollup.rollup(hours, granularity)
     return _json({
         "metric": entry.name,
         "mechanism": version.mechanism.id,
         "version": version.version,
+        "current_version": entry.current.version,
+        **version.policy.describe(),
         "retired": entry.retired,
         "granularity": granularity,
         "from": start.isoformat(), "to": end.isoformat(),
@@ -112,39 +114,3 @@ def _parse_version(entry: Entry) -> Version:
                        parameters={"version" if number is not None else "mechanism":
                                    f"versions: {[(v.version, v.mechanism.id) for v in entry.versions]}"})
     return found
-
-
-def json_body() -> object:
-    """The request's parsed JSON body: 415 if it is not JSON, 400 if malformed."""
-    if request.mimetype != MEDIA_TYPE:
-        raise APIError(415, f"the body must be {MEDIA_TYPE}")
-    return parse_json(request.get_data(cache=False))
-
-
-def time_range(default_days: int = 7) -> tuple[datetime, datetime]:
-    """The ``from``/``to`` query range: by default the ``default_days`` up to now.
-
-    Raises:
-        APIError: 422 naming the parameter, for a bad time, an empty or a too long range.
-    """
-    end = _parse_time("to", datetime.now(timezone.utc))
-    start = _parse_time("from", end - timedelta(days=default_days))
-    if start >= end:
-        raise APIError(422, "'from' must come before 'to'", parameters={"from": "after 'to'"})
-    limit = int(current_app.config["COUNTS_MAX_DAYS"])
-    if end - start > timedelta(days=limit):
-        raise APIError(422, "the range is too long",
-                       parameters={"from": f"at most {limit} days before 'to'"})
-    return start, end
-
-
-def _parse_time(parameter: str, default: datetime) -> datetime:
-    raw = request.args.get(parameter)
-    if not raw:
-        return default
-    try:
-        moment = datetime.fromisoformat(raw)
-    except ValueError as exc:
-        raise APIError(422, f"'{parameter}' is not an ISO 8601 time",
-                       parameters={parameter: "must be an ISO 8601 time"}) from exc
-    return moment.replace(tzinfo=timezone.utc) if moment.tzinfo is None else moment

@@ -8,10 +8,12 @@ from typing import Any
 
 from flask import Flask, Response
 
-from deniable.collector import admin, api, auth, dashboard, observability, openapi
+from deniable.collector import admin, api, auth, dashboard, headers, observability, openapi
+from deniable.collector.cors import cors_in_front_of, parse_origins
 from deniable.collector.ingest import IngestEndpoint
 from deniable.collector.errors import CollectorError, problem_response, register_error_handlers
 from deniable.collector.live_registry import LiveRegistry
+from deniable.collector.proxy import client_address_app
 from deniable.collector.registry import load_metrics_file
 from deniable.collector.settings import DEFAULTS
 from deniable.collector.store import Store, connect
@@ -40,21 +42,23 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     metrics = load_metrics_file(app.config["METRICS_FILE"], int(app.config["RETENTION_DAYS"]))
     client = connect(app.config["REDIS_URL"], float(app.config["REDIS_TIMEOUT_SECONDS"]),
                      cluster=bool(app.config["REDIS_CLUSTER"]))
-    app.extensions["deniable.store"] = Store(client)
+    app.extensions["deniable.store"] = Store(
+        client, _text_or_none(app.config["BATCH_SECRET"]),
+        min_replicas=int(app.config["REDIS_MIN_REPLICAS"]),
+        replicas_timeout_seconds=float(app.config["REDIS_MIN_REPLICAS_TIMEOUT_SECONDS"]))
     _init_security(app, client, metrics)
     recorder = observability.init_app(app)
     app.register_blueprint(api.bp)
     app.register_blueprint(admin.bp)
     dashboard.init_app(app)
     openapi.init_app(app)
+    headers.init_app(app)
     register_error_handlers(app)
     # The hot path runs in front of Flask; a trusted proxy's client address, in front of both.
     wsgi: Any = IngestEndpoint(app, recorder).in_front_of(app.wsgi_app)
-    if int(app.config["PROXY_FIX_X_FOR"]) > 0:
-        from werkzeug.middleware.proxy_fix import ProxyFix
-
-        wsgi = ProxyFix(wsgi, x_for=int(app.config["PROXY_FIX_X_FOR"]), x_proto=0, x_host=0,
-                        x_port=0, x_prefix=0)
+    # Web pages of the allowed origins may call the ingest and registry routes (cors.py).
+    wsgi = cors_in_front_of(wsgi, parse_origins(app.config["CORS_ORIGINS"]))
+    wsgi = client_address_app(wsgi, int(app.config["PROXY_FIX_X_FOR"]))
     app.wsgi_app = wsgi  # type: ignore[method-assign]
     # The development server's request and error lines start with the client's address.
     logging.getLogger("werkzeug").setLevel(logging.CRITICAL)
@@ -88,3 +92,8 @@ def _init_security(app: Flask, client: Any, metrics: Mapping[str, Any]) -> None:
     except api.STORAGE_ERRORS as exc:
         # Redis may come later: the registry syncs the file once it can read Redis.
         app.logger.warning("metric registry not synced at start: %s", type(exc).__name__)
+
+
+def _text_or_none(value: object) -> str | None:
+    """A secret setting as text (DENIABLE_* values arrive JSON-parsed: digits as a number)."""
+    return None if value is None or value == "" else str(value)

@@ -120,6 +120,7 @@ def create_key(client: redis.Redis, role: str, app: str = "") -> NewKey:
                                              "created": created.isoformat()})
     pipe.sadd(keys.api_key_index(), key_id)
     pipe.execute()
+    _audit("key_create", key_id=key_id, role=role, app=app)
     return NewKey(KeyInfo(key_id, role, app, created), token)
 
 
@@ -145,7 +146,18 @@ def revoke_key(client: redis.Redis, key_id: str) -> KeyInfo:
     if not re.fullmatch(r"[0-9a-f]{16}", key_id) or not client.exists(record):
         raise AuthError(f"no key has the id {key_id!r} (see `deniable keys list`)")
     client.hsetnx(record, "revoked", revoked.isoformat())
-    return _info(key_id, client.hgetall(record))
+    info = _info(key_id, client.hgetall(record))
+    _audit("key_revoke", key_id=key_id, role=info.role, app=info.app,
+           revoked=info.revoked.isoformat() if info.revoked else None)
+    return info
+
+
+def _audit(action: str, **fields: Any) -> None:
+    """One audit line (observability.audit) for a key created or revoked: never the key."""
+    # Imported here: prometheus_client picks its multiprocess mode at import (see errors.py).
+    from deniable.collector.observability import audit
+
+    audit(action, **fields)
 
 
 def _text(value: bytes | str) -> str:
@@ -259,9 +271,14 @@ class Gate:
             raise _unauthorized("the API key is unknown, wrong or revoked",
                                 'error="invalid_token"')
         if info.role not in roles:
-            raise APIError(403, f"a {info.role} key cannot do this; it needs a "
-                                f"{' or '.join(roles)} key")
+            raise APIError(403, f"{_a(info.role)} key cannot do this; it needs "
+                                f"{_a(' or '.join(roles))} key")
         return info
+
+
+def _a(words: str) -> str:
+    """``words`` with its indefinite article: "an ingest", "a read or admin"."""
+    return f"{'an' if words[:1] in 'aeiou' else 'a'} {words}"
 
 
 def _unauthorized(detail: str, error: str = "") -> APIError:

@@ -103,11 +103,11 @@ def internal_error(exc: BaseException) -> APIError:
 def as_problem(exc: Exception, retry_after_seconds: int) -> APIError:
     """The problem to answer for any exception: itself if an APIError, 503 for Redis being
     unavailable, else 500 (a bug)."""
-    from deniable.collector.store import UNAVAILABLE_ERRORS
+    from deniable.collector.store import unavailable
 
     if isinstance(exc, APIError):
         return exc
-    if isinstance(exc, UNAVAILABLE_ERRORS):
+    if unavailable(exc):
         return storage_unavailable(exc, retry_after_seconds)
     return internal_error(exc)
 

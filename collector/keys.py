@@ -3,15 +3,21 @@
 =========================================================  ======  =====================================
 key                                                        type    holds
 =========================================================  ======  =====================================
-``dn:v1:{<metric>}:c:<mechanism id>:<YYYYMMDDHH>``         HASH    ``n`` reports and ``ones`` perturbed
-                                                                   ones received in that UTC hour;
-                                                                   expires after the metric's retention
-``dn:v1:b:<batch id>``                                     STRING  SHA-256 digest of the batch's
-                                                                   content (idempotency); expires
-                                                                   after the batch-id TTL
-``dn:v1:{<metric>}:b:<batch id>``                          STRING  Redis Cluster only: the same
-                                                                   digest, once the batch was added
-                                                                   to this metric's counters
+``dn:v1:{<metric>}:m:<mechanism id>:<YYYYMM>``             STRING  the counters of one metric version
+                                                                   for one UTC month: per hour of the
+                                                                   month, ``width`` unsigned 32-bit
+                                                                   big-endian counters (``n`` reports,
+                                                                   ``ones`` perturbed ones for a
+                                                                   boolean); expires at the month's
+                                                                   end plus the metric's retention
+``dn:v1:b:<batch id>``                                     STRING  the batch id's claim (idempotency):
+                                                                   ``HMAC-SHA256(BATCH_SECRET, batch
+                                                                   digest)`` (128 bits, hex), or ``1``
+                                                                   with no secret; expires on the first
+                                                                   hour boundary after the batch-id TTL
+``dn:v1:{<metric>}:b:<batch id>``                          STRING  Redis Cluster only: the same value,
+                                                                   once the batch was added to this
+                                                                   metric's counters; same expiry
 ``dn:v1:{registry}``                                       HASH    metric name -> JSON entry: current
                                                                    mechanism, retention, versions,
                                                                    retired time (see live_registry.py)
@@ -28,26 +34,134 @@ key                                                        type    holds
                                                                    expires when the bucket is full
 =========================================================  ======  =====================================
 
+Counters (layout 2, "packed months"). A month's string holds ``hours_in_month * width``
+counters of 32 bits; the counter for slot ``s`` of hour ``h`` of the month (``h`` = 0 at
+00:00 UTC on the 1st) sits at index ``h * width + s`` (byte offset ``4 * index``), written by
+``BITFIELD ... OVERFLOW FAIL INCRBY u32 #index``. Redis stores them big-endian (``>u4``). The
+string is created at its full size for its month, so its length says nothing about when it was
+written. ``width`` is a property of the mechanism's kind: 2 for a boolean (``n``, ``ones``);
+later kinds put more slots in an hour (e.g. ``n`` plus one counter per category).
+
+Retention: a month's string expires at ``month end + retention days`` (``EXPIREAT``, re-set on
+every write, so a changed retention applies to the month being written). Readers drop the hours
+that are older than the retention (``visible``), so what a read returns is what per-hour expiry
+would have kept; Redis frees the month when its last hour is past retention.
+
+Expiry times: every ``EXPIREAT`` lies on a UTC hour boundary (counters: a month end plus whole
+days; batch records: the batch-id TTL rounded up to the hour), so no TTL times a write more
+finely than the hour. The layout-1 counters (``dn:v1:{<metric>}:c:<mechanism id>:<YYYYMMDDHH>``
+HASH {n, ones}, one per hour, with a TTL counted from its first write) are converted by
+``deniable migrate`` (``collector/migrate.py``).
+
 Nothing else is stored: no IP addresses (rate limits hold a keyed hash with a short TTL), no
-secrets (keys hold only a SHA-256 of theirs), user agents, device ids, per-report rows or times
-finer than the hour. The ``{<metric>}`` hash tag keeps all of a metric's keys in one Redis
-Cluster slot, so a batch's write for one metric is a single-slot script and sharding needs no
-data migration.
+secrets (keys hold only a SHA-256 of theirs), no batch content (batch records hold a keyed
+HMAC whose key never enters Redis, or nothing), user agents, device ids, per-report rows or
+times finer than the hour. The rate-limit buckets are the one documented exception on times:
+their ``ts`` and TTL are those of the bucket's last request (milliseconds), of a keyed hash of
+an IP or of a key id, and hold no content; a bucket lives only until it refills (seconds). The
+``{<metric>}`` hash tag keeps all of a metric's keys in one Redis Cluster slot, so a batch's
+write for one metric is a single-slot script and sharding needs no data migration.
 """
 from __future__ import annotations
 
 import functools
 from collections.abc import Iterator
+from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 
 PREFIX = "dn:v1"
 HOUR_FORMAT = "%Y%m%d%H"
+MONTH_FORMAT = "%Y%m"
 BUCKET = timedelta(hours=1)
+HOUR_SECONDS = 3600
+
+COUNTER_BITS = 32
+COUNTER_TYPE = "u32"
+"""BITFIELD type of every counter: unsigned 32 bits (at most 4,294,967,295 per hour slot)."""
+COUNTER_MAX = 2 ** COUNTER_BITS - 1
+COUNTER_DTYPE = ">u4"
+"""numpy dtype of a month string's counters (BITFIELD stores integers big-endian)."""
+COUNTER_BYTES = COUNTER_BITS // 8
 
 
-def counters(metric: str, mechanism_id: str, hour: datetime) -> str:
-    """HASH {n, ones}: reports and perturbed ones for one metric in one UTC hour bucket."""
+@dataclass(frozen=True)
+class Month:
+    """One UTC month of hour buckets: ``first_hour`` counted from the Unix epoch, ``hours`` long."""
+
+    label: str
+    first_hour: int
+    hours: int
+
+    @property
+    def end_hour(self) -> int:
+        """The first hour of the next month."""
+        return self.first_hour + self.hours
+
+    def size_bytes(self, width: int) -> int:
+        """The length of this month's counters string for ``width`` slots per hour."""
+        return self.hours * width * COUNTER_BYTES
+
+
+def width(mechanism_id: str) -> int:
+    """Counter slots per hour for a mechanism: 2 (``n``, ``ones``) for randomized response.
+
+    Later kinds (categorical, histograms) will return more: ``n`` plus one slot per category.
+    """
+    kind = mechanism_id.split(":", 1)[0]
+    if kind == "rr":
+        return 2
+    raise ValueError(f"no counter layout for mechanism kind {kind!r}. Got {mechanism_id!r}.")
+
+
+def counters(metric: str, mechanism_id: str, month: Month | int | datetime) -> str:
+    """STRING: the packed counters of one metric version for one UTC month.
+
+    ``month`` is a Month, an hour index (hours since the Unix epoch) or a time in the month.
+    """
+    if not isinstance(month, Month):
+        month = month_of(month)
+    return f"{PREFIX}:{{{metric}}}:m:{mechanism_id}:{month.label}"
+
+
+COUNTERS_PATTERN = f"{PREFIX}:{{*}}:m:*"
+"""SCAN pattern of every month counters string."""
+
+
+def parse_counters(key: str) -> tuple[str, str, str] | None:
+    """(metric, mechanism id, YYYYMM) of a month counters key; None for another key."""
+    return _parse_counter_key(key, "m", 6)
+
+
+def _parse_counter_key(key: str, kind: str, label_digits: int) -> tuple[str, str, str] | None:
+    """(metric, mechanism id, time label) of ``<PREFIX>:{<metric>}:<kind>:<mechanism>:<label>``
+    whose label has ``label_digits`` digits; None for any other key."""
+    head = f"{PREFIX}:{{"
+    if not key.startswith(head):
+        return None
+    metric, sep, rest = key[len(head):].partition(f"}}:{kind}:")
+    mechanism_id, _, label = rest.rpartition(":")
+    if not sep or not mechanism_id or len(label) != label_digits or not label.isdigit():
+        return None
+    return metric, mechanism_id, label
+
+
+def counters_v1(metric: str, mechanism_id: str, hour: datetime) -> str:
+    """HASH {n, ones}: layout 1, one key per metric and hour (read only by ``migrate``)."""
     return f"{PREFIX}:{{{metric}}}:c:{mechanism_id}:{_hour_label(_utc(hour).timestamp() // 3600)}"
+
+
+V1_COUNTERS_PATTERN = f"{PREFIX}:{{*}}:c:*"
+"""SCAN pattern of layout-1 counter hashes."""
+
+
+def parse_counters_v1(key: str) -> tuple[str, str, int] | None:
+    """(metric, mechanism id, hour index) of a layout-1 counters key; None for another key."""
+    parsed = _parse_counter_key(key, "c", 10)
+    if parsed is None:
+        return None
+    metric, mechanism_id, label = parsed
+    moment = datetime.strptime(label, HOUR_FORMAT).replace(tzinfo=timezone.utc)
+    return metric, mechanism_id, hour_index(moment)
 
 
 @functools.lru_cache(maxsize=1024)
@@ -56,14 +170,76 @@ def _hour_label(hours_since_epoch: float) -> str:
     return datetime.fromtimestamp(hours_since_epoch * 3600, timezone.utc).strftime(HOUR_FORMAT)
 
 
+def hour_index(moment: datetime) -> int:
+    """Hours since the Unix epoch of the UTC hour holding ``moment`` (naive times are UTC)."""
+    return int(_utc(moment).timestamp() // HOUR_SECONDS)
+
+
+def hour_start(index: int) -> datetime:
+    """The start (UTC) of hour ``index``."""
+    return datetime.fromtimestamp(index * HOUR_SECONDS, timezone.utc)
+
+
+def month_of(moment: datetime | int) -> Month:
+    """The UTC month holding ``moment`` (a time, or an hour index)."""
+    index = moment if isinstance(moment, int) else hour_index(moment)
+    return _month(index // 24)
+
+
+@functools.lru_cache(maxsize=4096)
+def _month(day_index: int) -> Month:
+    day = datetime.fromtimestamp(day_index * 86400, timezone.utc)
+    first = day.replace(day=1)
+    following = (first + timedelta(days=32)).replace(day=1)
+    first_hour = int(first.timestamp()) // HOUR_SECONDS
+    return Month(f"{first:{MONTH_FORMAT}}", first_hour,
+                 int(following.timestamp()) // HOUR_SECONDS - first_hour)
+
+
+def months(first_hour: int, end_hour: int) -> list[Month]:
+    """Every month overlapping the hours [first_hour, end_hour), oldest first."""
+    found: list[Month] = []
+    hour = first_hour
+    while hour < end_hour:
+        month = month_of(hour)
+        found.append(month)
+        hour = month.end_hour
+    return found
+
+
+def counter_index(month: Month, hour: int, slot: int, slots: int) -> int:
+    """BITFIELD index (``#index``) of ``slot`` of ``hour`` in ``month``'s string."""
+    if not month.first_hour <= hour < month.end_hour or not 0 <= slot < slots:
+        raise ValueError(f"hour {hour} slot {slot} is outside month {month.label}")
+    return (hour - month.first_hour) * slots + slot
+
+
+def counters_expire_at(month: Month, retention_days: int) -> int:
+    """EXPIREAT (Unix s, on an hour boundary) of a month's counters: its end + retention."""
+    return month.end_hour * HOUR_SECONDS + retention_days * 86400
+
+
+def visible_from(now: datetime, retention_days: int) -> int:
+    """The oldest hour index a read shows under ``retention_days``: hours whose end lies
+    within the retention of ``now``, as layout 1's per-hour expiry kept them."""
+    return hour_index(now) - retention_days * 24
+
+
+def expire_at_hour(moment: datetime, ttl_seconds: int) -> int:
+    """EXPIREAT (Unix s) for a record written at ``moment`` to live ``ttl_seconds``: rounded
+    up to the next hour boundary, so the expiry dates the write to its hour only."""
+    due = int(_utc(moment).timestamp()) + int(ttl_seconds)
+    return -(-due // HOUR_SECONDS) * HOUR_SECONDS
+
+
 def batch(batch_id: str) -> str:
-    """STRING: the digest of batch ``batch_id``, so that a re-sent batch is counted once and
-    an id reused for other content is refused."""
+    """STRING: the claim of batch ``batch_id`` (a keyed HMAC of its content, or ``1``), so that
+    a re-sent batch is counted once and an id reused for other content is refused."""
     return f"{PREFIX}:b:{batch_id}"
 
 
 def batch_applied(metric: str, batch_id: str) -> str:
-    """STRING, Redis Cluster only: the batch's digest, once it was added to ``metric``.
+    """STRING, Redis Cluster only: the batch's claim value, once it was added to ``metric``.
 
     A cluster applies a batch one metric (one slot) at a time; a re-send after a crash
     completes the metrics these keys do not yet mark."""
@@ -108,6 +284,16 @@ def hours(start: datetime, end: datetime) -> Iterator[datetime]:
     while hour < end:
         yield hour
         hour += BUCKET
+
+
+def hour_range(start: datetime, end: datetime) -> tuple[int, int]:
+    """[first, end) hour indexes of the hour buckets overlapping [start, end)."""
+    first = hour_index(start)
+    end_utc = _utc(end)
+    last = hour_index(end_utc)
+    if hour_start(last) < end_utc:
+        last += 1
+    return first, max(first, last)
 
 
 def _utc(moment: datetime) -> datetime:

@@ -12,8 +12,8 @@ Rules:
   version; since the mechanism id is part of every counter key, each version has its own
   counters and the old ones stay readable. A mechanism that an older version of the metric
   used cannot come back (409): versions never share counters.
-- Description and retention may change in place (retention applies to buckets created from
-  then on; a bucket's TTL is set when it is first written).
+- Description and retention may change in place (reads apply a new retention at once; a
+  month's counters get the new expiry at their next write).
 - Retiring is final: a retired metric accepts no reports, and its counts stay readable.
 - The metrics file is written into the registry at start: a metric missing from Redis is
   created; a new mechanism in the file adds a version; a file that names a mechanism an older
@@ -39,10 +39,11 @@ import redis
 from deniable.client.errors import InvalidParameterError, WireFormatError
 from deniable.client.mechanism import RandomizedResponse
 from deniable.client.metrics import describe_metric
+from deniable.client.period import DEFAULT_POLICY, CollectionPolicy, parse_policy
 from deniable.client.wire import Batch, decode_batch, decode_compact_batch, is_metric_name
 from deniable.collector import keys
 from deniable.collector.errors import CollectorError
-from deniable.collector.registry import Metric
+from deniable.collector.registry import Metric, check_policy
 
 log = logging.getLogger("deniable.collector")
 MAX_RETENTION_DAYS = 3650
@@ -59,15 +60,18 @@ class UnknownMetricError(CollectorError):
 
 @dataclass(frozen=True)
 class Version:
-    """One version of a metric: a mechanism for life, and when it was registered."""
+    """One version of a metric: a mechanism and a collection policy for life, and when it
+    was registered."""
 
     version: int
     mechanism: RandomizedResponse
     registered: str
+    policy: CollectionPolicy = DEFAULT_POLICY
 
     def describe(self) -> dict[str, Any]:
         return {"version": self.version, "registered": self.registered,
-                **{k: v for k, v in describe_metric("", "", self.mechanism).items()
+                **{k: v for k, v in describe_metric("", "", self.mechanism,
+                                                    self.policy).items()
                    if k not in ("name", "description")}}
 
 
@@ -87,7 +91,8 @@ class Entry:
 
     def metric(self) -> Metric:
         """The current version as a Metric (what ingest and ``GET /v1/metrics`` use)."""
-        return Metric(self.name, self.description, self.current.mechanism, self.retention_days)
+        return Metric(self.name, self.description, self.current.mechanism, self.retention_days,
+                      self.current.policy, self.current.version)
 
     def version(self, number: int | None = None, mechanism_id: str | None = None) -> Version | None:
         """The version numbered ``number`` or using ``mechanism_id``; the current by default."""
@@ -110,7 +115,8 @@ class Entry:
         return json.dumps({"name": self.name, "description": self.description,
                            "retention_days": self.retention_days, "retired": self.retired,
                            "versions": [{"version": v.version, "mechanism": v.mechanism.id,
-                                         "registered": v.registered} for v in self.versions]},
+                                         "registered": v.registered, **v.policy.describe()}
+                                        for v in self.versions]},
                           sort_keys=True)
 
     @classmethod
@@ -118,7 +124,7 @@ class Entry:
         doc = json.loads(text)
         return cls(doc["name"], doc["description"], int(doc["retention_days"]),
                    tuple(Version(int(v["version"]), RandomizedResponse.from_id(v["mechanism"]),
-                                 v["registered"]) for v in doc["versions"]),
+                                 v["registered"], parse_policy(v)) for v in doc["versions"]),
                    doc.get("retired"))
 
 
@@ -128,11 +134,21 @@ class _Snapshot:
     entries: dict[str, Entry]
     active: dict[str, Metric]
     mechanisms: dict[str, str]
+    older: dict[str, frozenset[str]]   # unretired metric -> its earlier versions' mechanisms
     expires: float
 
 
 def _now() -> str:
     return datetime.now(timezone.utc).replace(microsecond=0).isoformat()
+
+
+def validate_policy(mechanism: RandomizedResponse, doc: Mapping[str, Any]) -> CollectionPolicy:
+    """Check a registration's collection policy (memoization, instantaneous, period).
+
+    Raises:
+        InvalidParameterError: naming the offending field.
+    """
+    return check_policy(mechanism, doc)
 
 
 def validate(name: object, mechanism: object, description: object = "",
@@ -199,14 +215,23 @@ class LiveRegistry:
         pipe.get(keys.registry_generation())
         pipe.hgetall(keys.registry())
         generation, raw = pipe.execute()
-        entries = {k.decode(): Entry.from_json(v) for k, v in raw.items()}
+        entries = {}
+        for key, value in raw.items():
+            try:
+                entries[key.decode()] = Entry.from_json(value)
+            except InvalidParameterError as exc:
+                # E.g. a mechanism id past the bound that an older collector accepted: serve
+                # every other metric rather than fail every request.
+                log.error("registry entry %s skipped: %s", key.decode()[:80], exc)
         for name, metric in self.file_metrics.items():
             # Written at start; if Redis lost it since, serve it from the file without
             # writing on the request path (the next start writes it again).
             entries.setdefault(name, _file_entry(metric))
         active = {n: e.metric() for n, e in sorted(entries.items()) if e.retired is None}
+        older = {n: frozenset(v.mechanism.id for v in entries[n].versions[:-1])
+                 for n in active if len(entries[n].versions) > 1}
         snap = _Snapshot(generation, entries, active,
-                         {n: m.mechanism.id for n, m in active.items()},
+                         {n: m.mechanism.id for n, m in active.items()}, older,
                          time.monotonic() + self.cache_seconds)
         self._snapshot = snap
         return snap
@@ -243,7 +268,9 @@ class LiveRegistry:
     def decode_compact(self, body: bytes, max_reports: int) -> Batch | None:
         """decode_compact_batch against the current registry: the batch, or None if the body
         needs the careful path (parse it, then ``decode``)."""
-        return decode_compact_batch(body, self._current().mechanisms, max_reports=max_reports)
+        snap = self._current()
+        return decode_compact_batch(body, snap.mechanisms, max_reports=max_reports,
+                                    older=snap.older)
 
     def decode(self, doc: Any, max_reports: int) -> Batch:
         """decode_batch against the current registry; on a miss, re-check Redis once.
@@ -252,17 +279,23 @@ class LiveRegistry:
             WireFormatError: as decode_batch.
         """
         try:
-            return decode_batch(doc, self._current().mechanisms, max_reports=max_reports)
+            snap = self._current()
+            return decode_batch(doc, snap.mechanisms, max_reports=max_reports, older=snap.older)
         except WireFormatError:
             if not self.refresh_if_changed():
                 raise
-        return decode_batch(doc, self._current().mechanisms, max_reports=max_reports)
+        snap = self._current()
+        return decode_batch(doc, snap.mechanisms, max_reports=max_reports, older=snap.older)
 
     # --- changing --------------------------------------------------------------------------
 
     def register(self, name: str, mechanism: RandomizedResponse, description: str,
-                 retention_days: int, *, from_file: bool = False) -> tuple[Entry, str]:
+                 retention_days: int, *, from_file: bool = False,
+                 policy: CollectionPolicy = DEFAULT_POLICY) -> tuple[Entry, str]:
         """Create a metric, add a version, or update description/retention in place.
+
+        A version's collection policy is fixed with it: its counters were collected under
+        it. Registering the current mechanism with another policy is a conflict.
 
         Returns:
             The entry and what happened: "created", "new_version", "updated" or "unchanged".
@@ -276,7 +309,8 @@ class LiveRegistry:
         def change(pipe: redis.client.Pipeline) -> None:
             raw = pipe.hget(keys.registry(), name)
             old = Entry.from_json(raw) if raw else None
-            entry, what = _apply(old, name, mechanism, description, retention_days, from_file)
+            entry, what = _apply(old, name, mechanism, description, retention_days, from_file,
+                                 policy)
             outcome.update(entry=entry, what=what)
             if what != "unchanged":
                 pipe.multi()
@@ -317,7 +351,8 @@ class LiveRegistry:
         for metric in self.file_metrics.values():
             try:
                 _, what = self.register(metric.name, metric.mechanism, metric.description,
-                                        metric.retention_days, from_file=True)
+                                        metric.retention_days, from_file=True,
+                                        policy=metric.policy)
             except RegistryConflictError as exc:
                 log.warning("metrics file ignored for %s: %s", metric.name, exc)
                 continue
@@ -328,18 +363,24 @@ class LiveRegistry:
 
 def _file_entry(metric: Metric) -> Entry:
     return Entry(metric.name, metric.description, metric.retention_days,
-                 (Version(1, metric.mechanism, _now()),))
+                 (Version(1, metric.mechanism, _now(), metric.policy),))
 
 
 def _apply(old: Entry | None, name: str, mechanism: RandomizedResponse, description: str,
-           retention_days: int, from_file: bool) -> tuple[Entry, str]:
+           retention_days: int, from_file: bool,
+           policy: CollectionPolicy = DEFAULT_POLICY) -> tuple[Entry, str]:
     if old is None:
         return Entry(name, description, retention_days,
-                     (Version(1, mechanism, _now()),)), "created"
+                     (Version(1, mechanism, _now(), policy),)), "created"
     if old.retired is not None:
         raise RegistryConflictError(f"metric {name!r} was retired at {old.retired}; retired "
                                     "metrics stay retired (register a new name)")
     if mechanism.id == old.current.mechanism.id:
+        if policy != old.current.policy:
+            raise RegistryConflictError(
+                f"metric {name!r} version {old.current.version} is collected as "
+                f"{old.current.policy.summary()!r}; a version's collection policy never "
+                "changes (register a new mechanism for a new version, or a new name)")
         if from_file or (description, retention_days) == (old.description, old.retention_days):
             return old, "unchanged"
         return replace(old, description=description, retention_days=retention_days), "updated"
@@ -348,6 +389,6 @@ def _apply(old: Entry | None, name: str, mechanism: RandomizedResponse, descript
         raise RegistryConflictError(
             f"metric {name!r} used mechanism {mechanism.id} in version {used.version}; "
             "versions never share counters (choose another mechanism or a new name)")
-    new = Version(old.current.version + 1, mechanism, _now())
+    new = Version(old.current.version + 1, mechanism, _now(), policy)
     return replace(old, description=description, retention_days=retention_days,
                    versions=old.versions + (new,)), "new_version"

@@ -1,16 +1,23 @@
-"""Prometheus metrics, JSON logs and request ids for the collector.
+"""Prometheus metrics, JSON logs, audit lines and request ids for the collector.
 
-``init_app(app)`` wires all three into a Flask app:
+``init_app(app)`` wires them into a Flask app:
 
 - ``GET /metrics`` in the Prometheus text format. Under gunicorn every worker writes its
   counts to ``PROMETHEUS_MULTIPROC_DIR`` (``deniable serve`` sets it up before forking, see
   ``deniable.collector.server.prepare_metrics_dir``), and the endpoint adds up all workers.
+  Process metrics (memory, CPU, open file descriptors, live workers) are kept per worker and
+  aggregated over live workers, since prometheus_client's own process collector sees only the
+  process that answers the scrape; ``deniable_redis_up`` says whether Redis answered a ping.
 - One JSON object per log line on stderr, with the request id of the request being served.
+  Admin actions write one line each to the ``deniable.audit`` logger (``audit``).
 - ``X-Request-Id``: a well-formed incoming id is kept, otherwise a fresh one is made; every
   response echoes it.
 
-Privacy: nothing here sees a client address, a credential or a report body. Labels are route
-rules (``/v1/metrics/<name>/counts``), never raw paths, so no request can add label values.
+Privacy and bounds: nothing here sees a client address, a credential or a report body. Every
+label value comes from a closed set fixed by the code, so no request can add a series: methods
+outside ``METHODS`` are counted as ``OTHER``, routes are the app's URL rules
+(``/v1/metrics/<name>/counts``, never raw paths) or ``<unmatched>``, statuses outside
+``STATUSES`` are ``other``. The cache of label children is bounded as well (``CHILD_LIMIT``).
 """
 from __future__ import annotations
 
@@ -18,6 +25,7 @@ import atexit
 import logging
 import os
 import re
+import resource
 import select
 import sys
 import threading
@@ -26,13 +34,14 @@ import traceback
 import uuid
 from contextvars import ContextVar
 from datetime import datetime, timezone
+from http import HTTPStatus
 from typing import Any
 
 import orjson
 import redis
 from flask import Flask, Response, g, request
 from prometheus_client import (CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, Counter,
-                               Histogram, generate_latest, multiprocess, values)
+                               Gauge, Histogram, generate_latest, multiprocess, values)
 
 from deniable.collector.process import current_pid
 
@@ -43,6 +52,15 @@ token). Anything else, dots included, is replaced, so an address cannot ride in 
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 UNMATCHED = "<unmatched>"
 REQUEST_LOGGER = "deniable.collector.requests"
+AUDIT_LOGGER = "deniable.audit"
+
+METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS"})
+"""Method label values kept as they are; any other method is counted as ``OTHER``."""
+OTHER_METHOD = "OTHER"
+STATUSES = frozenset(status.value for status in HTTPStatus)
+"""Status label values kept as they are (the registered HTTP statuses); others are ``other``."""
+CHILD_LIMIT = 4096
+"""Most label children cached per process; past it, children are looked up each time."""
 
 REASONS = {400: "malformed", 401: "unauthenticated", 403: "forbidden", 404: "not_found",
            405: "method_not_allowed", 409: "conflict", 413: "too_large",
@@ -71,7 +89,88 @@ REPORTS = Counter("deniable_reports_total",
 STORAGE_ERRORS = Counter("deniable_storage_errors_total",
                          "Errors talking to Redis, by exception class.", ["kind"])
 
+REDIS_UP = Gauge("deniable_redis_up",
+                 "1 if Redis answered the ping made at the last scrape, else 0 (also set to "
+                 "0 by a connection error or timeout on any request).",
+                 multiprocess_mode="livemostrecent")
+WORKERS = Gauge("deniable_workers", "Live worker processes serving requests.",
+                multiprocess_mode="livesum")
+RESIDENT_MEMORY = Gauge("deniable_process_resident_memory_bytes",
+                        "Resident memory of all live workers together, in bytes.",
+                        multiprocess_mode="livesum")
+MAX_RESIDENT_MEMORY = Gauge("deniable_process_max_resident_memory_bytes",
+                            "Resident memory of the largest live worker, in bytes.",
+                            multiprocess_mode="livemax")
+OPEN_FDS = Gauge("deniable_process_open_fds",
+                 "Open file descriptors of all live workers together.",
+                 multiprocess_mode="livesum")
+MAX_OPEN_FDS = Gauge("deniable_process_max_open_fds_ratio",
+                     "Highest share of its file descriptor limit any live worker uses (0-1).",
+                     multiprocess_mode="livemax")
+CPU_SECONDS = Counter("deniable_process_cpu_seconds",
+                      "CPU time (user + system) used by the workers, dead ones included, in "
+                      "seconds.")
+
 _STORAGE_ERROR_CLASSES = (redis.exceptions.RedisError, redis.exceptions.RedisClusterException)
+
+
+class ProcessStats:
+    """Keeps this worker's process gauges fresh: at most once per ``every_seconds``, on a
+    request, and at each scrape. Reads ``/proc/self`` (Linux); elsewhere only the worker
+    count and CPU time are kept.
+
+    Each worker writes its own values; the gauges' multiprocess modes add them up (or take
+    the largest) over live workers, and gunicorn's ``child_exit`` hook (``mark_worker_dead``)
+    removes a dead worker's values.
+    """
+
+    def __init__(self, every_seconds: float = 1.0) -> None:
+        self.every_seconds = every_seconds
+        self._pid = -1
+        self._next = 0.0
+        self._cpu = 0.0
+        self._lock = threading.Lock()
+        self._page_size = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+        self.forked = False  # whether this process was forked after this module's import
+        os.register_at_fork(after_in_child=self._was_forked)
+
+    def _was_forked(self) -> None:
+        self.forked = True
+        self._lock = threading.Lock()  # one held by a parent's thread at fork is unusable
+
+    def maybe_update(self) -> None:
+        """Update if the last update is older than ``every_seconds`` (cheap otherwise)."""
+        if time.monotonic() >= self._next or self._pid != current_pid():
+            self.update()
+
+    def update(self) -> None:
+        """Read this process's memory, CPU time and descriptors into the gauges now."""
+        with self._lock:
+            pid = current_pid()
+            if pid != self._pid:  # first update in this process (a fresh worker)
+                self._pid, self._cpu = pid, 0.0
+                WORKERS.set(1)
+            self._next = time.monotonic() + self.every_seconds
+            times = os.times()
+            cpu = times.user + times.system
+            if cpu > self._cpu:
+                CPU_SECONDS.inc(cpu - self._cpu)
+                self._cpu = cpu
+            try:
+                with open("/proc/self/statm", "rb") as statm:
+                    rss = int(statm.read().split()[1]) * self._page_size
+                fds = len(os.listdir("/proc/self/fd"))
+            except OSError:
+                return
+            RESIDENT_MEMORY.set(rss)
+            MAX_RESIDENT_MEMORY.set(rss)
+            OPEN_FDS.set(fds)
+            limit = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+            if limit > 0:
+                MAX_OPEN_FDS.set(fds / limit)
+
+
+_PROCESS = ProcessStats()
 
 
 current_request_id: ContextVar[str | None] = ContextVar("deniable_request_id", default=None)
@@ -103,8 +202,10 @@ class RequestRecorder:
         the formatter's scrubbing of a message that is always "request") would cost more than
         the line.
         """
-        _child(REQUESTS, method, route, str(status)).inc()
+        method = method if method in METHODS else OTHER_METHOD
+        _child(REQUESTS, method, route, str(status) if status in STATUSES else "other").inc()
         _child(LATENCY, method, route).observe(elapsed_seconds)
+        _PROCESS.maybe_update()
         if self.log_requests and self._log.isEnabledFor(logging.INFO):
             self._lines.add_line(json_line(time.time(), "info", REQUEST_LOGGER, "request", {
                 "method": method, "route": route, "status": status,
@@ -117,7 +218,7 @@ class RequestRecorder:
         elif status == 200:
             outcome, reason = "duplicate", ""
         else:
-            outcome, reason = "rejected", REASONS.get(status, str(status))
+            outcome, reason = "rejected", REASONS.get(status, "other")
         _child(BATCHES, outcome, reason).inc()
         if n_reports:
             _child(REPORTS, outcome, reason).inc(n_reports)
@@ -131,6 +232,10 @@ def init_app(app: Flask) -> RequestRecorder:
     lines = configure_logging(str(app.config.get("LOG_LEVEL", "INFO")),
                               float(app.config.get("LOG_REQUESTS_DELAY_SECONDS", 0)))
     recorder = RequestRecorder(bool(app.config.get("LOG_REQUESTS", True)), lines)
+    if _PROCESS.forked:
+        # A gunicorn worker loading the app (no preload): it counts itself at once, idle or
+        # not. The app `deniable serve` builds in the master only to fail fast does not.
+        _PROCESS.update()
 
     @app.before_request
     def _start() -> None:
@@ -156,6 +261,8 @@ def init_app(app: Flask) -> RequestRecorder:
     @app.get("/metrics")
     def prometheus_metrics() -> Response:
         """Prometheus text format; under gunicorn, the sum over all workers."""
+        _PROCESS.update()
+        check_redis(app.extensions["deniable.store"])
         if os.environ.get(MULTIPROC_ENV):
             registry = CollectorRegistry()
             multiprocess.MultiProcessCollector(registry)
@@ -171,18 +278,47 @@ _CHILDREN: dict[tuple[object, ...], Any] = {}
 
 
 def _child(metric: Counter | Histogram, *labels: str) -> Any:
-    """``metric.labels(*labels)``, cached: label values come from small fixed sets."""
+    """``metric.labels(*labels)``, cached (at most CHILD_LIMIT entries). Callers pass label
+    values from closed sets only: prometheus_client keeps every child it ever made."""
     key = (metric, *labels)
     child = _CHILDREN.get(key)
     if child is None:
-        child = _CHILDREN[key] = metric.labels(*labels)
+        child = metric.labels(*labels)
+        if len(_CHILDREN) < CHILD_LIMIT:
+            _CHILDREN[key] = child
     return child
 
 
 def count_storage_error(exc: BaseException) -> None:
-    """Count an error from Redis (other exceptions are ignored)."""
+    """Count an error from Redis (other exceptions are ignored); a connection or timeout
+    error also sets ``deniable_redis_up`` to 0."""
     if isinstance(exc, _STORAGE_ERROR_CLASSES):
-        STORAGE_ERRORS.labels(type(exc).__name__).inc()
+        # The class name comes from redis-py's closed set of exception classes.
+        _child(STORAGE_ERRORS, type(exc).__name__).inc()
+        if isinstance(exc, (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError)):
+            REDIS_UP.set(0)
+
+
+def check_redis(store: Any) -> bool:
+    """Ping Redis (``store.ping()``); record the answer in ``deniable_redis_up``."""
+    try:
+        store.ping()
+    except Exception as exc:  # noqa: BLE001 (any failure means "not reachable")
+        count_storage_error(exc)
+        REDIS_UP.set(0)
+        return False
+    REDIS_UP.set(1)
+    return True
+
+
+def audit(action: str, **fields: Any) -> None:
+    """Write one audit line for an admin action to the ``deniable.audit`` logger.
+
+    Pass identifiers only: the metric, the mechanism, the acting key's *id* (``key_id``),
+    never a key or its hash.
+    """
+    logging.getLogger(AUDIT_LOGGER).info("audit", extra={"fields": {"action": action,
+                                                                    **fields}})
 
 
 def mark_worker_dead(pid: int) -> None:
@@ -192,7 +328,9 @@ def mark_worker_dead(pid: int) -> None:
 
 
 _ADDRESS = re.compile(
-    r"(?<![\w.])\d{1,3}(?:\.\d{1,3}){3}(?![\w.])"   # IPv4
+    # IPv6 ending in an IPv4 address (IPv4-mapped ::ffff:a.b.c.d, NAT64 64:ff9b::a.b.c.d), whole
+    r"(?<![\w:.])(?:[0-9A-Fa-f]{0,4}:){2,6}\d{1,3}(?:\.\d{1,3}){3}(?![\w.])"
+    r"|(?<![\w.])\d{1,3}(?:\.\d{1,3}){3}(?![\w.])"   # IPv4
     r"|(?<=ip=)\S*?(?=: |\s|$)"                      # gunicorn's "ip=<address>: ..."
     r"|(?<![\w:])(?:[0-9A-Fa-f]{1,4}:){7}[0-9A-Fa-f]{1,4}(?![\w:])"  # IPv6, in full
     r"|(?<![\w:])[0-9A-Fa-f:]*::[0-9A-Fa-f:]*(?![\w:])")  # IPv6, compressed

@@ -38,6 +38,18 @@ def _json(description: str, schema: dict[str, Any]) -> dict[str, Any]:
 UNAVAILABLE = _problem("Redis is down or failing over: retry after Retry-After seconds.",
                        retry_after=True)
 
+POLICY_PROPERTIES: dict[str, Any] = {
+    "memoization": {"type": "string", "enum": ["memoized", "instantaneous", "fresh"],
+                    "description": "how devices perturb: a memoized answer (default), a "
+                                   "memoized answer re-perturbed by an instantaneous layer, or "
+                                   "fresh coins every report"},
+    "instantaneous": {"type": ["string", "null"],
+                      "description": "the instantaneous layer's mechanism id, with "
+                                     "memoization 'instantaneous' only"},
+    "period": {"type": "string", "enum": ["hour", "day", "week"],
+               "description": "at most one report per device per UTC period (default day)"},
+}
+
 SCHEMAS: dict[str, Any] = {
     "Problem": {
         "type": "object",
@@ -108,6 +120,9 @@ SCHEMAS: dict[str, Any] = {
             "p_yes_given_yes": {"type": "string", "description": "exact fraction, e.g. 3/4"},
             "p_yes_given_no": {"type": "string", "description": "exact fraction, e.g. 1/4"},
             "epsilon": {"type": "number", "description": "privacy loss per report"},
+            **POLICY_PROPERTIES,
+            "version": {"type": "integer", "minimum": 1,
+                        "description": "the registry version this entry describes"},
         },
     },
     "Counts": {
@@ -116,6 +131,9 @@ SCHEMAS: dict[str, Any] = {
             "metric": {"type": "string"},
             "mechanism": {"type": "string"},
             "version": {"type": "integer", "minimum": 1},
+            "current_version": {"type": "integer", "minimum": 1,
+                                "description": "the metric's newest version"},
+            **POLICY_PROPERTIES,
             "retired": {"type": ["string", "null"],
                         "description": "when the metric was retired, if it was"},
             "granularity": {"type": "string", "enum": ["hour", "day", "week"]},
@@ -138,6 +156,7 @@ SCHEMAS.update({
             "mechanism": {"type": "string", "examples": ["rr:1/2:1/2"]},
             "description": {"type": "string"},
             "retention_days": {"type": "integer", "minimum": 1},
+            **POLICY_PROPERTIES,
         },
     },
     "MetricEntry": {
@@ -159,7 +178,7 @@ SCHEMAS.update({
                                "mechanism": {"type": "string"},
                                "p_yes_given_yes": {"type": "string"},
                                "p_yes_given_no": {"type": "string"},
-                               "epsilon": {"type": "number"}}}},
+                               "epsilon": {"type": "number"}, **POLICY_PROPERTIES}}},
         },
     },
     "RegistryResult": {
@@ -179,7 +198,7 @@ TIME_RANGE: list[dict[str, Any]] = [
      "schema": {"type": "string", "format": "date-time"},
      "description": "ISO 8601 end, excluded (UTC if no offset); default: now"},
 ]
-"""The ``from``/``to`` query range, parsed by ``api.time_range`` for every endpoint taking it."""
+"""The ``from``/``to`` query range, parsed by ``params.time_range`` for every endpoint taking it."""
 
 PUBLIC: list[dict[str, list[str]]] = []
 """The ``security`` of operations that need no key."""
@@ -248,7 +267,7 @@ PATHS: dict[str, dict[str, Any]] = {
                 "201": _json("Created, or a new version.", _ref("RegistryResult")),
                 "200": _json("Description or retention updated, or nothing changed.",
                              _ref("RegistryResult")),
-                "400": _problem("The body is not valid JSON."),
+                "400": _problem("The body is not valid JSON, or repeats a key."),
                 "409": _problem("The metric is retired, or an older version used that "
                                 "mechanism."),
                 "415": _problem("The body is not application/json."),
@@ -281,12 +300,12 @@ PATHS: dict[str, dict[str, Any]] = {
     }},
     "/dashboard": {"get": {
         "operationId": "dashboard",
-        "summary": "The live dashboard page (no counts in it; give a read token as "
-                   "#token=... in the URL fragment)",
+        "summary": "The live dashboard page. It holds no data: its script fetches the "
+                   "catalogue and the numbers with a read key, given as #token=... in the "
+                   "URL fragment or typed into the page",
         "security": PUBLIC,
         "responses": {"200": {"description": "The page.",
-                              "content": {"text/html": {"schema": {"type": "string"}}}},
-                      "503": UNAVAILABLE},
+                              "content": {"text/html": {"schema": {"type": "string"}}}}},
     }},
     "/dashboard/data": {"get": {
         "operationId": "dashboardData",
@@ -300,7 +319,9 @@ PATHS: dict[str, dict[str, Any]] = {
              "schema": {"type": "integer", "minimum": 1, "maximum": 1000}},
         ],
         "responses": {
-            "200": _json("Buckets with estimates, intervals, n and flags.", {"type": "object"}),
+            "200": _json("The metric's version, collection policy, estimand and range; buckets "
+                         "with estimates, window intervals, n, periods and flags.",
+                         {"type": "object"}),
             "404": _problem("No metric of that name."),
             "422": _problem("A bad parameter; errors[] names it."),
             "503": UNAVAILABLE,

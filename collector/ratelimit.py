@@ -1,4 +1,5 @@
-"""Per-IP and per-key token buckets in Redis, checked in one round trip.
+"""Per-IP and per-key token buckets in Redis, checked in one round trip (one per bucket on a
+Redis Cluster, where each bucket has its own slot).
 
 Each bucket holds up to ``burst`` tokens and refills at ``rate`` tokens per second; a request
 takes one. The bucket lives in a Redis hash updated by one Lua script using Redis's clock, so
@@ -76,7 +77,8 @@ class RateLimiter:
         self._secret = secret if isinstance(secret, bytes) else str(secret).encode()
         self._script = client.register_script(_TOKEN_BUCKET_LUA)
         # Standalone: both buckets in one script on the hot path's connection. A cluster keeps
-        # each bucket in its own slot: one script per bucket, pipelined.
+        # each bucket in its own slot: one script call per bucket (redis-py refuses scripts in
+        # a cluster pipeline), each routed to the node holding its slot.
         self._hot = (None if isinstance(client, redis.cluster.RedisCluster)
                      else HotScript(client, _TOKEN_BUCKET_LUA))
 
@@ -87,7 +89,7 @@ class RateLimiter:
     def wait_seconds(self, ip: str | None, key_id: str | None) -> float:
         """Take a token from the IP's and the key's buckets; 0.0 if allowed, else the wait.
 
-        Both buckets are checked in one round trip.
+        Both buckets are checked in one round trip; on a cluster, one per bucket.
         """
         checks: list[tuple[str, tuple[float, int]]] = []
         if self.ip[0] > 0:
@@ -101,12 +103,11 @@ class RateLimiter:
             for _, (rate, burst) in checks:
                 args.extend((repr(rate), burst))
             return int(self._hot([bucket for bucket, _ in checks], args)) / 1000.0
-        pipe = self.client.pipeline(transaction=False)
+        waits = []
         for bucket, (rate, burst) in checks:
-            self._script(keys=[bucket], args=[rate, burst], client=pipe)
-        with script_errors():
-            waits = pipe.execute()
-        return max(int(w) for w in waits) / 1000.0
+            with script_errors():
+                waits.append(int(self._script(keys=[bucket], args=[repr(rate), burst])))
+        return max(waits) / 1000.0
 
     def check(self, ip: str | None, key_id: str | None) -> None:
         """Raise 429 with Retry-After (whole seconds, at least 1) if either bucket is empty."""

@@ -23,11 +23,68 @@ from deniable.collector.embedded import free_port
 from deniable.collector.errors import CollectorError
 
 METRICS_DIR_ENV = "PROMETHEUS_MULTIPROC_DIR"
+DEFAULT_HOST = "127.0.0.1"
+"""Where ``deniable serve`` and the gunicorn config listen unless told otherwise: loopback only,
+for nginx (or another buffering proxy) on the same host or pod to reach."""
+DEFAULT_PORT = 8000
+PER_INSTANCE_ENV = (METRICS_DIR_ENV, "DENIABLE_CONTROL_SOCKET")
+"""Variables naming one server's own state: never passed on to another collector."""
 
 
 def default_config_file() -> str:
-    """The gunicorn config shipped with the package: a copy of deploy/gunicorn.conf.py."""
+    """The one gunicorn config, shipped in the package (collector/gunicorn.conf.py)."""
     return str(resources.files("deniable.collector").joinpath("gunicorn.conf.py"))
+
+
+def close_listeners_on_term(worker: Any) -> None:
+    """Make a gunicorn sync worker let go of the listening sockets as soon as it gets SIGTERM.
+
+    On a graceful stop the master closes its listening sockets, but every worker holds copies.
+    A worker busy with a slow request kept them open, so the kernel went on completing
+    handshakes for new connections that nobody would ever serve (they hung until the worker
+    exited). Here SIGTERM (interrupting a blocked read, which Python then retries) first
+    replaces the worker's listening descriptors with a socket that listens on nothing
+    (``dup2``, so descriptor numbers stay valid for the worker loop's ``select``), then lets
+    gunicorn stop the worker as usual: the request in flight finishes, and once the master and
+    every worker have let go, new connections are refused at once.
+    A worker told to stop while the server goes on (a reload, fewer workers) only drops its
+    own copies; the listening socket stays open for the others. Other worker classes (a
+    config that overrides ``worker_class``) are left as gunicorn made them.
+    """
+    import socket
+
+    from gunicorn.workers.sync import SyncWorker
+
+    if not isinstance(worker, SyncWorker):
+        return
+    previous = signal.getsignal(signal.SIGTERM)
+    placeholder = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    accept = worker.accept
+
+    def guarded_accept(listener: Any) -> None:
+        try:
+            accept(listener)
+        except OSError:
+            if worker.alive:
+                raise  # a real error; once stopping, the placeholder refuses accept()
+
+    def handle_term(sig: int, frame: Any) -> None:
+        worker.alive = False
+        for listener in worker.sockets:
+            try:
+                os.dup2(placeholder.fileno(), listener.fileno())
+            except OSError:
+                pass
+        if callable(previous):
+            previous(sig, frame)
+
+    worker.accept = guarded_accept
+    signal.signal(signal.SIGTERM, handle_term)
+    # gunicorn asks the kernel to restart system calls after SIGTERM, so a worker blocked in a
+    # read (a slow body, a Redis reply) ran no Python handler until the read returned. Let the
+    # read be interrupted instead: the handler runs at once, and Python retries the read
+    # (PEP 475), so the request in flight goes on undisturbed.
+    signal.siginterrupt(signal.SIGTERM, True)
 
 
 def prepare_metrics_dir(path: str | None = None) -> tuple[str, bool]:
@@ -65,9 +122,9 @@ def serve(host: str, port: int, *, workers: int | None = None, dev: bool = False
           config_file: str | None = None) -> None:
     """Serve the collector configured by the ``DENIABLE_*`` environment, until stopped.
 
-    Under gunicorn, every server setting comes from ``config_file`` (by default
-    deploy/gunicorn.conf.py, shipped in the package); ``host``, ``port`` and ``workers``
-    override its bind address and worker count.
+    Under gunicorn, every server setting comes from ``config_file`` (by default the packaged
+    collector/gunicorn.conf.py); ``host``, ``port`` and ``workers`` override its bind address
+    and worker count.
     """
     if dev:
         from deniable.collector.app import create_app
@@ -133,7 +190,7 @@ class CollectorProcess:
                    "--metrics-file", self.metrics_file, "--workers", str(self.workers)]
         if self.dev:
             command.append("--dev")
-        env = {**os.environ, **self.env}
+        env = self.child_env()
         self._log = tempfile.TemporaryFile()
         self.process = subprocess.Popen(command, env=env, stdin=subprocess.DEVNULL,
                                         stdout=self._log, stderr=subprocess.STDOUT,
@@ -151,6 +208,13 @@ class CollectorProcess:
         raise CollectorError(f"the collector was not ready on port {self.port} in {timeout}s: "
                              f"{self.log_tail(1000)}")
 
+    def child_env(self) -> dict[str, str]:
+        """This environment for the child, minus per-instance state that it must not share
+        with other collectors (a Prometheus directory, a control socket) unless ``env`` names
+        its own: each collector then gets a fresh metrics directory and no control socket."""
+        inherited = {k: v for k, v in os.environ.items() if k not in PER_INSTANCE_ENV}
+        return {**inherited, **self.env}
+
     def _answers(self) -> bool:
         try:
             with urllib.request.urlopen(f"{self.url}/healthz", timeout=1) as response:
@@ -159,7 +223,7 @@ class CollectorProcess:
             return False
 
     def _workers_ready(self) -> int:
-        """How many workers have logged "worker ready" (deploy/gunicorn.conf.py's hook)."""
+        """How many workers have logged "worker ready" (the gunicorn config's hook)."""
         return self.log_tail(1 << 24).count('"message":"worker ready"')
 
     def stop(self, sig: int = signal.SIGTERM, timeout: float = 15.0) -> None:

@@ -24,6 +24,12 @@ DEFAULTS: dict[str, Any] = {
     "MAX_BATCH_REPORTS": DEFAULT_MAX_REPORTS,
     # How long a batch id is remembered for deduplication, in seconds (7 days).
     "BATCH_ID_TTL_SECONDS": 7 * 24 * 3600,
+    # Key of the HMAC that batch-id records hold instead of the batch's content digest (never
+    # written to Redis; share it between all processes of one deployment). Unset: batch
+    # records hold no digest, and a batch id reused for other content answers 200 (taken as a
+    # re-send) instead of 409. Rotating it: re-sends of batches made before the rotation, for
+    # up to BATCH_ID_TTL_SECONDS, answer 409 instead of 200 (still counted once). docs/privacy.md.
+    "BATCH_SECRET": None,
     # Default retention of hour buckets, in days, for metrics that do not set their own.
     "RETENTION_DAYS": 90,
     # Seconds a client is told to wait (Retry-After) when storage is unavailable.
@@ -32,6 +38,12 @@ DEFAULTS: dict[str, Any] = {
     "COUNTS_MAX_DAYS": 400,
     # Redis socket timeouts, in seconds.
     "REDIS_TIMEOUT_SECONDS": 2.0,
+    # Acknowledged means replicated: a batch is answered 202 only once this many replicas
+    # confirm it (Redis WAIT), else 503 and the client retries (same batch id, counted once).
+    # 0: acknowledged once the master applied it (docs/scaling.md, "Recovery points").
+    "REDIS_MIN_REPLICAS": 0,
+    # How long WAIT may wait for those replicas, in seconds, before the batch is answered 503.
+    "REDIS_MIN_REPLICAS_TIMEOUT_SECONDS": 0.5,
     # DEMO/TEST ONLY, off by default: a file holding seconds to shift the receive clock by,
     # read per request (see clock.py). Lets the demo fill simulated days.
     "DEMO_CLOCK_FILE": None,
@@ -43,6 +55,12 @@ DEFAULTS: dict[str, Any] = {
     # Seconds a verified key stays cached in each process; a revoked key is refused at most
     # this long after `deniable keys revoke`. 0 checks Redis on every request.
     "AUTH_CACHE_SECONDS": 5,
+
+    # --- Web clients (collector/cors.py) ---
+    # Origins whose pages may call POST /v1/reports and GET /v1/metrics, e.g.
+    # ["https://app.example.com"] (or "https://a.example.com,https://b.example.com"; "*" for
+    # any). Empty (the default): no CORS at all, and browsers keep other origins out.
+    "CORS_ORIGINS": [],
 
     # --- Metric registry ---
     # Seconds each process caches the Redis registry. A report for a metric the cache does not
@@ -65,7 +83,9 @@ DEFAULTS: dict[str, Any] = {
     # keeps its own per-IP buckets; `deniable serve` shares one random secret with its workers).
     "RATE_LIMIT_SECRET": None,
     # Behind N trusted reverse proxies, take the client IP from the N-th X-Forwarded-For entry
-    # from the right (werkzeug ProxyFix). 0: the socket peer (remote_addr) is the client.
+    # from the right (werkzeug ProxyFix). 0: the socket peer (remote_addr) is the client. The
+    # shipped deployments set it (deploy/vm: 1, deploy/kubernetes: 2); a process logs one
+    # warning when requests' X-Forwarded-For contradicts it (collector/proxy.py).
     "PROXY_FIX_X_FOR": 0,
 
     # Write one JSON log line per request (request id, route, status, duration; never the

@@ -5,16 +5,22 @@ Tests never touch the machine's shared Redis on port 6379 and never use a Redis 
 from __future__ import annotations
 
 import logging
+import secrets
 from collections.abc import Iterator
+from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
 import redis
+from hypothesis import HealthCheck, settings
 
+from deniable.collector import keys
 from deniable.collector.app import create_app
 from deniable.collector.embedded import RedisNotFoundError, RedisServer
 from deniable.collector.observability import REQUEST_LOGGER
 from deniable.collector.server import CollectorProcess
+from deniable.collector.store import Store, decode_counters
+from tests.rediscluster import redis_cluster  # noqa: F401 (a session fixture: the Redis Cluster)
 
 METRICS_TOML = """\
 [metrics.feature_x_enabled]
@@ -26,6 +32,18 @@ description = "Dark mode is on"
 mechanism = "rr:3/4:1/2"
 retention_days = 30
 """
+
+
+@pytest.fixture(autouse=True)
+def _private_data_home(tmp_path_factory: pytest.TempPathFactory,
+                       monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Point the per-user data directory at a fresh temp dir for every test, so a default
+    Reporter's privacy state (deniable.client.state.default_state_dir) never lands in the real
+    home directory. Set in os.environ, so subprocesses that inherit it follow."""
+    home = tmp_path_factory.mktemp("data-home")
+    monkeypatch.setenv("XDG_DATA_HOME", str(home))
+    monkeypatch.setenv("LOCALAPPDATA", str(home))  # the same convention on Windows
+    return home
 
 
 @pytest.fixture(autouse=True)
@@ -69,7 +87,16 @@ def metrics_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
-OPEN = {"AUTH": "off", "RATE_LIMIT_IP_PER_SECOND": 0, "RATE_LIMIT_KEY_PER_SECOND": 0}
+# A busy machine (CI shares its two cores) must not fail a property test for slowness: no
+# per-example deadline and no too-slow health check. Properties and example counts are unchanged.
+settings.register_profile("deniable", deadline=None,
+                          suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("deniable")
+
+BATCH_SECRET = "test-batch-secret"
+"""The batch-record HMAC key of the tests' collectors (a reused batch id answers 409)."""
+OPEN = {"AUTH": "off", "RATE_LIMIT_IP_PER_SECOND": 0, "RATE_LIMIT_KEY_PER_SECOND": 0,
+        "BATCH_SECRET": BATCH_SECRET}
 """Settings of an open collector: dev mode (no keys) and no rate limits."""
 OPEN_ENV = {f"DENIABLE_{k}": str(v) for k, v in OPEN.items()}
 
@@ -86,7 +113,7 @@ def secure_app(redis_url: str, metrics_file: Path, redis_client: redis.Redis):  
     """A collector with the production defaults: auth on (no key cache, so revocation is
     immediate here) and no rate limits unless a test sets them."""
     return create_app({"REDIS_URL": redis_url, "METRICS_FILE": str(metrics_file),
-                       "TESTING": True, "AUTH_CACHE_SECONDS": 0,
+                       "TESTING": True, "AUTH_CACHE_SECONDS": 0, "BATCH_SECRET": BATCH_SECRET,
                        "RATE_LIMIT_IP_PER_SECOND": 0, "RATE_LIMIT_KEY_PER_SECOND": 0})
 
 
@@ -107,7 +134,8 @@ def live_collector(redis_url: str, metrics_file: Path) -> Iterator[CollectorProc
 def live_secure_collector(redis_url: str, metrics_file: Path) -> Iterator[CollectorProcess]:
     """A real collector with auth on (gunicorn, 2 workers): keys cached 1 s, registry 1 s."""
     env = {"DENIABLE_AUTH_CACHE_SECONDS": "1", "DENIABLE_REGISTRY_CACHE_SECONDS": "1",
-           "DENIABLE_RATE_LIMIT_IP_PER_SECOND": "0", "DENIABLE_RATE_LIMIT_KEY_PER_SECOND": "0"}
+           "DENIABLE_RATE_LIMIT_IP_PER_SECOND": "0", "DENIABLE_RATE_LIMIT_KEY_PER_SECOND": "0",
+           "DENIABLE_BATCH_SECRET": BATCH_SECRET}
     with CollectorProcess(redis_url, metrics_file, workers=2, env=env) as collector:
         yield collector
 
@@ -115,3 +143,25 @@ def live_secure_collector(redis_url: str, metrics_file: Path) -> Iterator[Collec
 def snapshot(client: redis.Redis) -> dict[bytes, bytes]:
     """Every key's serialized value: equal snapshots mean Redis is byte-for-byte unchanged."""
     return {key: client.dump(key) for key in sorted(client.scan_iter(count=1000))}
+
+
+def hour_counts(client: redis.Redis, metric: str, mechanism_id: str,
+                hour: datetime) -> tuple[int, int]:
+    """(n, ones) of one metric version in the UTC hour holding ``hour``, read through the
+    key layout (0, 0 when nothing was counted)."""
+    month = keys.month_of(hour)
+    width = keys.width(mechanism_id)
+    at = keys.counter_index(month, keys.hour_index(hour), 0, width)
+    raw = client.get(keys.counters(metric, mechanism_id, month)) or b""
+    values = decode_counters(raw)
+    return (values[at], values[at + 1]) if at + 1 < len(values) else (0, 0)
+
+
+def put_counts(client: redis.Redis, metric: str, mechanism_id: str,
+               hours: dict[datetime, tuple[int, int]], retention_days: int = 90) -> None:
+    """Add (n, ones) to hour buckets through the collector's own write path (the ingest
+    script), as if batches had arrived in those hours."""
+    Store(client).add_hours(metric, mechanism_id,
+                            {keys.hour_index(h): counts for h, counts in hours.items()},
+                            retention_days, f"test-{secrets.token_hex(8)}",
+                            datetime.now(timezone.utc), 3600)

@@ -1,10 +1,19 @@
-// Deniable dashboard: fetch each metric's series from /dashboard/data and draw it as SVG.
-// The server computes every number (the mechanism's one estimator); this script only draws.
+// Deniable dashboard: fetch the catalogue from /v1/metrics and each metric's series from
+// /dashboard/data, and draw them as SVG. The page itself holds no data. The server computes
+// every number (the mechanism's one estimator); this script only draws.
+// The read key comes in the URL fragment (#token=..., never sent to the server) or from the
+// key form; it is kept in this tab's sessionStorage and removed from the URL at once, so it
+// does not linger in the address bar, the history or a copied link.
 "use strict";
 (function () {
   const SVGNS = "http://www.w3.org/2000/svg";
   const W = 900, H = 230, BARS = 70, LEFT = 48, RIGHT = 12, TOP = 10, GAP = 26;
-  const token = new URLSearchParams(location.hash.slice(1)).get("token");
+  const KEY = "deniable-read-key";
+  const given = new URLSearchParams(location.hash.slice(1)).get("token");
+  if (given) sessionStorage.setItem(KEY, given);
+  if (location.hash) history.replaceState(null, "", location.pathname + location.search);
+  let token = sessionStorage.getItem(KEY);
+  const keyForm = document.getElementById("key");
   const form = document.getElementById("range");
   const params = new URLSearchParams(location.search);
 
@@ -101,15 +110,22 @@
     el("h2", {}, section).textContent = name;
     const q = new URLSearchParams(query); q.set("metric", name);
     try {
-      const r = await fetch(`${into.dataset.endpoint}?${q}`, {headers: token ? {Authorization: `Bearer ${token}`} : {}});
+      const r = await fetch(`${into.dataset.endpoint}?${q}`, {headers: auth()});
       const doc = await r.json();
       if (!r.ok) throw new Error(doc.detail || r.statusText);
       if (doc.description) el("p", {}, section).textContent = doc.description;
+      el("p", {class: "policy"}, section).textContent =
+        (doc.version == null ? "" : `Version ${doc.version}. `) + `${doc.policy}. ` +
+        `Each value is the ${doc.estimand}. Range ${doc.from} to ${doc.to}` +
+        (doc.window > 1 ? `, rolling ${doc.window} ${doc.granularity}s.` : ".");
       section.appendChild(chart(doc));
       const s = doc.summary, sum = el("p", {class: "summary", "data-n": s.n}, section);
-      sum.textContent = `Whole range: n = ${s.n.toLocaleString("en")}, estimate ` +
-        `${fmt(s.estimate, 4)}, 95% CI [${fmt(s.ci_low, 4)}, ${fmt(s.ci_high, 4)}]` +
-        (s.clipped ? " (clipped)" : "") + (s.wide ? " (too few reports)" : "");
+      const pct = `${Math.round(doc.confidence * 100)}%`;
+      sum.textContent = `Whole range: n = ${s.n.toLocaleString("en")} over ${s.periods} ` +
+        `periods, estimate ${fmt(s.estimate, 4)}, ${pct} CI [${fmt(s.ci_low, 4)}, ` +
+        `${fmt(s.ci_high, 4)}]` + (s.clipped ? " (clipped)" : "") +
+        (s.interval_clipped ? " (interval clipped to [0, 1])" : "") +
+        (s.wide ? " (too few reports)" : "") + `; the ${s.estimand}.`;
       el("p", {class: "note"}, section).textContent = doc.note;
       section.appendChild(table(doc));
     } catch (err) {
@@ -117,10 +133,36 @@
     }
   }
 
+  function auth() { return token ? {Authorization: `Bearer ${token}`} : {}; }
+
+  async function catalogue(nav) {
+    const r = await fetch(document.body.dataset.catalogue, {headers: auth()});
+    const doc = await r.json();
+    if (r.status === 401 || r.status === 403) {
+      sessionStorage.removeItem(KEY);
+      keyForm.hidden = false;
+    }
+    if (!r.ok) throw new Error(doc.detail || r.statusText);
+    nav.textContent = "";
+    for (const m of doc.metrics) {
+      const label = el("label", {}, nav);
+      el("input", {type: "checkbox", name: "metric", value: m.name, checked: ""}, label);
+      label.append(` ${m.name} `);
+      el("small", {}, label).textContent = `(\u03b5 ${m.epsilon.toFixed(3)})`;
+    }
+  }
+
   async function render() {
     const main = document.getElementById("charts");
     main.textContent = "";
     document.body.removeAttribute("data-ready");
+    try {
+      await catalogue(document.getElementById("metrics"));
+    } catch (err) {
+      el("p", {class: "error"}, main).textContent = `Could not load the metrics: ${err.message}`;
+      document.body.setAttribute("data-ready", "1");
+      return;
+    }
     const query = {};
     for (const key of ["from", "to", "every", "rolling"]) {
       const v = params.get(key); if (v) query[key] = v;
@@ -132,6 +174,14 @@
     document.body.setAttribute("data-ready", "1");
   }
 
+  keyForm.addEventListener("submit", ev => {
+    ev.preventDefault();
+    token = keyForm.token.value;
+    sessionStorage.setItem(KEY, token);
+    keyForm.reset();
+    keyForm.hidden = true;
+    render();
+  });
   form.from.value = toInput(params.get("from"));
   form.to.value = toInput(params.get("to"));
   if (params.get("every")) form.every.value = params.get("every");

@@ -33,7 +33,8 @@ def test_plan_for_every_registered_metric(live_collector, capsys) -> None:  # ty
 
 def test_report_series_csv_and_html(live_collector, redis_client, tmp_path: Path,  # type: ignore[no-untyped-def]
                                     capsys) -> None:
-    with Reporter(live_collector.url, batch_size=500) as reporter:
+    with Reporter(live_collector.url, one_per_period=False, batch_size=500) as reporter:
+        assert reporter.wait_ready(10)
         for i in range(1_000):
             reporter.report("dark_mode", i % 2 == 0)
     assert main(["report", "--collector", live_collector.url, "--metric", "dark_mode",

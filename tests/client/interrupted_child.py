@@ -21,7 +21,7 @@ def interrupt(signum: int, frame: object) -> None:
         raise KeyboardInterrupt
 
 
-reporter = Reporter("http://127.0.0.1:9", metrics={"dark_mode": "rr:3/4:1/2"},
+reporter = Reporter("http://127.0.0.1:9", one_per_period=False, metrics={"dark_mode": "rr:3/4:1/2"},
                     batch_size=50, commit_interval=0.001, timeout=(0.05, 0.05))
 signal.signal(signal.SIGALRM, interrupt)
 interrupted = 0

@@ -35,7 +35,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--exit-without-close", action="store_true")
     args = parser.parse_args(argv)
 
-    reporter = Reporter(args.url, metrics=METRICS, queue_path=args.queue,
+    reporter = Reporter(args.url, one_per_period=False, metrics=METRICS, queue_path=args.queue,
                         durability=args.durability, batch_size=args.batch_size,
                         max_batch_age=args.max_batch_age, backoff=0.1, max_backoff=1.0,
                         close_timeout=args.close_timeout, timeout=(1.0, 3.0))

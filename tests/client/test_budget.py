@@ -21,6 +21,7 @@ from deniable.client.errors import (
     PrivacyStateError,
 )
 from deniable.client.longitudinal import LongitudinalGuard
+from deniable.client.state import IN_MEMORY
 from deniable.client.mechanism import DEFAULT
 from deniable.client.state import StateDir
 
@@ -56,7 +57,7 @@ def test_budget_parameters_are_checked() -> None:
         with pytest.raises(InvalidParameterError):
             Budget(1.0, bad_period)
     with pytest.raises(InvalidParameterError):
-        LongitudinalGuard(None, budgets={"m": 1.0})  # type: ignore[dict-item]
+        LongitudinalGuard(IN_MEMORY, budgets={"m": 1.0})  # type: ignore[dict-item]
 
 
 def test_budget_exceeded_is_a_deniable_error() -> None:
@@ -72,7 +73,7 @@ def test_budget_exceeded_is_a_deniable_error() -> None:
 ])
 def test_fresh_reports_compose_sequentially_and_the_budget_is_tight_on_both_sides(
         budget: Budget, allowed: int) -> None:
-    guard = LongitudinalGuard(None, budgets={"m": budget}, fresh={"m"}, clock=Clock())
+    guard = LongitudinalGuard(IN_MEMORY, budgets={"m": budget}, fresh={"m"}, clock=Clock())
     assert accepted(guard, "m", 10) == allowed
     assert guard.refused == 10 - allowed
     spend = guard.stats()["m"]
@@ -81,7 +82,7 @@ def test_fresh_reports_compose_sequentially_and_the_budget_is_tight_on_both_side
 
 
 def test_the_refusal_says_what_was_asked_spent_and_when_it_reopens() -> None:
-    guard = LongitudinalGuard(None, budgets={"m": Budget(LN3)}, fresh={"m"}, clock=Clock())
+    guard = LongitudinalGuard(IN_MEMORY, budgets={"m": Budget(LN3)}, fresh={"m"}, clock=Clock())
     guard.perturb("m", DEFAULT, True)
     with pytest.raises(BudgetExceededError, match=r"'m' refused.*1\.09861 nats") as caught:
         guard.perturb("m", DEFAULT, True)
@@ -92,7 +93,7 @@ def test_the_refusal_says_what_was_asked_spent_and_when_it_reopens() -> None:
 
 def test_memoized_repeats_cost_nothing_and_a_new_value_pays_once() -> None:
     clock = Clock()
-    guard = LongitudinalGuard(None, budgets={"m": Budget(LN3)}, clock=clock)
+    guard = LongitudinalGuard(IN_MEMORY, budgets={"m": Budget(LN3)}, clock=clock)
     assert accepted(guard, "m", 1000, True) == 1000       # ln 3 once, then free
     assert guard.stats()["m"].spent == LN3
     assert accepted(guard, "m", 5, False) == 0            # a new value: ln 3 more, refused
@@ -101,11 +102,11 @@ def test_memoized_repeats_cost_nothing_and_a_new_value_pays_once() -> None:
     assert accepted(guard, "m", 1000, False) == 1000
     assert accepted(guard, "m", 1000, True) == 1000       # paid yesterday: still free
     spend = guard.stats()["m"]
-    assert (spend.spent, spend.lifetime, spend.paid_values) == (LN3, 2 * LN3, 2)
+    assert (spend.spent, spend.total_charged, spend.paid_values) == (LN3, 2 * LN3, 2)
 
 
 def test_a_new_mechanism_for_a_metric_is_a_new_answer_and_pays_again() -> None:
-    guard = LongitudinalGuard(None, budgets={"m": Budget(2 * LN3)}, clock=Clock())
+    guard = LongitudinalGuard(IN_MEMORY, budgets={"m": Budget(2 * LN3)}, clock=Clock())
     other = RandomizedResponse.from_id("rr:1/3:1/2")  # P1 2/3, Q 1/3: epsilon ln 2
     assert accepted(guard, "m", 3, True) == 3
     assert accepted(guard, "m", 3, True, other) == 3
@@ -115,35 +116,35 @@ def test_a_new_mechanism_for_a_metric_is_a_new_answer_and_pays_again() -> None:
 def test_with_an_instantaneous_layer_the_long_run_epsilon_is_charged_up_front() -> None:
     irr = RandomizedResponse.from_id("rr:3/4:1/2")
     ln5 = math.log(5)
-    tight = LongitudinalGuard(None, budgets={"m": Budget(ln5)}, irr={"m": irr}, clock=Clock())
+    tight = LongitudinalGuard(IN_MEMORY, budgets={"m": Budget(ln5)}, irr={"m": irr}, clock=Clock())
     assert accepted(tight, "m", 500, True) == 500
     assert tight.stats()["m"].spent == ln5
-    short = LongitudinalGuard(None, budgets={"m": Budget(ln5 * (1 - 1e-9))}, irr={"m": irr},
+    short = LongitudinalGuard(IN_MEMORY, budgets={"m": Budget(ln5 * (1 - 1e-9))}, irr={"m": irr},
                               clock=Clock())
     assert accepted(short, "m", 3, True) == 0  # ln 3 per report would wrongly admit it
 
 
 def test_periods_are_epoch_aligned_and_a_clock_going_back_reopens_nothing() -> None:
     clock = Clock(20_000 * DAY + DAY - 0.001)  # one millisecond before midnight
-    guard = LongitudinalGuard(None, budgets={"m": Budget(LN3)}, fresh={"m"}, clock=clock)
+    guard = LongitudinalGuard(IN_MEMORY, budgets={"m": Budget(LN3)}, fresh={"m"}, clock=clock)
     assert accepted(guard, "m", 2) == 1
     clock.now = 20_001 * DAY                  # midnight: a new period
     assert accepted(guard, "m", 2) == 1
     clock.now = 20_000 * DAY + DAY / 2        # the clock goes back a day
     assert accepted(guard, "m", 2) == 0
-    hourly = LongitudinalGuard(None, budgets={"m": Budget(LN3, 3600)}, fresh={"m"}, clock=clock)
+    hourly = LongitudinalGuard(IN_MEMORY, budgets={"m": Budget(LN3, 3600)}, fresh={"m"}, clock=clock)
     assert accepted(hourly, "m", 2) == 1
     clock.now += 3600
     assert accepted(hourly, "m", 2) == 1
 
 
 def test_unbudgeted_metrics_are_accounted_but_never_refused() -> None:
-    guard = LongitudinalGuard(None, fresh={"f"}, clock=Clock())
+    guard = LongitudinalGuard(IN_MEMORY, fresh={"f"}, clock=Clock())
     assert accepted(guard, "f", 1000) == 1000
     assert accepted(guard, "m", 1000) == 1000
     stats = guard.stats()
-    assert stats["f"].lifetime == pytest.approx(1000 * LN3, rel=1e-12)
-    assert stats["f"].remaining is None and stats["m"].lifetime == LN3
+    assert stats["f"].total_charged == pytest.approx(1000 * LN3, rel=1e-12)
+    assert stats["f"].remaining is None and stats["m"].total_charged == LN3
 
 
 def test_spending_and_refusals_persist_across_restarts(tmp_path: Path) -> None:
@@ -160,7 +161,7 @@ def test_spending_and_refusals_persist_across_restarts(tmp_path: Path) -> None:
         assert accepted(guard, "m", 1, False) == 0
         stats = guard.stats()
         assert stats["m"].refused == 5 and stats["f"].refused == 4
-        assert stats["u"].lifetime == LN3
+        assert stats["u"].total_charged == LN3
     doc = json.loads((tmp_path / "ledger.json").read_text())
     assert doc["metrics"]["f"]["refused"] == 4
 
@@ -188,7 +189,7 @@ def test_a_corrupt_ledger_is_refused(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("persisted", [False, True])
 def test_threads_racing_for_a_budget_never_overspend(tmp_path: Path, persisted: bool) -> None:
-    guard = LongitudinalGuard(tmp_path if persisted else None, fresh={"f"}, clock=Clock(),
+    guard = LongitudinalGuard(tmp_path if persisted else IN_MEMORY, fresh={"f"}, clock=Clock(),
                               budgets={"f": Budget.for_reports(50, LN3)})
     counts = [0] * 8
 

@@ -11,6 +11,7 @@ import pytest
 from deniable.client import InvalidParameterError, RandomizedResponse
 from deniable.client.composition import compose
 from deniable.client.longitudinal import LongitudinalGuard
+from deniable.client.state import IN_MEMORY
 from deniable.client.mechanism import DEFAULT
 
 IRR = RandomizedResponse.from_id("rr:3/4:1/2")
@@ -27,23 +28,23 @@ def test_one_report_per_device_follows_the_wire_mechanism_exactly(
     # the wire mechanism: the collector debiases with it and needs to know nothing else.
     n = 10_000
     layers = {"m": irr} if irr else None
-    ones_true = sum(LongitudinalGuard(None, irr=layers).perturb("m", DEFAULT, True)
+    ones_true = sum(LongitudinalGuard(IN_MEMORY, irr=layers).perturb("m", DEFAULT, True)
                     for _ in range(n))
-    ones_false = sum(LongitudinalGuard(None, irr=layers).perturb("m", DEFAULT, False)
+    ones_false = sum(LongitudinalGuard(IN_MEMORY, irr=layers).perturb("m", DEFAULT, False)
                      for _ in range(n))
     assert within_5se(ones_true, n, DEFAULT.p_yes_given_yes)
     assert within_5se(ones_false, n, DEFAULT.p_yes_given_no)
 
 
 def test_fresh_metrics_draw_new_coins_every_report() -> None:
-    guard = LongitudinalGuard(None, fresh={"f"})
+    guard = LongitudinalGuard(IN_MEMORY, fresh={"f"})
     reports = [guard.perturb("f", DEFAULT, True) for _ in range(4_000)]
     assert within_5se(sum(reports), 4_000, DEFAULT.p_yes_given_yes)
     assert guard.privacy_loss("f", DEFAULT).after(10) == 10 * DEFAULT.epsilon
 
 
 def test_the_layers_of_each_mode() -> None:
-    guard = LongitudinalGuard(None, irr={"i": IRR}, fresh={"f"})
+    guard = LongitudinalGuard(IN_MEMORY, irr={"i": IRR}, fresh={"f"})
     assert guard.layers("m", DEFAULT).memo == DEFAULT
     assert guard.layers("f", DEFAULT).memo is None
     layers = guard.layers("i", DEFAULT)
@@ -52,10 +53,10 @@ def test_the_layers_of_each_mode() -> None:
 
 
 def test_privacy_loss_of_the_worked_example() -> None:
-    guard = LongitudinalGuard(None, irr={"i": IRR})
+    guard = LongitudinalGuard(IN_MEMORY, irr={"i": IRR})
     plain = guard.privacy_loss("m", DEFAULT)
     assert plain.one_report_epsilon == plain.long_run_epsilon == math.log(3)
-    assert plain.lifetime_epsilon == 2 * math.log(3)
+    assert plain.p_answers_differ == Fraction(5, 8) and "timing" in plain.value_change
     assert plain.after(1000) == math.log(3)
     layered = guard.privacy_loss("i", DEFAULT)
     assert layered.one_report_epsilon == math.log(3)
@@ -69,12 +70,12 @@ def test_privacy_loss_of_the_worked_example() -> None:
 
 def test_configurations_that_cannot_work_are_refused_with_the_metric_named() -> None:
     with pytest.raises(InvalidParameterError, match="both fresh and given"):
-        LongitudinalGuard(None, irr={"m": IRR}, fresh={"m"})
+        LongitudinalGuard(IN_MEMORY, irr={"m": IRR}, fresh={"m"})
     with pytest.raises(InvalidParameterError, match="collection of metric names"):
-        LongitudinalGuard(None, fresh="m")
+        LongitudinalGuard(IN_MEMORY, fresh="m")
     with pytest.raises(InvalidParameterError, match="must be a RandomizedResponse"):
-        LongitudinalGuard(None, irr={"m": "rr:3/4:1/2"})  # type: ignore[dict-item]
-    guard = LongitudinalGuard(None, irr={"m": RandomizedResponse.from_id("rr:1/4:1/2")})
+        LongitudinalGuard(IN_MEMORY, irr={"m": "rr:3/4:1/2"})  # type: ignore[dict-item]
+    guard = LongitudinalGuard(IN_MEMORY, irr={"m": RandomizedResponse.from_id("rr:1/4:1/2")})
     with pytest.raises(InvalidParameterError, match="metric 'm'.*cannot produce"):
         guard.check({"m": DEFAULT})
     with pytest.raises(InvalidParameterError):
@@ -83,7 +84,7 @@ def test_configurations_that_cannot_work_are_refused_with_the_metric_named() -> 
 
 
 def test_equal_mechanism_objects_share_one_memoized_answer() -> None:
-    guard = LongitudinalGuard(None)
+    guard = LongitudinalGuard(IN_MEMORY)
     first = guard.perturb("m", DEFAULT, True)
     for _ in range(50):
         assert guard.perturb("m", RandomizedResponse.from_id("rr:1/2:1/2"), True) == first

@@ -14,6 +14,7 @@ from fractions import Fraction
 
 from deniable.client import RandomizedResponse
 from deniable.client.longitudinal import LongitudinalGuard
+from deniable.client.state import IN_MEMORY
 from deniable.client.mechanism import DEFAULT
 
 DEVICES = 2_000
@@ -61,7 +62,7 @@ def test_fresh_coins_every_day_give_the_value_away() -> None:
 
 
 def test_memoized_reports_keep_the_attacker_at_the_one_report_bound() -> None:
-    guards = [LongitudinalGuard(None) for _ in range(DEVICES)]  # one secret per device
+    guards = [LongitudinalGuard(IN_MEMORY) for _ in range(DEVICES)]  # one secret per device
     accuracy, first_day, histories = run_attack(
         lambda device, true_bit: guards[device].perturb("feature_x_enabled", DEFAULT, true_bit))
     # Every report repeats the first: the 365 days carry exactly one report's information.
@@ -77,7 +78,7 @@ def test_with_an_instantaneous_layer_the_attacker_reaches_the_long_run_bound_onl
     # recovers the memoized bit, no more: the memo layer rr:2/3:1/2's bound, 5/6 (epsilon
     # ln 5, the long-run epsilon).
     irr = RandomizedResponse.from_id("rr:3/4:1/2")
-    guards = [LongitudinalGuard(None, irr={"m": irr}) for _ in range(DEVICES)]
+    guards = [LongitudinalGuard(IN_MEMORY, irr={"m": irr}) for _ in range(DEVICES)]
     memo = guards[0].layers("m", DEFAULT).memo
     assert memo is not None and one_report_bound(memo) == Fraction(5, 6)
     accuracy, first_day, histories = run_attack(

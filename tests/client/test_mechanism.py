@@ -1,7 +1,9 @@
 """The mechanism: exact probabilities, exact epsilon, secure integer sampling."""
 from __future__ import annotations
 
+import decimal
 import math
+from decimal import Decimal
 from fractions import Fraction
 
 import pytest
@@ -80,10 +82,77 @@ def test_from_epsilon_never_exceeds_and_is_tight(epsilon: float) -> None:
     assert step >= 1 or RandomizedResponse(step, Fraction(1, 2)).epsilon > epsilon
 
 
-@pytest.mark.parametrize("epsilon", [0, -1, math.inf, math.nan, 1e-9, "1"])
+@pytest.mark.parametrize("epsilon", [0, -1, math.inf, math.nan, 1e-9, "1", True, False, None,
+                                     1 + 0j, [1.0], 3.05e-5])
 def test_from_epsilon_refuses_unusable_targets(epsilon: object) -> None:
     with pytest.raises(InvalidParameterError):
         RandomizedResponse.from_epsilon(epsilon)  # type: ignore[arg-type]
+
+
+def _exact_warner_exceeds(k: int, den: int, request: float) -> bool:
+    """ln((den + k) / (den - k)) > request, checked independently in 60-digit decimal; the
+    difference must be far above the arithmetic's error or the check itself fails."""
+    with decimal.localcontext() as ctx:
+        ctx.prec = 60
+        diff = (Decimal(den + k) / Decimal(den - k)).ln() - Decimal(request)  # exact float
+        assert abs(diff) > Decimal(10) ** -50
+        return diff > 0
+
+
+@pytest.mark.slow
+def test_from_epsilon_returns_the_largest_admissible_mechanism_on_a_dense_grid() -> None:
+    # Every 7th mechanism of the 2**-16 grid (9,365), asked for with its own float epsilon,
+    # and every 49th also with the floats either side: the answer's exact epsilon never
+    # exceeds the request and the next grid point's does (issue 22: 2,886 overshoots and
+    # 2,049 short answers before).
+    den = 1 << 16
+    checked = 0
+    for k in [1, 2, 3, *range(4, den, 7), den - 2, den - 1]:
+        own = RandomizedResponse(Fraction(k, den), Fraction(1, 2)).epsilon
+        requests = (math.nextafter(own, 0), own, math.nextafter(own, math.inf)) \
+            if k % 49 in (1, 2, 3) else (own,)
+        for request in requests:
+            if _exact_warner_exceeds(1, den, request):
+                with pytest.raises(InvalidParameterError):
+                    RandomizedResponse.from_epsilon(request)
+                continue
+            answer = RandomizedResponse.from_epsilon(request)
+            got = answer.truth * den
+            assert answer.forced_yes == Fraction(1, 2) and got.denominator == 1
+            assert not _exact_warner_exceeds(int(got), den, request)
+            assert got == den - 1 or _exact_warner_exceeds(int(got) + 1, den, request)
+            assert abs(got - k) <= 1
+            checked += 1
+    assert checked > 9_000
+
+
+def test_from_epsilon_handles_the_smallest_and_largest_grid_points() -> None:
+    den = 1 << 16
+    tiny = RandomizedResponse(Fraction(1, den), Fraction(1, 2)).epsilon  # about 3.05e-5
+    # The float rounds below the exact ln(65537/65535), so k = 1 itself needs the next float.
+    assert _exact_warner_exceeds(1, den, tiny)
+    assert RandomizedResponse.from_epsilon(math.nextafter(tiny, 1)).truth == Fraction(1, den)
+    assert RandomizedResponse.from_epsilon(Fraction(1, 32767)).truth == Fraction(1, den)
+    assert RandomizedResponse.from_epsilon(1e300).truth == Fraction(den - 1, den)
+    assert RandomizedResponse.from_epsilon(10**400).truth == Fraction(den - 1, den)
+    assert RandomizedResponse.from_epsilon(math.log(2 * den - 1)).truth \
+        == Fraction(den - 2, den)  # the float rounds below ln(2 den - 1): den - 1 is too much
+    assert RandomizedResponse.from_epsilon(math.log(3)).id == "rr:1/2:1/2"
+    wide = RandomizedResponse.from_epsilon(1, denominator_bits=62)
+    assert wide.epsilon <= 1 and wide.truth.denominator == 1 << 62
+    for bits in (0, 63, True, 16.0, "16"):
+        with pytest.raises(InvalidParameterError):
+            RandomizedResponse.from_epsilon(1.0, bits)  # type: ignore[arg-type]
+
+
+def test_small_epsilons_keep_their_relative_precision() -> None:
+    # ln(1 + x) for tiny x: the float must be within a few ulps of the exact value.
+    for k in (1, 2, 3, 1000):
+        rr = RandomizedResponse(Fraction(k, 1 << 16), Fraction(1, 2))
+        with decimal.localcontext() as ctx:
+            ctx.prec = 50
+            exact = (Decimal((1 << 16) + k) / Decimal((1 << 16) - k)).ln()
+        assert abs(Decimal(rr.epsilon) - exact) <= 4 * Decimal(math.ulp(rr.epsilon))
 
 
 def test_two_coin_perturbation_spends_exactly_two_bits_and_every_draw_is_exact() -> None:

@@ -148,6 +148,7 @@ def test_the_state_never_holds_the_true_value(tmp_path: Path) -> None:
         doc = json.loads(ledger)
         for name, entry in doc["metrics"].items():
             assert not any(isinstance(v, bool) for v in entry.values())
-            assert set(entry) == {"period_start", "spent", "lifetime", "refused", "paid"}
+            assert set(entry) == {"period_start", "spent", "lifetime", "refused", "paid",
+                                  "memoized", "capped"}
         docs.append(_without_tags(doc))
     assert docs[0] == docs[1]

@@ -125,7 +125,8 @@ def test_a_restarted_app_resends_the_same_batch_ids_and_each_counts_once(
                            headers={"Content-Type": "application/json"})
     assert answer.status_code == 202
     # The restarted app sends every sealed batch under its stored id, the first one again.
-    with Reporter(live_collector.url, metrics=METRICS, queue_path=path) as reporter:
+    with Reporter(live_collector.url, one_per_period=False,
+                  metrics=METRICS, queue_path=path) as reporter:
         assert reporter.flush(timeout=20) is True
         ledger = reporter.ledger()
         stats = reporter.stats()

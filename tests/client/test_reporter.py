@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from deniable.client import InvalidParameterError, Reporter, UnknownMetricError, UploadError
+from deniable.client import InvalidParameterError, Reporter, UnknownMetricError
 from deniable.client.errors import BudgetExceededError, QueueError
 from deniable.client.randomness import SYSTEM_BITS
 from deniable.client.stats import Stats
@@ -33,9 +33,17 @@ class FixedBits:
         return self.value & ((1 << k) - 1)
 
 
+def wait_until(predicate, timeout: float = 10.0) -> None:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.01)
+
+
 def test_the_client_configures_itself_from_the_collector() -> None:
     with recording_collector(CATALOGUE) as (url, recorder):
-        with Reporter(url) as reporter:
+        with Reporter(url, one_per_period=False) as reporter:
+            assert reporter.wait_ready(10)
             assert reporter.metrics == {"feature_x_enabled": DEFAULT,
                                         "dark_mode": RandomizedResponse("3/4", "1/2")}
         assert recorder.paths == ["/v1/metrics"]
@@ -45,7 +53,9 @@ def test_the_bytes_sent_carry_perturbed_bits_only() -> None:
     # With the truth coin forced to "lie" and the forced coin to "no", every fresh report of
     # a true "yes" goes out as 0: the wire must show the perturbed bit, not the true value.
     with recording_collector(CATALOGUE) as (url, recorder):
-        with Reporter(url, rng=FixedBits(0b11), fresh={"feature_x_enabled"}) as reporter:
+        with Reporter(url, one_per_period=False,
+                      rng=FixedBits(0b11), fresh={"feature_x_enabled"}) as reporter:
+            assert reporter.wait_ready(10)
             for _ in range(5):
                 reporter.report("feature_x_enabled", True)
         [body] = recorder.bodies
@@ -58,7 +68,9 @@ def test_the_bytes_sent_carry_perturbed_bits_only() -> None:
 
 def test_requests_carry_no_identifiers_or_cookies() -> None:
     with recording_collector(CATALOGUE) as (url, recorder):
-        with Reporter(url, batch_size=1) as reporter:  # every report is its own request
+        with Reporter(url, one_per_period=False,
+                      batch_size=1) as reporter:  # every report is its own request
+            assert reporter.wait_ready(10)
             reporter.report("feature_x_enabled", True)
             reporter.report("feature_x_enabled", False)
         assert len(recorder.bodies) == 2
@@ -71,7 +83,8 @@ def test_requests_carry_no_identifiers_or_cookies() -> None:
 
 def test_batches_upload_when_full_and_on_flush() -> None:
     with recording_collector(CATALOGUE) as (url, recorder):
-        reporter = Reporter(url, batch_size=3)
+        reporter = Reporter(url, one_per_period=False, batch_size=3)
+        assert reporter.wait_ready(10)
         for _ in range(7):
             reporter.report("dark_mode", False)
         # Two full batches go in the background; the seventh report waits for its batch.
@@ -91,7 +104,8 @@ def test_batches_upload_when_full_and_on_flush() -> None:
 
 def test_a_partial_batch_is_sent_when_its_oldest_report_is_old_enough() -> None:
     with recording_collector(CATALOGUE) as (url, recorder):
-        with Reporter(url, batch_size=100, max_batch_age=0.3) as reporter:
+        with Reporter(url, one_per_period=False, batch_size=100, max_batch_age=0.3) as reporter:
+            assert reporter.wait_ready(10)
             started = time.monotonic()
             reporter.report("dark_mode", True)
             while not recorder.bodies and time.monotonic() - started < 5:
@@ -102,7 +116,7 @@ def test_a_partial_batch_is_sent_when_its_oldest_report_is_old_enough() -> None:
 
 def test_report_never_waits_for_the_network() -> None:
     # Nobody listens on this port: report() must still return at once, queueing everything.
-    with Reporter("http://127.0.0.1:9", metrics={"dark_mode": "rr:3/4:1/2"},
+    with Reporter("http://127.0.0.1:9", one_per_period=False, metrics={"dark_mode": "rr:3/4:1/2"},
                   batch_size=10) as reporter:
         started = time.perf_counter()
         for _ in range(1_000):
@@ -116,7 +130,8 @@ def test_report_never_waits_for_the_network() -> None:
 
 def test_report_after_close_is_refused() -> None:
     with recording_collector(CATALOGUE) as (url, _):
-        reporter = Reporter(url)
+        reporter = Reporter(url, one_per_period=False)
+        assert reporter.wait_ready(10)
         reporter.close()
         with pytest.raises(QueueError, match="closed"):
             reporter.report("dark_mode", True)
@@ -134,6 +149,7 @@ def test_a_budget_refusal_is_counted_and_propagates() -> None:
 
     with recording_collector(CATALOGUE) as (url, recorder):
         with Budgeted(url) as reporter:
+            assert reporter.wait_ready(10)
             for _ in range(3):
                 with pytest.raises(BudgetExceededError):
                     reporter.report("dark_mode", True)
@@ -148,18 +164,28 @@ def test_a_budget_refusal_is_counted_and_propagates() -> None:
 def test_the_queue_file_keeps_the_cached_catalogue_for_offline_starts(tmp_path) -> None:
     queue = tmp_path / "q.db"
     with recording_collector(CATALOGUE) as (url, _):
-        Reporter(url, queue_path=queue).close()
-    # The collector is gone; the cached catalogue still configures the client.
-    with Reporter(url, queue_path=queue, timeout=(0.2, 0.2)) as reporter:
+        first = Reporter(url, one_per_period=False, queue_path=queue)
+        assert first.wait_ready(10)
+        wait_until(lambda: first.catalogue_fetched)
+        first.close()
+    # The collector is gone; the cached catalogue still configures the client, at once.
+    with Reporter(url, one_per_period=False, queue_path=queue, timeout=(0.2, 0.2)) as reporter:
+        assert reporter.ready
         assert set(reporter.metrics) == {"feature_x_enabled", "dark_mode"}
         reporter.close(timeout=0)
-    with pytest.raises(UploadError):
-        Reporter(url, queue_path=tmp_path / "fresh.db", timeout=(0.2, 0.2))
+    # Nothing cached and nothing declared: not ready, and reports are dropped and counted.
+    with Reporter(url, one_per_period=False,
+                  queue_path=tmp_path / "fresh.db", timeout=(0.2, 0.2)) as reporter:
+        assert not reporter.ready
+        reporter.report("dark_mode", True)
+        assert reporter.stats().not_ready == 1
+        reporter.close(timeout=0)
 
 
 def test_unknown_metrics_and_values_are_refused_without_echoing_the_value() -> None:
     with recording_collector(CATALOGUE) as (url, _):
-        with Reporter(url) as reporter:
+        with Reporter(url, one_per_period=False) as reporter:
+            assert reporter.wait_ready(10)
             with pytest.raises(UnknownMetricError, match="not_registered"):
                 reporter.report("not_registered", True)
             with pytest.raises(InvalidParameterError) as info:
@@ -167,16 +193,17 @@ def test_unknown_metrics_and_values_are_refused_without_echoing_the_value() -> N
             assert "sensitive" not in str(info.value)
             assert reporter.stats().queued == 0
         with pytest.raises(InvalidParameterError):
-            Reporter(url, batch_size=0)
+            Reporter(url, one_per_period=False, batch_size=0)
 
 
 def test_metrics_can_be_given_in_code() -> None:
-    with recording_collector(CATALOGUE) as (url, recorder):
-        with Reporter(url, metrics={"feature_x_enabled": "rr:1/2:1/2"}) as reporter:
-            assert recorder.paths == []  # no catalogue fetch
+    with recording_collector(CATALOGUE) as (url, _):
+        with Reporter(url, one_per_period=False,
+                      metrics={"feature_x_enabled": "rr:1/2:1/2"}) as reporter:
+            assert reporter.ready  # at once: declared metrics need no catalogue fetch first
             assert reporter.metrics == {"feature_x_enabled": DEFAULT}
         with pytest.raises(InvalidParameterError):
-            Reporter(url, metrics={"Bad Name": DEFAULT})
+            Reporter(url, one_per_period=False, metrics={"Bad Name": DEFAULT})
 
 
 def bodies_reports(recorder) -> list[dict]:  # type: ignore[no-untyped-def]
@@ -188,8 +215,9 @@ def test_many_threads_report_at_once_and_every_report_arrives_once(
         durability: str, tmp_path) -> None:
     n_threads, per_thread = (8, 2_500) if durability == "group" else (4, 250)
     with recording_collector(CATALOGUE) as (url, recorder):
-        with Reporter(url, batch_size=100, queue_path=tmp_path / "q.db",
+        with Reporter(url, one_per_period=False, batch_size=100, queue_path=tmp_path / "q.db",
                       durability=durability) as reporter:  # type: ignore[arg-type]
+            assert reporter.wait_ready(10)
             def work(t: int) -> None:
                 for i in range(per_thread):
                     reporter.report("dark_mode" if t % 2 else "feature_x_enabled", i % 2 == 0)
@@ -217,7 +245,8 @@ def test_a_forked_child_gets_its_own_sender_and_its_own_randomness(
         queue_file: bool, tmp_path) -> None:
     with recording_collector(CATALOGUE) as (url, recorder):
         path = tmp_path / "q.db" if queue_file else None
-        reporter = Reporter(url, batch_size=7, queue_path=path)
+        reporter = Reporter(url, one_per_period=False, batch_size=7, queue_path=path)
+        assert reporter.wait_ready(10)
         for _ in range(10):
             reporter.report("feature_x_enabled", True)  # some sent, some still buffered
         read_end, write_end = os.pipe()
@@ -269,7 +298,8 @@ def test_the_atexit_hook_flushes_when_the_app_just_exits(tmp_path) -> None:
 ATEXIT_APP = """
 import sys
 from deniable.client import Reporter
-reporter = Reporter(sys.argv[1], metrics={"dark_mode": "rr:3/4:1/2"}, batch_size=100)
+reporter = Reporter(sys.argv[1], one_per_period=False,
+                    metrics={"dark_mode": "rr:3/4:1/2"}, batch_size=100)
 for _ in range(250):
     reporter.report("dark_mode", False)
 # no close(), no flush(): the interpreter exits and the atexit hook uploads

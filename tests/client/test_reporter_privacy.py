@@ -24,7 +24,8 @@ def sent_bits(recorder, metric: str) -> list[int]:  # type: ignore[no-untyped-de
 
 def test_repeats_of_a_value_send_the_same_memoized_answer_by_default() -> None:
     with recording_collector(CATALOGUE) as (url, recorder):
-        with Reporter(url) as reporter:
+        with Reporter(url, one_per_period=False) as reporter:
+            assert reporter.wait_ready(10)
             for _ in range(50):
                 reporter.report("feature_x_enabled", True)
                 reporter.report("dark_mode", False)
@@ -39,7 +40,8 @@ def test_memoized_answers_survive_a_restart_beside_the_queue(tmp_path: Path) -> 
     answers = []
     with recording_collector(CATALOGUE) as (url, recorder):
         for _ in range(3):  # three app runs
-            with Reporter(url, queue_path=queue) as reporter:
+            with Reporter(url, one_per_period=False, queue_path=queue) as reporter:
+                assert reporter.wait_ready(10)
                 for _ in range(20):
                     reporter.report("dark_mode", True)
             answers.append(set(sent_bits(recorder, "dark_mode")))
@@ -51,8 +53,9 @@ def test_memoized_answers_survive_a_restart_beside_the_queue(tmp_path: Path) -> 
 def test_fresh_metrics_spend_their_budget_and_refusals_are_counted() -> None:
     with recording_collector(CATALOGUE) as (url, recorder):
         budget = Budget.for_reports(3, DEFAULT.epsilon)
-        with Reporter(url, fresh={"feature_x_enabled"},
+        with Reporter(url, one_per_period=False, fresh={"feature_x_enabled"},
                       budgets={"feature_x_enabled": budget}) as reporter:
+            assert reporter.wait_ready(10)
             for _ in range(3):
                 reporter.report("feature_x_enabled", True)
             with pytest.raises(BudgetExceededError):
@@ -63,7 +66,9 @@ def test_fresh_metrics_spend_their_budget_and_refusals_are_counted() -> None:
 
 def test_an_instantaneous_layer_keeps_the_wire_mechanism_exact() -> None:
     with recording_collector(CATALOGUE) as (url, recorder):
-        with Reporter(url, irr={"feature_x_enabled": "rr:3/4:1/2"}) as reporter:
+        with Reporter(url, one_per_period=False,
+                      irr={"feature_x_enabled": "rr:3/4:1/2"}) as reporter:
+            assert reporter.wait_ready(10)
             for _ in range(2000):
                 reporter.report("feature_x_enabled", True)
             loss = reporter.privacy_loss("feature_x_enabled")

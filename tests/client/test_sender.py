@@ -37,7 +37,8 @@ def wait_for(predicate, timeout: float = 10.0) -> None:  # type: ignore[no-untyp
 def test_retry_after_is_honoured_and_the_same_bytes_are_resent(status: int) -> None:
     answers = [(status, {"Retry-After": "1"})]
     with recording_collector(CATALOGUE, answers) as (url, recorder):
-        with Reporter(url, metrics=METRICS, batch_size=5, backoff=0.01) as reporter:
+        with Reporter(url, one_per_period=False,
+                      metrics=METRICS, batch_size=5, backoff=0.01) as reporter:
             for _ in range(5):
                 reporter.report("feature_x_enabled", True)
             wait_for(lambda: reporter.stats().sent == 5)
@@ -48,7 +49,8 @@ def test_retry_after_is_honoured_and_the_same_bytes_are_resent(status: int) -> N
 
 def test_a_flush_does_not_cut_a_retry_after_short() -> None:
     with recording_collector(CATALOGUE, [(503, {"Retry-After": "1"})]) as (url, recorder):
-        with Reporter(url, metrics=METRICS, batch_size=1, backoff=0.01) as reporter:
+        with Reporter(url, one_per_period=False,
+                      metrics=METRICS, batch_size=1, backoff=0.01) as reporter:
             reporter.report("feature_x_enabled", True)
             wait_for(lambda: len(recorder.bodies) == 1)
             assert reporter.flush(timeout=5) is True
@@ -58,7 +60,8 @@ def test_a_flush_does_not_cut_a_retry_after_short() -> None:
 def test_retries_back_off_exponentially() -> None:
     answers = [(500, {}), (502, {}), (504, {})]
     with recording_collector(CATALOGUE, answers) as (url, recorder):
-        reporter = Reporter(url, metrics=METRICS, batch_size=1, backoff=0.1, max_backoff=10)
+        reporter = Reporter(url, one_per_period=False,
+                            metrics=METRICS, batch_size=1, backoff=0.1, max_backoff=10)
         reporter._sender._rand = Largest()
         reporter.report("feature_x_enabled", False)
         wait_for(lambda: len(recorder.bodies) == 4)
@@ -71,13 +74,14 @@ def test_retries_back_off_exponentially() -> None:
 
 def test_the_default_delays_come_from_the_system_csprng() -> None:
     with recording_collector(CATALOGUE) as (url, _):
-        with Reporter(url, metrics=METRICS) as reporter:
+        with Reporter(url, one_per_period=False, metrics=METRICS) as reporter:
             assert type(reporter._sender._rand) is random.SystemRandom
 
 
 def test_upload_jitter_delays_the_first_upload_after_idle() -> None:
     with recording_collector(CATALOGUE) as (url, recorder):
-        reporter = Reporter(url, metrics=METRICS, batch_size=1, upload_jitter=0.5)
+        reporter = Reporter(url, one_per_period=False,
+                            metrics=METRICS, batch_size=1, upload_jitter=0.5)
         reporter._sender._rand = Largest()
         sealed_at = time.monotonic()
         reporter.report("feature_x_enabled", True)
@@ -90,7 +94,8 @@ def test_a_refused_batch_is_dead_lettered_and_the_queue_moves_on(
         live_collector, redis_client) -> None:
     # "not_registered" is a valid name the collector does not know: it answers 422.
     metrics = {"not_registered": "rr:1/2:1/2", "feature_x_enabled": "rr:1/2:1/2"}
-    with Reporter(live_collector.url, metrics=metrics, batch_size=3) as reporter:
+    with Reporter(live_collector.url, one_per_period=False,
+                  metrics=metrics, batch_size=3) as reporter:
         for _ in range(3):
             reporter.report("not_registered", True)
         for _ in range(3):

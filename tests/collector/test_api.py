@@ -11,7 +11,7 @@ from deniable.client.wire import encode_batch, new_batch_id
 from deniable.collector import keys
 from deniable.collector.app import create_app
 from deniable.collector.embedded import free_port
-from tests.conftest import snapshot
+from tests.conftest import hour_counts, put_counts, snapshot
 
 X, DARK = "feature_x_enabled", "dark_mode"
 X_MECH, DARK_MECH = "rr:1/2:1/2", "rr:3/4:1/2"
@@ -31,8 +31,8 @@ def test_a_batch_is_counted_exactly(http, redis_client: redis.Redis) -> None:
     assert response.status_code == 202
     assert response.json["accepted"] == 6
     hour = hour_now()
-    assert redis_client.hgetall(keys.counters(X, X_MECH, hour)) == {b"n": b"4", b"ones": b"3"}
-    assert redis_client.hgetall(keys.counters(DARK, DARK_MECH, hour)) == {b"n": b"2", b"ones": b"1"}
+    assert hour_counts(redis_client, X, X_MECH, hour) == (4, 3)
+    assert hour_counts(redis_client, DARK, DARK_MECH, hour) == (2, 1)
 
 
 def test_only_counters_and_batch_ids_are_stored_with_ttls(http, redis_client: redis.Redis) -> None:
@@ -45,10 +45,16 @@ def test_only_counters_and_batch_ids_are_stored_with_ttls(http, redis_client: re
     stored = {k.decode() for k in redis_client.scan_iter()}
     assert stored == expected
     assert all(k.startswith("dn:v1:") for k in stored)
-    # Retention: 90 days by default, 30 for dark_mode; batch ids kept 7 days.
-    assert 89 * 86400 < redis_client.ttl(keys.counters(X, X_MECH, hour)) <= 90 * 86400
-    assert 29 * 86400 < redis_client.ttl(keys.counters(DARK, DARK_MECH, hour)) <= 30 * 86400
-    assert 6 * 86400 < redis_client.ttl(keys.batch(doc["batch_id"])) <= 7 * 86400
+    # Retention: 90 days by default, 30 for dark_mode, after the month's end; batch ids kept
+    # 7 days, rounded up to the hour. Every expiry falls on an hour boundary.
+    month = keys.month_of(hour)
+    assert redis_client.expiretime(keys.counters(X, X_MECH, hour)) == \
+        month.end_hour * 3600 + 90 * 86400
+    assert redis_client.expiretime(keys.counters(DARK, DARK_MECH, hour)) == \
+        month.end_hour * 3600 + 30 * 86400
+    claim_expiry = redis_client.expiretime(keys.batch(doc["batch_id"]))
+    assert claim_expiry % 3600 == 0
+    assert 7 * 86400 <= claim_expiry - datetime.now(timezone.utc).timestamp() <= 7 * 86400 + 3600
     everything = b"".join(redis_client.dump(k) for k in redis_client.scan_iter())
     for leak in (b"127.0.0.1", b"secret-agent"):
         assert leak not in everything
@@ -153,14 +159,16 @@ def test_metrics_are_listed_with_exact_probabilities_and_epsilon(http) -> None:
     by_name = {m["name"]: m for m in doc["metrics"]}
     assert by_name[X] == {"name": X, "description": "Feature X is switched on",
                           "mechanism": X_MECH, "p_yes_given_yes": "3/4",
-                          "p_yes_given_no": "1/4", "epsilon": pytest.approx(1.0986122886681098)}
+                          "p_yes_given_no": "1/4", "epsilon": pytest.approx(1.0986122886681098),
+                          "memoization": "memoized", "instantaneous": None, "period": "day",
+                          "version": 1}
     assert by_name[DARK]["p_yes_given_yes"] == "7/8"
     assert by_name[DARK]["p_yes_given_no"] == "1/8"
 
 
 def test_counts_per_hour_bucket_over_a_range(http, redis_client) -> None:
     past = hour_now() - timedelta(hours=5)
-    redis_client.hset(keys.counters(X, X_MECH, past), mapping={"n": 10, "ones": 4})
+    put_counts(redis_client, X, X_MECH, {past: (10, 4)})
     http.post("/v1/reports", json=batch([1, 1, 0]))
     doc = http.get(f"/v1/metrics/{X}/counts").json
     assert doc["metric"] == X and doc["mechanism"] == X_MECH

@@ -14,7 +14,8 @@ import redis.cluster
 from deniable.client.wire import decode_batch, encode_batch, new_batch_id
 from deniable.collector import keys
 from deniable.collector.embedded import RedisServer, find_redis_server, free_port
-from deniable.collector.store import Outcome, Store, connect
+from deniable.collector.store import Outcome, Store, _counter_args, connect
+from tests.conftest import BATCH_SECRET, hour_counts
 
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(shutil.which("redis-cli") is None,
@@ -65,7 +66,7 @@ def cluster_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 def test_a_batch_over_many_slots_is_counted_once_per_metric(cluster_url: str) -> None:
     client = connect(cluster_url, cluster=True)
     assert isinstance(client, redis.cluster.RedisCluster)
-    store = Store(client)
+    store = Store(client, BATCH_SECRET)
     try:
         slots = {client.keyslot(keys.counters(m, "rr:1/2:1/2", datetime.now(timezone.utc)))
                  for m in METRICS}
@@ -84,22 +85,26 @@ def test_a_batch_over_many_slots_is_counted_once_per_metric(cluster_url: str) ->
         # A partial first attempt (one metric written, then a crash): the re-send completes it.
         partial = decode_batch(encode_batch(new_batch_id(), reports), METRICS)
         first = next(iter(partial.tallies))
-        assert client.set(keys.batch(partial.batch_id), partial.digest)  # the id claimed
+        record = store.batch_record(partial)
+        assert client.set(keys.batch(partial.batch_id), record)  # the id claimed
+        hour = keys.hour_index(now)
         store._ingest(keys=[keys.batch_applied(first, partial.batch_id),
                             keys.counters(first, "rr:1/2:1/2", now)],
-                      args=[partial.digest, 3600, partial.tallies[first].n,
-                            partial.tallies[first].ones, 86400])
+                      args=[record, keys.expire_at_hour(now, 3600),
+                            *_counter_args(keys.month_of(hour), hour, "rr:1/2:1/2", 1,
+                                           (partial.tallies[first].n,
+                                            partial.tallies[first].ones))])
         assert store.add_batch(partial, now, retention, 3600) is Outcome.APPLIED
         for metric in METRICS:
             assert store.counts(metric, "rr:1/2:1/2", keys.bucket_start(now),
                                 keys.bucket_start(now) + keys.BUCKET)[0].n == 6
 
         # The same id with other content: 409, and nothing anywhere changes.
-        before = {m: client.hgetall(keys.counters(m, "rr:1/2:1/2", now)) for m in METRICS}
+        before = {m: hour_counts(client, m, "rr:1/2:1/2", now) for m in METRICS}
         other = decode_batch(encode_batch(partial.batch_id, [(m, mech, 1) for m, mech
                                                              in METRICS.items()]), METRICS)
         assert store.add_batch(other, now, retention, 3600) is Outcome.CONFLICT
-        assert {m: client.hgetall(keys.counters(m, "rr:1/2:1/2", now)) for m in METRICS} == before
+        assert {m: hour_counts(client, m, "rr:1/2:1/2", now) for m in METRICS} == before
     finally:
         client.close()
 
@@ -108,7 +113,7 @@ def test_of_concurrent_batches_reusing_one_id_exactly_one_is_counted(cluster_url
     from concurrent.futures import ThreadPoolExecutor
 
     client = connect(cluster_url, cluster=True)
-    store = Store(client)
+    store = Store(client, BATCH_SECRET)
     try:
         batch_id, now = new_batch_id(), datetime.now(timezone.utc)
         names = sorted(METRICS)
@@ -116,7 +121,7 @@ def test_of_concurrent_batches_reusing_one_id_exactly_one_is_counted(cluster_url
         contents = [decode_batch(encode_batch(batch_id, [(m, METRICS[m], bit) for m in names]
                                               * (i + 1)), METRICS)
                     for i, bit in enumerate([0, 1] * 4)]
-        before = {m: int(client.hget(keys.counters(m, "rr:1/2:1/2", now), "n") or 0)
+        before = {m: hour_counts(client, m, "rr:1/2:1/2", now)[0]
                   for m in names}
         with ThreadPoolExecutor(8) as pool:
             outcomes = list(pool.map(
@@ -124,7 +129,7 @@ def test_of_concurrent_batches_reusing_one_id_exactly_one_is_counted(cluster_url
         assert sorted(o.name for o in outcomes) == ["APPLIED"] + ["CONFLICT"] * 7
         winner = contents[outcomes.index(Outcome.APPLIED)]
         for m in names:
-            n = int(client.hget(keys.counters(m, "rr:1/2:1/2", now), "n") or 0)
+            n = hour_counts(client, m, "rr:1/2:1/2", now)[0]
             assert n - before[m] == winner.tallies[m].n
     finally:
         client.close()

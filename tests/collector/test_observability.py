@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import http.client
 import json
+import logging
+import os
 import re
+import signal
 import socket
+import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -15,6 +19,7 @@ import requests
 
 from deniable.client.wire import encode_batch, new_batch_id
 from deniable.collector.auth import create_key
+from deniable.collector.observability import JsonFormatter
 from deniable.collector.server import CollectorProcess
 from tests.conftest import OPEN_ENV
 
@@ -165,3 +170,143 @@ def test_malformed_http_from_a_client_logs_no_address(
         collector.stop()
     assert "Invalid request from ip=<address>" in log  # gunicorn did log the bad request...
     assert CLIENT_ADDRESS not in log                     # ...without the client's address
+
+
+def scrape(collector: CollectorProcess) -> str:
+    return requests.get(f"{collector.url}/metrics", timeout=10).text
+
+
+def gauge(text: str, name: str) -> float:
+    match = re.search(rf"^{re.escape(name)} (\S+)$", text, re.M)
+    assert match is not None, f"{name} missing from /metrics"
+    return float(match.group(1))
+
+
+def worker_pids(collector: CollectorProcess) -> list[int]:
+    assert collector.process is not None
+    master = collector.process.pid
+    return [int(p) for p in Path(f"/proc/{master}/task/{master}/children").read_text().split()]
+
+
+@pytest.mark.slow
+def test_process_metrics_and_redis_up_work_in_multiprocess_mode(
+        metrics_file: Path, tmp_path: Path) -> None:
+    """Per-worker memory, CPU and descriptors add up over live workers only: a worker killed
+    and replaced leaves no trace in the gauges or in the multiprocess directory. Redis going
+    away shows as deniable_redis_up 0."""
+    from deniable.collector.embedded import RedisServer
+
+    metrics_dir = tmp_path / "prometheus"
+    env = {**OPEN_ENV, "PROMETHEUS_MULTIPROC_DIR": str(metrics_dir)}
+    with RedisServer(tmp_path / "redis") as own_redis, \
+            CollectorProcess(own_redis.url, metrics_file, workers=2, env=env) as live:
+        assert gauge(scrape(live), "deniable_workers") == 2  # idle workers count too
+        with ThreadPoolExecutor(4) as pool:  # every worker serves (and so reports) something
+            list(pool.map(lambda _: requests.get(f"{live.url}/healthz", timeout=10), range(40)))
+        text = scrape(live)
+        assert gauge(text, "deniable_workers") == 2
+        assert gauge(text, "deniable_redis_up") == 1
+        rss, largest = (gauge(text, "deniable_process_resident_memory_bytes"),
+                        gauge(text, "deniable_process_max_resident_memory_bytes"))
+        assert 20e6 < largest <= rss < 2e9
+        assert gauge(text, "deniable_process_open_fds") >= 2 * 3
+        assert 0 < gauge(text, "deniable_process_max_open_fds_ratio") < 1
+        assert gauge(text, "deniable_process_cpu_seconds_total") > 0
+        assert "process_resident_memory_bytes " not in text.replace("deniable_process", "")
+
+        victim = worker_pids(live)[0]
+        os.kill(victim, signal.SIGKILL)
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:  # gunicorn replaces it
+            pids = worker_pids(live)
+            if victim not in pids and len(pids) == 2 and live.log_tail(1 << 24).count(
+                    '"message":"worker ready"') >= 3:
+                break
+            time.sleep(0.1)
+        with ThreadPoolExecutor(4) as pool:
+            list(pool.map(lambda _: requests.get(f"{live.url}/healthz", timeout=10), range(40)))
+        text = scrape(live)
+        assert gauge(text, "deniable_workers") == 2          # not 3: the dead one is gone
+        assert not list(metrics_dir.glob(f"gauge_live*_{victim}.db"))
+
+        own_redis.stop()
+        assert gauge(scrape(live), "deniable_redis_up") == 0
+
+
+def test_admin_actions_write_one_audit_line_each_with_the_key_id_never_the_key(
+        redis_url: str, metrics_file: Path, redis_client) -> None:  # type: ignore[no-untyped-def]
+    admin = create_key(redis_client, "admin", app="ops")
+    headers = {"Authorization": f"Bearer {admin.secret}"}
+    collector = CollectorProcess(redis_url, metrics_file, workers=1,
+                                 env={"DENIABLE_RATE_LIMIT_IP_PER_SECOND": "0"})
+    collector.start()
+    try:
+        url = f"{collector.url}/v1/admin/metrics"
+        doc = {"name": "audited", "mechanism": "rr:1/2:1/2"}
+        assert requests.post(url, json=doc, headers=headers, timeout=10).status_code == 201
+        assert requests.post(url, json=doc, headers=headers, timeout=10).status_code == 200
+        assert requests.post(url, json={**doc, "mechanism": "rr:3/4:1/2"}, headers=headers,
+                             timeout=10).status_code == 201
+        assert requests.post(f"{url}/audited/retire", headers=headers,
+                             timeout=10).status_code == 200
+        assert requests.post(f"{url}/nope/retire", headers=headers,  # refused: no line
+                             timeout=10).status_code == 404
+        assert collector.process is not None
+        collector.process.terminate()
+        collector.process.wait(timeout=15)
+        log = collector.log_tail(1 << 24)
+    finally:
+        collector.stop()
+    lines = [json.loads(line) for line in log.splitlines() if line.startswith("{")]
+    audit = [line for line in lines if line["logger"] == "deniable.audit"]
+    assert [(a["action"], a.get("result"), a.get("mechanism"), a.get("version"))
+            for a in audit] == [("metric_register", "created", "rr:1/2:1/2", 1),
+                                ("metric_register", "unchanged", "rr:1/2:1/2", 1),
+                                ("metric_register", "new_version", "rr:3/4:1/2", 2),
+                                ("metric_retire", None, None, None)]
+    assert all(a["metric"] == "audited" and a["key_id"] == admin.info.key_id
+               and a["request_id"] for a in audit)
+    assert admin.secret not in log and admin.secret.split("_")[-1] not in log
+
+
+def test_key_commands_write_an_audit_line_without_the_key(redis_url: str, redis_client,  # type: ignore[no-untyped-def]
+                                                          capsys) -> None:
+    from deniable.cli.main import main
+
+    assert main(["keys", "--redis-url", redis_url, "create", "--role", "read"]) == 0
+    out, err = capsys.readouterr()
+    secret = out.strip()
+    key_id = secret[4:20]
+    assert main(["keys", "--redis-url", redis_url, "revoke", key_id]) == 0
+    err += capsys.readouterr().err
+    audit = [json.loads(line) for line in err.splitlines() if '"deniable.audit"' in line]
+    assert [(a["action"], a["key_id"], a["role"]) for a in audit] == [
+        ("key_create", key_id, "read"), ("key_revoke", key_id, "read")]
+    assert secret not in err and secret[21:] not in err
+
+
+@pytest.mark.parametrize("address", ["::ffff:192.168.7.9", "::FFFF:10.0.0.1",
+                                     "0:0:0:0:0:ffff:172.16.5.4", "64:ff9b::198.51.100.7",
+                                     "::192.0.2.33", "[::ffff:192.168.7.9]:51234"])
+def test_ipv4_mapped_addresses_are_redacted_whole(address: str) -> None:
+    record = logging.LogRecord("deniable.collector", logging.WARNING, __file__, 1,
+                               "peer %s went away, then ip=%s: bad", (address, address), None)
+    line = json.loads(JsonFormatter().format(record))["message"]
+    assert line.count("<address>") == 2, line
+    for part in re.split(r"[:.\[]", address.partition("]")[0]):  # the port may stay
+        if part and part.isdigit() and len(part) > 1:
+            assert part not in line, line
+
+
+def test_every_series_the_alerts_section_names_is_exported() -> None:
+    from prometheus_client import REGISTRY
+
+    import deniable.collector.observability  # noqa: F401 (defines the metrics)
+
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "operations.md").read_text()
+    alerts = docs[docs.index("\n## Alerts"):]
+    named = set(re.findall(r"\bdeniable_[a-z_]+", alerts))
+    families = {metric.name for metric in REGISTRY.collect()}
+    suffixes = re.compile(r"_(total|bucket|count|sum)\Z")
+    assert len(named) >= 10
+    assert {n for n in named if suffixes.sub("", n) not in families} == set()

@@ -11,7 +11,7 @@ import redis
 from deniable.client.wire import encode_batch, new_batch_id
 from deniable.collector import auth, keys
 from deniable.collector.app import create_app
-from tests.conftest import snapshot
+from tests.conftest import hour_counts, snapshot
 
 A, B, C = "rr:1/2:1/2", "rr:3/4:1/2", "rr:1/4:1/2"
 
@@ -53,8 +53,9 @@ def test_a_registered_metric_is_listed_and_accepted_at_once(http, keyring, redis
         "metrics"]}
     assert catalogue["checkout_v2"]["mechanism"] == A
     assert catalogue["checkout_v2"]["description"] == "New checkout used"
-    # Its retention is the TTL set when its first bucket was written.
-    assert 13 * 86400 < redis_client.ttl(keys.counters("checkout_v2", A, hour())) <= 14 * 86400
+    # Its retention: the month's counters expire 14 days after the month ends.
+    assert redis_client.expiretime(keys.counters("checkout_v2", A, hour())) == \
+        keys.month_of(hour()).end_hour * 3600 + 14 * 86400
 
 
 def test_a_new_mechanism_is_a_new_version_with_its_own_counters(http, keyring,
@@ -64,14 +65,23 @@ def test_a_new_mechanism_is_a_new_version_with_its_own_counters(http, keyring,
     changed = register(http, keyring, name=metric, mechanism=B)
     assert changed.status_code == 201 and changed.json["result"] == "new_version"
     assert [v["mechanism"] for v in changed.json["metric"]["versions"]] == [A, B]
-    # Ingest now wants B; A is refused and counts nothing.
+    # A mechanism no version used is refused and counts nothing; so is a batch that mixes
+    # two versions of one metric (it is summed per metric).
     before = snapshot(redis_client)
-    old = send(http, keyring, metric, A, [1])
-    assert old.status_code == 422 and old.json["errors"][0]["pointer"] == "/reports/0/mechanism"
+    never = send(http, keyring, metric, C, [1])
+    assert never.status_code == 422
+    assert never.json["errors"][0]["pointer"] == "/reports/0/mechanism"
+    mixed = http.post("/v1/reports", headers=keyring["ingest"], json=encode_batch(
+        new_batch_id(), [(metric, A, 1), (metric, B, 1)]))
+    assert mixed.status_code == 422
+    assert mixed.json["errors"][0]["pointer"] == "/reports/1/mechanism"
     assert snapshot(redis_client) == before
+    # Both versions are accepted (a device that declared A as its privacy floor keeps
+    # reporting under A), each counted under its own version.
     assert send(http, keyring, metric, B, [1, 0, 0, 0]).status_code == 202
-    assert redis_client.hgetall(keys.counters(metric, A, hour())) == {b"n": b"3", b"ones": b"2"}
-    assert redis_client.hgetall(keys.counters(metric, B, hour())) == {b"n": b"4", b"ones": b"1"}
+    assert send(http, keyring, metric, A, [1]).status_code == 202
+    assert hour_counts(redis_client, metric, A, hour()) == (4, 3)
+    assert hour_counts(redis_client, metric, B, hour()) == (4, 1)
 
     counts = lambda **q: http.get(f"/v1/metrics/{metric}/counts", query_string=q,  # noqa: E731
                                   headers=keyring["read"]).json
@@ -80,7 +90,7 @@ def test_a_new_mechanism_is_a_new_version_with_its_own_counters(http, keyring,
     assert [(b["n"], b["ones"]) for b in current["buckets"]] == [(4, 1)]
     for old_version in (counts(version="1"), counts(mechanism=A)):
         assert (old_version["version"], old_version["mechanism"]) == (1, A)
-        assert [(b["n"], b["ones"]) for b in old_version["buckets"]] == [(3, 2)]
+        assert [(b["n"], b["ones"]) for b in old_version["buckets"]] == [(4, 3)]
     missing = http.get(f"/v1/metrics/{metric}/counts", query_string={"version": "7"},
                        headers=keyring["read"])
     assert missing.status_code == 404 and missing.json["errors"][0]["parameter"] == "version"
@@ -114,7 +124,8 @@ def test_description_and_retention_change_in_place(http, keyring, redis_client) 
     assert updated.json["metric"]["version"] == 1
     assert updated.json["metric"]["retention_days"] == 60
     send(http, keyring, "dark_mode", B, [1])
-    assert redis_client.ttl(keys.counters("dark_mode", B, hour())) > 59 * 86400
+    assert redis_client.expiretime(keys.counters("dark_mode", B, hour())) == \
+        keys.month_of(hour()).end_hour * 3600 + 60 * 86400
 
 
 def test_a_retired_metric_refuses_reports_but_its_counts_stay_readable(http, keyring,
@@ -195,3 +206,75 @@ def test_the_metrics_file_is_written_into_the_registry(redis_url: str, redis_cli
     before = snapshot(redis_client)
     create_app(config)
     assert snapshot(redis_client) == before
+
+
+# -- collection policy: memoization and reporting period ---------------------------------------
+
+@pytest.mark.parametrize("body, pointer", [
+    ({"name": "ok_name", "mechanism": A, "memoization": "sometimes"}, "/memoization"),
+    ({"name": "ok_name", "mechanism": A, "period": "month"}, "/period"),
+    ({"name": "ok_name", "mechanism": A, "memoization": "instantaneous"}, "/instantaneous"),
+    ({"name": "ok_name", "mechanism": A, "instantaneous": B}, "/instantaneous"),
+    # rr:1/2:1/2 (P1 3/4) cannot come out of a layer with P1 5/8 (rr:1/4:1/2): refused.
+    ({"name": "ok_name", "mechanism": A, "memoization": "instantaneous",
+      "instantaneous": C}, "/instantaneous"),
+])
+def test_bad_collection_policies_are_422_and_change_nothing(http, keyring, redis_client, body,
+                                                            pointer: str) -> None:
+    before = snapshot(redis_client)
+    response = http.post("/v1/admin/metrics", json=body, headers=keyring["admin"])
+    assert response.status_code == 422, response.json
+    assert response.json["errors"][0]["pointer"] == pointer
+    assert snapshot(redis_client) == before
+
+
+def test_a_policy_is_registered_served_and_fixed_for_its_version(http, keyring,
+                                                                 redis_client) -> None:
+    response = register(http, keyring, name="pol", mechanism=C, memoization="instantaneous",
+                        instantaneous=A, period="week")
+    assert response.status_code == 201, response.json
+    listed = {m["name"]: m for m in http.get("/v1/metrics", headers=keyring["read"]).json["metrics"]}
+    assert (listed["pol"]["memoization"], listed["pol"]["instantaneous"],
+            listed["pol"]["period"], listed["pol"]["version"]) == ("instantaneous", A, "week", 1)
+    counts = http.get("/v1/metrics/pol/counts", headers=keyring["read"]).json
+    assert (counts["memoization"], counts["period"], counts["current_version"]) == \
+        ("instantaneous", "week", 1)
+    # The same mechanism with another policy would reinterpret counters collected under the
+    # first: refused. A new mechanism is a new version with its own policy.
+    response = register(http, keyring, name="pol", mechanism=C)
+    assert response.status_code == 409 and response.json["errors"][0]["pointer"] == "/memoization"
+    response = register(http, keyring, name="pol", mechanism=B, memoization="fresh")
+    assert response.status_code == 201
+    versions = response.json["metric"]["versions"]
+    assert [(v["memoization"], v["period"]) for v in versions] == [("instantaneous", "week"),
+                                                                     ("fresh", "day")]
+
+
+def test_the_metrics_file_declares_policies(tmp_path: Path) -> None:
+    from deniable.client.period import CollectionPolicy
+    from deniable.client.mechanism import RandomizedResponse
+    from deniable.collector.registry import RegistryError, load_metrics_file
+
+    path = tmp_path / "metrics.toml"
+    path.write_text('[metrics.a]\nmechanism = "rr:1/2:1/2"\n'
+                    '[metrics.b]\nmechanism = "rr:1/4:1/2"\nmemoization = "instantaneous"\n'
+                    'instantaneous = "rr:1/2:1/2"\nperiod = "hour"\n')
+    metrics = load_metrics_file(path)
+    assert metrics["a"].policy == CollectionPolicy()
+    assert metrics["b"].policy == CollectionPolicy("instantaneous",
+                                                   RandomizedResponse.from_id(A), "hour")
+    assert metrics["b"].describe()["instantaneous"] == A
+    path.write_text('[metrics.a]\nmechanism = "rr:1/2:1/2"\nperiod = "fortnight"\n')
+    with pytest.raises(RegistryError, match="metrics.a.period"):
+        load_metrics_file(path)
+
+
+def test_registry_entries_written_before_policies_read_as_the_default() -> None:
+    from deniable.client.period import DEFAULT_POLICY
+    from deniable.collector.live_registry import Entry
+
+    old = ('{"name": "x", "description": "", "retention_days": 90, "retired": null, '
+           '"versions": [{"version": 1, "mechanism": "rr:1/2:1/2", "registered": "t"}]}')
+    entry = Entry.from_json(old)
+    assert entry.current.policy == DEFAULT_POLICY
+    assert Entry.from_json(entry.to_json()) == entry

@@ -6,8 +6,8 @@ from datetime import datetime, timezone
 import pytest
 import redis
 
-from deniable.collector import keys
 from deniable.collector.rollup import align, period_start
+from tests.conftest import put_counts
 
 X, X_MECH = "feature_x_enabled", "rr:1/2:1/2"
 UTC = timezone.utc
@@ -25,8 +25,7 @@ HOURS = {
 
 @pytest.fixture()
 def read_http(app, redis_client: redis.Redis):  # type: ignore[no-untyped-def]
-    for hour, (n, ones) in HOURS.items():
-        redis_client.hset(keys.counters(X, X_MECH, hour), mapping={"n": n, "ones": ones})
+    put_counts(redis_client, X, X_MECH, HOURS, retention_days=100_000)
     return app.test_client()
 
 

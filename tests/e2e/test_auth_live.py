@@ -8,7 +8,7 @@ import pytest
 import requests
 
 from deniable.cli.main import main
-from deniable.client import Reporter, UploadError
+from deniable.client import Reporter
 from deniable.collector import auth
 from deniable.collector.server import CollectorProcess
 from tests.conftest import snapshot
@@ -29,10 +29,13 @@ def test_an_app_reports_with_its_key_and_an_analyst_reads_with_theirs(
     url = live_secure_collector.url
     ingest = auth.create_key(redis_client, "ingest", "shop")
     read = auth.create_key(redis_client, "read", "analysts")
-    with pytest.raises(UploadError) as refused:
-        Reporter(url)  # no key: the catalogue itself is refused
-    assert refused.value.status == 401
-    with Reporter(url, token=ingest.secret, batch_size=100) as reporter:
+    with Reporter(url) as keyless:  # no key: the catalogue itself is refused
+        assert not keyless.wait_ready(0.5)
+        assert keyless.stats().key_refused
+        assert "401" in (keyless.last_error or "")
+        keyless.close(timeout=0)
+    with Reporter(url, one_per_period=False, token=ingest.secret, batch_size=100) as reporter:
+        assert reporter.wait_ready(10)
         for i in range(300):
             reporter.report(X, i % 3 == 0)
     # The leaked-ingest-key case: it cannot read counts.

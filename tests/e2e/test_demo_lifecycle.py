@@ -51,7 +51,8 @@ def test_the_demo_reports_every_metric_and_stops_its_servers() -> None:
     assert demo.returncode == 0, output
     for metric in ("crash_reporter_enabled", "dark_mode", "notifications_on"):
         assert metric in output
-    assert re.search(r"\d of 3 true rates fall inside their 95% intervals", output)
+    assert re.search(r"\d of 3 true shares fall inside their 95%\s+intervals", output)
+    assert re.search(r"intervals\s+count\s+20,000\s+devices,\s+not\s+140,000\s+reports", output)
     assert not port_open(redis_port) and not port_open(collector_port)
 
 

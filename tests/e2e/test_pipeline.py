@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,7 @@ from deniable.client.randomness import SecureBits
 from deniable.client.wire import new_batch_id
 from deniable.collector import keys
 from deniable.collector.server import CollectorProcess
+from deniable.collector.store import Store
 from tests.conftest import OPEN_ENV, snapshot
 from tests.servers import response_dropping_proxy
 
@@ -30,17 +32,12 @@ class RecordingBits:
 
 def counters(redis_client: redis.Redis) -> dict[str, tuple[int, int]]:
     """metric -> (n, ones), summed over every hour bucket in Redis."""
-    totals: dict[str, tuple[int, int]] = {}
-    for key in redis_client.scan_iter("dn:v1:*:c:*"):
-        metric = key.decode().split("{")[1].split("}")[0]
-        n, ones = (int(v) for v in redis_client.hmget(key, "n", "ones"))
-        a, b = totals.get(metric, (0, 0))
-        totals[metric] = (a + n, b + ones)
-    return totals
+    return Store(redis_client).totals()
 
 
 def test_counters_equal_exactly_what_the_client_sent(live_collector, redis_client) -> None:
-    with Reporter(live_collector.url, batch_size=100) as reporter:
+    with Reporter(live_collector.url, one_per_period=False, batch_size=100) as reporter:
+        assert reporter.wait_ready(10)
         for i in range(2_500):
             reporter.report("feature_x_enabled", i % 10 == 0)
             reporter.report("dark_mode", i % 2 == 0)
@@ -90,7 +87,8 @@ def test_a_retry_after_a_lost_response_reuses_the_batch_id(live_collector, redis
     # The first two POSTs reach the collector and are applied, but their answers are lost;
     # the client times out and retries the same batch id, which is counted once.
     with response_dropping_proxy(live_collector.port, drop_first=2) as proxy_url:
-        reporter = Reporter(proxy_url, metrics={"feature_x_enabled": "rr:1/2:1/2"},
+        reporter = Reporter(proxy_url, one_per_period=False,
+                            metrics={"feature_x_enabled": "rr:1/2:1/2"},
                             batch_size=50, timeout=(1.0, 1.0), backoff=0.05)
         for _ in range(50):
             reporter.report("feature_x_enabled", True)
@@ -101,7 +99,8 @@ def test_a_retry_after_a_lost_response_reuses_the_batch_id(live_collector, redis
 def test_a_failed_upload_stays_queued_and_is_retried_with_the_same_batch_id(
         redis_url: str, metrics_file: Path, redis_client, tmp_path: Path) -> None:
     collector = CollectorProcess(redis_url, metrics_file, workers=1, env=OPEN_ENV)
-    reporter = Reporter(collector.url, metrics={"dark_mode": "rr:3/4:1/2"}, batch_size=1000,
+    reporter = Reporter(collector.url, one_per_period=False,
+                        metrics={"dark_mode": "rr:3/4:1/2"}, batch_size=1000,
                         queue_path=tmp_path / "queue.db", timeout=(0.5, 0.5), backoff=0.05,
                         max_backoff=0.2)
     for _ in range(40):
@@ -121,7 +120,9 @@ def test_a_failed_upload_stays_queued_and_is_retried_with_the_same_batch_id(
 def test_analysis_reads_the_same_counts_over_http_and_from_redis(
         live_collector, redis_client, redis_url: str, metrics_file: Path) -> None:
     # One reporter plays 4,000 devices: fresh coins per report, as 4,000 memoized devices.
-    with Reporter(live_collector.url, batch_size=500, fresh={"feature_x_enabled"}) as reporter:
+    with Reporter(live_collector.url, one_per_period=False,
+                  batch_size=500, fresh={"feature_x_enabled"}) as reporter:
+        assert reporter.wait_ready(10)
         for i in range(4_000):
             reporter.report("feature_x_enabled", i % 4 == 0)
     over_http = summarize(HTTPSource(live_collector.url).counts("feature_x_enabled"))
@@ -162,6 +163,8 @@ def test_older_versions_and_retired_metrics_stay_readable_for_analysts(
                          timeout=5).json()["result"] == "new_version"
     post("rr:3/4:1/2", [1, 1])
     assert requests.post(f"{admin}/checkout_v/retire", timeout=5).status_code == 200
+    # Each collector process trusts its copy of the registry for REGISTRY_CACHE_SECONDS (2 s).
+    time.sleep(2.5)
     for source in (HTTPSource(live_collector.url), RedisSource(redis_url)):
         current, first = source.counts("checkout_v"), source.counts("checkout_v", version=1)
         assert (current.metric.mechanism.id, int(current.n.sum())) == ("rr:3/4:1/2", 2)

@@ -1,0 +1,711 @@
+"""``deniable audit``: check every privacy claim of the client against the real code.
+
+    results = run_audit(builtin_subjects(), trials=100_000)
+    all(result.passed for result in results)
+
+Each ``Subject`` is a metric as a device reports it: its wire mechanism and how the device
+reports it (memoized, memoized with an instantaneous layer, or fresh coins). The claims come
+from the client itself (``LongitudinalGuard.privacy_loss``); the samples come from the
+client's privacy layer, one new simulated device (a new device secret from the OS CSPRNG)
+per trial, exactly the code ``Reporter.report`` runs; the timing and traffic checks run real
+``Reporter`` objects that upload over HTTP to a capturing server on loopback.
+
+Checks, per subject (docs/audit.md has the method and how to read the results):
+
+- ``epsilon``: a 95% Clopper-Pearson lower bound on epsilon from one report of each of two
+  neighbouring inputs; passes when the claimed one-report epsilon is at least the bound.
+- ``distribution``: each input's observed P(report 1) is within 5 standard errors of the
+  exact probability the mechanism claims.
+- ``repeated``: k reports of one value against k of its neighbour, per device; the bound
+  must not exceed what the client states for k reports (one report's epsilon when memoized,
+  at most the long-run epsilon with an instantaneous layer, k times epsilon when fresh).
+- ``exact``: every layer's probabilities equal its id's fractions, and enumerating every
+  random word the sampler can draw gives exactly those probabilities.
+- ``no-float``: no module that perturbs imports a float random source or calls one.
+- ``randomness``: the random source is the OS CSPRNG, not an injected generator.
+- ``timing``: Welch's t over interleaved ``report()`` calls of the two values, compared within
+  each perturbed output (winsorized at the pooled 99th percentile); fails when |t| > 5 and
+  the means differ by more than 1%, in two runs in a row.
+- ``redis scan`` (with a Redis URL): what a collector holds identifies no batch's content and
+  times no write more finely than the hour.
+- ``traffic``: what leaves the device (request count, batch sizes, headers, bytes) does not
+  depend on the true values: each body is exactly the canonical encoding of its perturbed
+  reports, and both values' uploads look the same.
+"""
+from __future__ import annotations
+
+import ast
+import dataclasses
+import importlib.util
+import json
+import logging
+import math
+import os
+import secrets
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from fractions import Fraction
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any, Literal, Protocol
+
+from deniable.analysis.bounds import count_events, epsilon_lower_bound, welch_t
+from deniable.client import randomness
+from deniable.client.longitudinal import LongitudinalGuard
+from deniable.client.mechanism import RandomizedResponse
+from deniable.client.metrics import describe_metric
+from deniable.client.randomness import RandomBits, SecureBits
+from deniable.client.reporter import Reporter
+from deniable.client.state import IN_MEMORY
+from deniable.client.wire import encode_batch
+
+Mode = Literal["memoized", "instantaneous", "fresh"]
+DEFAULT_TRIALS = 100_000
+DEFAULT_REPEATS = 4
+DEFAULT_TIMING_CALLS = 100_000
+TIMING_T_LIMIT = 5.0
+TIMING_RELATIVE_LIMIT = 0.01
+DISTRIBUTION_SE_LIMIT = 5.0
+CONFIDENCE = 0.95
+PERTURBING_MODULES = ("mechanism", "memo", "pool", "longitudinal", "randomness", "composition")
+"""The client modules on the path from a true value to a reported bit (scanned for floats)."""
+_FLOAT_RANDOM_CALLS = frozenset({"random", "uniform", "gauss", "normalvariate", "betavariate",
+                                 "expovariate", "triangular", "vonmisesvariate", "rand",
+                                 "random_sample", "SystemRandom"})
+_MAX_ENUMERATED_PATHS = 1 << 20
+_MAX_ENUMERATED_WORDS = 64
+_UNDECIDED_MASS = Fraction(1, 10 ** 9)
+_MIN_TIMING_STRATUM = 1000
+
+
+class Device(Protocol):
+    """One simulated device: turns a true value into a reported bit, as the client does."""
+
+    def __call__(self, true_value: bool) -> int: ...
+
+
+@dataclass(frozen=True)
+class Subject:
+    """One metric configuration under audit.
+
+    Attributes:
+        name: the label shown in the results (a metric name, or a built-in's name).
+        metric: the metric name the device reports under.
+        mechanism: the wire mechanism, as registered at the collector.
+        mode: how the device reports: memoized (the client's default), memoized with the
+            instantaneous layer ``irr``, or fresh coins every report.
+        irr: the instantaneous layer, for mode "instantaneous".
+    """
+
+    name: str
+    metric: str
+    mechanism: RandomizedResponse
+    mode: Mode = "memoized"
+    irr: RandomizedResponse | None = None
+
+    def guard(self, rng: RandomBits | None = None) -> LongitudinalGuard:
+        """A new device's privacy layer for this subject: a fresh secret, state in memory
+        (on purpose: each trial is a new device, so the client's warning is not logged)."""
+        with _simulated_devices():
+            return LongitudinalGuard(
+                IN_MEMORY, rng=rng, max_metric_epsilon=math.inf,
+                fresh={self.metric} if self.mode == "fresh" else (),
+                irr={self.metric: self.irr} if self.mode == "instantaneous" and self.irr
+                else None)
+
+    def reporter_options(self) -> dict[str, Any]:
+        """The Reporter options that give this subject's mode. The client's epsilon ceiling
+        is lifted: the audit checks the mechanism's claims whatever its epsilon."""
+        # Every call must reach the mechanism: the audit draws many reports on one device,
+        # so the one-report-per-period gate is off.
+        options: dict[str, Any] = {"max_epsilon": math.inf, "one_per_period": False}
+        if self.mode == "fresh":
+            options["fresh"] = {self.metric}
+        if self.mode == "instantaneous" and self.irr is not None:
+            options["irr"] = {self.metric: self.irr}
+        return options
+
+
+class _InMemoryWarning(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "privacy state is in memory only" not in record.getMessage()
+
+
+_IN_MEMORY_WARNING = _InMemoryWarning()
+
+
+@contextmanager
+def _simulated_devices() -> Iterator[None]:
+    """Simulated devices keep their state in memory by design: hold the client's warning."""
+    logger = logging.getLogger("deniable.client")
+    logger.addFilter(_IN_MEMORY_WARNING)
+    try:
+        yield
+    finally:
+        logger.removeFilter(_IN_MEMORY_WARNING)
+
+
+DeviceFactory = Callable[[Subject], Device]
+ReporterFactory = Callable[..., Any]
+
+
+def client_device(subject: Subject, rng: RandomBits | None = None) -> Device:
+    """A new device as the client builds it: ``Reporter.report`` calls exactly this guard's
+    ``perturb`` with the metric's wire mechanism (client/reporter.py ``_perturb``)."""
+    guard = subject.guard(rng)
+
+    def report(true_value: bool) -> int:
+        return guard.perturb(subject.metric, subject.mechanism, true_value)
+    return report
+
+
+def builtin_subjects() -> list[Subject]:
+    """The mechanisms and modes the client ships: the audit's default subjects."""
+    two_coin = RandomizedResponse.from_id("rr:1/2:1/2")
+    ln7 = RandomizedResponse.from_id("rr:3/4:1/2")
+    return [
+        Subject("two_coin", "two_coin", two_coin),
+        Subject("two_coin_irr", "two_coin_irr", two_coin, "instantaneous", ln7),
+        Subject("two_coin_fresh", "two_coin_fresh", two_coin, "fresh"),
+        Subject("warner_ln7", "warner_ln7", ln7),
+    ]
+
+
+def catalogue_subjects(catalogue: dict[str, RandomizedResponse]) -> list[Subject]:
+    """One subject per metric, reported as the client does by default (memoized)."""
+    return [Subject(name, name, mechanism) for name, mechanism in sorted(catalogue.items())]
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    """One check of one subject.
+
+    Attributes:
+        claim / bound / tightness: for epsilon checks, the claimed epsilon (nats), the 95%
+            empirical lower bound, and bound / claim; None where a check has no epsilon.
+        passed: the verdict. A pass means the check could not refute the claim.
+        detail: what was measured, in words.
+        seconds: how long the check took.
+    """
+
+    subject: str
+    check: str
+    passed: bool
+    detail: str
+    claim: float | None = None
+    bound: float | None = None
+    seconds: float = 0.0
+
+    @property
+    def tightness(self) -> float | None:
+        if self.claim is None or self.bound is None or self.claim == 0:
+            return None
+        return self.bound / self.claim
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"subject": self.subject, "check": self.check, "passed": self.passed,
+                "claim": self.claim, "bound": self.bound, "tightness": self.tightness,
+                "detail": self.detail, "seconds": round(self.seconds, 3)}
+
+
+Progress = Callable[[str, int], None]
+"""progress(label, units done since the last call): the audit's progress reports."""
+
+
+def _no_progress(label: str, done: int) -> None:
+    pass
+
+
+@dataclass
+class Audit:
+    """Runs the checks. Every argument has the default the ``deniable audit`` command uses.
+
+    Args:
+        trials: one-report samples per neighbouring input (devices, for memoized modes).
+        repeats: k, reports per device in the repeated-reports check.
+        repeat_devices: devices per input in that check (default: trials // 10).
+        timing_calls: report() calls per value in the timing check.
+        device_factory: builds a simulated device for a subject; tests hand in broken ones.
+        reporter_factory: builds a Reporter (keyword arguments as Reporter's); tests hand in
+            broken ones.
+        rng: a random source to inject into every device and reporter (None: the client's
+            secure default). The randomness check fails for anything but the OS CSPRNG.
+        progress: called as work advances.
+    """
+
+    trials: int = DEFAULT_TRIALS
+    repeats: int = DEFAULT_REPEATS
+    repeat_devices: int | None = None
+    timing_calls: int = DEFAULT_TIMING_CALLS
+    device_factory: Callable[[Subject, RandomBits | None], Device] = client_device
+    reporter_factory: ReporterFactory = Reporter
+    rng: RandomBits | None = None
+    progress: Progress = field(default=_no_progress)
+
+    def work(self, subjects: Sequence[Subject]) -> int:
+        """Units of work ``run`` will report through ``progress`` (for a progress bar)."""
+        devices = self.repeat_devices if self.repeat_devices is not None else self.trials // 10
+        return len(subjects) * (2 * self.trials + 2 * devices + 2 * self.timing_calls)
+
+    def run(self, subjects: Sequence[Subject]) -> list[CheckResult]:
+        """Every check of every subject, in order."""
+        results: list[CheckResult] = [self.check_no_float(), self.check_randomness()]
+        for subject in subjects:
+            results.extend(self.check_one_report(subject))
+            results.append(self.check_repeated(subject))
+            results.append(self.check_exact(subject))
+            results.append(self.check_timing(subject))
+            results.append(self.check_traffic(subject))
+        return results
+
+    # -- sampling --------------------------------------------------------------------------
+
+    def _device(self, subject: Subject) -> Device:
+        return self.device_factory(subject, self.rng)
+
+    def _sample(self, subject: Subject, value: bool, devices: int, k: int) -> list[int]:
+        """Ones among k reports of ``value``, for each of ``devices`` new devices. Fresh
+        reporting draws independent coins per report, so one device serves every trial
+        when k == 1 (the same code path, much faster)."""
+        label = f"{subject.name}: {'yes' if value else 'no'}"
+        chunk = max(1, devices // 100)
+        out: list[int] = []
+        shared = self._device(subject) if subject.mode == "fresh" and k == 1 else None
+        for start in range(0, devices, chunk):
+            for _ in range(min(chunk, devices - start)):
+                device = shared or self._device(subject)
+                out.append(sum(device(value) for _ in range(k)))
+            self.progress(label, min(chunk, devices - start))
+        return out
+
+    def _claims(self, subject: Subject) -> tuple[float, float]:
+        """(one report's epsilon, k reports' epsilon), as the client states them."""
+        loss = subject.guard().privacy_loss(subject.metric, subject.mechanism)
+        return loss.one_report_epsilon, loss.after(self.repeats)
+
+    # -- the checks ------------------------------------------------------------------------
+
+    def check_one_report(self, subject: Subject) -> list[CheckResult]:
+        """The ``epsilon`` and ``distribution`` checks, from one report per trial."""
+        started = time.monotonic()
+        claim, _ = self._claims(subject)
+        yes = sum(self._sample(subject, True, self.trials, 1))
+        no = sum(self._sample(subject, False, self.trials, 1))
+        n = self.trials
+        bound = epsilon_lower_bound({"1": yes, "0": n - yes}, n,
+                                    {"1": no, "0": n - no}, n, CONFIDENCE)
+        elapsed = time.monotonic() - started
+        epsilon = CheckResult(
+            subject.name, "epsilon", claim >= bound.epsilon,
+            f"{n:,} reports per input; most distinguishing output: {bound.event}",
+            claim, bound.epsilon, elapsed)
+        worst = 0.0
+        for ones, p in ((yes, subject.mechanism.p_yes_given_yes),
+                        (no, subject.mechanism.p_yes_given_no)):
+            se = math.sqrt(float(p * (1 - p)) / n)
+            worst = max(worst, abs(ones / n - float(p)) / se)
+        distribution = CheckResult(
+            subject.name, "distribution", worst <= DISTRIBUTION_SE_LIMIT,
+            f"P(1|yes) observed {yes / n:.5f} vs {float(subject.mechanism.p_yes_given_yes):.5f}, "
+            f"P(1|no) {no / n:.5f} vs {float(subject.mechanism.p_yes_given_no):.5f}; "
+            f"worst {worst:.1f} SE (limit {DISTRIBUTION_SE_LIMIT:g})")
+        return [epsilon, distribution]
+
+    def check_repeated(self, subject: Subject) -> CheckResult:
+        """k reports of one value per device against k of its neighbour."""
+        started = time.monotonic()
+        devices = self.repeat_devices if self.repeat_devices is not None else self.trials // 10
+        k = self.repeats
+        _, claim = self._claims(subject)
+        yes = count_events(self._sample(subject, True, devices, k), k)
+        no = count_events(self._sample(subject, False, devices, k), k)
+        bound = epsilon_lower_bound(yes, devices, no, devices, CONFIDENCE)
+        return CheckResult(
+            subject.name, f"repeated x{k}", claim >= bound.epsilon,
+            f"{devices:,} devices per input, {k} reports each ({subject.mode}); most "
+            f"distinguishing: {bound.event}", claim, bound.epsilon, time.monotonic() - started)
+
+    def check_exact(self, subject: Subject) -> CheckResult:
+        """Every layer's probabilities are its id's fractions, and the sampler's outcomes
+        over every random word it can draw have exactly those probabilities."""
+        guard = subject.guard()
+        layers = guard.layers(subject.metric, subject.mechanism)
+        problems: list[str] = []
+        notes: list[str] = []
+        for label, layer in (("wire", layers.wire), ("memo", layers.memo), ("irr", layers.irr)):
+            if layer is None:
+                continue
+            parsed = RandomizedResponse.from_id(layer.id)
+            if (parsed.p_yes_given_yes, parsed.p_yes_given_no) != (layer.p_yes_given_yes,
+                                                                  layer.p_yes_given_no):
+                problems.append(f"{label} {layer.id}: probabilities differ from its id")
+            for true_bit, claimed in ((1, layer.p_yes_given_yes), (0, layer.p_yes_given_no)):
+                ones, unfinished = enumerate_ones(layer, true_bit)
+                if unfinished == 0 and ones != claimed:
+                    problems.append(f"{label} {layer.id}: P(1|{true_bit}) is {ones}, "
+                                    f"claimed {claimed}")
+                elif unfinished and not ones <= claimed <= ones + unfinished:
+                    problems.append(f"{label} {layer.id}: P(1|{true_bit}) lies in "
+                                    f"[{ones}, {ones + unfinished}], claimed {claimed}")
+                elif unfinished > _UNDECIDED_MASS:
+                    notes.append(f"{label}: {float(unfinished):.1e} of the draws not enumerated, "
+                                 f"left to the distribution check")
+                elif unfinished:
+                    notes.append(f"{label} within {float(unfinished):.1e}")
+        detail = "; ".join(problems) if problems else (
+            "exact over every random word" + (f" ({', '.join(sorted(set(notes)))})"
+                                              if notes else ""))
+        return CheckResult(subject.name, "exact", not problems, detail)
+
+    def check_no_float(self) -> CheckResult:
+        """No perturbing module imports or calls a float random source."""
+        findings = float_random_uses()
+        return CheckResult(
+            "client", "no-float", not findings,
+            "; ".join(findings) if findings else
+            f"no float random source in deniable.client.{{{','.join(PERTURBING_MODULES)}}}")
+
+    def check_randomness(self) -> CheckResult:
+        """The random source is the OS CSPRNG."""
+        problems = random_source_problems(self.rng)
+        return CheckResult(
+            "client", "randomness", not problems,
+            "; ".join(problems) if problems else
+            "os.urandom (the OS CSPRNG) for device secrets, coins and batch ids")
+
+    def check_timing(self, subject: Subject) -> CheckResult:
+        """report() takes no measurably different time for the two true values: a
+        difference must show in two runs in a row (one run of a busy machine can mislead).
+        """
+        first = self._timing_run(subject)
+        if first.passed:
+            return first
+        second = self._timing_run(subject)
+        return dataclasses.replace(
+            second, detail=f"{second.detail}; failed twice in a row (first: {first.detail})",
+            seconds=first.seconds + second.seconds)
+
+    def _timing_run(self, subject: Subject) -> CheckResult:
+        """One timing measurement (see ``check_timing``).
+
+        Only a dependence on the *true* value is a leak: the perturbed bit is sent anyway,
+        and it is correlated with the true value by design, so times are compared within
+        each perturbed output (read back, in call order, from the captured uploads). A
+        memoized device gives one fixed output per value, so the check uses a device whose
+        two memoized answers happen to agree.
+        """
+        calls = self.timing_calls
+        started = time.monotonic()
+        metric = subject.metric
+        with capturing_collector({metric: subject.mechanism}) as (url, uploads), \
+                tempfile.TemporaryDirectory() as root:
+            for attempt in range(64):
+                del uploads[:]
+                reporter = self.reporter_factory(
+                    url, {metric: subject.mechanism}, batch_size=1000,
+                    privacy_dir=os.path.join(root, str(attempt)), rng=self.rng,
+                    max_queued_reports=4 * calls + 10_000, **subject.reporter_options())
+                for _ in range(200):  # first reports pay the ledger; warm both values up
+                    reporter.report(metric, True)
+                    reporter.report(metric, False)
+                reporter.flush(timeout=30)
+                warm = uploaded_bits(uploads)
+                if subject.mode != "memoized" or warm[0] == warm[1]:
+                    break
+                reporter.close(timeout=10)
+            try:
+                values: list[bool] = []
+                times: list[int] = []
+                report, clock = reporter.report, time.perf_counter_ns
+                chunk = max(1, calls // 50)
+                for start in range(0, calls, chunk):
+                    order = secrets.randbits(chunk)
+                    for i in range(min(chunk, calls - start)):
+                        first = bool(order >> i & 1)
+                        for value in (first, not first):
+                            t0 = clock()
+                            report(metric, value)
+                            times.append(clock() - t0)
+                            values.append(value)
+                    self.progress(f"{subject.name}: timing", 2 * min(chunk, calls - start))
+                reporter.flush(timeout=60)
+            finally:
+                reporter.close(timeout=10)
+            outputs = uploaded_bits(uploads)[len(warm):]
+        if len(outputs) != len(values):
+            return CheckResult(subject.name, "timing", False,
+                               f"{len(values)} calls but {len(outputs)} reports uploaded",
+                               seconds=time.monotonic() - started)
+        # Preemption by other processes adds rare, huge delays to random calls of either
+        # value; winsorizing at the pooled 99th percentile keeps them from drowning a real
+        # difference (and cannot create one: the cap is the same for both values).
+        cap = sorted(times)[int(0.99 * (len(times) - 1))]
+        findings: list[str] = []
+        leaks = False
+        for output in (0, 1):
+            yes = [min(t, cap) for t, v, o in zip(times, values, outputs) if v and o == output]
+            no = [min(t, cap) for t, v, o in zip(times, values, outputs) if not v and o == output]
+            if min(len(yes), len(no)) < _MIN_TIMING_STRATUM:
+                continue
+            test = welch_t(yes, no)
+            mean = (test.mean_a + test.mean_b) / 2
+            relative = abs(test.difference) / mean if mean else 0.0
+            leaks |= abs(test.t) > TIMING_T_LIMIT and relative > TIMING_RELATIVE_LIMIT
+            findings.append(f"output {output}: yes {test.mean_a / 1000:.2f} us "
+                            f"({len(yes):,}), no {test.mean_b / 1000:.2f} us ({len(no):,}), "
+                            f"t = {test.t:+.1f}, {relative:.2%}")
+        if not findings:
+            return CheckResult(subject.name, "timing", False,
+                               "too few calls with the same output for both values",
+                               seconds=time.monotonic() - started)
+        return CheckResult(
+            subject.name, "timing", not leaks,
+            f"{calls:,} interleaved calls per value; " + "; ".join(findings) +
+            f" (fails if |t| > {TIMING_T_LIMIT:g} and > {TIMING_RELATIVE_LIMIT:.0%})",
+            seconds=time.monotonic() - started)
+
+    def check_traffic(self, subject: Subject, reports: int = 2500) -> CheckResult:
+        """Uploads of a device that reports only yes look like those of one that says no."""
+        started = time.monotonic()
+        seen: list[list[Upload]] = []
+        for value in (True, False):
+            with capturing_collector({subject.metric: subject.mechanism}) as (url, uploads), \
+                    tempfile.TemporaryDirectory() as state:
+                reporter = self.reporter_factory(
+                    url, {subject.metric: subject.mechanism}, batch_size=500,
+                    privacy_dir=state, rng=self.rng, **subject.reporter_options())
+                try:
+                    for _ in range(reports):
+                        reporter.report(subject.metric, value)
+                    reporter.flush(timeout=30)
+                finally:
+                    reporter.close(timeout=10)
+                seen.append(list(uploads))
+        problems = traffic_problems(seen[0], seen[1])
+        return CheckResult(
+            subject.name, "traffic", not problems,
+            "; ".join(problems[:3]) if problems else
+            f"{len(seen[0])} uploads per value: same sizes, headers and lengths; bodies are "
+            f"exactly their perturbed reports",
+            seconds=time.monotonic() - started)
+
+
+def check_server(redis_url: str, log_lines: Sequence[str] = (),
+                 cluster: bool = False) -> CheckResult:
+    """What a collector holds: every Redis key, value and expiry, and the given log lines,
+    scanned for anything that identifies a batch's content or times a write more finely
+    than the hour (``deniable.collector.privacy_scan``)."""
+    from deniable.collector.privacy_scan import scan  # needs redis: only when asked for
+    started = time.monotonic()
+    findings = scan(redis_url, log_lines, cluster=cluster)
+    detail = ("; ".join(f"{f.kind} {f.where}: {f.problem}" for f in findings[:5])
+              + (f" (and {len(findings) - 5} more)" if len(findings) > 5 else "")
+              if findings else f"nothing identifies a batch or times a write finer than the "
+                               f"hour ({len(log_lines):,} log lines scanned)")
+    return CheckResult("server", "redis scan", not findings, detail,
+                       seconds=time.monotonic() - started)
+
+
+def run_audit(subjects: Sequence[Subject], **options: Any) -> list[CheckResult]:
+    """Run every check on ``subjects``; ``options`` are ``Audit``'s arguments."""
+    return Audit(**options).run(subjects)
+
+
+# -- exactness ---------------------------------------------------------------------------
+
+class _NeedBits(Exception):
+    def __init__(self, k: int) -> None:
+        self.k = k
+
+
+class _Script:
+    """A random source that replays chosen words, then asks for the next one."""
+
+    def __init__(self, words: tuple[tuple[int, int], ...]) -> None:
+        self._words = words
+        self._next = 0
+
+    def bits(self, k: int) -> int:
+        if self._next == len(self._words):
+            raise _NeedBits(k)
+        value, width = self._words[self._next]
+        if width != k:
+            raise AssertionError(f"the sampler asked for {k} bits, then {width}")
+        self._next += 1
+        return value
+
+
+def enumerate_ones(mechanism: RandomizedResponse, true_bit: int,
+                   max_paths: int = _MAX_ENUMERATED_PATHS,
+                   max_words: int = _MAX_ENUMERATED_WORDS) -> tuple[Fraction, Fraction]:
+    """P(report 1 | true_bit) over every sequence of random words ``perturb`` can draw.
+
+    Returns:
+        (probability of a 1 among the sequences that finished, probability of the sequences
+        not followed to the end): the exact probability lies in [first, first + second]. The
+        second is 0 when the sampler always stops within ``max_paths`` sequences of at most
+        ``max_words`` words, as every sampler of power-of-two denominators does; a rejection
+        sampler (other denominators) leaves the tiny mass of its longest rejection runs.
+    """
+    ones = Fraction(0)
+    unfinished = Fraction(0)
+    stack: list[tuple[tuple[int, int], ...]] = [()]
+    paths = 0
+    while stack:
+        words = stack.pop()
+        weight = Fraction(1, 1 << sum(width for _, width in words))
+        try:
+            output = mechanism.perturb(true_bit, _Script(words))
+        except _NeedBits as need:
+            if len(words) >= max_words or paths + (1 << need.k) > max_paths:
+                unfinished += weight
+                continue
+            paths += 1 << need.k
+            stack.extend(words + ((value, need.k),) for value in range(1 << need.k))
+            continue
+        if output not in (0, 1):
+            raise AssertionError(f"{mechanism.id} reported {output!r}, not a bit")
+        ones += weight * output
+    return ones, unfinished
+
+
+def float_random_uses(modules: Sequence[str] = PERTURBING_MODULES) -> list[str]:
+    """Imports of a float random source, or calls of one, in the perturbing client modules."""
+    findings: list[str] = []
+    for name in modules:
+        spec = importlib.util.find_spec(f"deniable.client.{name}")
+        if spec is None or spec.origin is None:
+            findings.append(f"deniable.client.{name} not found")
+            continue
+        tree = ast.parse(Path(spec.origin).read_text(), spec.origin)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                bad = [a.name for a in node.names if a.name.split(".")[0] in ("random", "numpy")]
+            elif isinstance(node, ast.ImportFrom):
+                bad = [node.module or ""] if (node.module or "").split(".")[0] in (
+                    "random", "numpy") else []
+            elif isinstance(node, ast.Call):
+                func = node.func
+                called = func.attr if isinstance(func, ast.Attribute) else (
+                    func.id if isinstance(func, ast.Name) else "")
+                bad = [f"{called}()"] if called in _FLOAT_RANDOM_CALLS else []
+            else:
+                continue
+            findings.extend(f"{name}.py:{node.lineno}: {b}" for b in bad)
+    return findings
+
+
+def random_source_problems(rng: RandomBits | None) -> list[str]:
+    """Why the random source in use is not the OS CSPRNG (empty when it is)."""
+    problems: list[str] = []
+    import posix  # the C function os.urandom must be
+    if os.urandom is not posix.urandom:
+        problems.append("os.urandom has been replaced")
+    system = randomness.SYSTEM_BITS
+    if getattr(system, "_read", None) is not os.urandom:
+        problems.append("the client's system source does not read os.urandom")
+    if rng is not None and not (isinstance(rng, SecureBits)
+                                and getattr(rng, "_read", None) is os.urandom):
+        problems.append(f"an injected random source ({type(rng).__name__}) is in use, "
+                        f"not the OS CSPRNG")
+    return problems
+
+
+# -- traffic ------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Upload:
+    """One POST a capturing collector received."""
+
+    body: bytes
+    headers: tuple[tuple[str, str], ...]
+
+
+def uploaded_bits(uploads: list[Upload]) -> list[int]:
+    """Every perturbed bit the capturing collector received, in the order sent (the
+    client's queue is first in, first out)."""
+    return [report["bit"] for upload in uploads for report in json.loads(upload.body)["reports"]]
+
+
+def traffic_problems(a: list[Upload], b: list[Upload]) -> list[str]:
+    """Differences between two devices' uploads that could reveal their true values."""
+    problems: list[str] = []
+    if len(a) != len(b):
+        problems.append(f"{len(a)} uploads for one value, {len(b)} for the other")
+    sizes: list[list[int]] = [[], []]
+    for side, uploads, out in (("yes", a, sizes[0]), ("no", b, sizes[1])):
+        for upload in uploads:
+            try:
+                doc = json.loads(upload.body)
+                reports = [(r["metric"], r["mechanism"], r["bit"]) for r in doc["reports"]]
+                canonical = json.dumps(encode_batch(doc["batch_id"], reports),
+                                       separators=(",", ":")).encode()
+            except (ValueError, KeyError, TypeError):
+                problems.append(f"a {side} upload is not a v1 batch")
+                break
+            if upload.body != canonical:
+                problems.append(f"a {side} upload carries more than its perturbed reports")
+                break
+            out.append(len(reports))
+    if sizes[0] != sizes[1]:
+        problems.append(f"batch sizes differ: {sizes[0][:5]}... vs {sizes[1][:5]}...")
+    headers = ({u.headers for u in a}, {u.headers for u in b})
+    if headers[0] != headers[1]:
+        problems.append("request headers differ between the two values")
+    lengths = ({len(u.body) for u in a}, {len(u.body) for u in b})
+    if lengths[0] != lengths[1]:
+        problems.append(f"body lengths differ: {sorted(lengths[0])} vs {sorted(lengths[1])}")
+    return problems
+
+
+@contextmanager
+def capturing_collector(catalogue: dict[str, RandomizedResponse]
+                        ) -> Iterator[tuple[str, list[Upload]]]:
+    """A loopback HTTP server that serves ``catalogue`` and keeps every batch it is sent.
+
+    Yields (its URL, the uploads received so far). Nothing is sent anywhere else.
+    """
+    uploads: list[Upload] = []
+    lock = threading.Lock()
+    document = json.dumps({"metrics": [describe_metric(name, "", mechanism)
+                                       for name, mechanism in catalogue.items()]}).encode()
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+        def _answer(self, status: int, body: bytes) -> None:
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def do_GET(self) -> None:
+            self._answer(200, document)
+
+        def do_POST(self) -> None:
+            body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+            headers = tuple(sorted((k.lower(), v) for k, v in self.headers.items()
+                                   if k.lower() not in ("content-length", "host")))
+            with lock:
+                uploads.append(Upload(body, headers))
+            self._answer(202, b'{"accepted":true}')
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, name="deniable-audit-capture",
+                              daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}", uploads
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=5)

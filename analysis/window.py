@@ -1,0 +1,111 @@
+"""Honest intervals over windows of several reporting periods, on numpy arrays (docs/analysis.md,
+"Intervals over time").
+
+The maths (the variance split, the design effect, the estimand, the partial-bucket notes) is
+defined once, in plain Python, in ``deniable.collector.window``, which the collector's dashboard
+uses too; this module applies it to arrays of buckets and counts the reporting periods that
+each bucket or rolling window pools.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+
+import numpy as np
+from numpy.typing import NDArray
+
+from deniable.client.mechanism import RandomizedResponse
+from deniable.client.period import DEFAULT_POLICY, CollectionPolicy
+from deniable.collector import window as shared
+from deniable.collector.window import coverage_notes, estimand
+
+__all__ = ["bucket_periods", "coverage_notes", "design_effect", "estimand", "fresh_variance",
+           "period_ids", "periods_in", "rolling_periods"]
+
+FloatArray = NDArray[np.float64]
+IntArray = NDArray[np.int64]
+
+
+def fresh_variance(mechanism: RandomizedResponse, policy: CollectionPolicy,
+                   share: FloatArray) -> FloatArray:
+    """The fresh part of one report's variance, for a true share ``share`` of yes (clipped to
+    [0, 1]), element-wise: ``deniable.collector.window.fresh_variance``."""
+    theta = np.clip(np.asarray(share, dtype=np.float64), 0.0, 1.0)
+    return np.asarray(shared.fresh_variance(mechanism, policy, theta), dtype=np.float64)
+
+
+def design_effect(mechanism: RandomizedResponse, policy: CollectionPolicy,
+                  rate: FloatArray, periods: IntArray) -> FloatArray:
+    """deff = (T * persistent + fresh) / r (1 - r), element-wise; in [1, T]
+    (``deniable.collector.window.design_effect``, applied to arrays).
+
+    Args:
+        rate: perturbed yes-rate per bucket (NaN where empty), shape (buckets,).
+        periods: T, the reporting periods with reports in each bucket, shape (buckets,).
+    """
+    rate = np.asarray(rate, dtype=np.float64)
+    periods = np.asarray(periods, dtype=np.int64)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        deff = shared.design_effect(mechanism, policy, rate, periods, xp=np)
+    return np.asarray(deff, dtype=np.float64)
+
+
+def period_ids(starts: Sequence[datetime] | IntArray, policy: CollectionPolicy) -> IntArray:
+    """The reporting period of each hour bucket (see CollectionPolicy.period_index).
+
+    Args:
+        starts: bucket starts as datetimes, or as integer hour indexes (hours since the Unix
+            epoch), shape (buckets,).
+    """
+    if isinstance(starts, np.ndarray) and starts.dtype.kind in "iu":
+        hours = starts.astype(np.int64)
+    else:
+        hours = np.array([int(s.timestamp()) // 3600 for s in starts], dtype=np.int64)
+    return np.asarray(shared.period_of_hour(hours, policy), dtype=np.int64)
+
+
+def periods_in(starts: Sequence[datetime], n: IntArray,
+               policy: CollectionPolicy = DEFAULT_POLICY) -> int:
+    """How many reporting periods have reports among these hour buckets."""
+    ids = period_ids(starts, policy)
+    return int(np.unique(ids[np.asarray(n) > 0]).size)
+
+
+def bucket_periods(hour_starts: Sequence[datetime], hour_n: IntArray,
+                   slots: IntArray, buckets: int,
+                   policy: CollectionPolicy = DEFAULT_POLICY) -> IntArray:
+    """T per bucket: the distinct periods among each bucket's non-empty hour buckets.
+
+    Args:
+        hour_starts, hour_n: the collector's hour buckets.
+        slots: the bucket index of each hour bucket (-1: outside the range).
+        buckets: the number of buckets.
+    """
+    ids = period_ids(hour_starts, policy)
+    keep = (np.asarray(slots) >= 0) & (np.asarray(hour_n) > 0)
+    if not keep.any():
+        return np.zeros(buckets, np.int64)
+    pairs = np.unique(np.stack([np.asarray(slots)[keep], ids[keep]]), axis=1)
+    return np.bincount(pairs[0], minlength=buckets).astype(np.int64)
+
+
+def rolling_periods(bucket_starts: Sequence[datetime], n: IntArray, periods: IntArray,
+                    step_seconds: float, policy: CollectionPolicy, window: int) -> IntArray:
+    """T for each trailing window of ``window`` buckets.
+
+    Buckets at least a period long hold whole, disjoint periods (UTC hours, days and ISO weeks
+    nest), so T adds up; shorter buckets each lie inside one period, so T counts the distinct
+    periods of the window's non-empty buckets.
+    """
+    periods = np.asarray(periods, dtype=np.int64)
+    if step_seconds >= policy.period_seconds:
+        cumulative = np.concatenate(([0], np.cumsum(periods)))
+        index = np.arange(1, len(periods) + 1)
+        return cumulative[index] - cumulative[np.maximum(index - window, 0)]
+    ids = period_ids(bucket_starts, policy)
+    busy = np.asarray(n) > 0
+    out = np.zeros(len(periods), np.int64)
+    for i in range(len(periods)):
+        lo = max(0, i - window + 1)
+        out[i] = np.unique(ids[lo:i + 1][busy[lo:i + 1]]).size
+    return out

@@ -1,0 +1,245 @@
+"""The window maths of honest intervals over several reporting periods, in plain Python: ONE
+definition, used by the collector's dashboard and by the analysis package (which applies it to
+numpy arrays; docs/analysis.md, "Intervals over time").
+
+Each device sends at most one report per metric per period (its collection policy,
+``deniable.client.period``). A window pools the reports of T periods, which are not T * N
+independent reports: a memoized device sends the same perturbed bit for the same value every
+period, and the same devices' true values answer every period.
+
+Split each report's variance r (1 - r) (r the perturbed yes-rate) exactly into a *persistent*
+part, the same for a device in every period (its true value's share of the variance and its
+memoized noise), and a *fresh* part, new coins each report (the instantaneous layer, or fresh
+coins). With the same devices reporting in every one of the T periods, the pooled rate's
+variance is
+
+    Var(r_hat) = (T * persistent + fresh) / n      (n = every report of the window)
+
+that is r (1 - r) / n times the design effect deff = (T * persistent + fresh) / r (1 - r),
+which lies in [1, T]. The interval is Wilson's on the perturbed rate with n / deff reports
+(Kish's effective sample size), mapped through the debiasing line as for one period. One
+period (T = 1) gives deff = 1: the one-period interval, unchanged.
+
+When devices differ between periods, each device reports in at most T of them, so the true
+variance is at most this one: the interval is conservative, and at most sqrt(T) times wider
+than needed (when no device reports twice in the window).
+
+The collector never imports ``deniable.analysis``; the analysis imports this module.
+"""
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from deniable.client.composition import split
+from deniable.client.mechanism import Estimate, RandomizedResponse, wilson_interval, z_score
+from deniable.client.period import CollectionPolicy
+
+HOUR_SECONDS = 3600
+
+
+@functools.lru_cache(maxsize=256)
+def line(mechanism: RandomizedResponse) -> tuple[float, float]:
+    """(Q, P1 - Q) as floats: the debiasing line p = (r - Q) / (P1 - Q), computed once per
+    mechanism (exact Fractions are slow)."""
+    return (float(mechanism.p_yes_given_no),
+            float(mechanism.p_yes_given_yes - mechanism.p_yes_given_no))
+
+
+@functools.lru_cache(maxsize=256)
+def fresh_coefficients(mechanism: RandomizedResponse,
+                       policy: CollectionPolicy) -> tuple[float, float]:
+    """(fresh variance of a yes device's report, of a no device's report).
+
+    Memoized: (0, 0). Fresh coins: the whole within-device variance, P1 (1 - P1) and
+    Q (1 - Q). With an instantaneous layer I over the memo layer M = split(wire, I):
+    E[s(b) (1 - s(b))], s(b) = P(report 1 | memoized bit b) under I.
+    """
+    if policy.memoization == "memoized":
+        return 0.0, 0.0
+    if policy.memoization == "fresh":
+        p1, q = float(mechanism.p_yes_given_yes), float(mechanism.p_yes_given_no)
+        return p1 * (1 - p1), q * (1 - q)
+    layer = policy.instantaneous
+    assert layer is not None
+    memo = split(mechanism, layer)
+    s1, s0 = float(layer.p_yes_given_yes), float(layer.p_yes_given_no)
+    v1, v0 = s1 * (1 - s1), s0 * (1 - s0)
+    m1, m0 = float(memo.p_yes_given_yes), float(memo.p_yes_given_no)
+    return m1 * v1 + (1 - m1) * v0, m0 * v1 + (1 - m0) * v0
+
+
+def fresh_variance(mechanism: RandomizedResponse, policy: CollectionPolicy, share: Any) -> Any:
+    """The fresh part of one report's variance, for a true share ``share`` in [0, 1] of yes
+    (a float, or a numpy array element-wise): share * yes + (1 - share) * no."""
+    yes, no = fresh_coefficients(mechanism, policy)
+    return share * yes + (1 - share) * no
+
+
+class Scalars:
+    """The few array operations the window maths needs, on plain floats (pass ``numpy`` as
+    ``xp`` instead to apply the same definitions element-wise to arrays)."""
+
+    @staticmethod
+    def maximum(a: float, b: float) -> float:
+        return max(a, b)
+
+    @staticmethod
+    def minimum(a: float, b: float) -> float:
+        return min(a, b)
+
+    @staticmethod
+    def clip(x: float, low: float, high: float) -> float:
+        return min(high, max(low, x))
+
+    @staticmethod
+    def nan_to_num(x: float) -> float:
+        return 0.0 if x != x else x
+
+    @staticmethod
+    def isfinite(x: float) -> bool:
+        return math.isfinite(x)
+
+    @staticmethod
+    def where(condition: bool, a: float, b: float) -> float:
+        return a if condition else b
+
+
+def design_effect(mechanism: RandomizedResponse, policy: CollectionPolicy, rate: Any,
+                  periods: Any, xp: Any = Scalars) -> Any:
+    """deff = (T * persistent + fresh) / r (1 - r), in [1, T], for a perturbed yes-rate
+    ``rate`` (NaN for no reports) pooled over ``periods`` = T reporting periods (0 counts as
+    1). A rate of 0 or 1 splits nothing: the most conservative, T.
+
+    Floats by default; with ``xp=numpy``, arrays element-wise (what the analysis does).
+    """
+    t = xp.maximum(periods * 1.0, 1.0)
+    total = rate * (1 - rate)
+    q, spread = line(mechanism)
+    share = xp.clip(xp.nan_to_num((rate - q) / spread), 0.0, 1.0)
+    fresh = xp.minimum(fresh_variance(mechanism, policy, share), total)
+    split_ok = xp.isfinite(total) & (total > 0)
+    deff = (t * (total - fresh) + fresh) / xp.where(split_ok, total, 1.0)
+    return xp.where(split_ok & xp.isfinite(deff), xp.clip(deff, 1.0, t), t)
+
+
+def period_of_hour(hours: Any, policy: CollectionPolicy) -> Any:
+    """The reporting period of hour index ``hours`` (hours since the Unix epoch; an int, or a
+    numpy integer array element-wise): the same numbers as ``CollectionPolicy.period_index``.
+    Hours, days and ISO weeks are whole hours, so integer arithmetic is exact."""
+    offset_hours = 72 if policy.period == "week" else 0  # 1970-01-01 was a Thursday
+    return (hours + offset_hours) // (policy.period_seconds // HOUR_SECONDS)
+
+
+@dataclass(frozen=True)
+class WindowEstimate(Estimate):
+    """A window's estimate: ``RandomizedResponse.estimate``'s fields, with n / deff reports
+    behind the interval and the standard error (NaN estimates and the interval [0, 1] for
+    n = 0), and the periods and design effect that gave them."""
+
+    periods: int = 1
+    design_effect: float = 1.0
+
+
+def window_estimate(mechanism: RandomizedResponse, policy: CollectionPolicy, ones: int, n: int,
+                    periods: int, confidence: float = 0.95) -> WindowEstimate:
+    """Debias ``ones`` of ``n`` reports pooled over ``periods`` periods, with the window
+    interval (the formulas of ``deniable.analysis.estimate.debias``, for one bucket)."""
+    if n == 0:
+        nan = math.nan
+        return WindowEstimate(0, 0, nan, nan, nan, nan, 0.0, 1.0, confidence, False, True,
+                              False, periods, nan)
+    q, spread = line(mechanism)
+    rate = ones / n
+    deff = design_effect(mechanism, policy, rate, periods)
+    n_eff = n / deff
+    unclipped = (rate - q) / spread
+    low_rate, high_rate = wilson_interval(rate, n_eff, z_score(confidence))
+    low, high = (low_rate - q) / spread, (high_rate - q) / spread
+    ci_low, ci_high = min(1.0, max(0.0, low)), min(1.0, max(0.0, high))
+    value = min(1.0, max(0.0, unclipped))
+    return WindowEstimate(
+        n=n, ones=ones, yes_rate=rate, value=value, unclipped=unclipped,
+        stderr=math.sqrt(rate * (1 - rate) / n_eff) / spread, ci_low=ci_low, ci_high=ci_high,
+        confidence=confidence, clipped=value != unclipped, wide=ci_high - ci_low >= 0.5,
+        interval_clipped=(ci_low, ci_high) != (low, high), periods=periods, design_effect=deff)
+
+
+def estimand(policy: CollectionPolicy, periods: int | None,
+             bucket_seconds: float | None = None) -> str:
+    """What an estimate over ``periods`` periods is the share of, in words (``bucket_seconds``:
+    the bucket length, when buckets are shorter than the period; ``periods`` None: several,
+    not counted)."""
+    if bucket_seconds is not None and bucket_seconds < policy.period_seconds:
+        return (f"share of the devices whose report of the {policy.period} arrived in the "
+                f"bucket answering yes (each device sends at most one report per "
+                f"{policy.period}; not a share of reports)")
+    if periods is not None and periods <= 1:
+        return (f"share of devices active in the {policy.period} answering yes (not a share "
+                f"of reports: each device sends at most one report per {policy.period})")
+    counted = "" if periods is None else f"{periods} "
+    return (f"share of devices answering yes, per {policy.period}, averaged over the "
+            f"{counted}{policy.period}s with reports (each weighted by its reports; with the "
+            f"same devices every {policy.period}, the share of devices active in the window)")
+
+
+def coverage_notes(starts: Sequence[datetime], step_seconds: float, window: int,
+                   range_start: datetime | None, range_end: datetime | None) -> list[str]:
+    """Per bucket: how it is cut by the range, in words ("" for a whole bucket).
+
+    A bucket that the range's start or end cuts is partial ("partial: 14:00 to 24:00 UTC of
+    this day"); in a rolling series, a window reaching before the range's start pools fewer
+    buckets than it says ("partial window: 3 of 7 days").
+    """
+    step = timedelta(seconds=step_seconds)
+    unit = {3600: "hour", 86_400: "day", 604_800: "week"}.get(int(step_seconds), "bucket")
+    notes = []
+    for start in starts:
+        parts = []
+        end = start + step
+        lo = max(start, range_start) if range_start else start
+        hi = min(end, range_end) if range_end else end
+        if window > 1 and range_start is not None:
+            first = start - (window - 1) * step
+            if first < range_start:
+                inside = sum(1 for k in range(window) if start - k * step + step > range_start)
+                parts.append(f"partial window: {inside} of {window} {unit}s")
+        if (lo, hi) != (start, end):
+            parts.append(f"partial {unit}: {lo:%Y-%m-%d %H:%M} to {hi:%Y-%m-%d %H:%M} UTC")
+        notes.append("; ".join(parts))
+    return notes
+
+
+def bucket_periods(hours: Sequence[int], n: Sequence[int], slots: Sequence[int], buckets: int,
+                   policy: CollectionPolicy) -> list[int]:
+    """T per bucket: the distinct periods among each bucket's non-empty hour buckets
+    (``slots``: each hour's bucket index, -1 outside the range)."""
+    seen: list[set[int]] = [set() for _ in range(buckets)]
+    for hour, count, slot in zip(hours, n, slots):
+        if 0 <= slot < buckets and count > 0:
+            seen[slot].add(int(period_of_hour(int(hour), policy)))
+    return [len(s) for s in seen]
+
+
+def rolling_periods(bucket_hours: Sequence[int], n: Sequence[int], periods: Sequence[int],
+                    step_seconds: float, policy: CollectionPolicy, window: int) -> list[int]:
+    """T for each trailing window of ``window`` buckets (``bucket_hours``: each bucket's start
+    as an hour index).
+
+    Buckets at least a period long hold whole, disjoint periods (UTC hours, days and ISO weeks
+    nest), so T adds up; shorter buckets each lie inside one period, so T counts the distinct
+    periods of the window's non-empty buckets.
+    """
+    out = []
+    for i in range(len(periods)):
+        lo = max(0, i - window + 1)
+        if step_seconds >= policy.period_seconds:
+            out.append(sum(int(p) for p in periods[lo:i + 1]))
+        else:
+            out.append(len({int(period_of_hour(int(h), policy))
+                            for h, c in zip(bucket_hours[lo:i + 1], n[lo:i + 1]) if c > 0}))
+    return out

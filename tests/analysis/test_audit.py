@@ -1,0 +1,225 @@
+"""The privacy audit: its statistics are right, the shipped mechanisms pass, and it has the
+power to catch each kind of broken mechanism it claims to catch."""
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import random
+from fractions import Fraction
+from math import comb
+
+import numpy as np
+import pytest
+
+from deniable.analysis.audit import (Audit, Subject, Upload, builtin_subjects, client_device,
+                                     enumerate_ones, float_random_uses, traffic_problems)
+from deniable.analysis.bounds import (betainc, clopper_pearson, count_events,
+                                      epsilon_lower_bound, welch_t)
+from deniable.cli.main import main
+from deniable.client import Reporter
+from deniable.client.mechanism import RandomizedResponse
+from deniable.client.randomness import SYSTEM_BITS
+
+TWO_COIN = RandomizedResponse.from_id("rr:1/2:1/2")
+
+
+# -- the statistics ----------------------------------------------------------------------
+
+@pytest.mark.parametrize("n, k, p", [(10, 3, 0.2), (50, 20, 0.45), (200, 150, 0.7), (7, 0, 0.5)])
+def test_incomplete_beta_is_the_binomial_tail(n: int, k: int, p: float) -> None:
+    cdf = sum(comb(n, i) * p ** i * (1 - p) ** (n - i) for i in range(k + 1))
+    assert betainc(n - k, k + 1, 1 - p) == pytest.approx(cdf, abs=1e-12)
+
+
+def test_clopper_pearson_matches_published_values() -> None:
+    low, high = clopper_pearson(3, 10)
+    assert (low, high) == (pytest.approx(0.06674, abs=1e-5), pytest.approx(0.65245, abs=1e-5))
+    assert clopper_pearson(0, 10)[0] == 0.0 and clopper_pearson(10, 10)[1] == 1.0
+
+
+def test_epsilon_bound_is_tight_at_a_million_trials_and_never_above_the_truth() -> None:
+    n = 1_000_000
+    bound = epsilon_lower_bound({"1": 750_000, "0": 250_000}, n, {"1": 250_000, "0": 750_000}, n)
+    assert 0.99 * math.log(3) < bound.epsilon < math.log(3)
+
+
+def test_epsilon_bound_exceeds_the_true_epsilon_rarely() -> None:
+    rng = np.random.default_rng(20261123)  # the bound's coverage, not the client, is tested
+    n, runs, above = 2000, 400, 0
+    for yes, no in zip(rng.binomial(n, 0.75, runs), rng.binomial(n, 0.25, runs)):
+        yes, no = int(yes), int(no)
+        bound = epsilon_lower_bound({"1": yes, "0": n - yes}, n, {"1": no, "0": n - no}, n)
+        above += bound.epsilon > math.log(3)
+    assert above <= 0.05 * runs
+
+
+def test_events_count_ones_among_k_reports() -> None:
+    events = count_events([0, 4, 4, 2], k=4)
+    assert events["ones=4"] == 2 and events["ones>=2"] == 3 and events["ones<=0"] == 1
+
+
+def test_welch_t_detects_a_shift() -> None:
+    assert abs(welch_t([1.0, 2.0, 3.0] * 50, [2.0, 3.0, 4.0] * 50).t) > 5
+    assert welch_t([1.0, 2.0] * 10, [2.0, 1.0] * 10).t == 0
+
+
+# -- exactness and static checks ---------------------------------------------------------
+
+def test_enumeration_is_exact_for_power_of_two_coins() -> None:
+    for true_bit, claimed in ((1, Fraction(3, 4)), (0, Fraction(1, 4))):
+        assert enumerate_ones(TWO_COIN, true_bit) == (claimed, 0)
+
+
+def test_enumeration_brackets_a_rejection_sampler() -> None:
+    mechanism = RandomizedResponse.from_id("rr:2/3:1/2")
+    ones, unfinished = enumerate_ones(mechanism, 1)
+    assert 0 < unfinished < Fraction(1, 10 ** 30)
+    assert ones <= mechanism.p_yes_given_yes <= ones + unfinished
+
+
+def test_the_client_perturbs_without_float_randomness() -> None:
+    assert float_random_uses() == []
+
+
+def test_traffic_check_flags_a_body_that_carries_more_than_its_bits() -> None:
+    clean = b'{"batch_id":"' + b"a" * 32 + b'","reports":[{"metric":"m","mechanism":"rr:1/2:1/2","bit":1}]}'
+    leaky = clean[:-3] + b',"true":1}]}'
+    assert traffic_problems([Upload(clean, ())], [Upload(clean, ())]) == []
+    assert traffic_problems([Upload(clean, ())], [Upload(leaky, ())])
+
+
+# -- the shipped mechanisms pass -----------------------------------------------------------
+
+@pytest.mark.slow
+def test_every_builtin_mechanism_passes_every_check() -> None:
+    results = Audit(trials=4000, repeat_devices=1000, timing_calls=20_000).run(builtin_subjects())
+    failures = [r for r in results if not r.passed]
+    assert failures == []
+    checks = {(r.subject, r.check) for r in results}
+    for subject in builtin_subjects():
+        for check in ("epsilon", "distribution", "repeated x4", "exact", "timing", "traffic"):
+            assert (subject.name, check) in checks
+    tight = [r.tightness for r in results if r.check == "epsilon"]
+    assert all(t is not None and 0.8 < t <= 1 for t in tight)
+
+
+# -- its power: each broken mechanism is caught --------------------------------------------
+
+class SkewedResponse(RandomizedResponse):
+    """Claims rr:1/2:1/2, but tells a true yes as yes with probability 76/100, not 3/4."""
+
+    def perturb(self, true_bit: bool | int, rng=None) -> int:  # type: ignore[no-untyped-def, override]
+        if not true_bit:
+            return super().perturb(true_bit, rng)
+        source = SYSTEM_BITS if rng is None else rng
+        while (draw := source.bits(7)) >= 100:
+            pass
+        return 1 if draw < 76 else 0
+
+
+def test_a_mechanism_off_by_one_percent_is_caught() -> None:
+    skewed = Subject("skewed", "skewed", SkewedResponse(Fraction(1, 2), Fraction(1, 2)))
+
+    def mechanism_only(subject: Subject, rng):  # type: ignore[no-untyped-def]
+        return lambda value: subject.mechanism.perturb(value)  # fast: no device state
+    results = {r.check: r for r in Audit(trials=250_000, device_factory=mechanism_only)
+               .check_one_report(skewed)}
+    assert not results["distribution"].passed, results["distribution"].detail
+
+
+def test_fresh_coins_where_memoization_is_claimed_are_caught() -> None:
+    def forgetful(subject: Subject, rng):  # type: ignore[no-untyped-def]
+        return client_device(dataclasses.replace(subject, mode="fresh"), rng)
+    memoized = Subject("memoized", "memoized", TWO_COIN)
+    result = Audit(repeat_devices=3000, device_factory=forgetful).check_repeated(memoized)
+    assert not result.passed
+    assert result.bound is not None and result.claim is not None
+    assert result.bound > 1.5 * result.claim
+
+
+class ValueTimedReporter(Reporter):
+    """Spends extra work on a true yes: a timing side channel."""
+
+    def report(self, metric: str, true_value: bool) -> None:
+        if true_value:
+            sum(range(200))
+        super().report(metric, true_value)
+
+
+@pytest.mark.slow
+def test_a_report_whose_time_depends_on_the_value_is_caught() -> None:
+    subject = Subject("timed", "timed", TWO_COIN)
+    honest = Audit(timing_calls=50_000).check_timing(subject)
+    leaky = Audit(timing_calls=50_000, reporter_factory=ValueTimedReporter).check_timing(subject)
+    assert honest.passed, honest.detail
+    assert not leaky.passed, leaky.detail
+
+
+class SeededBits:
+    """A reproducible generator: exactly what must never reach a device."""
+
+    def __init__(self, seed: int) -> None:
+        self._random = random.Random(seed)
+
+    def bits(self, k: int) -> int:
+        return self._random.getrandbits(k)
+
+
+def test_an_injected_seeded_generator_is_caught() -> None:
+    assert Audit().check_randomness().passed
+    result = Audit(rng=SeededBits(1)).check_randomness()
+    assert not result.passed and "SeededBits" in result.detail
+
+
+# -- the command -----------------------------------------------------------------------------
+
+def test_the_command_prints_json_and_exits_zero_when_claims_hold(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    status = main(["audit", "two_coin", "--trials", "2000", "--timing-calls", "2000", "--json"])
+    doc = json.loads(capsys.readouterr().out)
+    assert status == 0 and doc["passed"] is True
+    assert {r["check"] for r in doc["results"]} >= {"epsilon", "repeated x4", "timing",
+                                                    "traffic", "randomness", "no-float", "exact"}
+
+
+def test_the_command_prints_a_table(capsys: pytest.CaptureFixture[str]) -> None:
+    status = main(["audit", "warner_ln7", "--trials", "2000", "--timing-calls", "2000"])
+    out = capsys.readouterr().out
+    assert status == 0 and "tightness" in out and "warner_ln7" in out and "FAIL" not in out
+
+
+def test_the_command_audits_a_metrics_file(tmp_path, capsys: pytest.CaptureFixture[str]) -> None:  # type: ignore[no-untyped-def]
+    path = tmp_path / "metrics.toml"
+    path.write_text('[metrics.dark_mode]\nmechanism = "rr:3/4:1/2"\n')
+    status = main(["audit", "--metrics-file", str(path), "--all", "--trials", "1000",
+                   "--timing-calls", "1000", "--json"])
+    doc = json.loads(capsys.readouterr().out)
+    assert status == 0 and {r["subject"] for r in doc["results"]} == {"client", "dark_mode"}
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["audit", "nope"], "unknown metric"),
+    (["audit", "--all"], "--all audits a catalogue"),
+])
+def test_the_command_refuses_bad_usage(argv: list[str], message: str,
+                                       capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(argv) == 1
+    assert message in capsys.readouterr().err
+
+
+def test_the_command_scans_what_a_collector_holds(redis_client, redis_url: str, tmp_path,  # type: ignore[no-untyped-def]
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["audit", "warner_ln7", "--trials", "500", "--timing-calls", "1000", "--json",
+            "--redis-url", redis_url]
+    assert main(argv) == 0
+    scan = [r for r in json.loads(capsys.readouterr().out)["results"] if r["check"] == "redis scan"]
+    assert scan and scan[0]["passed"] is True
+    # A layout-1 batch record: the unkeyed SHA-256 of a batch's content, kept to the second.
+    redis_client.set("dn:v1:b:" + "a" * 32, "f" * 64, ex=604_799)
+    log = tmp_path / "collector.log"
+    log.write_text('{"msg": "request", "ip": "203.0.113.9"}\n')
+    assert main(argv + ["--log-file", str(log)]) == 1
+    scan = [r for r in json.loads(capsys.readouterr().out)["results"] if r["check"] == "redis scan"][0]
+    assert scan["passed"] is False
+    assert "dn:v1:b:" in scan["detail"] and "log line 1" in scan["detail"]

@@ -1,0 +1,70 @@
+"""The shared test vectors (tests/vectors/vectors.json) are what the Python client says now.
+
+The web client's tests (web/test/vectors.test.js) check the same file against the TypeScript
+code, so a change on either side fails until both agree: regenerate with
+``python -m tests.vectors.generate`` after a deliberate change to the Python side.
+"""
+from __future__ import annotations
+
+import json
+from collections import Counter
+from fractions import Fraction
+
+from deniable.client.mechanism import RandomizedResponse
+from deniable.client.memo import memo_bit
+from deniable.client.wire import decode_batch, decode_compact_batch
+from tests.vectors.generate import PATH, generate, render
+
+VECTORS = json.loads(PATH.read_text())
+
+
+def test_committed_vectors_equal_what_the_python_client_gives_now() -> None:
+    assert PATH.read_text() == render(generate()), (
+        "tests/vectors/vectors.json is stale: run python -m tests.vectors.generate, then make "
+        "the web client agree (cd web && npm test)")
+
+
+def test_every_kind_of_vector_is_there() -> None:
+    for name in ("mechanisms", "invalid_ids", "bits", "below", "perturb", "memo", "wire",
+                 "estimates"):
+        assert len(VECTORS[name]) > 0, name
+    kinds = {tuple(sorted(v["outputs"])) != tuple(v["outputs"]) for v in VECTORS["perturb"]}
+    assert kinds == {True}  # every perturbation sequence mixes 0s and 1s
+
+
+def test_mechanism_entries_hold_exactly() -> None:
+    for entry in VECTORS["mechanisms"]:
+        m = RandomizedResponse.from_id(entry["id"])
+        assert str(m.p_yes_given_yes) == entry["p_yes_given_yes"]
+        assert str(m.p_yes_given_no) == entry["p_yes_given_no"]
+        assert Fraction(entry["likelihood_ratio"]) == m.likelihood_ratio
+        assert m.epsilon == entry["epsilon"]
+
+
+def test_memo_entries_are_the_memoized_answers() -> None:
+    for entry in VECTORS["memo"]:
+        m = RandomizedResponse.from_id(entry["mechanism"])
+        assert memo_bit(bytes.fromhex(entry["secret"]), entry["metric"], m,
+                        entry["true_bit"]) == entry["bit"]
+
+
+def test_wire_bodies_take_the_collectors_fast_path_and_read_the_same_both_ways() -> None:
+    for entry in VECTORS["wire"]:
+        registry = {metric: mechanism for metric, mechanism, _ in entry["reports"]}
+        fast = decode_compact_batch(entry["body"].encode(), registry)
+        careful = decode_batch(json.loads(entry["body"]), registry)
+        assert fast is not None and fast == careful
+        assert fast.batch_id == entry["batch_id"]
+        expected = Counter()
+        for metric, _, bit in entry["reports"]:
+            expected[(metric, "n")] += 1
+            expected[(metric, "ones")] += bit
+        assert {m: (t.n, t.ones) for m, t in fast.tallies.items()} == {
+            m: (expected[(m, "n")], expected[(m, "ones")]) for m in registry}
+
+
+def test_estimate_entries_match() -> None:
+    for entry in VECTORS["estimates"]:
+        e = RandomizedResponse.from_id(entry["mechanism"]).estimate(
+            entry["ones"], entry["n"], entry["confidence"])
+        assert (e.value, e.ci_low, e.ci_high) == (entry["value"], entry["ci_low"], entry["ci_high"])

@@ -1,0 +1,85 @@
+// The web client's size and speed, measured in one run (./dev bench web runs this).
+//
+// Size: what a page ships for `import {Reporter} from "deniable-client"`, bundled, minified
+// (esbuild) and gzipped (level 9). Speed: perturbations per second, one call at a time, of
+// the web client against Math.random-based randomized response (the code issue 15 warns
+// about: insecure and float-compared) and against one crypto.getRandomValues call per report;
+// interleaved over rounds, the best round of each counts.
+import {build} from "esbuild";
+import {gzipSync} from "node:zlib";
+
+import {MemoryStore, RandomizedResponse, Reporter} from "../dist/index.js";
+
+const args = Object.fromEntries(process.argv.slice(2).map((a) => a.replace(/^--/, "").split("=")));
+const calls = Number(args.calls ?? 2_000_000);
+const rounds = Number(args.rounds ?? 5);
+
+async function bundleSize(contents) {
+  const out = await build({
+    stdin: {contents, resolveDir: new URL("..", import.meta.url).pathname, loader: "js"},
+    bundle: true, minify: true, format: "esm", platform: "browser", target: "es2022",
+    write: false, logLevel: "error",
+  });
+  const code = out.outputFiles[0].contents;
+  return {minified: code.length, gzipped: gzipSync(code, {level: 9}).length};
+}
+
+const sizes = {
+  "Reporter (a page's import)": await bundleSize(
+    'export {Reporter} from "./src/index.ts";'),
+  "RandomizedResponse only": await bundleSize(
+    'export {RandomizedResponse} from "./src/mechanism.ts";'),
+  "everything in index": await bundleSize('export * from "./src/index.ts";'),
+};
+console.log("Bundle size (esbuild --minify, gzip -9):");
+for (const [name, s] of Object.entries(sizes)) {
+  console.log(`  ${name.padEnd(30)} ${String(s.minified).padStart(7)} B minified  ` +
+              `${String(s.gzipped).padStart(6)} B gzipped  (${(s.gzipped / 1024).toFixed(2)} KiB)`);
+}
+const target = sizes["Reporter (a page's import)"].gzipped;
+console.log(`  target < 10 KiB gzipped: ${target < 10 * 1024 ? "met" : "NOT met"}`);
+
+// -- speed ------------------------------------------------------------------------------
+const twoCoin = RandomizedResponse.fromId("rr:1/2:1/2");
+const oneThird = RandomizedResponse.fromId("rr:1/3:1/2");
+const word = new Uint32Array(1);
+let sink = 0;
+const variants = {
+  "deniable rr:1/2:1/2 (secure, exact)": (b) => twoCoin.perturb(b),
+  "deniable rr:1/3:1/2 (rejection)": (b) => oneThird.perturb(b),
+  "Math.random() < 0.5 (insecure, float)": (b) =>
+    Math.random() < 0.5 ? b : (Math.random() < 0.5 ? 1 : 0),
+  "getRandomValues per report": (b) => {
+    crypto.getRandomValues(word);
+    return (word[0] & 1) ? b : ((word[0] >>> 1) & 1);
+  },
+};
+const reporter = new Reporter("http://127.0.0.1:9", {
+  metrics: {dark_mode: "rr:1/2:1/2"}, store: new MemoryStore(), flushOnHide: false,
+  maxQueuedReports: Number.MAX_SAFE_INTEGER, log: () => undefined, commitInterval: 60_000});
+await reporter.waitReady(1000);
+const reportCalls = Math.min(calls, 200_000);
+const best = Object.fromEntries(Object.keys(variants).map((k) => [k, 0]));
+best["Reporter.report() (memoized, queued)"] = 0;
+for (let round = 0; round < rounds; round++) {
+  for (const [name, fn] of Object.entries(variants)) {
+    const start = performance.now();
+    for (let i = 0; i < calls; i++) sink += fn(i & 1);
+    best[name] = Math.max(best[name], calls / ((performance.now() - start) / 1000));
+  }
+  const start = performance.now();
+  for (let i = 0; i < reportCalls; i++) reporter.report("dark_mode", (i & 1) === 1);
+  best["Reporter.report() (memoized, queued)"] = Math.max(
+    best["Reporter.report() (memoized, queued)"],
+    reportCalls / ((performance.now() - start) / 1000));
+}
+const base = best["Math.random() < 0.5 (insecure, float)"];
+console.log(`\nPerturbations per second (Node ${process.version}, one call at a time, best of ` +
+            `${rounds} rounds of ${calls}; report() ${reportCalls}):`);
+for (const [name, rate] of Object.entries(best)) {
+  console.log(`  ${name.padEnd(40)} ${(rate / 1e6).toFixed(2).padStart(7)} M/s  ` +
+              `${(rate / base).toFixed(2)}x Math.random`);
+}
+await reporter.close(0);
+if (sink === 0.5) console.log(sink);
+process.exit(0);

@@ -1,0 +1,70 @@
+/** The metric catalogue: name -> mechanism, parsed from GET /v1/metrics or declared in code. */
+import {InvalidParameterError, UnknownMetricError, WireFormatError} from "./errors.js";
+import {eq, fracToString, parseFraction} from "./fraction.js";
+import {RandomizedResponse} from "./mechanism.js";
+import {isMetricName} from "./wire.js";
+
+export type Catalogue = Map<string, RandomizedResponse>;
+
+/**
+ * Parse a GET /v1/metrics document, refusing any entry whose stated P1 and Q do not match its
+ * mechanism id exactly (as the Python client's parse_catalogue).
+ */
+export function parseCatalogue(doc: unknown): Catalogue {
+  const entries = doc !== null && typeof doc === "object" ?
+    (doc as {metrics?: unknown}).metrics : undefined;
+  if (!Array.isArray(entries)) {
+    throw new WireFormatError("the metrics document must hold a list under 'metrics'");
+  }
+  const catalogue: Catalogue = new Map();
+  entries.forEach((entry: unknown, i) => {
+    const e = (entry ?? {}) as Record<string, unknown>;
+    let mechanism: RandomizedResponse;
+    try {
+      mechanism = RandomizedResponse.fromId(e.mechanism as string);
+    } catch (error) {
+      throw new WireFormatError(`metrics entry ${i} is malformed: ${(error as Error).message}`);
+    }
+    const p1 = typeof e.p_yes_given_yes === "string" ? parseFraction(e.p_yes_given_yes) : null;
+    const q = typeof e.p_yes_given_no === "string" ? parseFraction(e.p_yes_given_no) : null;
+    if (!isMetricName(e.name)) {
+      throw new WireFormatError(`metrics entry ${i} has an invalid name ${String(e.name)}`);
+    }
+    if (p1 === null || q === null || !eq(p1, mechanism.pYesGivenYes) ||
+        !eq(q, mechanism.pYesGivenNo)) {
+      throw new WireFormatError(
+        `metric '${e.name}' states P1, Q = ${String(e.p_yes_given_yes)}, ` +
+        `${String(e.p_yes_given_no)}, which do not match its mechanism ${mechanism.id} ` +
+        `(${fracToString(mechanism.pYesGivenYes)}, ${fracToString(mechanism.pYesGivenNo)})`);
+    }
+    catalogue.set(e.name, mechanism);
+  });
+  return catalogue;
+}
+
+/** A catalogue from code: each value a mechanism or a mechanism id. */
+export function declareCatalogue(
+    metrics: Record<string, RandomizedResponse | string>): Catalogue {
+  const catalogue: Catalogue = new Map();
+  for (const [name, mechanism] of Object.entries(metrics)) {
+    if (!isMetricName(name)) {
+      throw new InvalidParameterError(
+        "metric names are lowercase letters, digits and '_', at most 64 characters. " +
+        `Got ${JSON.stringify(name)} instead.`);
+    }
+    catalogue.set(name, mechanism instanceof RandomizedResponse ? mechanism
+                                                                  : RandomizedResponse.fromId(mechanism));
+  }
+  return catalogue;
+}
+
+/** The mechanism of `metric`, or UnknownMetricError. */
+export function lookup(catalogue: Catalogue, metric: string): RandomizedResponse {
+  const mechanism = catalogue.get(metric);
+  if (mechanism === undefined) {
+    throw new UnknownMetricError(
+      `metric ${JSON.stringify(metric)} is not one this client knows; known: ` +
+      `${JSON.stringify([...catalogue.keys()].sort())}`);
+  }
+  return mechanism;
+}

@@ -1,0 +1,22 @@
+/**
+ * deniable-client: private telemetry under local differential privacy, for browsers and Node.
+ *
+ *     import {Reporter} from "deniable-client";
+ *     const reporter = new Reporter("https://telemetry.example.com", {token: "dn_ingest_..."});
+ *     reporter.report("dark_mode", matchMedia("(prefers-color-scheme: dark)").matches);
+ */
+export {Reporter, type ReporterOptions, type Stats} from "./reporter.js";
+export {RandomizedResponse, DEFAULT, type Estimate, zScore, wilsonInterval} from "./mechanism.js";
+export {
+  DeniableError, InvalidParameterError, UnknownMetricError, WireFormatError, UploadError,
+  QueueError,
+} from "./errors.js";
+export {type Fraction, frac, parseFraction, fracToString} from "./fraction.js";
+export {SecureBits, SYSTEM_BITS, below, type RandomBits, type ReadBytes} from "./random.js";
+export {memoBit, memoContext, importSecret, newSecretKey, SECRET_BYTES} from "./memo.js";
+export {encodeBatch, newBatchId, isMetricName, REPORTS_PATH, METRICS_PATH, type Item} from "./wire.js";
+export {parseCatalogue, declareCatalogue, type Catalogue} from "./catalogue.js";
+export {type Store, MemoryStore, IdbStore, defaultStore} from "./store.js";
+export {type SecretStore, StoreSecret, MemorySecret} from "./secret.js";
+export {DurableQueue, type SealedBatch, type DeadLetter, type QueueState} from "./queue.js";
+export {Transport, backoffDelay, parseRetryAfter, DEFAULT_RETRY, type RetryOptions} from "./sender.js";

@@ -1,0 +1,619 @@
+/**
+ * Reporter: the app-facing client. Perturb on the device, queue durably, upload in the
+ * background, exactly once.
+ *
+ *     const reporter = new Reporter("https://telemetry.example.com", {token: "dn_ingest_..."});
+ *     reporter.report("dark_mode", true);   // perturbed here; true never leaves this call
+ *
+ * The rules it keeps (the same as the Python client's, docs/client.md):
+ * - Construction never waits on the network: it uses the declared metrics, else the cached
+ *   catalogue, else none yet, and fetches the catalogue in the background.
+ * - `report()` never touches the network and never throws for network conditions. It throws
+ *   at once for programming errors: a value that is not a boolean, or an unknown metric once
+ *   a catalogue is known. Reports made before the local state has loaded wait in memory
+ *   (at most `maxEarlyReports`); if no catalogue can be had, they are dropped and counted.
+ * - A revoked or refused key (401/403) keeps the data queued; uploads back off.
+ * - `flush(timeout)` and `close(timeout)` return by their deadline; a request in flight then is
+ *   abandoned and its batch stays queued under the same id.
+ * - When the page is hidden, everything queued is sealed and sent with `fetch(keepalive)`.
+ */
+import {type Catalogue, declareCatalogue, lookup, parseCatalogue} from "./catalogue.js";
+import {InvalidParameterError, QueueError, UploadError} from "./errors.js";
+import {cmp} from "./fraction.js";
+import {RandomizedResponse} from "./mechanism.js";
+import {memoBit} from "./memo.js";
+import {
+  DEFAULT_BATCH_SIZE, DEFAULT_COMMIT_INTERVAL, DEFAULT_MAX_BATCH_AGE, DEFAULT_MAX_QUEUE_AGE,
+  DEFAULT_MAX_QUEUED_REPORTS, type DeadLetter, DurableQueue, type SealedBatch,
+} from "./queue.js";
+import {type RandomBits, SYSTEM_BITS} from "./random.js";
+import {MemorySecret, type SecretStore, StoreSecret} from "./secret.js";
+import {
+  backoffDelay, DEFAULT_RETRY, DEFAULT_TIMEOUT, type RetryOptions, secureUniform, Transport,
+} from "./sender.js";
+import {defaultStore, IdbStore, type Store} from "./store.js";
+import {DEFAULT_MAX_REPORTS, METRICS_PATH, REPORTS_PATH} from "./wire.js";
+
+export interface ReporterOptions {
+  /** name -> mechanism (or id): usable at once, before any network; a privacy floor. */
+  metrics?: Record<string, RandomizedResponse | string>;
+  /** An ingest key (sent as `Authorization: Bearer`). */
+  token?: string;
+  /** The durable store: IndexedDB in browsers by default; `fileStore()` in Node. */
+  store?: Store;
+  /** The device secret: IndexedDB beside the store by default; `fileSecret()` in Node. */
+  secret?: SecretStore;
+  /** Reports per batch, in [1, 1000]. Default 100. */
+  batchSize?: number;
+  /** Milliseconds the in-memory buffer waits before a store commit. Default 50. */
+  commitInterval?: number;
+  /** Milliseconds before a partial batch is sealed and sent. Default 15 000. */
+  maxBatchAge?: number;
+  /** Reports queued at most (oldest batches dropped beyond). Default 100 000. */
+  maxQueuedReports?: number;
+  /** Milliseconds a report may wait in the queue. Default 7 days. */
+  maxQueueAge?: number;
+  /** Milliseconds one request may take. Default 10 000. */
+  timeout?: number;
+  /** Backoff and status policy (see sender.ts). */
+  retry?: Partial<RetryOptions>;
+  /** Upper bound (ms) of a random delay before uploading after idle. Default 0. */
+  uploadJitter?: number;
+  /** Milliseconds `flush()` and `close()` wait by default. Default 10 000. */
+  closeTimeout?: number;
+  /** Milliseconds between catalogue refreshes. Default 1 hour. */
+  refreshInterval?: number;
+  /** Metrics reported with fresh coins each time instead of the memoized answer. */
+  fresh?: readonly string[];
+  /** Seal and send with fetch(keepalive) when the page is hidden. Default true. */
+  flushOnHide?: boolean;
+  /** Reports held in memory until the local state has loaded. Default 1000. */
+  maxEarlyReports?: number;
+  /** The fetch to use; globalThis.fetch by default. */
+  fetch?: typeof globalThis.fetch;
+  /** Random bits for fresh reports; the secure system source unless a test injects one. */
+  rng?: RandomBits;
+  /** Where warnings go; console.warn by default. */
+  log?: (message: string) => void;
+}
+
+/** What happened to the reports handed over, for diagnostics. */
+export interface Stats {
+  /** Reports queued (memory, pending and sealed), not counting early ones still waiting. */
+  queued: number;
+  sent: number;
+  /** Dropped by maxQueuedReports or maxQueueAge. */
+  dropped: number;
+  deadLettered: number;
+  /** Dropped because no catalogue could be had (nothing true is kept). */
+  droppedNoCatalogue: number;
+  /** Dropped because more than maxEarlyReports arrived before the local state loaded. */
+  droppedEarly: number;
+  /** Early reports of a metric the catalogue turned out not to hold. */
+  droppedUnknownMetric: number;
+  /** The last upload was refused with 401/403: the key is wrong or revoked; data kept. */
+  keyRefused: boolean;
+  /** Declared metrics whose registered mechanism differs: metric -> the two ids. */
+  mechanismMismatch: Record<string, {declared: string; registered: string; using: string}>;
+  catalogueKnown: boolean;
+}
+
+type Early = [metric: string, value: 0 | 1];
+
+const CATALOGUE_KEY = "catalogue";
+
+export class Reporter {
+  readonly collectorUrl: string;
+  /** The latest upload failure (undefined after a success), without any report content. */
+  lastError: string | undefined;
+
+  private catalogue: Catalogue | null = null;
+  private readonly declared: Catalogue | null;
+  private readonly memo = new Map<string, [0 | 1 | undefined, 0 | 1 | undefined]>();
+  private early: Early[] = [];
+  private readonly queue: DurableQueue;
+  private readonly store: Store;
+  private readonly secretStore: SecretStore;
+  private secret: CryptoKey | undefined;
+  private readonly transport: Transport;
+  private readonly retry: RetryOptions;
+  private readonly fresh: Set<string>;
+  private readonly rng: RandomBits;
+  private readonly log: (message: string) => void;
+  private readonly opts: Required<Pick<ReporterOptions, "commitInterval" | "closeTimeout" |
+    "refreshInterval" | "maxEarlyReports" | "uploadJitter">>;
+  private readonly counts = {noCatalogue: 0, early: 0, unknown: 0};
+  private readonly mismatch: Stats["mechanismMismatch"] = {};
+  private readonly logged = new Set<string>();
+  private initDone = false;
+  private readonly initialised: Promise<void>;
+  private closed = false;
+  private stopping = false;
+  private attempts = 0;
+  private keyRefused = false;
+  private commitTimer: ReturnType<typeof setTimeout> | undefined;
+  private sealTimer: ReturnType<typeof setTimeout> | undefined;
+  private refreshTimer: ReturnType<typeof setTimeout> | undefined;
+  private draining: Promise<void> | undefined;
+  private inFlight: AbortController | undefined;
+  private wakeBell = new Bell();
+  private hurryBell = new Bell();
+  private progressBell = new Bell();
+  private closedBell = new Bell();
+  private readonly onHide: () => void;
+  private readonly loop: Promise<void>;
+
+  /**
+   * @param collectorUrl the collector's base URL.
+   * @throws InvalidParameterError for an option out of range or an invalid declared metric.
+   *   Never for network conditions: construction does no I/O on the caller's time.
+   */
+  constructor(collectorUrl: string, options: ReporterOptions = {}) {
+    if (typeof collectorUrl !== "string" || !/^https?:\/\//.test(collectorUrl)) {
+      throw new InvalidParameterError(
+        `collectorUrl must be an http(s) URL. Got ${JSON.stringify(collectorUrl)} instead.`);
+    }
+    this.collectorUrl = collectorUrl;
+    const batchSize = options.batchSize ?? DEFAULT_BATCH_SIZE;
+    if (!Number.isInteger(batchSize) || batchSize < 1 || batchSize > DEFAULT_MAX_REPORTS) {
+      throw new InvalidParameterError(
+        `batchSize must be an integer in [1, ${DEFAULT_MAX_REPORTS}]. Got ${batchSize} instead.`);
+    }
+    const ms = (name: keyof ReporterOptions, fallback: number): number => {
+      const value = (options[name] as number | undefined) ?? fallback;
+      if (typeof value !== "number" || !(value >= 0)) {
+        throw new InvalidParameterError(
+          `${name} must be a number of milliseconds >= 0. Got ${String(value)} instead.`);
+      }
+      return value;
+    };
+    this.opts = {
+      commitInterval: ms("commitInterval", DEFAULT_COMMIT_INTERVAL),
+      closeTimeout: ms("closeTimeout", 10_000),
+      refreshInterval: ms("refreshInterval", 3_600_000),
+      maxEarlyReports: ms("maxEarlyReports", 1000),
+      uploadJitter: ms("uploadJitter", 0),
+    };
+    this.retry = {...DEFAULT_RETRY, ...options.retry};
+    this.declared = options.metrics === undefined ? null : declareCatalogue(options.metrics);
+    this.catalogue = this.declared;
+    this.fresh = new Set(options.fresh ?? []);
+    this.rng = options.rng ?? SYSTEM_BITS;
+    this.log = options.log ?? ((message) => console.warn(message));
+    this.store = options.store ?? defaultStore();
+    this.secretStore = options.secret ??
+      (this.store instanceof IdbStore ? new StoreSecret(this.store) : new MemorySecret());
+    this.queue = new DurableQueue(this.store, {
+      batchSize,
+      maxBatchAge: ms("maxBatchAge", DEFAULT_MAX_BATCH_AGE),
+      maxQueuedReports: ms("maxQueuedReports", DEFAULT_MAX_QUEUED_REPORTS),
+      maxQueueAge: ms("maxQueueAge", DEFAULT_MAX_QUEUE_AGE),
+    });
+    this.transport = new Transport(collectorUrl, {
+      timeout: ms("timeout", DEFAULT_TIMEOUT), token: options.token, fetch: options.fetch});
+    this.onHide = () => {
+      if (globalThis.document?.visibilityState !== "visible") void this.sendOnHide();
+    };
+    if (options.flushOnHide ?? true) {
+      globalThis.document?.addEventListener("visibilitychange", this.onHide);
+      globalThis.addEventListener?.("pagehide", this.onHide);
+    }
+    this.initialised = this.init();
+    this.loop = this.initialised.then(() => this.run());
+  }
+
+  // -- reporting ------------------------------------------------------------------------
+
+  /**
+   * Perturb `trueValue` for `metric` and queue the perturbed bit. Never touches the network.
+   *
+   * @throws InvalidParameterError `trueValue` is not a boolean (or 0/1), or `metric` not a string.
+   * @throws UnknownMetricError a catalogue is known and does not hold `metric`.
+   * @throws QueueError the reporter is closed.
+   */
+  report(metric: string, trueValue: boolean): void {
+    if (this.closed) throw new QueueError("the reporter is closed");
+    if (typeof trueValue !== "boolean" && trueValue !== 0 && trueValue !== 1) {
+      throw new InvalidParameterError(
+        `trueValue must be a boolean. Got a ${typeof trueValue} instead.`);
+    }
+    if (typeof metric !== "string") {
+      throw new InvalidParameterError(`metric must be a string. Got a ${typeof metric} instead.`);
+    }
+    const value: 0 | 1 = trueValue ? 1 : 0;
+    const catalogue = this.catalogue;
+    if (catalogue !== null) {
+      const mechanism = lookup(catalogue, metric);
+      if (this.fresh.has(metric)) {
+        this.put(metric, mechanism.id, mechanism.perturb(value, this.rng));
+        return;
+      }
+      const bit = this.memo.get(`${metric}\u0000${mechanism.id}`)?.[value];
+      if (bit !== undefined) {
+        this.put(metric, mechanism.id, bit);
+        return;
+      }
+    } else if (this.initDone) {
+      this.counts.noCatalogue++;
+      this.once("no-catalogue", "deniable: no metric catalogue yet (collector unreachable, " +
+                "nothing cached, no metrics declared): reports are dropped until one is known");
+      return;
+    }
+    if (this.early.length >= this.opts.maxEarlyReports) {
+      this.counts.early++;
+      return;
+    }
+    this.early.push([metric, value]);
+    this.draining ??= this.drain().finally(() => { this.draining = undefined; });
+  }
+
+  /** The metrics this reporter knows now (name -> mechanism id); null if none yet. */
+  get metrics(): Record<string, string> | null {
+    return this.catalogue === null ? null
+      : Object.fromEntries([...this.catalogue].map(([name, m]) => [name, m.id]));
+  }
+
+  /** Wait until a catalogue is known, at most `timeout` ms. Returns whether one is. */
+  async waitReady(timeout = this.opts.closeTimeout): Promise<boolean> {
+    await race(this.initialised, timeout);
+    return this.catalogue !== null;
+  }
+
+  /** Queued, sent, dropped and dead-lettered report counts, and what went wrong. */
+  stats(): Stats {
+    const c = this.queue.snapshot.counters;
+    return {
+      queued: this.queue.queued, sent: c.sent, dropped: c.dropped + this.queue.droppedInMemory,
+      deadLettered: c.deadLettered,
+      droppedNoCatalogue: this.counts.noCatalogue, droppedEarly: this.counts.early,
+      droppedUnknownMetric: this.counts.unknown, keyRefused: this.keyRefused,
+      mechanismMismatch: {...this.mismatch}, catalogueKnown: this.catalogue !== null,
+    };
+  }
+
+  /** Batches the collector refused for good, with its reasons. */
+  deadLetters(): DeadLetter[] {
+    return [...this.queue.snapshot.dead];
+  }
+
+  /** Queue the dead letters again (same batch ids) once their cause is fixed. */
+  async retryDeadLetters(): Promise<number> {
+    const moved = await this.queue.retryDeadLetters();
+    this.wakeBell.ring();
+    return moved;
+  }
+
+  // -- flushing and shutdown ------------------------------------------------------------
+
+  /**
+   * Commit and seal everything, upload it now, and wait up to `timeout` ms.
+   * @returns true if the queue was empty by then; false at the deadline (nothing is lost:
+   *   the store keeps the rest and uploads go on).
+   */
+  async flush(timeout = this.opts.closeTimeout): Promise<boolean> {
+    if (this.closed) throw new QueueError("the reporter is closed");
+    return this.flushUntil(timeout);
+  }
+
+  private async flushUntil(timeout: number): Promise<boolean> {
+    const deadline = Date.now() + timeout;
+    await race(this.initialised, timeout);
+    if (this.draining !== undefined) await race(this.draining, deadline - Date.now());
+    try {
+      await race(this.queue.commit(true), deadline - Date.now());
+    } catch {
+      return false;
+    }
+    this.hurryBell.ring();
+    this.wakeBell.ring();
+    for (;;) {
+      if (this.queue.queued === 0 && this.early.length === 0 && this.initDone) return true;
+      const left = deadline - Date.now();
+      if (left <= 0) return false;
+      if (this.queue.buffered > 0) void this.queue.commit(true).catch(() => undefined);
+      this.hurryBell.ring();
+      this.wakeBell.ring();
+      await race(this.progressBell.wait(), Math.min(left, 100));
+    }
+  }
+
+  /**
+   * Flush with a deadline, stop uploading and release the page hooks. Idempotent. What is not
+   * sent by then stays in the store and is sent by the next Reporter on it.
+   * @returns true if everything was sent before closing.
+   */
+  async close(timeout = this.opts.closeTimeout): Promise<boolean> {
+    if (this.closed) return true;
+    this.closed = true;
+    const drained = await this.flushUntil(timeout).catch(() => false);
+    this.stopping = true;
+    this.closedBell.ring();
+    this.inFlight?.abort();
+    for (const t of [this.commitTimer, this.sealTimer, this.refreshTimer]) clearTimeout(t);
+    globalThis.document?.removeEventListener("visibilitychange", this.onHide);
+    globalThis.removeEventListener?.("pagehide", this.onHide);
+    this.wakeBell.ring();
+    this.hurryBell.ring();
+    await race(this.loop, 100);
+    if (!drained) this.log("deniable: closed with reports still queued");
+    return drained;
+  }
+
+  // -- internals ------------------------------------------------------------------------
+
+  private put(metric: string, mechanismId: string, bit: 0 | 1): void {
+    this.queue.put([metric, mechanismId, bit]);
+    if (this.commitTimer === undefined) {
+      this.commitTimer = timer(() => {
+        this.commitTimer = undefined;
+        void this.commit(false);
+      }, this.opts.commitInterval);
+    }
+  }
+
+  private async commit(sealAll: boolean): Promise<void> {
+    try {
+      const sealed = await this.queue.commit(sealAll);
+      if (sealed > 0) this.wakeBell.ring();
+    } catch (error) {
+      this.once("commit", `deniable: the store failed; reports kept in memory: ${String(error)}`);
+    }
+    const due = this.queue.dueIn();
+    clearTimeout(this.sealTimer);
+    if (due !== undefined && !this.stopping) {
+      this.sealTimer = timer(() => void this.commit(false), due + 1);
+    }
+  }
+
+  private async init(): Promise<void> {
+    try {
+      this.secret = await this.secretStore.load();
+    } catch (error) {
+      this.once("secret", `deniable: the device secret could not be loaded: ${String(error)}`);
+    }
+    try {
+      await this.queue.load();
+    } catch (error) {
+      this.once("load", `deniable: the queue could not be read: ${String(error)}`);
+    }
+    if (this.catalogue === null) {
+      try {
+        const cached = await this.store.get<unknown>(CATALOGUE_KEY);
+        if (cached !== undefined) this.catalogue = parseCatalogue(cached);
+      } catch {
+        // a bad cache is no catalogue
+      }
+    }
+    if (this.catalogue === null) await this.refresh();
+    else void this.refresh();
+    await this.prepareMemo();
+    this.initDone = true;
+    void this.commit(false);
+  }
+
+  /** Fetch the catalogue in the background; keep the last one on any failure. */
+  private async refresh(): Promise<void> {
+    clearTimeout(this.refreshTimer);
+    try {
+      const doc = await this.transport.request("GET", METRICS_PATH);
+      const fetched = parseCatalogue(doc);
+      if (this.declared === null) {
+        this.catalogue = fetched;
+        await this.store.set(CATALOGUE_KEY, doc).catch(() => undefined);
+      } else {
+        this.checkDeclared(fetched);
+      }
+      await this.prepareMemo();
+    } catch (error) {
+      if (error instanceof UploadError && error.authRefused) this.keyRefused = true;
+      this.once("catalogue", `deniable: the catalogue could not be fetched: ${String(error)}`);
+    }
+    if (!this.stopping) {
+      this.refreshTimer = timer(() => void this.refresh(), this.opts.refreshInterval);
+    }
+  }
+
+  /** Declared metrics are a privacy floor: never a mechanism with a larger epsilon. */
+  private checkDeclared(registered: Catalogue): void {
+    const next: Catalogue = new Map(this.declared!);
+    for (const [name, declared] of this.declared!) {
+      const found = registered.get(name);
+      if (found === undefined || found.equals(declared)) continue;
+      const using = cmp(found.likelihoodRatio, declared.likelihoodRatio) <= 0 ? found : declared;
+      next.set(name, using);
+      this.mismatch[name] = {declared: declared.id, registered: found.id, using: using.id};
+      this.once(`mismatch:${name}`, `deniable: metric '${name}' is registered as ${found.id} ` +
+                `but declared as ${declared.id}; using ${using.id} (never a larger epsilon)`);
+    }
+    this.catalogue = next;
+  }
+
+  /** Derive the memoized answers of every known metric, so report() is synchronous. */
+  private async prepareMemo(): Promise<void> {
+    if (this.catalogue === null || this.secret === undefined) return;
+    for (const [metric, mechanism] of this.catalogue) {
+      if (this.fresh.has(metric)) continue;
+      const key = `${metric}\u0000${mechanism.id}`;
+      if (this.memo.get(key)?.every((b) => b !== undefined)) continue;
+      const bits: [0 | 1, 0 | 1] = [await memoBit(this.secret, metric, mechanism, 0),
+                                    await memoBit(this.secret, metric, mechanism, 1)];
+      this.memo.set(key, bits);
+    }
+  }
+
+  /** Reports that arrived before their memoized answer was known. */
+  private async drain(): Promise<void> {
+    await this.initialised;
+    while (this.early.length > 0) {
+      const [metric, value] = this.early.shift()!;
+      const mechanism = this.catalogue?.get(metric);
+      if (this.catalogue === null) {
+        this.counts.noCatalogue++;
+        continue;
+      }
+      if (mechanism === undefined) {
+        this.counts.unknown++;
+        this.once(`unknown:${metric}`, `deniable: metric '${metric}' is not in the catalogue; ` +
+                  "its early reports were dropped");
+        continue;
+      }
+      if (this.fresh.has(metric)) {
+        this.put(metric, mechanism.id, mechanism.perturb(value, this.rng));
+        continue;
+      }
+      if (this.secret === undefined) {
+        this.counts.noCatalogue++;
+        continue;
+      }
+      const key = `${metric}\u0000${mechanism.id}`;
+      let bits = this.memo.get(key);
+      if (bits === undefined) this.memo.set(key, bits = [undefined, undefined]);
+      bits[value] ??= await memoBit(this.secret, metric, mechanism, value);
+      this.put(metric, mechanism.id, bits[value]!);
+    }
+  }
+
+  /** The upload loop: oldest sealed batch first, one at a time. */
+  private async run(): Promise<void> {
+    let idle = true;
+    while (!this.stopping) {
+      let batch: SealedBatch | undefined;
+      try {
+        batch = await this.queue.nextBatch();
+      } catch {
+        await this.sleep(1000, true);
+        continue;
+      }
+      if (this.stopping) return;
+      if (batch === undefined) {
+        idle = true;
+        this.progressBell.ring();
+        await this.wakeBell.wait();
+        continue;
+      }
+      if (idle && this.opts.uploadJitter > 0) {
+        idle = false;
+        if (!await this.sleep(secureUniform() * this.opts.uploadJitter, true)) continue;
+      }
+      idle = false;
+      await this.upload(batch);
+    }
+  }
+
+  private async upload(batch: SealedBatch): Promise<void> {
+    const controller = new AbortController();
+    this.inFlight = controller;
+    try {
+      await this.transport.request("POST", REPORTS_PATH, batch.body, controller.signal);
+    } catch (error) {
+      const e = error instanceof UploadError ? error : new UploadError(String(error));
+      this.lastError = e.message;
+      if (e.status !== undefined && this.retry.deadLetterStatusCodes.includes(e.status)) {
+        this.log(`deniable: the collector refused a batch (${e.status}); dead-lettered`);
+        await this.queue.deadLetter(batch.id, e.status, e.message).catch(() => undefined);
+        this.attempts = 0;
+        this.progressBell.ring();
+        return;
+      }
+      const config = e.status !== undefined && this.retry.configStatusCodes.includes(e.status);
+      this.keyRefused = e.authRefused;
+      this.attempts++;
+      const delay = backoffDelay(this.attempts, this.retry,
+                                 config ? this.retry.maxAuthBackoff : this.retry.maxBackoff,
+                                 e.retryAfter);
+      // A Retry-After is a floor a flush does not cut short; the jitter above it is.
+      const floor = e.retryAfter === undefined ? 0 : Math.min(e.retryAfter, this.retry.maxRetryAfter);
+      if (floor > 0) await this.sleep(floor, false);
+      await this.sleep(delay - floor, true);
+      return;
+    } finally {
+      if (this.inFlight === controller) this.inFlight = undefined;
+    }
+    this.attempts = 0;
+    this.lastError = undefined;
+    this.keyRefused = false;
+    await this.queue.ack(batch.id).catch(() => undefined);
+    this.progressBell.ring();
+  }
+
+  /** Sleep `ms`; close always ends it, a flush only if `interruptible`. True if it ran out. */
+  private async sleep(ms: number, interruptible: boolean): Promise<boolean> {
+    if (this.stopping) return false;
+    if (ms <= 0) return true;
+    const stop = this.closedBell.wait();
+    const hurry = interruptible ? this.hurryBell.wait() : new Promise<void>(() => undefined);
+    const done = await Promise.race([delay(ms).then(() => true), stop.then(() => false),
+                                     hurry.then(() => false)]);
+    return done;
+  }
+
+  /**
+   * The page is being hidden. Batches already sealed (their ids stored) go at once with
+   * fetch(keepalive); the rest is sealed in one store transaction and sent once that has
+   * committed, never before: a batch sent before its id is stored could be sent again under
+   * another id on the next load. If the page dies first, the next load sends it.
+   */
+  private async sendOnHide(): Promise<void> {
+    const sent = new Set<string>();
+    let budget = 60_000;  // keepalive bodies in flight may total 64 KiB per page
+    const send = (batches: readonly SealedBatch[]): void => {
+      for (const batch of batches) {
+        if (sent.has(batch.id)) continue;
+        if (batch.body.length > budget) return;
+        budget -= batch.body.length;
+        sent.add(batch.id);
+        void this.transport.request("POST", REPORTS_PATH, batch.body, undefined, true)
+          .then(() => this.queue.ack(batch.id))
+          .then(() => this.progressBell.ring(), () => undefined);
+      }
+    };
+    send(this.queue.snapshot.batches);
+    try {
+      await this.queue.commit(true);
+    } catch {
+      return;
+    }
+    send(this.queue.snapshot.batches);
+  }
+
+  private once(key: string, message: string): void {
+    if (this.logged.has(key)) return;
+    this.logged.add(key);
+    this.log(message);
+  }
+}
+
+/** A reusable wake-up: wait() resolves at the next ring(). */
+class Bell {
+  private waiters: (() => void)[] = [];
+  wait(): Promise<void> {
+    return new Promise((resolve) => this.waiters.push(resolve));
+  }
+  ring(): void {
+    const waiters = this.waiters;
+    this.waiters = [];
+    for (const w of waiters) w();
+  }
+}
+
+function timer(fn: () => void, ms: number): ReturnType<typeof setTimeout> {
+  const t = setTimeout(fn, ms);
+  (t as {unref?: () => void}).unref?.();  // Node: never keep the process alive for telemetry
+  return t;
+}
+
+function delay(ms: number): Promise<void> {
+  return new Promise((resolve) => timer(resolve, ms));
+}
+
+/**
+ * Wait for `promise`, at most `ms`; never rejects. Its timer is referenced: an app awaiting
+ * flush() or close() keeps Node running until they return (background timers do not).
+ */
+async function race(promise: Promise<unknown>, ms: number): Promise<void> {
+  if (ms <= 0) return;
+  let t: ReturnType<typeof setTimeout> | undefined;
+  await Promise.race([promise.catch(() => undefined),
+                      new Promise((resolve) => { t = setTimeout(resolve, ms); })]);
+  clearTimeout(t);
+}

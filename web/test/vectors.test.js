@@ -1,0 +1,128 @@
+// The shared test vectors (tests/vectors/vectors.json, written from the Python client) checked
+// entry by entry against the TypeScript code: a change on either side fails until both agree.
+import assert from "node:assert/strict";
+import {readFileSync} from "node:fs";
+import {test} from "node:test";
+
+import {
+  RandomizedResponse, SecureBits, below, encodeBatch, fracToString, importSecret, memoBit,
+  memoContext, parseCatalogue, parseFraction, zScore, WireFormatError, InvalidParameterError,
+} from "../dist/index.js";
+
+const vectors = JSON.parse(readFileSync(new URL("../../tests/vectors/vectors.json", import.meta.url)));
+const hex = (bytes) => Buffer.from(bytes).toString("hex");
+const fromHex = (text) => new Uint8Array(Buffer.from(text, "hex"));
+
+/** SecureBits reading exactly these 64-bit words (little-endian), as the generator does. */
+function source(words) {
+  const stream = Buffer.concat(words.map((w) => {
+    const b = Buffer.alloc(8);
+    b.writeBigUInt64LE(BigInt(`0x${w}`));
+    return b;
+  }));
+  let given = false;
+  return new SecureBits(() => {
+    if (given) throw new Error("the vector's words ran out");
+    given = true;
+    return new Uint8Array(stream);
+  });
+}
+
+const close = (actual, expected, what) =>
+  assert.ok(Math.abs(actual - expected) <= 1e-12 * Math.max(1, Math.abs(expected)),
+            `${what}: ${actual} != ${expected}`);
+
+test("vectors: there are some of every kind", () => {
+  for (const name of ["mechanisms", "invalid_ids", "bits", "below", "perturb", "memo", "wire",
+                      "estimates"]) {
+    assert.ok(vectors[name].length > 0, name);
+  }
+});
+
+test("vectors: mechanisms' ids, exact probabilities and epsilon", () => {
+  for (const v of vectors.mechanisms) {
+    const m = RandomizedResponse.fromId(v.id);
+    assert.equal(m.id, v.id);
+    assert.equal(fracToString(m.truth), v.truth);
+    assert.equal(fracToString(m.forcedYes), v.forced_yes);
+    assert.equal(fracToString(m.pYesGivenYes), v.p_yes_given_yes);
+    assert.equal(fracToString(m.pYesGivenNo), v.p_yes_given_no);
+    assert.equal(fracToString(m.likelihoodRatio), v.likelihood_ratio);
+    close(m.epsilon, v.epsilon, `epsilon of ${v.id}`);
+    assert.equal(new RandomizedResponse(v.truth, v.forced_yes).id, v.id);
+  }
+});
+
+test("vectors: non-canonical or invalid ids are refused", () => {
+  for (const id of vectors.invalid_ids) {
+    assert.throws(() => RandomizedResponse.fromId(id), InvalidParameterError, JSON.stringify(id));
+  }
+});
+
+test("vectors: raw bit draws agree word for word (k up to 64)", () => {
+  for (const v of vectors.bits) {
+    const s = source(v.words);
+    assert.deepEqual(v.ks.map((k) => String(k <= 32 ? s.bits(k) : s.bigBits(k))), v.outputs);
+  }
+});
+
+test("vectors: below() rejects and redraws exactly as Python", () => {
+  for (const v of vectors.below) {
+    const s = source(v.words);
+    assert.deepEqual(v.bounds.map((b) => String(below(s, BigInt(b)))), v.outputs);
+  }
+});
+
+test("vectors: perturb() gives the same outputs for the same random words", () => {
+  for (const v of vectors.perturb) {
+    const m = RandomizedResponse.fromId(v.mechanism);
+    const s = source(v.words);
+    assert.deepEqual(v.true_bits.map((bit) => m.perturb(bit, s)), v.outputs, v.mechanism);
+  }
+});
+
+test("vectors: memoized answers from the same secret are the same", async () => {
+  const keys = new Map();
+  for (const v of vectors.memo) {
+    if (!keys.has(v.secret)) keys.set(v.secret, await importSecret(fromHex(v.secret)));
+    const m = RandomizedResponse.fromId(v.mechanism);
+    assert.equal(hex(memoContext("prr", v.metric, v.mechanism, v.true_bit)), v.context);
+    assert.equal(await memoBit(keys.get(v.secret), v.metric, m, v.true_bit), v.bit,
+                 `${v.metric} ${v.mechanism} ${v.true_bit}`);
+  }
+});
+
+test("vectors: batches encode to the same bytes", async () => {
+  for (const v of vectors.wire) {
+    const body = encodeBatch(v.batch_id, v.reports);
+    assert.equal(body, v.body);
+    const digest = Buffer.from(await crypto.subtle.digest("SHA-256", new TextEncoder().encode(body)));
+    assert.equal(digest.toString("hex"), v.sha256);
+  }
+});
+
+test("vectors: catalogues parse alike, and tampered ones are refused", () => {
+  const parsed = parseCatalogue(vectors.catalogue.good);
+  assert.deepEqual(Object.fromEntries([...parsed].map(([k, m]) => [k, m.id])),
+                   vectors.catalogue.parsed);
+  for (const doc of vectors.catalogue.bad) {
+    assert.throws(() => parseCatalogue(doc), WireFormatError, JSON.stringify(doc).slice(0, 80));
+  }
+});
+
+test("vectors: estimator values", () => {
+  for (const v of vectors.estimates) {
+    const m = RandomizedResponse.fromId(v.mechanism);
+    const e = m.estimate(v.ones, v.n, v.confidence);
+    const what = `${v.mechanism} ${v.ones}/${v.n}`;
+    close(zScore(v.confidence), v.z, `z ${what}`);
+    assert.equal(fracToString(m.debias(parseFraction(`${v.ones}/${v.n}`))), v.debiased);
+    for (const [ours, theirs] of [["yesRate", "yes_rate"], ["value", "value"],
+                                  ["unclipped", "unclipped"], ["stderr", "stderr"],
+                                  ["ciLow", "ci_low"], ["ciHigh", "ci_high"]]) {
+      close(e[ours], v[theirs], `${ours} ${what}`);
+    }
+    assert.equal(e.clipped, v.clipped, what);
+    assert.equal(e.wide, v.wide, what);
+  }
+});

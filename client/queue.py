@@ -5,7 +5,7 @@ this module. The tables::
 
     pending(seq, metric, mechanism, bit, queued_at)   committed reports not yet in a batch
     batches(seq, batch_id, body, n_reports, ...)      sealed batches: the exact bytes to POST
-    dead_letter(batch_id, body, status, reason, ...)  batches the collector refused (4xx)
+    dead_letter(batch_id, body, status, reason, ...)  batches the collector refused (400/409/413/422)
     ledger(metric, mechanism, handed_*, sent_*)       perturbed bits handed over and sent
     counters(name, value)                             sent, dropped, dead_lettered, ...
 
@@ -63,7 +63,9 @@ dropped beyond it."""
 DEFAULT_MAX_QUEUE_AGE = 7 * 24 * 3600.0
 """Seconds a report may wait in the queue before it is dropped: 7 days, the collector's
 batch-id memory, so a re-sent batch is always still recognised."""
-COUNTER_NAMES = ("sent", "dropped", "dead_lettered", "budget_refused")
+COUNTER_NAMES = ("sent", "dropped", "dead_lettered", "budget_refused", "not_ready", "withheld")
+REFUSAL_COUNTERS = ("budget_refused", "not_ready", "withheld")
+"""Counters of ``report()`` calls that queued nothing, counted through ``count_refused``."""
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS pending (
@@ -163,12 +165,12 @@ class DurableQueue:
     # -- set-up ----------------------------------------------------------------------------
 
     def _init_runtime(self) -> None:
-        self._buffer_lock = threading.Lock()   # guards _buffer, _appended, _budget_refused
+        self._buffer_lock = threading.Lock()   # guards _buffer, _appended, _refused
         self._db_lock = threading.RLock()      # guards the connection and _committed
         self._buffer: list[Item] = []
         self._appended = 0                     # items ever appended to _buffer
         self._committed = 0                    # items of _buffer ever committed (or failed)
-        self._budget_refused = 0               # not yet written to counters
+        self._refused: Counter[str] = Counter()  # refusal counts not yet written to counters
         self._in_flight: str | None = None     # the batch the sender is uploading
         self._wake = Doorbell()                # buffer became non-empty, or stop
         self._urgent = Doorbell()              # buffer is full, or flush/stop
@@ -266,8 +268,13 @@ class DurableQueue:
 
     def count_budget_refused(self) -> None:
         """Count one report refused by the privacy budget (written with the next commit)."""
+        self.count_refused("budget_refused")
+
+    def count_refused(self, counter: str) -> None:
+        """Count one ``report()`` call that queued nothing, under ``counter`` (one of
+        ``REFUSAL_COUNTERS``); written with the next commit."""
         with self._buffer_lock:
-            self._budget_refused += 1
+            self._refused[counter] += 1
         self._wake.set()
 
     # -- committing and sealing ------------------------------------------------------------
@@ -281,7 +288,7 @@ class DurableQueue:
         with self._buffer_lock:
             items, self._buffer = self._buffer, []
             upto = self._appended
-            refused, self._budget_refused = self._budget_refused, 0
+            refused, self._refused = self._refused, Counter()
         now = self._clock()
         sealed = 0
         db = self._db
@@ -297,8 +304,8 @@ class DurableQueue:
                         "handed_n = handed_n + excluded.handed_n, "
                         "handed_ones = handed_ones + excluded.handed_ones",
                         _tally(items))
-                if refused:
-                    self._add_counter("budget_refused", refused)
+                for name, value in refused.items():
+                    self._add_counter(name, value)
                 if seal:
                     dropped = self._drop_stale(now)  # before sealing: a fresh report never
                     sealed = self._seal(now, seal_all)  # shares a batch with a stale one
@@ -307,7 +314,7 @@ class DurableQueue:
             # Keep the reports: put them back in front of whatever arrived meanwhile.
             with self._buffer_lock:
                 self._buffer[:0] = items
-                self._budget_refused += refused
+                self._refused.update(refused)
             log.warning("deniable: committing the queue failed (%s); will retry",
                         type(exc).__name__)
             return
@@ -327,8 +334,9 @@ class DurableQueue:
             return 0
         aged = seal_all or (oldest is not None and now - oldest >= self.max_batch_age)
         while count >= self.batch_size or (aged and count > 0):
-            rows = db.execute("SELECT seq, metric, mechanism, bit, queued_at FROM pending "
-                              "ORDER BY seq LIMIT ?", (self.batch_size,)).fetchall()
+            rows = _one_mechanism_per_metric(db.execute(
+                "SELECT seq, metric, mechanism, bit, queued_at FROM pending "
+                "ORDER BY seq LIMIT ?", (self.batch_size,)).fetchall())
             batch_id = new_batch_id()
             body = json.dumps(encode_batch(batch_id, ((m, k, b) for _, m, k, b, _ in rows)),
                               separators=(",", ":")).encode()
@@ -427,13 +435,42 @@ class DurableQueue:
                 self._in_flight = None
             return row is not None
 
+    def retry_dead_letters(self) -> int:
+        """Move every dead-lettered batch back into the queue, oldest first, unchanged.
+
+        Each keeps its batch id and bytes: the collector refused it (400/422) and so never
+        counted it, and a re-send is counted at most once. Returns the number of reports
+        requeued (taken off ``dead_lettered`` and back in ``queued``).
+        """
+        with self._db_lock:
+            db = self._db
+            with _write_transaction(db):
+                rows = db.execute("SELECT batch_id, body, n_reports FROM dead_letter "
+                                  "ORDER BY dead_at, batch_id").fetchall()
+                now = self._clock()
+                db.executemany("INSERT OR IGNORE INTO batches (batch_id, body, n_reports, "
+                               "sealed_at, oldest_at) VALUES (?, ?, ?, ?, ?)",
+                               [(b, body, n, now, now) for b, body, n in rows])
+                db.execute("DELETE FROM dead_letter")
+                n_reports = sum(int(r[2]) for r in rows)
+                if n_reports:
+                    self._add_counter("dead_lettered", -n_reports)
+        if rows and self._on_sealed is not None:
+            self._on_sealed()
+        return n_reports
+
     # -- reading ---------------------------------------------------------------------------
 
     def stats(self) -> Stats:
-        """Counts of reports; see ``Stats``."""
-        with self._buffer_lock:
-            buffered, refused = len(self._buffer), self._budget_refused
+        """Counts of reports; see ``Stats``.
+
+        The buffer is read under the database lock, which every commit holds: a commit
+        moving reports or refusal counts from the buffer to SQLite cannot run in between,
+        so nothing is counted twice or missed.
+        """
         with self._db_lock:
+            with self._buffer_lock:
+                buffered, refused = len(self._buffer), Counter(self._refused)
             db = self._db
             pending = db.execute("SELECT COUNT(*) FROM pending").fetchone()[0]
             in_batches = db.execute(
@@ -442,7 +479,9 @@ class DurableQueue:
         return Stats(queued=buffered + pending + in_batches,
                      sent=counters.get("sent", 0), dropped=counters.get("dropped", 0),
                      dead_lettered=counters.get("dead_lettered", 0),
-                     budget_refused=counters.get("budget_refused", 0) + refused)
+                     budget_refused=counters.get("budget_refused", 0) + refused["budget_refused"],
+                     not_ready=counters.get("not_ready", 0) + refused["not_ready"],
+                     withheld=counters.get("withheld", 0) + refused["withheld"])
 
     def ledger(self) -> dict[str, LedgerEntry]:
         """metric -> perturbed bits handed over and sent (committed reports only)."""
@@ -550,6 +589,20 @@ def _take_batch(db: sqlite3.Connection, batch_id: str) -> tuple[bytes, int] | No
         return None
     db.execute("DELETE FROM batches WHERE batch_id = ?", (batch_id,))
     return bytes(row[0]), int(row[1])
+
+
+def _one_mechanism_per_metric(rows: list[tuple[int, str, str, int, float]]
+                              ) -> list[tuple[int, str, str, int, float]]:
+    """The longest prefix of ``rows`` that uses one mechanism per metric (at least one row).
+
+    A metric's mechanism changes when the catalogue does; a batch never mixes two versions
+    of one metric, which the collector would refuse (it sums a batch per metric).
+    """
+    seen: dict[str, str] = {}
+    for i, (_, metric, mechanism, _, _) in enumerate(rows):
+        if seen.setdefault(metric, mechanism) != mechanism:
+            return rows[:i]
+    return rows
 
 
 def _tally(reports: Iterable[tuple[str, str, int]]) -> list[tuple[str, str, int, int]]:

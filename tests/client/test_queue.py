@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import stat
+import threading
 import time
 from pathlib import Path
 
@@ -229,3 +230,36 @@ def test_bad_options_and_files_are_refused(tmp_path: Path) -> None:
     queue.close()
     with pytest.raises(QueueError, match="closed"):
         queue.put(("dark_mode", "rr:3/4:1/2", 1))
+
+
+def test_stats_never_counts_a_report_twice_while_a_commit_moves_it(tmp_path: Path) -> None:
+    """stats() sums the buffer and the file; a commit in between must not show both."""
+    queue = DurableQueue(tmp_path / "queue.db")
+    total = 400
+    done = threading.Event()
+
+    def refuse_and_commit() -> None:
+        try:
+            for _ in range(total):
+                queue.count_refused("not_ready")
+                queue.put(("dark_mode", "rr:3/4:1/2", 1))
+                queue.commit()
+        finally:
+            done.set()
+
+    worker = threading.Thread(target=refuse_and_commit)
+    worker.start()
+    reads, last, wrong = 0, (0, 0), []
+    try:
+        while not done.is_set():
+            stats = queue.stats()
+            now = (stats.not_ready, stats.queued)
+            reads += 1
+            if max(now) > total or now[0] < last[0]:
+                wrong.append(now)
+            last = now
+    finally:
+        worker.join()
+        queue.close()
+    assert reads > 0, "stats() was never read while commits ran"
+    assert wrong == [], f"{len(wrong)} of {reads} reads counted a report twice or went back"

@@ -44,6 +44,107 @@ def _exact(name: str, value: Probability) -> Fraction:
             f"{name} must be a fraction such as '1/2'. Got {value!r} instead.") from exc
 
 
+_FRACTION_TEXT = re.compile(r"^(-?)([0-9]{1,20})(?:/([0-9]{1,20}))?\Z")
+
+
+def fraction_field(name: str, text: str, *, signed: bool = False,
+                   whole: bool = False) -> Fraction:
+    """One exact number of a mechanism id, ``num/den`` (or ``num`` where ``whole`` allows it),
+    in lowest terms with a denominator of at most ``MAX_ID_DENOMINATOR``; negative only if
+    ``signed``. Every id parser reads its numbers here, so all refuse the same spellings.
+
+    Raises:
+        InvalidParameterError: any other spelling.
+    """
+    match = _FRACTION_TEXT.match(text) if isinstance(text, str) else None
+    if match is None or (match.group(1) and not signed) or (
+            match.group(3) is None and not whole):
+        raise InvalidParameterError(
+            f"{name} in a mechanism id must be {'a number or ' if whole else ''}a fraction "
+            f"such as '1/2'{', maybe negative' if signed else ''}. Got {str(text)[:60]!r}.")
+    den = int(match.group(3) or 1)
+    if den == 0 or den > MAX_ID_DENOMINATOR or int(match.group(2)) > MAX_ID_DENOMINATOR:
+        raise InvalidParameterError(
+            f"{name} in a mechanism id must have a denominator in [1, 2**64]. Got {text!r}.")
+    value = Fraction(int(match.group(1) + match.group(2)), den)
+    if fraction_text(value) != text:
+        raise InvalidParameterError(
+            f"{name} in a mechanism id must be in lowest terms: {fraction_text(value)!r}. "
+            f"Got {text!r} instead.")
+    return value
+
+
+def fraction_text(value: Fraction) -> str:
+    """The canonical spelling of an exact number in a mechanism id: ``n`` or ``n/m``."""
+    return str(value.numerator) if value.denominator == 1 else \
+        f"{value.numerator}/{value.denominator}"
+
+
+def largest_admissible(low: int, high: int, admissible: Any) -> int | None:
+    """The largest k in [low, high] with ``admissible(k)`` (monotone: true up to some k, then
+    false); None if none. Binary search, so exact epsilon checks stay few."""
+    if not admissible(low):
+        return None
+    while low < high:
+        middle = (low + high + 1) // 2
+        if admissible(middle):
+            low = middle
+        else:
+            high = middle - 1
+    return low
+
+
+def smallest_admissible(low: int, high: int, admissible: Any) -> int | None:
+    """The smallest k in [low, high] with ``admissible(k)`` (monotone: false, then true from
+    some k on); None if none."""
+    if not admissible(high):
+        return None
+    while low < high:
+        middle = (low + high) // 2
+        if admissible(middle):
+            high = middle
+        else:
+            low = middle + 1
+    return low
+
+
+def epsilon_target(epsilon: object) -> Fraction:
+    """``epsilon`` as an exact positive rational (a float at its exact binary value).
+
+    Raises:
+        InvalidParameterError: not a finite real number above 0.
+    """
+    target = _exact_real("epsilon", epsilon)
+    if target is None or target <= 0:
+        raise InvalidParameterError(
+            f"epsilon must be a finite number above 0. Got {epsilon!r} instead.")
+    return target
+
+
+def natural_log(ratio: Fraction) -> float:
+    """ln of an exact ratio >= 1, keeping relative precision near 1 (log1p below 2)."""
+    return math.log(ratio) if ratio >= 2 else math.log1p(ratio - 1)
+
+
+def below(source: RandomBits | None, bound: int) -> int:
+    """A uniform integer in [0, bound) from ``source`` (the secure system source by default),
+    exact for any bound >= 1, however large: rejection sampling on whole draws."""
+    chosen = SYSTEM_BITS if source is None else source
+    if bound <= 1 << 64:
+        if isinstance(chosen, SecureBits):
+            return chosen.below(bound)
+        return _below_from(chosen)(bound)
+    k = (bound - 1).bit_length()
+    while True:
+        value, got = 0, 0
+        while got < k:
+            take = min(64, k - got)
+            value = (value << take) | chosen.bits(take)
+            got += take
+        if value < bound:
+            return value
+
+
 def _power_of_two_bits(den: int) -> int | None:
     return den.bit_length() - 1 if den & (den - 1) == 0 else None
 
@@ -96,6 +197,9 @@ class RandomizedResponse:
 
     truth: Fraction = Fraction(1, 2)
     forced_yes: Fraction = Fraction(1, 2)
+    kind = "boolean"
+    width = 2
+    """Counter slots per hour: ``n`` reports and ``ones`` perturbed ones."""
     _tables: tuple[tuple[int, ...], tuple[int, ...]] | None = field(
         default=None, init=False, repr=False, compare=False)
     _table_bits: int = field(default=0, init=False, repr=False, compare=False)
@@ -217,6 +321,17 @@ class RandomizedResponse:
     def p_yes_given_no(self) -> Fraction:
         """Q = P(report 1 | true 0), exact."""
         return (1 - self.truth) * self.forced_yes
+
+    @property
+    def channel(self) -> tuple[Fraction, Fraction]:
+        """(P1, Q): the ``ones`` slot counts with P1 for a true 1 and Q for a true 0."""
+        return self.p_yes_given_yes, self.p_yes_given_no
+
+    def counts_of(self, payload: object) -> tuple[int, int]:
+        """One report's counter increments (n, ones) from its wire ``bit``."""
+        if type(payload) is not int or payload not in (0, 1):
+            raise InvalidParameterError("bit must be the integer 0 or 1")
+        return 1, payload
 
     @functools.cached_property
     def likelihood_ratio(self) -> Fraction:

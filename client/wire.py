@@ -5,7 +5,13 @@ A batch is one JSON object::
     {"batch_id": "<32 lowercase hex chars, random per batch>",
      "reports": [{"metric": "feature_x_enabled", "mechanism": "rr:1/2:1/2", "bit": 1}, ...]}
 
-It carries perturbed bits only: no true value, device id, user id or device timestamp.
+A report carries its perturbed value in the one field its mechanism names
+(``deniable.client.kinds.payload_field``): ``"bit": 0 | 1`` for randomized response (``rr:``)
+and 1BitMean (``bm:``), ``"index": <0..d-1>`` for k-ary randomized response (``grr:``), and
+``"bits": "<hex>"`` for unary encoding (``oue:``; bit i of the number is category i, written
+in exactly ceil(d / 4) lowercase hex digits). Clients that send only bits are unchanged.
+
+It carries perturbed values only: no true value, device id, user id or device timestamp.
 The collector accepts a batch whole or not at all and counts a re-sent ``batch_id`` once.
 """
 from __future__ import annotations
@@ -20,7 +26,8 @@ from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from typing import Any
 
-from deniable.client.errors import Problem, WireFormatError
+from deniable.client.errors import InvalidParameterError, Problem, WireFormatError
+from deniable.client.kinds import payload_field, parse_mechanism
 
 API_VERSION = "v1"
 REPORTS_PATH = f"/{API_VERSION}/reports"
@@ -33,6 +40,8 @@ Redis glob and hash-tag characters out of every key."""
 BATCH_ID = re.compile(r"^[0-9a-f]{32}\Z")
 BATCH_FIELDS = frozenset({"batch_id", "reports"})
 REPORT_FIELDS = frozenset({"metric", "mechanism", "bit"})
+"""The fields of a report whose mechanism sends a ``bit`` (``rr:`` and ``bm:``)."""
+PAYLOAD_FIELDS = ("bit", "index", "bits")
 DEFAULT_MAX_REPORTS = 1000
 """The default cap on reports per batch, for the client and the collector alike."""
 MAX_PROBLEMS = 50
@@ -49,19 +58,33 @@ def is_metric_name(name: object) -> bool:
     return isinstance(name, str) and METRIC_NAME.match(name) is not None
 
 
-def encode_batch(batch_id: str, reports: Iterable[tuple[str, str, int]]) -> dict[str, Any]:
-    """Build the JSON document for a batch of (metric, mechanism id, perturbed bit) triples."""
+def encode_batch(batch_id: str, reports: Iterable[tuple[str, str, int | str]]
+                 ) -> dict[str, Any]:
+    """Build the JSON document for a batch of (metric, mechanism id, perturbed value) triples:
+    the value is a bit, a category index, or an OUE bitset's hex (``UnaryEncoding.encode_bits``)."""
     return {"batch_id": batch_id,
-            "reports": [{"metric": m, "mechanism": k, "bit": b} for m, k, b in reports]}
+            "reports": [{"metric": m, "mechanism": k, payload_field(k): b}
+                        for m, k, b in reports]}
 
 
 @dataclass(frozen=True)
 class Tally:
-    """What one batch adds to one metric: ``n`` reports, ``ones`` of them perturbed ones."""
+    """What one batch adds to one metric version: ``counts``, one per counter slot of an hour
+    (``keys.width``): ``n`` reports first, then the perturbed counts (``ones`` for a bit; per
+    category for a categorical mechanism)."""
 
     mechanism: str
-    n: int
-    ones: int
+    counts: tuple[int, ...]
+
+    @property
+    def n(self) -> int:
+        """The reports."""
+        return self.counts[0]
+
+    @property
+    def ones(self) -> int:
+        """The perturbed ones of a one-bit mechanism (``rr:``, ``bm:``)."""
+        return self.counts[1]
 
 
 @dataclass(frozen=True)
@@ -78,7 +101,7 @@ class Batch:
 
         A re-sent batch has the same digest; a batch id reused for other content does not.
         """
-        text = ";".join(f"{metric}|{t.mechanism}|{t.n}|{t.ones}"
+        text = ";".join(f"{metric}|{t.mechanism}|" + "|".join(map(str, t.counts))
                         for metric, t in sorted(self.tallies.items()))
         return hashlib.sha256(text.encode()).hexdigest()
 
@@ -142,17 +165,20 @@ def decode_batch(doc: Any, registry: Mapping[str, str],
         if type(report) is not dict:
             problems.add(f"/reports/{i}", "must be an object")
             continue
-        if report.keys() != REPORT_FIELDS:
-            for missing in sorted(REPORT_FIELDS - report.keys()):
+        metric, mechanism = report.get("metric"), report.get("mechanism")
+        expected = registry.get(metric) if type(metric) is str else None
+        accepted = expected is not None and _accepted(metric, mechanism, expected, older)
+        field = _payload_field_of(report, mechanism if accepted else expected)
+        wanted = {"metric", "mechanism", field}
+        if report.keys() != wanted:
+            for missing in sorted(wanted - report.keys()):
                 problems.add(f"/reports/{i}/{missing}", "is required")
-            for unknown in sorted(report.keys() - REPORT_FIELDS):
+            for unknown in sorted(report.keys() - wanted):
                 problems.add(f"/reports/{i}/{_escape(unknown)}", "unknown field")
             continue
-        metric, mechanism, bit = report["metric"], report["mechanism"], report["bit"]
-        expected = registry.get(metric) if type(metric) is str else None
         if expected is None:
             problems.add(f"/reports/{i}/metric", "is not a registered metric")
-        elif not _accepted(metric, mechanism, expected, older):
+        elif not accepted:
             problems.add(f"/reports/{i}/mechanism",
                          f"must be the metric's registered mechanism {expected}"
                          + (" or an earlier version's" if older and older.get(metric) else ""))
@@ -160,20 +186,47 @@ def decode_batch(doc: Any, registry: Mapping[str, str],
             problems.add(f"/reports/{i}/mechanism",
                          f"one batch must use one mechanism per metric; an earlier report "
                          f"used {used[metric]}")
-        if type(bit) is not int or not (bit == 0 or bit == 1):
-            problems.add(f"/reports/{i}/bit", "must be the integer 0 or 1")
+        row = _row(report[field], mechanism if accepted else None, field)
+        if isinstance(row, str):
+            problems.add(f"/reports/{i}/{field}", row)
         if problems.items:
             continue
+        assert not isinstance(row, str)
         tally = counts.get(metric)
         if tally is None:
-            counts[metric] = [1, bit]
+            counts[metric] = list(row)
         else:
-            tally[0] += 1
-            tally[1] += bit
+            for slot, by in enumerate(row):
+                if by:
+                    tally[slot] += by
     problems.raise_if_any()
     return Batch(batch_id=batch_id,
-                 tallies={m: Tally(used[m], n, ones) for m, (n, ones) in counts.items()},
+                 tallies={m: Tally(used[m], tuple(c)) for m, c in counts.items()},
                  n_reports=len(reports))
+
+
+def _payload_field_of(report: dict[str, Any], mechanism: object) -> str:
+    """The payload field a report must carry: its mechanism's, if known; else the one it
+    has (so that only the real problem is named), else ``bit``."""
+    if type(mechanism) is str:
+        try:
+            return payload_field(mechanism)
+        except InvalidParameterError:
+            pass
+    present = [name for name in PAYLOAD_FIELDS if name in report]
+    return present[0] if len(present) == 1 else "bit"
+
+
+def _row(payload: object, mechanism: str | None, field: str) -> tuple[int, ...] | str:
+    """One report's counter increments, or what is wrong with its payload."""
+    if mechanism is None:  # the mechanism is already reported as a problem
+        if field == "bit" and not (type(payload) is int and payload in (0, 1)):
+            return "must be the integer 0 or 1"
+        return ()
+    try:
+        return parse_mechanism(mechanism).counts_of(payload)
+    except InvalidParameterError as exc:
+        return str(exc)
 
 
 def _accepted(metric: str, mechanism: object, expected: str,
@@ -222,12 +275,19 @@ def _sum_clean_reports(reports: list[Any], registry: Mapping[str, str],
             return None
         if expected != mechanism and not _accepted(metric, mechanism, expected, older):
             return None
+        if not _sends_a_bit(mechanism):
+            return None
         if used.setdefault(metric, mechanism) != mechanism:
             return None
         n_by_metric[metric] = n_by_metric.get(metric, 0) + count
         ones_by_metric[metric] = ones_by_metric.get(metric, 0) + count * bit
-    return {metric: Tally(used[metric], n, ones_by_metric[metric])
+    return {metric: Tally(used[metric], (n, ones_by_metric[metric]))
             for metric, n in n_by_metric.items()}
+
+
+def _sends_a_bit(mechanism: str) -> bool:
+    """Whether a registered mechanism's reports carry a ``bit`` (``rr:``, ``bm:``)."""
+    return mechanism.startswith(("rr:", "bm:"))
 
 
 _COMPACT_HEAD = re.compile(rb'\{"batch_id":"([0-9a-f]{32})","reports":\[\{')
@@ -289,12 +349,14 @@ def decode_compact_batch(body: bytes, registry: Mapping[str, str],
         if expected != mechanism and (
                 expected is None or not _accepted(metric, mechanism, expected, older)):
             return None
+        if not _sends_a_bit(mechanism):
+            return None
         if used.setdefault(metric, mechanism) != mechanism:
             return None
         n_by_metric[metric] = n_by_metric.get(metric, 0) + count
         ones_by_metric[metric] = ones_by_metric.get(metric, 0) + count * bit
     return Batch(batch_id=head.group(1).decode("ascii"),
-                 tallies={metric: Tally(used[metric], n, ones_by_metric[metric])
+                 tallies={metric: Tally(used[metric], (n, ones_by_metric[metric]))
                           for metric, n in n_by_metric.items()},
                  n_reports=len(pieces))
 

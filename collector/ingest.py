@@ -33,6 +33,7 @@ import orjson
 from flask import Flask
 
 from deniable.client.errors import Problem, WireFormatError
+from deniable.client.kinds import payload_field
 from deniable.client.wire import MEDIA_TYPE, REPORTS_PATH, Batch
 from deniable.collector import clock
 from deniable.collector.auth import Gate
@@ -148,7 +149,9 @@ class IngestEndpoint:
             batch = self.registry.decode(doc, max_reports=self.max_reports)
         except WireFormatError as exc:
             raise APIError(422, str(exc), exc.problems) from exc
-        if repeats_a_key(body, batch.n_reports):
+        strings = sum(tally.n for tally in batch.tallies.values()
+                      if payload_field(tally.mechanism) == "bits")
+        if repeats_a_key(body, batch.n_reports, strings):
             raise APIError(400, "the body repeats a JSON key; each key may appear once per "
                                 "object", [Problem("", "repeats a key")])
         return batch
@@ -189,16 +192,17 @@ def parse_json(body: bytes) -> object:
                        [Problem("", str(exc).split(":")[0])]) from exc
 
 
-def repeats_a_key(body: bytes, n_reports: int) -> bool:
+def repeats_a_key(body: bytes, n_reports: int, string_payloads: int = 0) -> bool:
     """Whether a batch that decoded cleanly had a key repeated (orjson keeps the last one).
 
-    One count of the body's quote characters decides it exactly. A clean batch holds
-    3 + 5 * n strings: 2 + 3n keys, its batch_id, and each report's metric and mechanism.
-    None of them can hold a quote (keys are fixed names; values match their patterns or a
-    registered id), so the body has exactly 2 * (3 + 5n) quote characters. A repeated key adds
-    its own quotes (and its shadowed value's, if a string), and nothing can remove any.
+    One count of the body's quote characters decides it exactly. A clean batch of n reports
+    holds 3 + 5n strings: 2 + 3n keys, its batch_id, each report's metric and mechanism, plus
+    one more per report whose payload is a string (an OUE ``bits``: ``string_payloads``). None of them can hold a
+    quote (keys are fixed names; values match their patterns or a registered id), so the body
+    has exactly twice that many quote characters. A repeated key adds its own quotes (and its
+    shadowed value's, if a string), and nothing can remove any.
     """
-    return body.count(b'"') != 2 * (3 + 5 * n_reports)
+    return body.count(b'"') != 2 * (3 + 5 * n_reports + string_payloads)
 
 
 _STATUS_LINES = {status.value: f"{status.value} {status.phrase}" for status in HTTPStatus}

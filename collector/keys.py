@@ -40,7 +40,7 @@ counters of 32 bits; the counter for slot ``s`` of hour ``h`` of the month (``h`
 ``BITFIELD ... OVERFLOW FAIL INCRBY u32 #index``. Redis stores them big-endian (``>u4``). The
 string is created at its full size for its month, so its length says nothing about when it was
 written. ``width`` is a property of the mechanism's kind: 2 for a boolean (``n``, ``ones``);
-later kinds put more slots in an hour (e.g. ``n`` plus one counter per category).
+``n`` plus one counter per category (d + 1) for the categorical kinds (``grr:``, ``oue:``).
 
 Retention: a month's string expires at ``month end + retention days`` (``EXPIREAT``, re-set on
 every write, so a changed retention applies to the month being written). Readers drop the hours
@@ -68,6 +68,9 @@ import functools
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
+
+from deniable.client import kinds
+from deniable.client.errors import InvalidParameterError
 
 PREFIX = "dn:v1"
 HOUR_FORMAT = "%Y%m%d%H"
@@ -103,14 +106,12 @@ class Month:
 
 
 def width(mechanism_id: str) -> int:
-    """Counter slots per hour for a mechanism: 2 (``n``, ``ones``) for randomized response.
-
-    Later kinds (categorical, histograms) will return more: ``n`` plus one slot per category.
-    """
-    kind = mechanism_id.split(":", 1)[0]
-    if kind == "rr":
-        return 2
-    raise ValueError(f"no counter layout for mechanism kind {kind!r}. Got {mechanism_id!r}.")
+    """Counter slots per hour for a mechanism: 2 (``n``, ``ones``) for the one-bit kinds
+    (``rr:``, ``bm:``), and ``n`` plus one per category (d + 1) for ``grr:`` and ``oue:``."""
+    try:
+        return kinds.width(mechanism_id)
+    except InvalidParameterError as exc:
+        raise ValueError(f"no counter layout for mechanism {mechanism_id!r}: {exc}") from exc
 
 
 def counters(metric: str, mechanism_id: str, month: Month | int | datetime) -> str:

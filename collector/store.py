@@ -248,7 +248,7 @@ class Store:
         for metric, tally in batch.tallies.items():
             script_keys.append(keys.counters(metric, tally.mechanism, month))
             args.extend(_counter_args(month, hour, tally.mechanism, retention_days[metric],
-                                      (tally.n, tally.ones)))
+                                      tally.counts))
         assert self._ingest_hot is not None
         outcome = _outcome(int(self._ingest_hot(script_keys, args)))
         if self.replicas.wanted and outcome is not Outcome.CONFLICT:
@@ -273,7 +273,7 @@ class Store:
             script_args: list[str | int] = [
                 record, claim_expire_at,
                 *_counter_args(month, hour, tally.mechanism, retention_days[metric],
-                               (tally.n, tally.ones))]
+                               tally.counts)]
             if self.replicas.wanted:  # the script and WAIT on one connection to the slot's node
                 results.append(self.replicas.run_on_cluster(
                     self.client, _INGEST_LUA, script_keys, script_args, claim_expire_at))

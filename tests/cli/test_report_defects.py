@@ -36,7 +36,7 @@ RANGE = ["--from", "2026-11-10T14:00", "--to", "2026-11-14T00:00"]
 def _fill(url: str, metric: str, mechanism: str, hours: dict[datetime, tuple[int, int]]) -> None:
     store = Store(redis.Redis.from_url(url))
     for hour, (n, ones) in hours.items():
-        batch = Batch(new_batch_id(), {metric: Tally(mechanism, n, ones)}, n)
+        batch = Batch(new_batch_id(), {metric: Tally(mechanism, (n, ones))}, n)
         store.add_batch(batch, hour, {metric: 30}, 3600)
 
 

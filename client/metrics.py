@@ -23,6 +23,7 @@ from fractions import Fraction
 from typing import Any
 
 from deniable.client.errors import InvalidParameterError, UnknownMetricError, WireFormatError
+from deniable.client.kinds import Mechanism, MetricSpec
 from deniable.client.mechanism import RandomizedResponse
 from deniable.client.period import DEFAULT_POLICY, CollectionPolicy, parse_policy
 from deniable.client.wire import is_metric_name
@@ -36,21 +37,32 @@ project ships (rr:1/2:1/2, ε = ln 3; rr:3/4:1/2, ε = ln 7) and is in line with
 systems; docs/client.md, "The ε ceiling", says why."""
 
 
-def describe_metric(name: str, description: str, mechanism: RandomizedResponse,
+def describe_metric(name: str, description: str, mechanism: Mechanism | MetricSpec,
                     policy: CollectionPolicy = DEFAULT_POLICY,
                     version: int | None = None) -> dict[str, Any]:
-    """One entry of ``GET /v1/metrics``: the metric, its mechanism and its exact guarantee,
-    how devices collect it (``memoization``, ``instantaneous``, ``period``) and, if known,
-    the registry version it describes."""
-    entry = {
-        "name": name,
-        "description": description,
-        "mechanism": mechanism.id,
-        "p_yes_given_yes": str(mechanism.p_yes_given_yes),
-        "p_yes_given_no": str(mechanism.p_yes_given_no),
-        "epsilon": mechanism.epsilon,
-        **policy.describe(),
-    }
+    """One entry of ``GET /v1/metrics``: the metric, its kind and what it declares
+    (``MetricSpec.describe``), its mechanism and exact guarantee, how devices collect it
+    (``memoization``, ``instantaneous``, ``period``) and, if known, the registry version it
+    describes. ``mechanism`` may be a bare mechanism (a boolean metric's, or a kind whose
+    spec the caller adds) or a whole ``MetricSpec``.
+
+    Every entry states the channel each counted slot follows, ``p1`` and ``q`` (exact
+    fractions); a boolean one also under its historical names ``p_yes_given_yes`` and
+    ``p_yes_given_no``.
+    """
+    spec = mechanism if isinstance(mechanism, MetricSpec) else None
+    chosen = spec.mechanism if spec is not None else mechanism
+    assert not isinstance(chosen, MetricSpec)
+    p1, q = chosen.channel
+    entry: dict[str, Any] = {"name": name, "description": description, "kind": chosen.kind}
+    if spec is not None:
+        entry.update(spec.describe())
+    entry["mechanism"] = chosen.id
+    if chosen.kind == "boolean":
+        entry["p_yes_given_yes"], entry["p_yes_given_no"] = str(p1), str(q)
+    entry["p1"], entry["q"] = str(p1), str(q)
+    entry["epsilon"] = chosen.epsilon
+    entry.update(policy.describe())
     if version is not None:
         entry["version"] = version
     return entry

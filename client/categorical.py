@@ -23,8 +23,10 @@ import functools
 import hashlib
 import json
 import math
+import os
 import re
-from collections.abc import Sequence
+import weakref
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -32,7 +34,7 @@ from deniable.client.errors import InvalidParameterError
 from deniable.client.mechanism import (epsilon_target, fraction_field, fraction_text,
                                        largest_admissible, log_ratio_exceeds, natural_log,
                                        smallest_admissible, below)
-from deniable.client.randomness import RandomBits
+from deniable.client.randomness import SYSTEM_BITS, RandomBits, SecureBits
 
 MIN_CATEGORIES = 2
 MAX_CATEGORIES = 1024
@@ -166,13 +168,55 @@ class KaryRandomizedResponse:
         """ln(p / q), in nats."""
         return natural_log(self.likelihood_ratio)
 
+    @functools.cached_property
+    def _pool(self) -> Pool | None:
+        return Pool(lambda: self.shift_block(POOL_BYTES // 4)) if self.d <= 256 else None
+
     def perturb(self, index: int, rng: RandomBits | None = None) -> int:
-        """The reported category index for the true ``index``; integer draws only."""
-        _check_index(index, self.d)
+        """The reported category index for the true ``index``; integer draws only.
+
+        The report is (index + shift) mod d with a shift that is 0 with probability p and
+        otherwise uniform over 1..d-1: the true category with probability p, each other one
+        with probability q. With the system source (and d <= 256) shifts are drawn ahead in
+        blocks from ``os.urandom`` (``shift_block``); each shift serves one report only. The
+        work done does not depend on ``index``.
+        """
+        if index.__class__ is not int or not 0 <= index < self.d:
+            _check_index(index, self.d)
+        pool = self._pool if rng is None or rng is SYSTEM_BITS else None
+        if pool is not None:
+            try:
+                return (index + next(pool.stream)) % self.d
+            except StopIteration:
+                return (index + pool.refill()) % self.d
         keep = below(rng, self.p.denominator) < self.p.numerator
         other = below(rng, self.d - 1)
         other += other >= index  # uniform over the d - 1 other categories
         return index if keep else other
+
+    @functools.cached_property
+    def _keep_coin(self) -> ByteCoin:
+        return ByteCoin(self.p)
+
+    def shift_block(self, n: int, read: Callable[[int], bytes] = os.urandom) -> bytes:
+        """``n`` independent shifts (d <= 256), one byte each: 0 with probability exactly p,
+        else uniform over 1..d-1.
+
+        Each shift takes its own keep coin (``ByteCoin(p)`` on fresh bytes) and its own
+        accepted byte b < 256 - 256 mod (d - 1), mapped to 1 + b mod (d - 1) (rejection, so
+        exactly uniform); a kept shift's byte is masked to 0 with one big-integer AND.
+        """
+        if self.d > 256:
+            raise InvalidParameterError(f"shift blocks need d <= 256. Got d = {self.d}.")
+        keep = self._keep_coin.decide(read(n), read)
+        m = self.d - 1
+        limit = 256 - 256 % m
+        table, rejected = _OTHER_TABLES[m], bytes(range(limit, 256))
+        others = b""
+        while len(others) < n:
+            others += read(n - len(others)).translate(table, rejected)
+        select = int.from_bytes(keep.translate(_KEEP_TO_MASK), "little")
+        return (int.from_bytes(others, "little") & select).to_bytes(n, "little")
 
     def counts_of(self, payload: object) -> tuple[int, ...]:
         """One report's counter increments (n, then per category) from its wire ``index``."""
@@ -267,15 +311,61 @@ class UnaryEncoding:
         """Length of the wire bitset: ceil(d / 4) hex digits."""
         return -(-self.d // 4)
 
+    @functools.cached_property
+    def _coin(self) -> ByteCoin:
+        return ByteCoin(self.q)
+
+    @functools.cached_property
+    def _pools(self) -> tuple[Pool, Pool]:
+        per_block = max(1, POOL_BYTES // _padded(self.d))
+        return (Pool(lambda: self.mask_block(per_block)),
+                Pool(lambda: os.urandom(per_block).translate(_TOP_BIT)))
+
     def perturb(self, index: int, rng: RandomBits | None = None) -> int:
-        """The reported bitset (bit i = category i) for the true ``index``."""
-        _check_index(index, self.d)
-        num, den = self.q.numerator, self.q.denominator
-        bits = 0
-        for i in range(self.d):
-            bits |= (below(rng, den) < num) << i
-        truth = below(rng, 2)
+        """The reported bitset (bit i = category i) for the true ``index``.
+
+        Every bit is decided by its own uniform bytes (``ByteCoin``: 1 with probability
+        exactly q); the true category's bit is then replaced by a fair coin (the top bit of
+        one more uniform byte). With the system source the bitsets and fair coins are drawn
+        ahead in blocks from ``os.urandom`` (``mask_block``), each serving one report only;
+        the work done does not depend on ``index``.
+        """
+        if index.__class__ is not int or not 0 <= index < self.d:
+            _check_index(index, self.d)
+        if rng is None or rng is SYSTEM_BITS:
+            masks, fair = self._pools
+            try:
+                bits = next(masks.stream)
+            except StopIteration:
+                bits = masks.refill()
+            try:
+                truth = next(fair.stream)
+            except StopIteration:
+                truth = fair.refill()
+        else:
+            d, draw = self.d, byte_source(rng)
+            raw = draw(d + 1)
+            bits = int(self._coin.decide(raw[:d], draw)[::-1], 2)  # mark i is bit i
+            truth = raw[d] >> 7
         return (bits & ~(1 << index)) | (truth << index)
+
+    def mask_block(self, n: int, read: Callable[[int], bytes] = os.urandom) -> list[int] | bytes:
+        """``n`` independent bitsets of d bits, each bit 1 with probability exactly q.
+
+        Each report takes 8 ceil(d / 8) coins (``ByteCoin(q)`` on their own bytes; the coins
+        past d are drawn and dropped), so one ``int(..., 2)`` over the whole block packs the
+        coins into whole bytes (a fixed one-to-one map from coins to bit positions, so the
+        bits are independent and each is 1 with probability q): report r's bitset is bytes
+        [r w, (r + 1) w), w = ceil(d / 8).
+        """
+        width = _padded(self.d) // 8
+        coins = self._coin.decide(read(n * width * 8), read)
+        packed = int(coins, 2).to_bytes(n * width, "little")  # coin j -> bit 8nw - 1 - j
+        if width == 1:
+            return packed.translate(_LOW_BITS[self.d]) if self.d < 8 else packed
+        full = (1 << self.d) - 1
+        return [int.from_bytes(packed[i:i + width], "little") & full
+                for i in range(0, n * width, width)]
 
     def encode_bits(self, bits: int) -> str:
         """The wire spelling of a bitset: lowercase hex, exactly ``hex_digits`` long."""
@@ -303,6 +393,124 @@ class UnaryEncoding:
 
 
 _HEX = re.compile(r"^[0-9a-f]+\Z")
+_ONE, _ZERO, _UNDECIDED = ord("1"), ord("0"), ord("?")
+POOL_BYTES = 1 << 16
+"""Random bytes per refill of a mechanism's pool (system source only)."""
+_KEEP_TO_MASK = bytes(0 if b == _ONE else 0xFF for b in range(256))
+_TOP_BIT = bytes(b >> 7 for b in range(256))
+_LOW_BITS = {d: bytes(b & ((1 << d) - 1) for b in range(256)) for d in range(1, 8)}
+_OTHER_TABLES = {m: bytes(1 + b % m for b in range(256)) for m in range(1, 256)}
+_POOLS: weakref.WeakSet[Pool] = weakref.WeakSet()
+
+
+def _padded(d: int) -> int:
+    return -(-d // 8) * 8
+
+
+class Pool:
+    """Random parts of reports drawn ahead from ``os.urandom``: each value serves one report.
+
+    Thread-safe: ``next()`` on the stream is one atomic step under the GIL, so no two reports
+    share a value (a refill race only drops unused ones). Fork-safe: a forked child discards
+    every pool, so parent and child never share randomness.
+    """
+
+    __slots__ = ("_make", "stream", "__weakref__")
+
+    def __init__(self, make: Callable[[], Iterable[int]]) -> None:
+        self._make = make
+        self.stream: Iterator[int] = iter(())
+        _POOLS.add(self)
+
+    def refill(self) -> int:
+        """Draw a new block; return its first value (the caller's report)."""
+        stream = iter(self._make())
+        first = next(stream)
+        self.stream = stream
+        return first
+
+    def discard(self) -> None:
+        self.stream = iter(())
+
+
+def _discard_pools_after_fork() -> None:
+    for pool in list(_POOLS):
+        pool.discard()
+
+
+os.register_at_fork(after_in_child=_discard_pools_after_fork)
+
+
+def byte_source(rng: RandomBits | None) -> Callable[[int], bytes]:
+    """A function n -> n uniform random bytes.
+
+    The system source (no ``rng``, or ``SYSTEM_BITS``) reads ``os.urandom`` directly: the OS
+    CSPRNG, thread- and fork-safe with no buffer to share. Another ``SecureBits`` serves its
+    buffered 64-bit words; any other ``RandomBits`` (a test's, a memo's HMAC stream) serves
+    one ``bits(8)`` per byte, so a test can enumerate every draw.
+    """
+    if rng is None or rng is SYSTEM_BITS:
+        return os.urandom
+    if isinstance(rng, SecureBits):
+        def words(n: int) -> bytes:
+            return b"".join(rng.bits(64).to_bytes(8, "little")
+                            for _ in range(-(-n // 8)))[:n]
+        return words
+    return lambda n: bytes([rng.bits(8) for _ in range(n)])
+
+
+class ByteCoin:
+    """Coins that come up 1 with probability exactly ``probability``, decided from bytes.
+
+    A coin is a uniform number U = 0.b0 b1 b2 ... in base 256 (b_j independent uniform bytes),
+    compared with the probability's base-256 expansion t0 t1 t2 ...: the coin is 1 iff U < p,
+    decided at the first digit where they differ. Where the expansion ends (p = k / 256**m)
+    and U's digits all agree, U >= p: 0. So P(1) = p exactly, for any rational p, and more than
+    one byte is drawn only when b0 = t0 (probability 1/256). For many coins at once the first
+    bytes go through one ``bytes.translate`` table; the few undecided ones draw more.
+    """
+
+    __slots__ = ("_probability", "_digits", "table")
+
+    def __init__(self, probability: Fraction) -> None:
+        if not 0 <= probability < 1:
+            raise InvalidParameterError(f"a coin's probability lies in [0, 1). Got {probability}.")
+        self._probability = probability
+        self._digits: list[tuple[int, bool]] = []
+        t0, last = self.digit(0)
+        undecided = _ZERO if last else _UNDECIDED
+        self.table = bytes(_ONE if b < t0 else _ZERO if b > t0 else undecided
+                           for b in range(256))
+
+    def digit(self, level: int) -> tuple[int, bool]:
+        """(t_level, whether the expansion ends there): t_j = floor(p 256**(j+1)) mod 256."""
+        while len(self._digits) <= level:
+            scaled = self._probability * 256 ** (len(self._digits) + 1)
+            whole = scaled.numerator // scaled.denominator
+            self._digits.append((whole % 256, whole == scaled))
+        return self._digits[level]
+
+    def decide(self, first: bytes, draw: Callable[[int], bytes]) -> bytearray:
+        """One coin per byte of ``first`` (their first digits), as ASCII '0'/'1'; undecided
+        coins draw their next digits from ``draw``, all at one level in one call."""
+        marks = bytearray(first.translate(self.table))
+        if _UNDECIDED not in marks:
+            return marks
+        pending, start = [], marks.find(_UNDECIDED)
+        while start >= 0:
+            pending.append(start)
+            start = marks.find(_UNDECIDED, start + 1)
+        level = 1
+        while pending:
+            digit, last = self.digit(level)
+            still = []
+            for i, b in zip(pending, draw(len(pending))):
+                if b == digit and not last:
+                    still.append(i)
+                else:
+                    marks[i] = _ONE if b < digit else _ZERO
+            pending, level = still, level + 1
+        return marks
 
 
 def _variance(channel: tuple[Fraction, Fraction], f: float, n: int) -> float:

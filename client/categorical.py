@@ -170,7 +170,11 @@ class KaryRandomizedResponse:
 
     @functools.cached_property
     def _pool(self) -> Pool | None:
-        return Pool(lambda: self.shift_block(POOL_BYTES // 4)) if self.d <= 256 else None
+        if self.d > 256:
+            return None
+        per_refill = max(256, POOL_BYTES // 4 // self.d)
+        tables = [bytes((i + s) % self.d for s in range(256)) for i in range(self.d)]
+        return Pool(lambda i: self.shift_block(per_refill).translate(tables[i]), self.d)
 
     def perturb(self, index: int, rng: RandomBits | None = None) -> int:
         """The reported category index for the true ``index``; integer draws only.
@@ -178,17 +182,19 @@ class KaryRandomizedResponse:
         The report is (index + shift) mod d with a shift that is 0 with probability p and
         otherwise uniform over 1..d-1: the true category with probability p, each other one
         with probability q. With the system source (and d <= 256) shifts are drawn ahead in
-        blocks from ``os.urandom`` (``shift_block``); each shift serves one report only. The
-        work done does not depend on ``index``.
+        blocks from ``os.urandom`` (``shift_block``), one stream of answers per true index
+        (as ``PerturbationPool`` does for booleans), each serving one report only; the stream
+        is indexed by the value, never branched on.
         """
         if index.__class__ is not int or not 0 <= index < self.d:
             _check_index(index, self.d)
-        pool = self._pool if rng is None or rng is SYSTEM_BITS else None
-        if pool is not None:
-            try:
-                return (index + next(pool.stream)) % self.d
-            except StopIteration:
-                return (index + pool.refill()) % self.d
+        if rng is None or rng is SYSTEM_BITS:
+            pool = self._pool
+            if pool is not None:
+                try:
+                    return next(pool.streams[index])
+                except StopIteration:
+                    return pool.refill(index)
         keep = below(rng, self.p.denominator) < self.p.numerator
         other = below(rng, self.d - 1)
         other += other >= index  # uniform over the d - 1 other categories
@@ -318,8 +324,8 @@ class UnaryEncoding:
     @functools.cached_property
     def _pools(self) -> tuple[Pool, Pool]:
         per_block = max(1, POOL_BYTES // _padded(self.d))
-        return (Pool(lambda: self.mask_block(per_block)),
-                Pool(lambda: os.urandom(per_block).translate(_TOP_BIT)))
+        return (Pool(lambda _: self.mask_block(per_block), 1),
+                Pool(lambda _: os.urandom(per_block).translate(_TOP_BIT), 1))
 
     def perturb(self, index: int, rng: RandomBits | None = None) -> int:
         """The reported bitset (bit i = category i) for the true ``index``.
@@ -335,13 +341,13 @@ class UnaryEncoding:
         if rng is None or rng is SYSTEM_BITS:
             masks, fair = self._pools
             try:
-                bits = next(masks.stream)
+                bits = next(masks.streams[0])
             except StopIteration:
-                bits = masks.refill()
+                bits = masks.refill(0)
             try:
-                truth = next(fair.stream)
+                truth = next(fair.streams[0])
             except StopIteration:
-                truth = fair.refill()
+                truth = fair.refill(0)
         else:
             d, draw = self.d, byte_source(rng)
             raw = draw(d + 1)
@@ -410,27 +416,29 @@ def _padded(d: int) -> int:
 class Pool:
     """Random parts of reports drawn ahead from ``os.urandom``: each value serves one report.
 
-    Thread-safe: ``next()`` on the stream is one atomic step under the GIL, so no two reports
-    share a value (a refill race only drops unused ones). Fork-safe: a forked child discards
-    every pool, so parent and child never share randomness.
+    ``streams[i]`` yields the values of stream i (e.g. one per true value); ``refill(i)``
+    draws a new block for it. Thread-safe: ``next()`` on a stream is one atomic step under
+    the GIL, so no two reports share a value (a refill race only drops unused ones).
+    Fork-safe: a forked child discards every pool, so parent and child never share
+    randomness.
     """
 
-    __slots__ = ("_make", "stream", "__weakref__")
+    __slots__ = ("_make", "streams", "__weakref__")
 
-    def __init__(self, make: Callable[[], Iterable[int]]) -> None:
+    def __init__(self, make: Callable[[int], Iterable[int]], count: int) -> None:
         self._make = make
-        self.stream: Iterator[int] = iter(())
+        self.streams: list[Iterator[int]] = [iter(()) for _ in range(count)]
         _POOLS.add(self)
 
-    def refill(self) -> int:
-        """Draw a new block; return its first value (the caller's report)."""
-        stream = iter(self._make())
+    def refill(self, i: int) -> int:
+        """Draw a new block for stream i; return its first value (the caller's report)."""
+        stream = iter(self._make(i))
         first = next(stream)
-        self.stream = stream
+        self.streams[i] = stream
         return first
 
     def discard(self) -> None:
-        self.stream = iter(())
+        self.streams = [iter(()) for _ in self.streams]
 
 
 def _discard_pools_after_fork() -> None:

@@ -68,7 +68,8 @@ def _subjects(args: argparse.Namespace) -> list[Any]:
         from deniable.client.transport import Transport
         transport = Transport(args.url, token=args.token, retries=1)
         try:
-            subjects = catalogue_subjects(transport.fetch_catalogue())
+            subjects = catalogue_subjects(_catalogue(transport.fetch_catalogue_document(),
+                                                     args.url))
         finally:
             transport.close()
     elif args.metrics_file:
@@ -89,6 +90,34 @@ def _subjects(args: argparse.Namespace) -> list[Any]:
     return subjects
 
 
+def _spec(entry: dict[str, Any]) -> Any:
+    """A boolean metric's mechanism, or another kind's MetricSpec, from a catalogue entry or
+    a metrics-file table (``kind``, its declaration, and ``mechanism`` or ``epsilon``)."""
+    from deniable.client.kinds import MetricSpec, parse_mechanism
+    from deniable.client.mechanism import RandomizedResponse
+    kind = entry.get("kind", "boolean")
+    if kind == "boolean":
+        return RandomizedResponse.from_id(entry.get("mechanism", "rr:1/2:1/2"))
+    if "mechanism" in entry:
+        return MetricSpec.from_document(entry, parse_mechanism(entry["mechanism"]))
+    return MetricSpec.build(kind, epsilon=entry.get("epsilon"),
+                            categories=entry.get("categories", ()) if kind == "categorical"
+                            else (), edges=entry.get("edges", ()), lower=entry.get("lower"),
+                            upper=entry.get("upper"), clamp=entry.get("clamp", False))
+
+
+def _catalogue(doc: Any, where: str) -> dict[str, Any]:
+    from deniable.cli.main import CLIError
+    from deniable.client.errors import DeniableError
+    entries = doc.get("metrics") if isinstance(doc, dict) else None
+    if not isinstance(entries, list):
+        raise CLIError(f"{where} served no list of metrics")
+    try:
+        return {entry["name"]: _spec(entry) for entry in entries}
+    except (KeyError, TypeError, AttributeError, DeniableError) as exc:
+        raise CLIError(f"{where} serves a metric the audit cannot read: {exc}") from exc
+
+
 def _log_lines(paths: list[Path]) -> list[str]:
     from deniable.cli.main import CLIError
     lines: list[str] = []
@@ -102,12 +131,12 @@ def _log_lines(paths: list[Path]) -> list[str]:
 
 def _read_metrics_file(path: Path) -> dict[str, Any]:
     from deniable.cli.main import CLIError
-    from deniable.client.mechanism import RandomizedResponse
+    from deniable.client.errors import DeniableError
     try:
         doc = tomllib.loads(path.read_text())
-        return {name: RandomizedResponse.from_id(entry.get("mechanism", "rr:1/2:1/2"))
-                for name, entry in doc.get("metrics", {}).items()}
-    except (OSError, tomllib.TOMLDecodeError, AttributeError) as exc:
+        return {name: _spec(entry) for name, entry in doc.get("metrics", {}).items()}
+    except (OSError, tomllib.TOMLDecodeError, AttributeError, TypeError,
+            DeniableError) as exc:
         raise CLIError(f"cannot read metrics file {path}: {exc}") from exc
 
 

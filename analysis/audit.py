@@ -31,6 +31,12 @@ Checks, per subject (docs/audit.md has the method and how to read the results):
 - ``traffic``: what leaves the device (request count, batch sizes, headers, bytes) does not
   depend on the true values: each body is exactly the canonical encoding of its perturbed
   reports, and both values' uploads look the same.
+
+Categorical, histogram and numeric metrics (``KindSubject``: GRR, OUE, 1BitMean) get the
+``epsilon`` check over their worst-case events, a ``distribution`` check (chi-square at a
+false-failure rate of 1e-6, or 5 standard errors for 1BitMean) and an ``exact`` check: the
+claimed likelihood ratio is the worst case of the output distributions the id defines, and
+the sampler's coin, enumerated over every byte it can read, has the id's probability.
 """
 from __future__ import annotations
 

@@ -19,6 +19,7 @@ as a boolean metric's share, and the variance is pi (1 - pi) / (n (P1 - Q)^2).
 """
 from __future__ import annotations
 
+import array
 import functools
 import hashlib
 import json
@@ -169,12 +170,12 @@ class KaryRandomizedResponse:
         return natural_log(self.likelihood_ratio)
 
     @functools.cached_property
-    def _pool(self) -> Pool | None:
-        if self.d > 256:
-            return None
+    def _pool(self) -> Pool:
+        if self.d > 256:  # one stream of shifts, added to the index at report time
+            return Pool(lambda _: self.shift_block(POOL_BYTES // 8), 1)
         per_refill = max(256, POOL_BYTES // 4 // self.d)
         tables = [bytes((i + s) % self.d for s in range(256)) for i in range(self.d)]
-        return Pool(lambda i: self.shift_block(per_refill).translate(tables[i]), self.d)
+        return Pool(lambda i: bytes(self.shift_block(per_refill)).translate(tables[i]), self.d)
 
     def perturb(self, index: int, rng: RandomBits | None = None) -> int:
         """The reported category index for the true ``index``; integer draws only.
@@ -190,11 +191,16 @@ class KaryRandomizedResponse:
             _check_index(index, self.d)
         if rng is None or rng is SYSTEM_BITS:
             pool = self._pool
-            if pool is not None:
+            if self.d <= 256:
                 try:
                     return next(pool.streams[index])
                 except StopIteration:
                     return pool.refill(index)
+            try:
+                shift = next(pool.streams[0])
+            except StopIteration:
+                shift = pool.refill(0)
+            return (index + shift) % self.d
         keep = below(rng, self.p.denominator) < self.p.numerator
         other = below(rng, self.d - 1)
         other += other >= index  # uniform over the d - 1 other categories
@@ -204,25 +210,32 @@ class KaryRandomizedResponse:
     def _keep_coin(self) -> ByteCoin:
         return ByteCoin(self.p)
 
-    def shift_block(self, n: int, read: Callable[[int], bytes] = os.urandom) -> bytes:
-        """``n`` independent shifts (d <= 256), one byte each: 0 with probability exactly p,
-        else uniform over 1..d-1.
+    def shift_block(self, n: int, read: Callable[[int], bytes] = os.urandom
+                    ) -> bytes | list[int]:
+        """``n`` independent shifts: 0 with probability exactly p, else uniform over 1..d-1.
 
         Each shift takes its own keep coin (``ByteCoin(p)`` on fresh bytes) and its own
-        accepted byte b < 256 - 256 mod (d - 1), mapped to 1 + b mod (d - 1) (rejection, so
-        exactly uniform); a kept shift's byte is masked to 0 with one big-integer AND.
+        accepted draw w < W - W mod (d - 1), mapped to 1 + w mod (d - 1) (rejection, so
+        exactly uniform), with w a byte (W = 256; d <= 256: one byte per shift, and a kept
+        shift's byte is masked to 0 by one big-integer AND) or a 16-bit word (W = 65536).
         """
-        if self.d > 256:
-            raise InvalidParameterError(f"shift blocks need d <= 256. Got d = {self.d}.")
         keep = self._keep_coin.decide(read(n), read)
         m = self.d - 1
+        if self.d > 256:
+            limit = 65536 - 65536 % m
+            others: list[int] = []
+            while len(others) < n:
+                words = array.array("H", read(2 * (n - len(others))))
+                others.extend(1 + w % m for w in words if w < limit)
+            return [0 if k == _ONE else s for k, s in zip(keep, others)]
         limit = 256 - 256 % m
         table, rejected = _OTHER_TABLES[m], bytes(range(limit, 256))
-        others = b""
-        while len(others) < n:
-            others += read(n - len(others)).translate(table, rejected)
+        drawn = b""
+        while len(drawn) < n:
+            drawn += read(n - len(drawn)).translate(table, rejected)
         select = int.from_bytes(keep.translate(_KEEP_TO_MASK), "little")
-        return (int.from_bytes(others, "little") & select).to_bytes(n, "little")
+        return (int.from_bytes(drawn, "little") & select).to_bytes(n, "little")
+
 
     def counts_of(self, payload: object) -> tuple[int, ...]:
         """One report's counter increments (n, then per category) from its wire ``index``."""
@@ -406,6 +419,7 @@ _KEEP_TO_MASK = bytes(0 if b == _ONE else 0xFF for b in range(256))
 _TOP_BIT = bytes(b >> 7 for b in range(256))
 _LOW_BITS = {d: bytes(b & ((1 << d) - 1) for b in range(256)) for d in range(1, 8)}
 _OTHER_TABLES = {m: bytes(1 + b % m for b in range(256)) for m in range(1, 256)}
+assert array.array("H").itemsize == 2
 _POOLS: weakref.WeakSet[Pool] = weakref.WeakSet()
 
 

@@ -224,6 +224,24 @@ def test_pooled_grr_reports_follow_the_channel_exactly() -> None:
     _passes(counts, {j: grr.p if j == 3 else grr.q for j in range(5)}, n)
 
 
+def test_pooled_grr_over_many_categories_follows_the_channel() -> None:
+    grr = KaryRandomizedResponse(300, Fraction(1, 2), TAG)  # shifts of 16 bits
+    n = 300_000
+    counts = Counter(grr.perturb(7) for _ in range(n))
+    expected = {j: grr.p if j == 7 else grr.q for j in range(300)}  # q n = 502 per cell
+    _passes(counts, expected, n)
+
+
+def test_grr_shifts_of_sixteen_bits_follow_the_definition() -> None:
+    grr = KaryRandomizedResponse(300, Fraction(1, 2), TAG)
+    stream = bytes([0, 200, 128]) + (65535).to_bytes(2, "little") + (298).to_bytes(2, "little") \
+        + (600).to_bytes(2, "little") + (3).to_bytes(2, "little")
+    script = _Script(tuple(stream))
+    # keep coins: 0 < 128 keeps, 200 does not, 128 does not (p = 1/2 ends at its digit 128);
+    # words: 65535 >= 65535 - 65535 mod 299 is rejected, then 1 + w mod 299 for each.
+    assert grr.shift_block(3, script.read) == [0, 1 + 600 % 299, 1 + 3 % 299]
+
+
 @pytest.mark.parametrize("d", [3, 9])
 def test_pooled_oue_bitsets_follow_the_product_distribution(d: int) -> None:
     oue = UnaryEncoding(d, Fraction(1, 5), TAG)

@@ -115,6 +115,12 @@ class KaryRandomizedResponse:
                 f"p must lie strictly between 1/d = 1/{self.d} (no information) and 1 "
                 f"(infinite epsilon). Got {p} instead.")
         object.__setattr__(self, "p", p)
+        if type(self).perturb is KaryRandomizedResponse.perturb:  # not for subclasses
+            object.__setattr__(self, "perturb", _grr_fast_path(self))
+
+    def __reduce__(self) -> tuple[type, tuple[int, Fraction, str]]:
+        # A copy or pickle is rebuilt from the fields: it never carries answers drawn ahead.
+        return type(self), (self.d, self.p, self.tag)
 
     @classmethod
     def from_id(cls, mechanism_id: str) -> KaryRandomizedResponse:
@@ -174,8 +180,12 @@ class KaryRandomizedResponse:
         if self.d > 256:  # one stream of shifts, added to the index at report time
             return Pool(lambda _: self.shift_block(POOL_BYTES // 8), 1)
         per_refill = max(256, POOL_BYTES // 4 // self.d)
-        tables = [bytes((i + s) % self.d for s in range(256)) for i in range(self.d)]
-        return Pool(lambda i: bytes(self.shift_block(per_refill)).translate(tables[i]), self.d)
+        d = self.d
+
+        @functools.lru_cache(maxsize=None)
+        def table(i: int) -> bytes:  # shift -> the answer for true index i
+            return bytes((i + s) % d for s in range(256))
+        return Pool(lambda i: bytes(self.shift_block(per_refill)).translate(table(i)), d)
 
     def perturb(self, index: int, rng: RandomBits | None = None) -> int:
         """The reported category index for the true ``index``; integer draws only.
@@ -279,6 +289,12 @@ class UnaryEncoding:
                 f"q must lie strictly between 0 (infinite epsilon) and 1/2 (no information). "
                 f"Got {q} instead.")
         object.__setattr__(self, "q", q)
+        if type(self).perturb is UnaryEncoding.perturb:  # not for subclasses
+            object.__setattr__(self, "perturb", _oue_fast_path(self))
+
+    def __reduce__(self) -> tuple[type, tuple[int, Fraction, str]]:
+        # A copy or pickle is rebuilt from the fields: it never carries answers drawn ahead.
+        return type(self), (self.d, self.q, self.tag)
 
     @classmethod
     def from_id(cls, mechanism_id: str) -> UnaryEncoding:
@@ -452,7 +468,67 @@ class Pool:
         return first
 
     def discard(self) -> None:
-        self.streams = [iter(()) for _ in self.streams]
+        """Drop every value drawn ahead (in place: fast paths hold the list)."""
+        for i in range(len(self.streams)):
+            self.streams[i] = iter(())
+
+
+Perturb = Callable[..., int]
+
+
+def _grr_fast_path(mechanism: KaryRandomizedResponse) -> Perturb:
+    """``mechanism.perturb`` with the pooled system-source branch first, in one closure (a
+    report then costs one ``next()``); every other call goes to the method itself."""
+    d, pool, system = mechanism.d, mechanism._pool, SYSTEM_BITS
+    streams = pool.streams
+    method: Perturb = functools.partial(KaryRandomizedResponse.perturb, mechanism)
+
+    if d <= 256:
+        def perturb(index: int, rng: RandomBits | None = None) -> int:
+            if (rng is None or rng is system) and index.__class__ is int and 0 <= index < d:
+                try:
+                    return next(streams[index])
+                except StopIteration:
+                    return pool.refill(index)
+            out: int = method(index, rng)
+            return out
+    else:
+        def perturb(index: int, rng: RandomBits | None = None) -> int:
+            if (rng is None or rng is system) and index.__class__ is int and 0 <= index < d:
+                try:
+                    shift = next(streams[0])
+                except StopIteration:
+                    shift = pool.refill(0)
+                return (index + shift) % d
+            out: int = method(index, rng)
+            return out
+    perturb.__doc__ = KaryRandomizedResponse.perturb.__doc__
+    return perturb
+
+
+def _oue_fast_path(mechanism: UnaryEncoding) -> Perturb:
+    """``mechanism.perturb`` with the pooled system-source branch first (see
+    ``_grr_fast_path``)."""
+    d, system = mechanism.d, SYSTEM_BITS
+    masks, fair = mechanism._pools
+    mask_streams, fair_streams = masks.streams, fair.streams
+    method: Perturb = functools.partial(UnaryEncoding.perturb, mechanism)
+
+    def perturb(index: int, rng: RandomBits | None = None) -> int:
+        if (rng is None or rng is system) and index.__class__ is int and 0 <= index < d:
+            try:
+                bits = next(mask_streams[0])
+            except StopIteration:
+                bits = masks.refill(0)
+            try:
+                truth = next(fair_streams[0])
+            except StopIteration:
+                truth = fair.refill(0)
+            return (bits & ~(1 << index)) | (truth << index)
+        out: int = method(index, rng)
+        return out
+    perturb.__doc__ = UnaryEncoding.perturb.__doc__
+    return perturb
 
 
 def _discard_pools_after_fork() -> None:

@@ -8,8 +8,10 @@ own bytes, so they are independent; everything else is a fixed function of them.
 """
 from __future__ import annotations
 
+import copy
 import math
 import os
+import pickle
 import random
 from collections import Counter
 from collections.abc import Callable
@@ -306,3 +308,25 @@ def test_bitmean_refuses_values_out_of_range_as_before() -> None:
     for bad in (-2, Fraction(7, 2), 3.5, float("nan"), True, "1"):
         with pytest.raises(ValueError):
             bm.perturb(bad)  # type: ignore[arg-type]
+
+
+# -- copies ----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("mechanism", [KaryRandomizedResponse(300, Fraction(1, 2), TAG),
+                                       UnaryEncoding(64, Fraction(1, 5), TAG)],
+                         ids=["grr", "oue"])
+def test_a_copy_or_pickle_never_carries_answers_drawn_ahead(mechanism: Any) -> None:
+    mechanism.perturb(0)  # the pool now holds answers drawn ahead
+    for twin in (copy.deepcopy(mechanism), copy.copy(mechanism),
+                 pickle.loads(pickle.dumps(mechanism))):
+        assert twin == mechanism and twin.id == mechanism.id
+        ours = [mechanism.perturb(0) for _ in range(20)]
+        theirs = [twin.perturb(0) for _ in range(20)]
+        assert ours != theirs  # the same 20 answers by chance: P < 1e-12
+
+
+def test_a_subclass_that_overrides_perturb_is_not_bypassed() -> None:
+    class Always(KaryRandomizedResponse):
+        def perturb(self, index: int, rng: Any = None) -> int:
+            return 0
+    assert Always(6, Fraction(1, 2), TAG).perturb(3) == 0

@@ -26,6 +26,7 @@ import json
 import math
 import os
 import re
+import sys
 import weakref
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -352,7 +353,7 @@ class UnaryEncoding:
 
     @functools.cached_property
     def _pools(self) -> tuple[Pool, Pool]:
-        per_block = max(1, POOL_BYTES // _padded(self.d))
+        per_block = max(1, POOL_BYTES // (8 * mask_bytes(self.d)))
         return (Pool(lambda _: self.mask_block(per_block), 1),
                 Pool(lambda _: os.urandom(per_block).translate(_TOP_BIT), 1))
 
@@ -384,22 +385,32 @@ class UnaryEncoding:
             truth = raw[d] >> 7
         return (bits & ~(1 << index)) | (truth << index)
 
-    def mask_block(self, n: int, read: Callable[[int], bytes] = os.urandom) -> list[int] | bytes:
+    def mask_block(self, n: int, read: Callable[[int], bytes] = os.urandom
+                   ) -> list[int] | bytes | array.array[int]:
         """``n`` independent bitsets of d bits, each bit 1 with probability exactly q.
 
-        Each report takes 8 ceil(d / 8) coins (``ByteCoin(q)`` on their own bytes; the coins
-        past d are drawn and dropped), so one ``int(..., 2)`` over the whole block packs the
-        coins into whole bytes (a fixed one-to-one map from coins to bit positions, so the
-        bits are independent and each is 1 with probability q): report r's bitset is bytes
-        [r w, (r + 1) w), w = ceil(d / 8).
+        Each report takes 8 w coins, w = ``mask_bytes(d)`` (``ByteCoin(q)`` on their own
+        bytes; the coins past d are drawn and dropped), so one ``int(..., 2)`` over the whole
+        block packs the coins into whole bytes (a fixed one-to-one map from coins to bit
+        positions, so the bits are independent and each is 1 with probability q): report
+        r's bitset is bytes [r w, (r + 1) w), read little-endian, its bits past d cleared.
         """
-        width = _padded(self.d) // 8
+        d, width = self.d, mask_bytes(self.d)
         coins = self._coin.decide(read(n * width * 8), read)
-        packed = int(coins, 2).to_bytes(n * width, "little")  # coin j -> bit 8nw - 1 - j
+        packed = int(coins, 2)  # coin j -> bit 8nw - 1 - j
         if width == 1:
-            return packed.translate(_LOW_BITS[self.d]) if self.d < 8 else packed
-        full = (1 << self.d) - 1
-        return [int.from_bytes(packed[i:i + width], "little") & full
+            return packed.to_bytes(n, "little").translate(_LOW_BITS[d]) if d < 8 \
+                else packed.to_bytes(n, "little")
+        if width <= 8:  # one machine word per report: no Python step per report
+            if d < 8 * width:
+                packed &= _repeated_mask(d, width, n)
+            words = array.array(_WORD_CODES[width], packed.to_bytes(n * width, "little"))
+            if sys.byteorder != "little":
+                words.byteswap()
+            return words
+        data = packed.to_bytes(n * width, "little")
+        full = (1 << d) - 1
+        return [int.from_bytes(data[i:i + width], "little") & full
                 for i in range(0, n * width, width)]
 
     def encode_bits(self, bits: int) -> str:
@@ -439,8 +450,22 @@ assert array.array("H").itemsize == 2
 _POOLS: weakref.WeakSet[Pool] = weakref.WeakSet()
 
 
-def _padded(d: int) -> int:
-    return -(-d // 8) * 8
+def mask_bytes(d: int) -> int:
+    """Bytes per OUE bitset in a pooled block: 1, 2, 4 or 8 (one machine word) for
+    d <= 64, else ceil(d / 8)."""
+    if d <= 64:
+        return next(w for w in (1, 2, 4, 8) if d <= 8 * w)
+    return -(-d // 8)
+
+
+_WORD_CODES = {2: "H", 4: "I", 8: "Q"}
+assert all(array.array(code).itemsize == width for width, code in _WORD_CODES.items())
+
+
+@functools.lru_cache(maxsize=64)
+def _repeated_mask(d: int, width: int, n: int) -> int:
+    """d low bits set in each of n consecutive ``width``-byte little-endian words."""
+    return int.from_bytes(((1 << d) - 1).to_bytes(width, "little") * n, "little")
 
 
 class Pool:

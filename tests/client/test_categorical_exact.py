@@ -20,7 +20,8 @@ from typing import Any
 
 import pytest
 
-from deniable.client.categorical import ByteCoin, KaryRandomizedResponse, UnaryEncoding
+from deniable.client.categorical import (ByteCoin, KaryRandomizedResponse, UnaryEncoding,
+                                         mask_bytes)
 from deniable.client.numeric import BitMean
 
 TAG = "0123abcd"
@@ -190,9 +191,9 @@ def test_oue_with_an_injected_source_follows_the_definition_draw_for_draw(q: Fra
 def test_oue_bits_of_a_block_follow_the_definition() -> None:
     rng = random.Random(5)
     q = Fraction(3, 1024)
-    for d in (2, 8, 11, 64):
+    for d in (2, 8, 11, 16, 20, 33, 64, 65, 130):
         oue = UnaryEncoding(d, q, TAG)
-        width = -(-d // 8)
+        width = mask_bytes(d)
         n = 5
         stream = bytes(rng.choice((0, 0, 3, 200)) for _ in range(4 * n * width * 8))
         script = _Script(tuple(stream))

@@ -388,3 +388,17 @@ def test_the_command_refuses_a_metrics_file_whose_declaration_does_not_match(
                     'mechanism = "grr:3:1/2:0123abcd"\n')
     assert main(["audit", "--metrics-file", str(path), "--all"]) == 1
     assert "cannot read metrics file" in capsys.readouterr().err
+
+
+def test_the_command_audits_the_kinds_a_collector_serves(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    from deniable.analysis.audit import capturing_collector
+    from deniable.client.kinds import MetricSpec
+    spec = MetricSpec.build("categorical", epsilon=1.0, categories=["a", "b", "c", "d"])
+    numeric = MetricSpec.build("numeric", epsilon=1.0, lower=-5, upper=5)
+    with capturing_collector({"letters": spec, "offset": numeric}) as (url, _):  # type: ignore[dict-item]
+        status = main(["audit", "--url", url, "--all", "--trials", "2000", "--json"])
+    doc = json.loads(capsys.readouterr().out)
+    assert status == 0 and doc["passed"] is True, doc
+    checked = {(r["subject"], r["check"]) for r in doc["results"]}
+    assert {("letters", "exact"), ("offset", "epsilon"), ("offset", "distribution")} <= checked

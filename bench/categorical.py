@@ -1,6 +1,6 @@
 """Categorical and numeric metrics against the peers: accuracy and perturbation speed, one run.
 
-    ./dev bench categorical             # the full run (a few minutes on 2 cores)
+    ./dev bench categorical             # the full run (about a minute on 2 cores)
     ./dev bench categorical --quick     # a smoke run: fewer trials, points and seconds
 
 1. Accuracy, for epsilon in {0.5, 1, 2, 4}, d in {2, 8, 64, 1024}, and two populations of

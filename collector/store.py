@@ -367,8 +367,9 @@ class Store:
             values = decode_counters(raw)
             for hour in range(max(first, month.first_hour), min(end_hour, month.end_hour)):
                 at = (hour - month.first_hour) * width
-                if at + 1 < len(values) and values[at]:
-                    found.append(HourCount(keys.hour_start(hour), values[at], values[at + 1]))
+                if at + width <= len(values) and values[at]:
+                    found.append(HourCount(keys.hour_start(hour), values[at], values[at + 1],
+                                           tuple(values[at:at + width])))
         return found
 
     def totals(self) -> dict[str, tuple[int, int]]:

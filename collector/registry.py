@@ -166,11 +166,30 @@ def declare(doc: Mapping[str, Any]) -> MetricSpec:
     if not isinstance(clamp, bool):
         raise InvalidParameterError("clamp: must be true or false")
     try:
-        return MetricSpec.build(kind, mechanism=parsed, epsilon=epsilon, categories=categories,
+        spec = MetricSpec.build(kind, mechanism=parsed, epsilon=epsilon, categories=categories,
                                 edges=edges, lower=doc.get("lower"), upper=doc.get("upper"),
                                 clamp=clamp)
     except InvalidParameterError as exc:
-        raise InvalidParameterError(f"{_field_of(str(exc), kind, parsed)}: {exc}") from exc
+        raise InvalidParameterError(
+            f"{_field_of(str(exc), kind, parsed)}: {_shorten(str(exc))}") from exc
+    stated = spec.describe()
+    for name in ("edges", "lower", "upper"):
+        texts = stated.get(name, [])
+        for text in texts if isinstance(texts, list) else [texts]:
+            if len(text) > MAX_NUMBER_TEXT:
+                raise InvalidParameterError(
+                    f"{name}: {_shorten(text, 40)} is too long as an exact number (at most "
+                    f"{MAX_NUMBER_TEXT} characters, e.g. 0.001 or 1/3)")
+    return spec
+
+
+MAX_NUMBER_TEXT = 40
+"""The longest exact number (``n`` or ``n/m``) an edge or bound may be: it is part of the
+mechanism id of a numeric metric, hence of every counter key."""
+
+
+def _shorten(text: str, limit: int = 300) -> str:
+    return text if len(text) <= limit else text[:limit] + "..."
 
 
 MAX_EPSILON = 20.0

@@ -168,7 +168,7 @@ def decode_batch(doc: Any, registry: Mapping[str, str],
         metric, mechanism = report.get("metric"), report.get("mechanism")
         expected = registry.get(metric) if type(metric) is str else None
         accepted = expected is not None and _accepted(metric, mechanism, expected, older)
-        field = _payload_field_of(report, mechanism if accepted else expected)
+        field = _payload_field_of(report, mechanism, expected)
         wanted = {"metric", "mechanism", field}
         if report.keys() != wanted:
             for missing in sorted(wanted - report.keys()):
@@ -205,14 +205,17 @@ def decode_batch(doc: Any, registry: Mapping[str, str],
                  n_reports=len(reports))
 
 
-def _payload_field_of(report: dict[str, Any], mechanism: object) -> str:
-    """The payload field a report must carry: its mechanism's, if known; else the one it
+def _payload_field_of(report: dict[str, Any], *mechanisms: object) -> str:
+    """The payload field a report must carry: that of the first of ``mechanisms`` (the one it
+    names, then the registered one) that is an id, so that a report naming another
+    mechanism with that mechanism's payload is refused for its mechanism; else the field it
     has (so that only the real problem is named), else ``bit``."""
-    if type(mechanism) is str:
-        try:
-            return payload_field(mechanism)
-        except InvalidParameterError:
-            pass
+    for mechanism in mechanisms:
+        if type(mechanism) is str:
+            try:
+                return payload_field(mechanism)
+            except InvalidParameterError:
+                pass
     present = [name for name in PAYLOAD_FIELDS if name in report]
     return present[0] if len(present) == 1 else "bit"
 

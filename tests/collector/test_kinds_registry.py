@@ -297,3 +297,25 @@ def test_rolled_up_counts_are_summed_per_slot(http, redis_client: redis.Redis) -
     assert [b["counts"] for b in doc["buckets"]] == [[7, 1, 3, 1, 2], [1, 0, 0, 0, 1]]
     assert [b["n"] for b in doc["buckets"]] == [7, 1]
     assert all("ones" not in b for b in doc["buckets"])
+
+
+# -- bytes in Redis ------------------------------------------------------------------------
+
+def test_a_month_of_d_64_costs_96_bytes_a_day_per_slot_as_documented(
+        redis_client: redis.Redis) -> None:
+    """docs/operations.md, "Bytes in Redis per metric": 96 x (d + 1) bytes of counters a day,
+    plus at most 25% allocator rounding and a key's overhead, measured by MEMORY USAGE."""
+    from deniable.client.categorical import UnaryEncoding
+    from deniable.collector.store import Store
+
+    mechanism = UnaryEncoding.from_epsilon(1.0, 64, domain_tag([f"c{i}" for i in range(64)]))
+    month = keys.month_of(datetime(2026, 12, 1, tzinfo=timezone.utc))  # 31 days
+    Store(redis_client).add_hours("bytes", mechanism.id,
+                                  {month.first_hour + 5: (1,) * 65}, 3650, "bytes-test",
+                                  datetime.now(timezone.utc), 3600)
+    key = keys.counters("bytes", mechanism.id, month)
+    counters = 96 * 65 * 31
+    assert redis_client.strlen(key) == counters  # the whole month, from its first write
+    usage = redis_client.memory_usage(key, samples=0)
+    assert counters < usage <= counters * 1.25 + 256
+    assert 6240 < usage / 31 < 6240 * 1.25 + 10  # bytes per day, as the table gives

@@ -169,7 +169,7 @@ def decode_batch(doc: Any, registry: Mapping[str, str],
         mechanism: Any = report.get("mechanism")
         expected = registry.get(metric) if type(metric) is str else None
         accepted = expected is not None and _accepted(metric, mechanism, expected, older)
-        field = _payload_field_of(report, mechanism, expected)
+        field = _payload_field_of(report, mechanism if accepted else expected, mechanism)
         wanted = {"metric", "mechanism", field}
         if report.keys() != wanted:
             for missing in sorted(wanted - report.keys()):
@@ -207,16 +207,23 @@ def decode_batch(doc: Any, registry: Mapping[str, str],
 
 
 def _payload_field_of(report: dict[str, Any], *mechanisms: object) -> str:
-    """The payload field a report must carry: that of the first of ``mechanisms`` (the one it
-    names, then the registered one) that is an id, so that a report naming another
-    mechanism with that mechanism's payload is refused for its mechanism; else the field it
-    has (so that only the real problem is named), else ``bit``."""
+    """The payload field a report must carry: of ``mechanisms`` (the accepted or registered
+    one, then the one it names) that are ids, the first whose field the report has, so that
+    only the real problem is named (a report naming another mechanism, with that mechanism's
+    payload, is refused for its mechanism); else the first one's; else the field it has,
+    else ``bit``."""
+    fields = []
     for mechanism in mechanisms:
         if type(mechanism) is str:
             try:
-                return payload_field(mechanism)
+                fields.append(payload_field(mechanism))
             except InvalidParameterError:
                 pass
+    for field in fields:
+        if field in report:
+            return field
+    if fields:
+        return fields[0]
     present = [name for name in PAYLOAD_FIELDS if name in report]
     return present[0] if len(present) == 1 else "bit"
 

@@ -123,6 +123,10 @@ HOSTILE: dict[str, tuple[bytes, int, str]] = {
                                 "/reports/0/mechanism"),
     "grr id with another d": (body(report("cat", C.replace("grr:5:", "grr:6:"), index=0)),
                               422, "/reports/0/mechanism"),
+    "a junk id with the registered payload": (body(report("cat", "rr:zzz", index=0)), 422,
+                                              "/reports/0/mechanism"),
+    "an rr id with a bit on a grr metric": (body(report("cat", FLAG, bit=1)), 422,
+                                            "/reports/0/mechanism"),
     "bm id with other bounds": (body(report("num", N[:-5] + ":0:11", bit=1)), 422,
                                 "/reports/0/mechanism"),
     # one bad report refuses the whole batch

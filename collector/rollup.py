@@ -5,9 +5,8 @@ Periods are computed on integer hour indexes (hours since the Unix epoch, ``keys
 with integer arithmetic only, so the same functions floor one ``int`` or a whole numpy array
 of them (the analysis' hot path) and give the same answer.
 
-Counters are plain sums, so a day's ``n`` and ``ones`` (and every slot of a categorical
-metric's ``counts``) are the sums of its hours': the estimator works on rolled-up counts
-exactly as on hourly ones.
+Counters are plain sums, so a day's ``n`` and ``ones`` are the sums of its hours': the
+estimator works on rolled-up counts exactly as on hourly ones.
 """
 from __future__ import annotations
 
@@ -27,14 +26,13 @@ _EPOCH_WEEKDAY = 3
 
 @dataclass(frozen=True)
 class HourCount:
-    """Perturbed counts for one metric in one UTC hour (or rolled-up period) bucket:
-    ``counts`` holds every counter slot (``keys.width``), ``n`` first; ``ones`` is slot 1 (a
-    one-bit mechanism's perturbed ones). ``counts`` defaults to ``(n, ones)``."""
+    """Perturbed counts for one metric in one UTC hour (or rolled-up period) bucket."""
 
     start: datetime
     n: int
     ones: int
     counts: tuple[int, ...] = ()
+    """Every counter slot (n, then ones or one count per category); () means (n, ones)."""
 
     def __post_init__(self) -> None:
         if not self.counts:
@@ -93,13 +91,14 @@ def grid_hours(start: datetime, end: datetime, granularity: str) -> tuple[int, i
 
 
 def rollup(hours: list[HourCount], granularity: str) -> list[HourCount]:
-    """Sum hour buckets per period; only non-empty periods, oldest first."""
+    """Sum hour buckets per period, every counter slot; only non-empty periods, oldest
+    first."""
     check_granularity(granularity)
     sums: dict[int, list[int]] = {}
     for h in hours:
         total = sums.setdefault(period_hour(hour_index(h.start), granularity),
                                 [0] * len(h.counts))
-        for slot, count in enumerate(h.counts):
-            total[slot] += count
+        for j, v in enumerate(h.counts):
+            total[j] += v
     return [HourCount(hour_start(first), total[0], total[1], tuple(total))
             for first, total in sorted(sums.items())]

@@ -7,8 +7,9 @@ creates a metric or a new version (another mechanism: a changed category list, e
 is one), 200 when it only updates the description/retention or changes nothing, 409 for a
 retired metric, a mechanism an older version used, or another policy or declaration for the
 current mechanism. With ``epsilon`` the collector chooses the mechanism (GRR or OUE for
-categories, by exact variance) and the answer says which and why (``choice``). ``GET /v1/admin/metrics`` lists every metric with all versions, retired ones
-included. ``POST /v1/admin/metrics/<name>/retire`` retires one for good (idempotent).
+categories, by exact variance) and the answer says which and why (``choice``).
+``GET /v1/admin/metrics`` lists every metric with all versions, retired ones included.
+``POST /v1/admin/metrics/<name>/retire`` retires one for good (idempotent).
 
 Every register and retire call that succeeds writes one audit line (``deniable.audit``) naming
 the metric, its mechanism and version, and the id of the admin key (never the key). A body

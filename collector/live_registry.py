@@ -3,8 +3,9 @@
 Each metric is one JSON entry in the ``keys.registry()`` hash::
 
     {"name": "dark_mode", "description": "...", "retention_days": 90, "retired": null,
-     "versions": [{"version": 1, "mechanism": "rr:1/2:1/2", "registered": "2026-11-22T03:00:00+00:00",
-                   "kind": "boolean", "memoization": "memoized", "period": "day", ...},
+     "versions": [{"version": 1, "mechanism": "rr:1/2:1/2",
+                   "registered": "2026-11-22T03:00:00+00:00", "kind": "boolean",
+                   "memoization": "memoized", "period": "day", ...},
                   {"version": 2, "mechanism": "rr:3/4:1/2", "registered": "...", ...}]}
 
 Each version keeps its whole declaration beside its mechanism: its collection policy and its
@@ -15,9 +16,10 @@ Rules:
 
 - A version's mechanism and declaration never change. Registering a name with another
   mechanism adds a version (a changed category list, edges or bounds changes the mechanism id:
-  its tag, or its bounds, so it is a new version too); since the mechanism id is part of every counter key, each version has its own
-  counters and the old ones stay readable. A mechanism that an older version of the metric
-  used cannot come back (409): versions never share counters.
+  its tag, or its bounds, so it is a new version too); since the mechanism id is part of every
+  counter key, each version has its own counters and the old ones stay readable. A mechanism
+  that an older version of the metric used cannot come back (409): versions never share
+  counters.
 - Description and retention may change in place (reads apply a new retention at once; a
   month's counters get the new expiry at their next write).
 - Retiring is final: a retired metric accepts no reports, and its counts stay readable.

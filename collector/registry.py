@@ -36,21 +36,20 @@ follow it, and the analysis uses it for intervals over time (docs/analysis.md).
 """
 from __future__ import annotations
 
+import math
 import tomllib
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import math
-from collections.abc import Mapping
-
 from deniable.client.categorical import KaryRandomizedResponse, UnaryEncoding
+from deniable.client.composition import split
 from deniable.client.errors import DeniableError, InvalidParameterError
 from deniable.client.kinds import KINDS, Mechanism, MetricSpec, parse_mechanism
 from deniable.client.mechanism import RandomizedResponse
-from deniable.client.composition import split
-from deniable.client.numeric import BitMean
 from deniable.client.metrics import describe_metric
+from deniable.client.numeric import BitMean
 from deniable.client.period import DEFAULT_POLICY, CollectionPolicy, parse_policy
 from deniable.client.wire import is_metric_name
 

@@ -383,7 +383,19 @@ class UnaryEncoding:
             raw = draw(d + 1)
             bits = int(self._coin.decide(raw[:d], draw)[::-1], 2)  # mark i is bit i
             truth = raw[d] >> 7
-        return (bits & ~(1 << index)) | (truth << index)
+        guard, clear, put = self._placement
+        return ((bits | guard) & clear[index] | put[index][truth]) ^ guard
+
+    @functools.cached_property
+    def _placement(self) -> tuple[int, list[int], list[tuple[int, int]]]:
+        """(G, clear, put) with G = 2**d: the true category's bit is replaced by
+        ((bits | G) & clear[i] | put[i][truth]) ^ G, on (d + 1)-bit integers whatever i is,
+        so the time taken does not depend on the true index (``1 << i`` would be a bigger
+        integer for a bigger i)."""
+        d = self.d
+        guard, full = 1 << d, (1 << (d + 1)) - 1
+        return (guard, [full & ~(1 << i) for i in range(d)],
+                [(guard, guard | (1 << i)) for i in range(d)])
 
     def mask_block(self, n: int, read: Callable[[int], bytes] = os.urandom
                    ) -> list[int] | bytes | array.array[int]:
@@ -536,6 +548,7 @@ def _oue_fast_path(mechanism: UnaryEncoding) -> Perturb:
     ``_grr_fast_path``)."""
     d, system = mechanism.d, SYSTEM_BITS
     masks, fair = mechanism._pools
+    guard, clear, put = mechanism._placement
     mask_streams, fair_streams = masks.streams, fair.streams
     method: Perturb = functools.partial(UnaryEncoding.perturb, mechanism)
 
@@ -549,7 +562,7 @@ def _oue_fast_path(mechanism: UnaryEncoding) -> Perturb:
                 truth = next(fair_streams[0])
             except StopIteration:
                 truth = fair.refill(0)
-            return (bits & ~(1 << index)) | (truth << index)
+            return ((bits | guard) & clear[index] | put[index][truth]) ^ guard
         out: int = method(index, rng)
         return out
     perturb.__doc__ = UnaryEncoding.perturb.__doc__

@@ -30,6 +30,7 @@ import sys
 import weakref
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any
 from fractions import Fraction
 
 from deniable.client.errors import InvalidParameterError
@@ -117,7 +118,7 @@ class KaryRandomizedResponse:
                 f"(infinite epsilon). Got {p} instead.")
         object.__setattr__(self, "p", p)
         if type(self).perturb is KaryRandomizedResponse.perturb:  # not for subclasses
-            object.__setattr__(self, "perturb", _grr_fast_path(self))
+            object.__setattr__(self, "perturb", _on_first_use(self, _grr_fast_path))
 
     def __reduce__(self) -> tuple[type, tuple[int, Fraction, str]]:
         # A copy or pickle is rebuilt from the fields: it never carries answers drawn ahead.
@@ -291,7 +292,7 @@ class UnaryEncoding:
                 f"Got {q} instead.")
         object.__setattr__(self, "q", q)
         if type(self).perturb is UnaryEncoding.perturb:  # not for subclasses
-            object.__setattr__(self, "perturb", _oue_fast_path(self))
+            object.__setattr__(self, "perturb", _on_first_use(self, _oue_fast_path))
 
     def __reduce__(self) -> tuple[type, tuple[int, Fraction, str]]:
         # A copy or pickle is rebuilt from the fields: it never carries answers drawn ahead.
@@ -511,6 +512,20 @@ class Pool:
 
 
 Perturb = Callable[..., int]
+
+
+def _on_first_use(mechanism: CategoricalMechanism,
+                  build: Callable[[Any], Perturb]) -> Perturb:
+    """A ``perturb`` that builds the fast path (its pools and tables) on the first report
+    and installs it in its place: a mechanism that never reports costs no memory for them.
+    Two threads racing here each build one; the loser's pool is dropped unused."""
+    def perturb(index: int, rng: RandomBits | None = None) -> int:
+        fast = build(mechanism)
+        object.__setattr__(mechanism, "perturb", fast)
+        out: int = fast(index, rng)
+        return out
+    perturb.__doc__ = type(mechanism).perturb.__doc__
+    return perturb
 
 
 def _grr_fast_path(mechanism: KaryRandomizedResponse) -> Perturb:

@@ -331,3 +331,10 @@ def test_a_subclass_that_overrides_perturb_is_not_bypassed() -> None:
         def perturb(self, index: int, rng: Any = None) -> int:
             return 0
     assert Always(6, Fraction(1, 2), TAG).perturb(3) == 0
+
+
+def test_pools_and_tables_are_built_on_the_first_report_only() -> None:
+    oue = UnaryEncoding(1024, Fraction(1, 5), TAG)
+    assert "_placement" not in vars(oue) and "_pools" not in vars(oue)
+    oue.perturb(3)
+    assert "_placement" in vars(oue) and "_pools" in vars(oue)

@@ -16,6 +16,13 @@ Counters: per hour, slot 0 counts reports and slot 1 + i counts how often catego
 reported (GRR) or had its bit set (OUE). For either, the expected count of slot i is
 n (Q + f_i (P1 - Q)), with (P1, Q) = ``channel``: so f_i = (c_i / n - Q) / (P1 - Q), exactly
 as a boolean metric's share, and the variance is pi (1 - pi) / (n (P1 - Q)^2).
+
+Sampling is exact and fast: a coin of probability p compares a uniform number read from
+random bytes with p's base-256 expansion (``ByteCoin``: P(1) = p exactly), many coins at once
+through one ``bytes.translate``. With the system source, answers are drawn ahead in blocks
+from ``os.urandom`` (``Pool``), every random byte serving one report only; pools are dropped
+in a forked child and never copied with a mechanism (tests/client/test_categorical_exact.py
+enumerates the draws).
 """
 from __future__ import annotations
 

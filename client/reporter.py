@@ -261,6 +261,7 @@ class Reporter:
         self._resolution: Resolution | None = None
         # name -> (mechanism, its id, None for a boolean metric else its spec).
         self._entries: dict[str, tuple[Mechanism, str, MetricSpec | None]] = {}
+        self._specs: Catalogue = {}
         self._ready = threading.Event()
         self._noted: set[str] = set()           # log lines already written once
         self._apply(resolve(self._declared, self._cached_catalogue(), self.max_epsilon))
@@ -284,9 +285,7 @@ class Reporter:
     def specs(self) -> Catalogue:
         """The metrics this reporter reports now: name -> its ``MetricSpec`` (kind,
         mechanism, categories, edges, bounds), a copy."""
-        resolution = self._resolution
-        return {} if resolution is None else {name: resolution.usable[name]
-                                              for name in self._entries}
+        return dict(self._specs)
 
     @property
     def ready(self) -> bool:
@@ -385,6 +384,7 @@ class Reporter:
             self._note(f"deniable: metric {name!r} is withheld: {why}")
         for name, why in resolution.floored.items():
             self._note(f"deniable: privacy floor for metric {name!r}: {why}")
+        self._specs = dict(resolution.usable)
         self._entries = {name: (spec.mechanism, spec.mechanism.id,
                                 None if spec.kind == "boolean" else spec)
                          for name, spec in resolution.usable.items()}

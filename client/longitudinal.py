@@ -55,6 +55,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
 from types import TracebackType
+from typing import cast
 
 from deniable.client.budget import DEFAULT_MAX_METRIC_EPSILON, Budget, MetricSpend, PrivacyLedger
 from deniable.client.composition import repeated_loss, split
@@ -139,13 +140,17 @@ class PrivacyLoss:
         return self.layers.wire.channel[1]
 
     def after(self, n_reports: int) -> float:
-        """The exact worst-case loss of ``n_reports`` reports of one value held constant."""
-        if self.layers.memo is None:
-            if isinstance(n_reports, bool) or not isinstance(n_reports, int) or n_reports < 0:
-                raise InvalidParameterError(
-                    f"n_reports must be a non-negative integer. Got {n_reports!r} instead.")
+        """The exact worst-case loss of ``n_reports`` reports of one value held constant
+        (numeric: of one grid point, which a constant value always rounds to)."""
+        memo = self.layers.memo
+        if isinstance(memo, RandomizedResponse):
+            return repeated_loss(memo, self.layers.irr, n_reports)
+        if isinstance(n_reports, bool) or not isinstance(n_reports, int) or n_reports < 0:
+            raise InvalidParameterError(
+                f"n_reports must be a non-negative integer. Got {n_reports!r} instead.")
+        if memo is None:
             return n_reports * self.one_report_epsilon
-        return repeated_loss(self.layers.memo, self.layers.irr, n_reports)
+        return memo.epsilon if n_reports else 0.0  # the reports repeat one answer
 
     @classmethod
     def of(cls, metric: str, layers: Layers) -> PrivacyLoss:
@@ -357,7 +362,9 @@ class LongitudinalGuard:
             InvalidParameterError: some metric's layers cannot be built.
         """
         for metric, entry in catalogue.items():
-            self.layers(metric, getattr(entry, "mechanism", entry))
+            mechanism = getattr(entry, "mechanism", entry)
+            assert isinstance(mechanism, _MECHANISMS), type(mechanism).__name__
+            self.layers(metric, mechanism)
 
     # -- reporting -----------------------------------------------------------------------
 
@@ -374,6 +381,10 @@ class LongitudinalGuard:
                 metric's cap over every version is reached; nothing is released or spent.
             InvalidParameterError: see ``layers``.
         """
+        if not isinstance(mechanism, RandomizedResponse):  # never depends on the value
+            raise InvalidParameterError(
+                f"perturb() reports boolean metrics; a {type(mechanism).__name__} is reported "
+                f"with perturb_value()")
         route = self._by_identity.get((metric, id(mechanism)))
         if route is None or route.layers.wire is not mechanism:
             route = self._route(metric, mechanism)
@@ -382,7 +393,7 @@ class LongitudinalGuard:
         # branch on it, and hold it as a bool, never as the int object 0 or 1 that the
         # answer is (touching one object twice is measurably slower than two objects).
         true_bit = _BOOLS[true_value]
-        memo = layers.memo
+        memo = cast("RandomizedResponse | None", layers.memo)
         if memo is None:
             self._ledger.charge(metric, route.epsilon)
             return self._fresh_draw(route, "wire", mechanism, true_bit)

@@ -213,3 +213,12 @@ def value_tag(secret: bytes, metric: str, mechanism: ValueMechanism, key: int,
     for the budget ledger, independent of the answer."""
     return hmac.digest(secret, _value_context(b"tag", metric, mechanism, key, grid),
                        "sha256")[:16].hex()
+
+
+def memo_value(secret: bytes, metric: str, mechanism: ValueMechanism, value: int | Fraction,
+               grid: int = DEFAULT_GRID) -> int:
+    """The device's permanent answer for a true ``value`` (a category index, or an exact
+    number in range, as ``MetricSpec.encode`` gives it), exactly as the client derives it:
+    ``memo_answer`` of ``memo_key``. For simulations of many devices (one secret each)."""
+    return memo_answer(secret, metric, mechanism, memo_key(secret, metric, mechanism, value, grid),
+                       grid)

@@ -640,5 +640,5 @@ def _tally(reports: Iterable[tuple[str, str, int | str]]) -> list[tuple[str, str
     for metric, mechanism, bit in reports:
         n[(metric, mechanism)] += 1
         if _is_bit(mechanism):
-            ones[(metric, mechanism)] += bit  # type: ignore[assignment]
+            ones[(metric, mechanism)] += int(bit)
     return [(m, k, count, ones[(m, k)]) for (m, k), count in n.items()]

@@ -495,7 +495,7 @@ class Reporter:
             raise UnknownMetricError(
                 f"{metric!r} is not a metric name: lowercase letters, digits and '_', at "
                 f"most 64 characters")
-        lookup(self.metrics, metric)  # raises UnknownMetricError
+        lookup(self.specs, metric)  # raises UnknownMetricError
         raise AssertionError("unreachable")
 
     def _perturb(self, metric: str, mechanism: RandomizedResponse, true_value: bool) -> int:
@@ -697,7 +697,9 @@ def _encode(metric: str, spec: MetricSpec, value: object) -> int | Fraction:
     """``spec.encode(value)``, refused with a message that never shows the value (it is the
     secret): only its type, and what the metric takes."""
     try:
-        return spec.encode(value)  # type: ignore[return-value]
+        encoded = spec.encode(value)
+        assert not isinstance(encoded, bool)  # not a boolean metric
+        return encoded
     except InvalidParameterError:
         pass  # raised below, outside the handler: the original message is not chained
     if spec.kind == "categorical":

@@ -17,7 +17,8 @@ from deniable.client.errors import InvalidParameterError
 from deniable.client.longitudinal import LongitudinalGuard
 from deniable.client.mechanism import RandomizedResponse
 from deniable.client.memo import (ALPHA_BITS, DEFAULT_GRID, alpha_threshold, grid_point,
-                                  memo_answer, memo_bit, memo_key, spend_tag, value_tag)
+                                  memo_answer, memo_bit, memo_key, memo_value, spend_tag,
+                                  value_tag)
 from deniable.client.numeric import BitMean
 
 Z = 6.0
@@ -109,6 +110,11 @@ def test_a_device_rounds_a_constant_value_to_one_point_and_nearby_values_to_two(
     keys = {memo_key(secret, "load", BM, v, alpha=alpha) for v in cell}
     assert keys <= {12, 13}
     assert len({memo_key(secret, "load", BM, Fraction(39)) for _ in range(5)}) == 1
+    with LongitudinalGuard(":memory:") as guard:  # the guard answers as memo_value derives
+        secret = guard._secret  # noqa: SLF001 - the test reads the device secret
+        for value in (Fraction(39), Fraction(40), Fraction(77, 3)):
+            assert guard.perturb_value("load", BM, value) == memo_value(secret, "load", BM, value)
+        assert guard.perturb_value("os", GRR, 2) == memo_value(secret, "os", GRR, 2)
 
 
 def test_the_guard_charges_each_category_and_grid_point_once() -> None:

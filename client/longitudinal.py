@@ -165,9 +165,10 @@ class PrivacyLoss:
                 "more sharply it dates the change.")
             return cls(metric, layers, wire.epsilon, None, change, None, wire.epsilon)
         differ = _p_answers_differ(memo)
+        per_point = " (numeric: each grid point of alpha-point rounding)" \
+            if memo.kind == "numeric" else ""
         change = (
-            f"A new value gets its own permanent answer"
-            f"{' (numeric: each grid point of alpha-point rounding)' if memo.kind == 'numeric' else ''}. The two answers differ with "
+            f"A new value gets its own permanent answer{per_point}. The two answers differ with "
             f"probability {differ} ({float(differ):.3g}); when they do, anyone who links "
             f"this device's reports sees when the value changed, and every later change "
             f"back and forth. No epsilon bounds this: the timing of each change shows, "

@@ -6,7 +6,8 @@ catalogue (``GET /v1/metrics``); the analysis reads the same declaration to give
 that hold over time (docs/analysis.md). It has three parts:
 
 - ``memoization``: ``"memoized"`` (the default: a device sends the same perturbed answer for
-  the same true value every time; a numeric metric's, for the same grid point of its value), ``"instantaneous"`` (memoized, then re-perturbed with fresh
+  the same true value every time; a numeric metric's, for the same grid point of its value),
+  ``"instantaneous"`` (memoized, then re-perturbed with fresh
   coins by the instantaneous layer ``instantaneous`` on every report) or ``"fresh"`` (fresh
   coins every report);
 - ``instantaneous``: the instantaneous layer's mechanism, only with ``"instantaneous"``

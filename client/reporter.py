@@ -6,13 +6,14 @@
         r.report("crashes", 3)                # histogram: a number, put in its bucket
         r.report("startup_ms", 812.5)         # numeric: a number in the declared range
 
-The true value is checked (``MetricSpec.encode``) and used once, inside ``_perturb`` (booleans)
-or ``_perturb_value`` (every other kind); only the perturbed payload (a bit, a category index
-or an OUE bitset) is queued, stored, logged or sent. Neither ``Reporter()`` nor ``report()`` ever waits on the network:
-``report()`` costs a few microseconds (group commit) and returns. A committer thread writes
-reports to SQLite, a sender thread uploads sealed batches, and a catalogue thread fetches
-``GET /v1/metrics`` (see ``deniable.client.queue``, ``.sender`` and ``.catalogue``, and
-docs/client.md for the guarantees and the table of network conditions).
+The true value is checked (``MetricSpec.encode``) and used once, inside ``_perturb``
+(booleans) or ``_perturb_value`` (every other kind); only the perturbed payload (a bit, a
+category index or an OUE bitset) is queued, stored, logged or sent. Neither ``Reporter()`` nor
+``report()`` ever waits on the network: ``report()`` costs a few microseconds (group commit)
+and returns. A committer thread writes reports to SQLite, a sender thread uploads sealed
+batches, and a catalogue thread fetches ``GET /v1/metrics`` (see ``deniable.client.queue``,
+``.sender`` and ``.catalogue``, and docs/client.md for the guarantees and the table of network
+conditions).
 """
 from __future__ import annotations
 

@@ -42,7 +42,8 @@ def test_every_kind_round_trips_through_the_served_catalogue() -> None:
     assert catalogue["hist"].choice == HIST.choice != ""   # why this mechanism was chosen
 
 
-def test_an_entry_of_an_unknown_kind_or_mechanism_is_skipped_not_fatal(caplog) -> None:  # type: ignore[no-untyped-def]
+def test_an_entry_of_an_unknown_kind_or_mechanism_is_skipped_not_fatal(
+        caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.WARNING, logger="deniable.client")
     doc = served(describe_metric("dark", "D", DARK.mechanism),
                  {"name": "words", "kind": "sketch", "mechanism": "cms:1024:3"},
@@ -63,7 +64,8 @@ def test_an_entry_of_an_unknown_kind_or_mechanism_is_skipped_not_fatal(caplog) -
     {"kind": "numeric"},                           # a kind against the mechanism's family
     {"mechanism": "grr:4:2/4:" + domain_tag(OS)},  # a non-canonical id of a known family
 ])
-def test_a_malformed_entry_of_a_known_kind_fails_the_catalogue(tamper: dict) -> None:  # type: ignore[type-arg]
+def test_a_malformed_entry_of_a_known_kind_fails_the_catalogue(tamper: dict[str, object]
+                                                               ) -> None:
     entry = {**describe_metric("os", "OS", GRR), **tamper}
     with pytest.raises(WireFormatError):
         parse_catalogue(served(describe_metric("dark", "D", DARK.mechanism), entry))
@@ -120,7 +122,7 @@ def test_metrics_can_be_declared_in_code_as_specs_ids_or_tables() -> None:
         coerce_catalogue({"x": {"kind": "categorical", "categories": ["a"], "epsilon": 1.0}})
 
 
-def test_the_metrics_toml_file_declares_every_kind(tmp_path: Path, caplog) -> None:  # type: ignore[no-untyped-def]
+def test_the_metrics_toml_file_declares_every_kind(tmp_path: Path) -> None:
     path = tmp_path / "metrics.toml"
     path.write_text(f'''
 [metrics.dark]

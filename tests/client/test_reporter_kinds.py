@@ -124,8 +124,12 @@ FRESH_CASES = {
 }
 
 
+Sent = dict[str, dict[object, list[int | str]]]
+"""metric -> true value -> the payloads sent for it."""
+
+
 @pytest.fixture(scope="module")
-def fresh_reports() -> dict[str, dict[object, list[int | str]]]:
+def fresh_reports() -> Sent:
     """n fresh reports of each compared value of each metric, as the collector received them."""
     sent: dict[str, dict[object, list[int | str]]] = {}
     with recording_collector({"metrics": []}) as (url, recorder):
@@ -144,7 +148,8 @@ def fresh_reports() -> dict[str, dict[object, list[int | str]]]:
 
 
 @pytest.mark.parametrize("metric", list(FRESH_CASES))
-def test_fresh_reports_follow_the_mechanism_cell_by_cell(fresh_reports, metric: str) -> None:  # type: ignore[no-untyped-def]
+def test_fresh_reports_follow_the_mechanism_cell_by_cell(fresh_reports: Sent, metric: str
+                                                         ) -> None:
     spec = METRICS[metric]
     assert isinstance(spec, MetricSpec)
     for value, sent in fresh_reports[metric].items():
@@ -152,7 +157,7 @@ def test_fresh_reports_follow_the_mechanism_cell_by_cell(fresh_reports, metric: 
 
 
 @pytest.mark.parametrize("metric", list(FRESH_CASES))
-def test_the_epsilon_is_tight_on_both_sides(fresh_reports, metric: str) -> None:  # type: ignore[no-untyped-def]
+def test_the_epsilon_is_tight_on_both_sides(fresh_reports: Sent, metric: str) -> None:
     spec = METRICS[metric]
     assert isinstance(spec, MetricSpec)
     epsilon = spec.mechanism.epsilon
@@ -277,7 +282,7 @@ BAD = [
 
 @pytest.mark.parametrize("metric, value, reason", BAD)
 def test_bad_values_raise_at_the_call_are_never_queued_and_never_echoed(
-        metric: str, value: object, reason: str, caplog) -> None:  # type: ignore[no-untyped-def]
+        metric: str, value: object, reason: str, caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.DEBUG, logger="deniable")
     with reporter() as (client, bodies):
         with pytest.raises(InvalidParameterError, match=reason) as info:

@@ -62,8 +62,8 @@ from deniable.client.composition import repeated_loss, split
 from deniable.client.errors import InvalidParameterError
 from deniable.client.categorical import KaryRandomizedResponse, UnaryEncoding
 from deniable.client.mechanism import RandomizedResponse
-from deniable.client.memo import (DEFAULT_GRID, ValueMechanism, alpha_threshold, check_grid,
-                                  memo_answer, memo_bit, memo_key, new_secret, spend_tag,
+from deniable.client.memo import (DEFAULT_GRID, Grid, ValueMechanism, alpha_threshold,
+                                  check_grid, memo_answer, memo_bit, new_secret, spend_tag,
                                   value_tag)
 from deniable.client.numeric import BitMean
 from deniable.client.pool import PerturbationPool
@@ -213,7 +213,7 @@ class _Route:
     """One (metric, wire mechanism): its layers, and this process's cache of the memoized
     answers already paid for (index = true bit; memory only, never written anywhere)."""
 
-    __slots__ = ("layers", "epsilon", "memo_bits", "memo_flags", "pools", "answers")
+    __slots__ = ("layers", "epsilon", "memo_bits", "memo_flags", "pools", "answers", "grid")
 
     def __init__(self, layers: Layers) -> None:
         self.layers = layers
@@ -225,6 +225,7 @@ class _Route:
         self.pools: dict[str, PerturbationPool | None] = {}
         # Other kinds: category index or grid point -> the memoized answer (memory only).
         self.answers: dict[int, int] = {}
+        self.grid: Grid | None = None  # numeric: alpha-point rounding, in integers
 
 
 class LongitudinalGuard:
@@ -452,16 +453,22 @@ class LongitudinalGuard:
         route = self._by_identity.get((metric, id(mechanism)))
         if route is None or route.layers.wire is not mechanism:
             route = self._route(metric, mechanism)
-        value = _checked(mechanism, value)  # before anything is charged
         if route.layers.memo is None:
+            value = _checked(mechanism, value)  # before anything is charged
             self._ledger.charge(metric, route.epsilon)
             return mechanism.perturb(value, self._rng)  # type: ignore[arg-type]
-        alpha = None
         if isinstance(mechanism, BitMean):
+            if isinstance(value, bool) or not isinstance(value, (int, Fraction)):
+                _checked(mechanism, value)  # raises
             alpha = self._alphas.get(metric)
             if alpha is None:
                 alpha = self._alphas.setdefault(metric, alpha_threshold(self._secret, metric))
-        key = memo_key(self._secret, metric, mechanism, value, self._grid, alpha)
+            grid = route.grid
+            if grid is None:
+                grid = route.grid = Grid(mechanism, self._grid)
+            key = grid.point(Fraction(value), alpha)  # raises out of range
+        else:
+            key = _checked(mechanism, value)  # type: ignore[assignment]
         answer = route.answers.get(key)
         if answer is None:
             tag = value_tag(self._secret, metric, mechanism, key, self._grid)

@@ -175,6 +175,38 @@ def grid_point(scaled: Fraction, grid: int, alpha: int) -> int:
     return low + (fraction * (1 << ALPHA_BITS) > alpha)
 
 
+class Grid:
+    """α-point rounding of one 1BitMean's values, in integer arithmetic (the hot path of a
+    memoized numeric report): ``point(v, alpha) == grid_point(mechanism.scaled(v), grid,
+    alpha)`` for every v in range, exactly.
+
+    With v = n/d, lower = a/b and upper - lower = e/f, the position s m is
+    num/den = (n b - a d) f m / (d b e); it rounds up when (num mod den) 2**64 > alpha den.
+    """
+
+    __slots__ = ("_a", "_b", "_e", "_f", "_grid")
+
+    def __init__(self, mechanism: BitMean, grid: int = DEFAULT_GRID) -> None:
+        span = mechanism.upper - mechanism.lower
+        self._a, self._b = mechanism.lower.numerator, mechanism.lower.denominator
+        self._e, self._f = span.numerator, span.denominator
+        self._grid = check_grid(grid)
+
+    def point(self, value: Fraction, alpha: int) -> int:
+        """The grid point ``value`` rounds to under threshold ``alpha``.
+
+        Raises:
+            InvalidParameterError: ``value`` outside [lower, upper] (never shown).
+        """
+        n, d = value.numerator, value.denominator
+        den = d * self._b * self._e
+        num = (n * self._b - self._a * d) * self._f * self._grid
+        if not 0 <= num <= self._grid * den:
+            raise InvalidParameterError("the value lies outside the metric's [lower, upper]")
+        low, rest = divmod(num, den)
+        return low + ((rest << ALPHA_BITS) > alpha * den)
+
+
 def grid_value(mechanism: BitMean, point: int, grid: int) -> Fraction:
     """The value of grid point ``point``: lower + (upper - lower) point / grid, exact."""
     return mechanism.lower + (mechanism.upper - mechanism.lower) * Fraction(point, grid)
@@ -188,7 +220,7 @@ def memo_key(secret: bytes, metric: str, mechanism: ValueMechanism, value: int |
         return int(value)
     if alpha is None:
         alpha = alpha_threshold(secret, metric)
-    return grid_point(mechanism.scaled(Fraction(value)), grid, alpha)
+    return Grid(mechanism, grid).point(Fraction(value), alpha)
 
 
 def memo_answer(secret: bytes, metric: str, mechanism: ValueMechanism, key: int,

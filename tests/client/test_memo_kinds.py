@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 import os
+import random
 from collections import Counter
 from fractions import Fraction
 
@@ -16,7 +17,7 @@ from deniable.client.categorical import KaryRandomizedResponse, UnaryEncoding
 from deniable.client.errors import InvalidParameterError
 from deniable.client.longitudinal import LongitudinalGuard
 from deniable.client.mechanism import RandomizedResponse
-from deniable.client.memo import (ALPHA_BITS, DEFAULT_GRID, alpha_threshold, grid_point,
+from deniable.client.memo import (ALPHA_BITS, DEFAULT_GRID, Grid, alpha_threshold, grid_point,
                                   memo_answer, memo_bit, memo_key, memo_value, spend_tag,
                                   value_tag)
 from deniable.client.numeric import BitMean
@@ -90,6 +91,22 @@ def test_alpha_point_rounding_rounds_up_exactly_when_the_fraction_exceeds_alpha(
     assert grid_point(Fraction(1, 2), grid, 0) == 2                  # a grid point stays put
     assert grid_point(Fraction(0), grid, 2 ** ALPHA_BITS - 1) == 0
     assert grid_point(Fraction(1), grid, 0) == grid
+
+
+def test_the_integer_rounding_the_guard_uses_is_the_definition_exactly() -> None:
+    rng = random.Random(5)
+    for mechanism in (BM, BitMean(Fraction(1, 3), Fraction(-7, 3), Fraction(22, 7))):
+        for grid in (1, 7, DEFAULT_GRID, 1000):
+            fast = Grid(mechanism, grid)
+            for _ in range(300):
+                value = mechanism.lower + (mechanism.upper - mechanism.lower) * Fraction(
+                    rng.randrange(10 ** 6 + 1), 10 ** 6)
+                alpha = rng.getrandbits(ALPHA_BITS)
+                assert fast.point(value, alpha) == grid_point(mechanism.scaled(value), grid,
+                                                              alpha)
+            for outside in (mechanism.lower - Fraction(1, 10 ** 9), mechanism.upper + 1):
+                with pytest.raises(InvalidParameterError):
+                    fast.point(outside, 0)
 
 
 def test_alpha_point_rounding_is_unbiased_over_devices() -> None:

@@ -218,3 +218,21 @@ def test_a_schema_1_queue_file_is_upgraded_in_place_and_keeps_its_reports(tmp_pa
     with sqlite3.connect(path) as db:
         assert db.execute("PRAGMA user_version").fetchone()[0] == 2
     db.close()
+
+
+def test_a_cached_catalogue_of_every_kind_serves_an_offline_restart(tmp_path: Path) -> None:
+    doc = served(describe_metric("os", "OS", GRR), describe_metric("load", "L", LOAD),
+                 {"name": "words", "kind": "sketch", "mechanism": "cms:1024:3"})
+    queue = tmp_path / "q.db"
+    with recording_collector(doc) as (url, _):
+        with Reporter(url, queue_path=queue, one_per_period=False) as reporter:
+            assert reporter.wait_ready(10) and reporter.catalogue_fetched
+    with Reporter("http://127.0.0.1:9", queue_path=queue, one_per_period=False,
+                  close_timeout=0) as offline:
+        assert offline.ready and not offline.catalogue_fetched
+        assert offline.specs == {"os": GRR, "load": LOAD}
+        offline.report("os", "windows")
+        offline.report("load", 250)                  # clamped into [0, 100]
+        offline.report("words", "hello")
+        stats = offline.stats()
+        assert (stats.queued, stats.withheld) == (2, 1) and "words" in stats.withheld_metrics

@@ -246,7 +246,9 @@ def declare_dimensions(doc: Mapping[str, Any]) -> Dimensions:
             ``dimensions.<name>`` (a valid name whose declaration is wrong) or
             ``combinations``.
     """
-    declared, combinations = doc.get("dimensions"), doc.get("combinations", ())
+    declared, combinations = doc.get("dimensions"), doc.get("combinations")
+    if combinations is None:
+        combinations = ()
     if declared is None:
         if combinations:
             raise InvalidParameterError("combinations: a combination names declared "
@@ -273,8 +275,9 @@ def declare_dimensions(doc: Mapping[str, Any]) -> Dimensions:
         field = "combinations" if "combination" in str(exc) else "dimensions"
         raise InvalidParameterError(f"{field}: {_shorten(str(exc))}") from exc
     for combo in dimensions.combinations:
-        size = math.prod(len(dimensions.get(name).labels)  # type: ignore[union-attr]
-                         for name in combo)
+        size = 1
+        for name in combo:
+            size *= len(dimensions.get(name).labels)  # type: ignore[union-attr]
         if size > MAX_COMBINED_SERIES:
             raise InvalidParameterError(
                 f"combinations: {','.join(combo)} has {size} combined values; the most is "

@@ -160,6 +160,14 @@ def test_a_bad_dimension_declaration_in_the_file_names_its_metric_and_field(
         load_metrics_file(path)
 
 
+def test_null_or_empty_declarations_declare_nothing() -> None:
+    for doc in ({}, {"dimensions": None}, {"dimensions": {}}, {"combinations": []},
+                {"dimensions": None, "combinations": None}):
+        assert declare_dimensions(doc) == Dimensions() and not declare_dimensions(doc)
+    one = declare_dimensions({"dimensions": {"p": {"values": ["x"]}}, "combinations": None})
+    assert one.names == ("p",) and one.combinations == ()
+
+
 def test_a_combination_is_capped_by_its_number_of_combined_values() -> None:
     def values(n: int) -> dict[str, list[str]]:
         return {"values": [f"v{i}" for i in range(n)]}

@@ -14,8 +14,9 @@ problem+json, and a rejected batch changes nothing in Redis:
 1. key and rate limits: 401, 403, 429 with ``Retry-After``;
 2. media type ``application/json``: 415; body over ``MAX_BODY_BYTES``: 413;
 3. a body in the client's compact layout is read without a JSON parser
-   (``decode_compact_batch``); any other: JSON 400, wire format and registered mechanisms
-   422, a repeated JSON key 400; then too many distinct metrics: 422;
+   (``decode_compact_batch``); any other (a body whose reports carry ``dims`` is one): JSON
+   400, wire format, registered mechanisms and declared dimensions 422 (naming
+   ``/reports/<i>/dims/<name>``), a repeated JSON key 400; then too many distinct metrics: 422;
 4. one Lua script: 202 accepted, 200 duplicate (a re-sent batch), 409 (the batch id was used
    for other content).
 

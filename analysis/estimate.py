@@ -4,12 +4,20 @@ The formulas are the mechanism's own (``RandomizedResponse.debias`` and ``.estim
 applied to whole arrays of buckets at once: p = (ones / n - Q) / (P1 - Q), with Wilson's score
 interval on the perturbed yes-rate mapped through the same line and clipped to [0, 1].
 
+Every kind debiases per counted slot on the same line: each slot after ``n`` (a boolean's
+ones, a category's count, 1BitMean's ones) counts with probability P1 when the true value is
+that slot's and Q otherwise, ``mechanism.channel``. ``slot_channel`` turns that (P1, Q) into
+the randomized response with exactly the same channel, so one estimator (and one window
+interval) serves every kind: categorical metrics apply it to each category's column, numeric
+ones to the scaled value s = (x - lower) / (upper - lower), then map s back to units.
+
 A bucket that pools T > 1 reporting periods gets the honest window interval of
 ``deniable.analysis.window``: Wilson's with n / deff reports, deff the design effect of the
 metric's collection policy (memoized reports do not average out across periods).
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 from dataclasses import dataclass
 
@@ -18,6 +26,8 @@ from numpy.typing import NDArray
 
 from datetime import datetime
 
+from deniable.client.composition import from_probabilities
+from deniable.client.kinds import Mechanism
 from deniable.client.mechanism import Estimate, RandomizedResponse, wilson_interval, z_score
 from deniable.client.period import DEFAULT_POLICY, CollectionPolicy
 from deniable.analysis.sources import MetricCounts
@@ -96,6 +106,41 @@ def debias(mechanism: RandomizedResponse, ones: NDArray[np.int64], n: NDArray[np
         wide=(ci_high - ci_low) >= 0.5, confidence=confidence,
         interval_clipped=~empty & ((ci_low != low) | (ci_high != high)),
         periods=t, design_effect=np.where(empty, np.nan, deff))
+
+
+@functools.lru_cache(maxsize=1024)
+def slot_channel(mechanism: Mechanism) -> RandomizedResponse:
+    """The randomized response whose (P1, Q) is exactly each counted slot's of ``mechanism``
+    (``mechanism.channel``): the mechanism itself for a boolean metric. Its own epsilon is
+    that of one slot alone, not the mechanism's: show ``mechanism.epsilon``."""
+    if isinstance(mechanism, RandomizedResponse):
+        return mechanism
+    p1, q = mechanism.channel
+    return from_probabilities(p1, q)
+
+
+def scale_estimates(e: Estimates, lower: float, upper: float) -> Estimates:
+    """Estimates of the scaled value s in [0, 1] (1BitMean's channel) in the metric's units:
+    every estimate and bound x becomes lower + (upper - lower) x, the stderr (upper - lower)
+    times its own. ``yes_rate`` stays the perturbed rate; clipping is now to [lower, upper]."""
+    span = upper - lower
+    return dataclasses.replace(
+        e, estimate=lower + span * e.estimate, unclipped=lower + span * e.unclipped,
+        stderr=span * e.stderr, ci_low=lower + span * e.ci_low, ci_high=lower + span * e.ci_high)
+
+
+def scale_estimate(e: Estimate, lower: float, upper: float) -> Estimate:
+    """``scale_estimates`` for one ``Estimate``."""
+    span = upper - lower
+    return dataclasses.replace(
+        e, value=lower + span * e.value, unclipped=lower + span * e.unclipped,
+        stderr=span * e.stderr, ci_low=lower + span * e.ci_low, ci_high=lower + span * e.ci_high)
+
+
+def numeric_range(mechanism: Mechanism) -> tuple[float, float]:
+    """(lower, upper) of a 1BitMean as floats; (0, 1) for any other mechanism."""
+    lower, upper = getattr(mechanism, "lower", 0), getattr(mechanism, "upper", 1)
+    return float(lower), float(upper)
 
 
 @functools.lru_cache(maxsize=256)

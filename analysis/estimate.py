@@ -27,7 +27,6 @@ from numpy.typing import NDArray
 
 from datetime import datetime
 
-from deniable.client.composition import from_probabilities
 from deniable.client.kinds import Mechanism
 from deniable.client.mechanism import Estimate, RandomizedResponse, wilson_interval, z_score
 from deniable.client.period import DEFAULT_POLICY, CollectionPolicy
@@ -36,6 +35,7 @@ from deniable.analysis.sources import MetricCounts, MetricInfo
 if TYPE_CHECKING:
     from deniable.analysis.categorical import CategoryEstimates
 from deniable.analysis.window import design_effect, estimand, periods_in
+from deniable.collector.window import channel_rr
 
 FloatArray = NDArray[np.float64]
 
@@ -112,15 +112,12 @@ def debias(mechanism: RandomizedResponse, ones: NDArray[np.int64], n: NDArray[np
         periods=t, design_effect=np.where(empty, np.nan, deff))
 
 
-@functools.lru_cache(maxsize=1024)
 def slot_channel(mechanism: Mechanism) -> RandomizedResponse:
     """The randomized response whose (P1, Q) is exactly each counted slot's of ``mechanism``
     (``mechanism.channel``): the mechanism itself for a boolean metric. Its own epsilon is
-    that of one slot alone, not the mechanism's: show ``mechanism.epsilon``."""
-    if isinstance(mechanism, RandomizedResponse):
-        return mechanism
-    p1, q = mechanism.channel
-    return from_probabilities(p1, q)
+    that of one slot alone, not the mechanism's: show ``mechanism.epsilon``. One definition,
+    ``deniable.collector.window.channel_rr``, which the dashboard uses too."""
+    return channel_rr(mechanism)
 
 
 def scale_estimates(e: Estimates, lower: float, upper: float) -> Estimates:

@@ -1,5 +1,12 @@
 """Reports for analysts: terminal tables, JSON and CSV, for summaries, time series and
-comparisons. Every output carries the honest flags: no reports, clipped, too few reports."""
+comparisons. Every output carries the honest flags: no reports, clipped, too few reports.
+
+Every kind: a boolean metric's share of yes; a numeric metric's mean, in its units (``lower``,
+``upper`` say the range); a categorical or histogram metric's unbiased share per category, one
+row per category in tables and CSV (``category``), with both kinds of interval named:
+``ci_low``/``ci_high`` per category (marginal), ``sim_low``/``sim_high`` simultaneous over all
+categories (Bonferroni). The biased simplex projection appears only when asked for
+(``projected_biased``)."""
 from __future__ import annotations
 
 import csv
@@ -16,12 +23,15 @@ from deniable.analysis.estimate import MetricSummary
 from deniable.analysis.timeseries import TimeSeries
 from deniable.collector.explain import bucket_flags
 from deniable.analysis.window import coverage_notes
+from deniable.collector.window import in_units
 
 FORMATS = ("table", "json", "csv")
 COLUMNS = ("metric", "version", "mechanism", "epsilon", "start", "end", "n", "ones",
            "yes_rate", "estimate", "stderr", "ci_low", "ci_high", "confidence", "clipped",
            "interval_clipped", "wide", "unclipped", "periods", "design_effect", "policy",
-           "estimand", "flags")
+           "estimand", "flags", "kind", "category", "sim_low", "sim_high", "lower", "upper",
+           "projected_biased")
+CATEGORY_FIELDS = ("category", "sim_low", "sim_high", "projected_biased")
 
 
 def flags(summary: MetricSummary) -> str:
@@ -34,6 +44,20 @@ def flags(summary: MetricSummary) -> str:
     if summary.n and summary.interval_clipped:
         notes.append("interval clipped to [0, 1]")
     if summary.n and summary.wide:
+        notes.append("too few reports: interval spans half of [0, 1]")
+    if summary.categories is not None and summary.n:
+        notes.append(summary.categories.interval_note)
+    return in_units("; ".join(notes), summary.lower, summary.upper)
+
+
+def category_flags(value: float, n: int, low: float, high: float) -> str:
+    """The caveats of one category's share: no reports, outside [0, 1] (noise), wide."""
+    if n == 0:
+        return "no reports"
+    notes = []
+    if not 0 <= value <= 1:
+        notes.append("unbiased share outside [0, 1] (noise; not clipped)")
+    if high - low >= 0.5:
         notes.append("too few reports: interval spans half of [0, 1]")
     return "; ".join(notes)
 
@@ -50,11 +74,47 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def summary_row(summary: MetricSummary) -> dict[str, Any]:
-    """One summary as a JSON/CSV-ready dict: its fields, times in ISO 8601, and ``flags``."""
-    row = {k: _plain(v) for k, v in dataclasses.asdict(summary).items()}
+def summary_row(summary: MetricSummary, *, projected: bool = False) -> dict[str, Any]:
+    """One summary as a JSON-ready dict: its fields, times in ISO 8601, and ``flags``; a
+    categorical metric's ``categories`` as one dict per category (``CategoryEstimates.rows``)
+    and ``intervals`` saying which interval is which."""
+    row = {k: _plain(v) for k, v in dataclasses.asdict(summary).items() if k != "categories"}
     row["flags"] = flags(summary)
+    cats = summary.categories
+    if cats is not None:
+        row["intervals"] = cats.interval_note
+        if projected:
+            row["projection"] = "projected_biased: " + _PROJECTION
+        row["categories"] = [{**r, "flags": category_flags(
+            float(cats.value[i]), cats.n, float(cats.ci_low[i]), float(cats.ci_high[i]))}
+            for i, r in enumerate(cats.rows(projected=projected))]
+    else:
+        row.pop("categories", None)
     return row
+
+
+def summary_rows(summary: MetricSummary, *, projected: bool = False) -> list[dict[str, Any]]:
+    """Flat rows for CSV and pandas: one per metric, or one per category of a categorical
+    metric (its share in ``estimate``, with ``category``, ``sim_low``, ``sim_high``)."""
+    row = summary_row(summary, projected=projected)
+    cats = row.pop("categories", None)
+    row.pop("intervals", None)
+    row.pop("projection", None)
+    if cats is None:
+        return [row]
+    return [{**row, "category": c["category"], "ones": c["count"], "estimate": c["estimate"],
+             "unclipped": c["estimate"], "stderr": c["stderr"], "ci_low": c["ci_low"],
+             "ci_high": c["ci_high"], "sim_low": c["sim_low"], "sim_high": c["sim_high"],
+             "yes_rate": c["count"] / summary.n if summary.n else None,
+             "wide": c["ci_high"] - c["ci_low"] >= 0.5,
+             "projected_biased": c.get("projected_biased"),
+             "flags": "; ".join(x for x in (c["flags"], summary.categories.interval_note  # type: ignore[union-attr]
+                                            if summary.n else "") if x)}
+            for c in cats]
+
+
+_PROJECTION = ("BIASED: the Euclidean projection of the unbiased shares onto the probability "
+               "simplex (non-negative, summing to 1); for drawing, not for inference")
 
 
 def _range(summaries: Sequence[MetricSummary]) -> dict[str, Any]:
@@ -64,20 +124,23 @@ def _range(summaries: Sequence[MetricSummary]) -> dict[str, Any]:
             "confidence": first.confidence if first else None}
 
 
-def to_json(summaries: Sequence[MetricSummary]) -> str:
+def to_json(summaries: Sequence[MetricSummary], *, projected: bool = False) -> str:
     """A JSON document: {"range": {"from", "to", "confidence"}, "metrics": [{column: value,
     ..., "flags": ...}, ...]}. NaN is written as null."""
     return json.dumps({"range": _range(summaries),
-                       "metrics": [summary_row(s) for s in summaries]}, indent=2)
+                       "metrics": [summary_row(s, projected=projected) for s in summaries]},
+                      indent=2)
 
 
-def to_csv(summaries: Sequence[MetricSummary]) -> str:
-    """CSV with a header row of COLUMNS (the range in ``start``/``end`` on every row)."""
+def to_csv(summaries: Sequence[MetricSummary], *, projected: bool = False) -> str:
+    """CSV with a header row of COLUMNS (the range in ``start``/``end`` on every row); a
+    categorical metric takes one row per category."""
     out = io.StringIO()
-    writer = csv.DictWriter(out, fieldnames=COLUMNS, extrasaction="ignore", lineterminator="\n")
+    fields = COLUMNS if projected else COLUMNS[:-1]
+    writer = csv.DictWriter(out, fieldnames=fields, extrasaction="ignore", lineterminator="\n")
     writer.writeheader()
     for s in summaries:
-        writer.writerow(summary_row(s))
+        writer.writerows(summary_rows(s, projected=projected))
     return out.getvalue()
 
 
@@ -103,7 +166,8 @@ def range_title(start: datetime | None, end: datetime | None) -> str:
     return f"{start:%Y-%m-%d %H:%M} to {end:%Y-%m-%d %H:%M} UTC"
 
 
-def render_table(summaries: Sequence[MetricSummary], title: str = "Deniable report") -> str:
+def render_table(summaries: Sequence[MetricSummary], title: str = "Deniable report", *,
+                 projected: bool = False) -> str:
     """An aligned terminal table (plain text, no colours): the range and confidence in the
     title, each metric's version, and below the table what each estimate is a share of and
     how its interval was made."""
@@ -113,28 +177,83 @@ def render_table(summaries: Sequence[MetricSummary], title: str = "Deniable repo
     columns = (("metric", "left"), ("version", "right"), ("epsilon", "right"), ("n", "right"),
                ("periods", "right"), ("raw yes-rate", "right"), ("estimate", "right"),
                (f"{pct} CI", "right"), ("notes", "left"))
+    plain = [s for s in summaries if s.categories is None]
     rows = [(s.metric, "-" if s.version is None else str(s.version), f"{s.epsilon:.3f}",
              f"{s.n:,}", f"{s.periods:,}",
              "-" if s.n == 0 else f"{s.yes_rate:.4f}",
-             "-" if s.n == 0 else f"{s.estimate:.4f}",
-             f"[{s.ci_low:.4f}, {s.ci_high:.4f}]", flags(s)) for s in summaries]
-    notes = [f"{s.metric}: {s.policy}. Estimate: {s.estimand or 'share of devices'}."
+             "-" if s.n == 0 else _value(s.estimate, s.lower),
+             f"[{_value(s.ci_low, s.lower)}, {_value(s.ci_high, s.lower)}]", flags(s))
+            for s in plain]
+    notes = [f"{s.metric}: {s.policy}. Estimate: {_what(s)}."
              + (f" The interval holds when the same devices report in all {s.periods} "
                 f"periods (design effect {s.design_effect:.2f}); when devices differ it is "
                 f"conservative, at most {s.periods ** 0.5:.1f}x too wide (docs/analysis.md)."
                 if s.periods > 1 else "") for s in summaries]
-    return (text_table(f"{title}: {when}" if when else title, columns, rows)
-            + "".join(f"{line}\n" for line in notes))
+    out = text_table(f"{title}: {when}" if when else title, columns, rows) if plain else ""
+    for s in summaries:
+        if s.categories is not None:
+            out += "\n" + category_table(s, projected=projected)
+    return out + "".join(f"{line}\n" for line in notes)
 
 
-def render(summaries: Sequence[MetricSummary], fmt: str) -> str:
-    """Render in one of FORMATS."""
+def _value(x: float, lower: float | None) -> str:
+    """A share to 4 decimals; a numeric metric's mean to 4 significant digits more."""
+    if lower is None:
+        return f"{x:.4f}"
+    return f"{x:.6g}"
+
+
+def _what(s: MetricSummary) -> str:
+    estimand_text = s.estimand or "share of devices"
+    if s.kind == "numeric":
+        return (f"the mean value over devices, in [{s.lower:g}, {s.upper:g}] "
+                f"({estimand_text.replace('share', 'mean')})")
+    if s.categories is not None:
+        return f"each category's {estimand_text}"
+    return estimand_text
+
+
+def category_table(s: MetricSummary, *, projected: bool = False) -> str:
+    """One categorical metric's shares: a row per category with both kinds of interval."""
+    cats = s.categories
+    assert cats is not None
+    pct = f"{s.confidence:.0%}"
+    columns = [("category", "left"), ("count", "right"), ("share (unbiased)", "right"),
+               ("SE", "right"), (f"{pct} CI per category", "right"),
+               (f"{pct} CI simultaneous", "right")]
+    if projected:
+        columns.append(("projected (BIASED)", "right"))
+    columns.append(("notes", "left"))
+    simplex = cats.project_to_simplex() if projected and cats.n else None
+    rows = []
+    for i, label in enumerate(cats.labels):
+        v = float(cats.value[i])
+        row = [label, f"{int(cats.counts[i]):,}", "-" if not cats.n else f"{v:+.4f}",
+               "-" if not cats.n else f"{float(cats.stderr[i]):.4f}",
+               f"[{cats.ci_low[i]:.4f}, {cats.ci_high[i]:.4f}]",
+               f"[{cats.sim_low[i]:.4f}, {cats.sim_high[i]:.4f}]"]
+        if projected:
+            row.append("-" if simplex is None else f"{simplex[i]:.4f}")
+        row.append(category_flags(v, cats.n, float(cats.ci_low[i]), float(cats.ci_high[i])))
+        rows.append(row)
+    version = "" if s.version is None else f" v{s.version}"
+    title = (f"{s.metric}{version} ({s.kind}, d = {cats.d}, epsilon {s.epsilon:.3f}, "
+             f"n = {s.n:,})")
+    foot = f"{s.metric}: {cats.interval_note}."
+    if projected:
+        foot += f" projected: {_PROJECTION}."
+    return text_table(title, columns, rows) + foot + "\n"
+
+
+def render(summaries: Sequence[MetricSummary], fmt: str, *, projected: bool = False) -> str:
+    """Render in one of FORMATS; ``projected`` adds the biased simplex projection of each
+    categorical metric's shares, flagged as such."""
     if fmt == "json":
-        return to_json(summaries)
+        return to_json(summaries, projected=projected)
     if fmt == "csv":
-        return to_csv(summaries)
+        return to_csv(summaries, projected=projected)
     if fmt == "table":
-        return render_table(summaries)
+        return render_table(summaries, projected=projected)
     raise ValueError(f"format must be one of {FORMATS}. Got {fmt!r} instead.")
 
 

@@ -29,13 +29,14 @@ The collector never imports ``deniable.analysis``; the analysis imports this mod
 from __future__ import annotations
 
 import functools
+import html
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from deniable.client.composition import split
+from deniable.client.composition import from_probabilities, split
 from deniable.client.mechanism import Estimate, RandomizedResponse, wilson_interval, z_score
 from deniable.client.period import CollectionPolicy
 
@@ -243,3 +244,89 @@ def rolling_periods(bucket_hours: Sequence[int], n: Sequence[int], periods: Sequ
             out.append(len({int(period_of_hour(int(h), policy))
                             for h, c in zip(bucket_hours[lo:i + 1], n[lo:i + 1]) if c > 0}))
     return out
+
+
+# -- every kind ----------------------------------------------------------------------------
+
+@functools.lru_cache(maxsize=1024)
+def channel_rr(mechanism: Any) -> RandomizedResponse:
+    """The randomized response whose (P1, Q) is exactly each counted slot's of ``mechanism``
+    (``mechanism.channel``; the mechanism itself for a boolean metric). Every kind debiases
+    each slot on this one line, so the window maths above serves them all: a category's
+    share, or 1BitMean's scaled value s in [0, 1]. Its epsilon is one slot's alone: show the
+    mechanism's."""
+    if isinstance(mechanism, RandomizedResponse):
+        return mechanism
+    p1, q = mechanism.channel
+    return from_probabilities(p1, q)
+
+
+def in_units(text: str, lower: float | None, upper: float | None) -> str:
+    """A caveat about [0, 1] said in a numeric metric's units ([lower, upper])."""
+    if lower is None or upper is None:
+        return text
+    return text.replace("[0, 1]", f"[{lower:g}, {upper:g}]")
+
+
+def scaled(e: WindowEstimate, lower: float, upper: float) -> WindowEstimate:
+    """A window estimate of 1BitMean's s in [0, 1] in the metric's units."""
+    import dataclasses
+
+    span = upper - lower
+    return dataclasses.replace(
+        e, value=lower + span * e.value, unclipped=lower + span * e.unclipped,
+        stderr=span * e.stderr, ci_low=lower + span * e.ci_low, ci_high=lower + span * e.ci_high)
+
+
+def worst_margin(mechanism: Any, n: int, confidence: float = 0.95) -> float:
+    """The worst-case half-width of one slot's interval with n reports (normal approximation,
+    on the debiased scale): z sqrt(max pi (1 - pi) / n) / (P1 - Q), pi in [Q, P1]."""
+    p1, q = (float(x) for x in mechanism.channel)
+    pi = min(max(0.5, q), p1)
+    return z_score(confidence) * math.sqrt(pi * (1 - pi) / n) / (p1 - q)
+
+
+def kind_note(mechanism: Any, n: int | None, confidence: float = 0.95,
+              lower: float | None = None, upper: float | None = None) -> str:
+    """What epsilon means for a categorical, histogram or numeric metric, in plain words
+    (HTML-escaped text), as ``explain.epsilon_note`` says it for a boolean one; with ``n``, the
+    price in precision of that many reports (None: left out)."""
+    ratio = float(mechanism.likelihood_ratio)
+    prefix = mechanism.id.split(":", 1)[0]
+    if prefix == "grr":
+        how = (f"Every device sends one of the {mechanism.d} categories: its true one with "
+               f"probability {float(mechanism.p):.1%}, otherwise one of the other "
+               f"{mechanism.d - 1} at random (each {float(mechanism.q):.2%}). ")
+        what = "each category's share"
+    elif prefix == "oue":
+        how = (f"Every device sends one bit per category ({mechanism.d} bits): its true "
+               f"category's bit is 1 with probability 1/2, every other bit is 1 with "
+               f"probability {float(mechanism.q):.1%}. ")
+        what = "each category's share"
+    else:
+        low, high = (float(mechanism.lower), float(mechanism.upper)) if lower is None \
+            else (lower, upper or 0.0)
+        how = (f"Every device sends one bit: 1 with probability {float(mechanism.a):.1%} at "
+               f"{low:g}, rising in proportion to {float(1 - mechanism.a):.1%} at {high:g}. ")
+        what = "the mean"
+    text = (f"Privacy: epsilon = {mechanism.epsilon:.3f} for this metric. {how}So one report "
+            f"shifts the odds between any two true values by at most e^epsilon = "
+            f"{ratio:.2f}\u00d7. ")
+    if n is None:
+        pass
+    elif n > 0:
+        margin = worst_margin(mechanism, n, confidence)
+        if prefix == "bm":
+            margin *= float(mechanism.upper - mechanism.lower)
+            shown = f"\u00b1{margin:.4g}"
+        else:
+            shown = f"\u00b1{margin:.4f}"
+        text += (f"The price is noise: with these {n:,} reports {what} is good to {shown} at "
+                 f"worst ({confidence:.0%} interval"
+                 + (", per category" if prefix != "bm" else "")
+                 + "); four times as many reports halve that. ")
+    else:
+        text += "There are no reports in this range yet. "
+    text += ("A smaller epsilon protects people more and needs more reports for the same "
+             "precision.")
+    return html.escape(text)

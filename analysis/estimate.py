@@ -234,7 +234,7 @@ def summarize(counts: MetricCounts, confidence: float = 0.95, *,
     mechanism = metric.mechanism
     common = dict(metric=metric.name, description=metric.description, mechanism=mechanism.id,
                   epsilon=mechanism.epsilon, confidence=confidence, periods=periods,
-                  policy=policy.summary(), estimand=estimand(policy, periods),
+                  policy=policy.summary(), estimand=estimand(policy, periods, kind=metric.kind),
                   version=metric.version, start=start, end=end, kind=metric.kind)
     if is_categorical(metric):
         from deniable.analysis.categorical import from_arrays

@@ -15,6 +15,8 @@ import io
 import json
 import math
 from collections.abc import Sequence
+
+import numpy as np
 from datetime import datetime
 from typing import Any
 
@@ -24,6 +26,7 @@ from deniable.analysis.timeseries import TimeSeries
 from deniable.collector.explain import bucket_flags
 from deniable.analysis.window import coverage_notes
 from deniable.collector.window import in_units
+from deniable.analysis.categorical import INTERVAL_NOTE
 
 FORMATS = ("table", "json", "csv")
 COLUMNS = ("metric", "version", "mechanism", "epsilon", "start", "end", "n", "ones",
@@ -206,10 +209,7 @@ def _value(x: float, lower: float | None) -> str:
 def _what(s: MetricSummary) -> str:
     estimand_text = s.estimand or "share of devices"
     if s.kind == "numeric":
-        return (f"the mean value over devices, in [{s.lower:g}, {s.upper:g}] "
-                f"({estimand_text.replace('share', 'mean')})")
-    if s.categories is not None:
-        return f"each category's {estimand_text}"
+        return f"{estimand_text}, in [{s.lower:g}, {s.upper:g}]"
     return estimand_text
 
 
@@ -262,12 +262,21 @@ def render(summaries: Sequence[MetricSummary], fmt: str, *, projected: bool = Fa
 SERIES_COLUMNS = ("metric", "version", "mechanism", "epsilon", "granularity", "window", "start",
                   "end", "n", "ones", "yes_rate", "estimate", "stderr", "ci_low", "ci_high",
                   "confidence", "clipped", "interval_clipped", "wide", "unclipped", "periods",
-                  "partial", "flags", "range_from", "range_to")
+                  "partial", "flags", "range_from", "range_to", "kind", "category", "sim_low",
+                  "sim_high")
 SPARKS = "▁▂▃▄▅▆▇█"
 
 
 def series_rows(ts: TimeSeries) -> list[dict[str, Any]]:
-    """One dict per bucket with SERIES_COLUMNS; NaN becomes None, times are ISO 8601 UTC."""
+    """One dict per bucket with SERIES_COLUMNS; NaN becomes None, times are ISO 8601 UTC.
+    Categorical and histogram metrics: one dict per (bucket, category), the category's
+    unbiased share in ``estimate``, its per-category interval in ``ci_low``/``ci_high`` and the
+    simultaneous one in ``sim_low``/``sim_high``. Boolean rows have no ``kind`` key (their
+    shape is the collector dashboard's); numeric rows carry the mean, in the metric's units."""
+    if ts.simultaneous is not None:
+        return _category_series_rows(ts)
+    lower, upper = (ts.metric.mechanism.lower, ts.metric.mechanism.upper) \
+        if ts.kind == "numeric" else (None, None)  # type: ignore[union-attr]
     e = ts.estimates
     mechanism = ts.metric.mechanism
     partial = coverage_notes(ts.starts, ts.step.total_seconds(), ts.window, ts.range_start,
@@ -290,10 +299,47 @@ def series_rows(ts: TimeSeries) -> list[dict[str, Any]]:
             "wide": bool(e.wide[i]), "unclipped": _number(float(e.unclipped[i])),
             "periods": int(e.periods[i]) if e.periods is not None else 1,
             "partial": bool(partial[i]),
-            "flags": bucket_flags(n, bool(e.clipped[i]), bool(e.wide[i]),
-                                  float(e.unclipped[i]), interval_clipped, partial[i]),
+            "flags": in_units(bucket_flags(n, bool(e.clipped[i]), bool(e.wide[i]),
+                                           float(e.unclipped[i]), interval_clipped, partial[i]),
+                              None if lower is None else float(lower),
+                              None if upper is None else float(upper)),
             "range_from": _plain(ts.range_start), "range_to": _plain(ts.range_end),
         })
+    return rows
+
+
+def _category_series_rows(ts: TimeSeries) -> list[dict[str, Any]]:
+    e, sim = ts.estimates, ts.simultaneous
+    assert sim is not None and ts.values is not None
+    mechanism = ts.metric.mechanism
+    labels = ts.metric.spec.labels
+    partial = coverage_notes(ts.starts, ts.step.total_seconds(), ts.window, ts.range_start,
+                             ts.range_end)
+    note = INTERVAL_NOTE.format(pct=f"{e.confidence:.0%}", d=len(labels))
+    rows = []
+    for i, (start, end) in enumerate(zip(ts.starts, ts.ends)):
+        n = int(ts.values[i, 0])
+        periods = int(e.periods[i].max()) if e.periods is not None else 1
+        for j, label in enumerate(labels):
+            value = float(e.unclipped[i, j])
+            caveat = category_flags(value, n, float(e.ci_low[i, j]), float(e.ci_high[i, j]))
+            rows.append({
+                "metric": ts.metric.name, "version": ts.metric.version,
+                "mechanism": mechanism.id, "epsilon": mechanism.epsilon,
+                "granularity": ts.granularity, "window": ts.window,
+                "start": start.isoformat(), "end": end.isoformat(), "n": n,
+                "ones": int(ts.values[i, 1 + j]), "yes_rate": _number(float(e.yes_rate[i, j])),
+                "estimate": _number(value), "stderr": _number(float(e.stderr[i, j])),
+                "ci_low": float(e.ci_low[i, j]), "ci_high": float(e.ci_high[i, j]),
+                "confidence": e.confidence, "clipped": False,
+                "interval_clipped": bool(e.interval_clipped[i, j])
+                if e.interval_clipped is not None else False,
+                "wide": bool(e.wide[i, j]), "unclipped": _number(value), "periods": periods,
+                "partial": bool(partial[i]),
+                "flags": "; ".join(x for x in (partial[i], caveat, note if n else "") if x),
+                "range_from": _plain(ts.range_start), "range_to": _plain(ts.range_end),
+                "kind": ts.kind, "category": label, "sim_low": float(sim.ci_low[i, j]),
+                "sim_high": float(sim.ci_high[i, j])})
     return rows
 
 
@@ -307,19 +353,42 @@ def series_document(ts: TimeSeries) -> dict[str, Any]:
     mechanism = ts.metric.mechanism
     from deniable.analysis.window import estimand
 
-    return {"metric": ts.metric.name, "version": ts.metric.version,
-            "description": ts.metric.description,
-            "mechanism": mechanism.id, "epsilon": mechanism.epsilon,
-            "policy": ts.metric.policy.summary(),
-            "estimand": estimand(ts.metric.policy, _most_periods(ts), ts.step.total_seconds()),
-            "from": _plain(ts.range_start), "to": _plain(ts.range_end),
-            "granularity": ts.granularity, "window": ts.window,
-            "confidence": ts.estimates.confidence,
-            "buckets": [{k: v for k, v in row.items()
-                         if k not in ("metric", "version", "mechanism", "epsilon",
-                                      "granularity", "window", "confidence", "range_from",
-                                      "range_to")}
-                        for row in series_rows(ts)]}
+    doc = {"metric": ts.metric.name, "version": ts.metric.version,
+           "description": ts.metric.description,
+           "mechanism": mechanism.id, "epsilon": mechanism.epsilon,
+           "policy": ts.metric.policy.summary(),
+           "estimand": estimand(ts.metric.policy, _most_periods(ts), ts.step.total_seconds(),
+                                 ts.kind),
+           "from": _plain(ts.range_start), "to": _plain(ts.range_end),
+           "granularity": ts.granularity, "window": ts.window,
+           "confidence": ts.estimates.confidence, "kind": ts.kind}
+    shared = ("metric", "version", "mechanism", "epsilon", "granularity", "window",
+              "confidence", "range_from", "range_to", "kind")
+    if ts.kind == "numeric":
+        doc["lower"] = float(mechanism.lower)  # type: ignore[union-attr]
+        doc["upper"] = float(mechanism.upper)  # type: ignore[union-attr]
+    if ts.simultaneous is None:
+        doc["buckets"] = [{k: v for k, v in row.items() if k not in shared}
+                          for row in series_rows(ts)]
+        return doc
+    # Categorical: per bucket its n and flags, and one entry per category.
+    labels = ts.metric.spec.labels
+    doc["categories"] = list(labels)
+    doc["intervals"] = INTERVAL_NOTE.format(pct=f"{ts.estimates.confidence:.0%}", d=len(labels))
+    rows = series_rows(ts)
+    buckets = []
+    for i in range(len(ts)):
+        chunk = rows[i * len(labels):(i + 1) * len(labels)]
+        first = chunk[0]
+        buckets.append({
+            "start": first["start"], "end": first["end"], "n": first["n"],
+            "periods": first["periods"], "partial": first["partial"],
+            "categories": [{k: row[k] for k in ("category", "ones", "yes_rate", "estimate",
+                                                "stderr", "ci_low", "ci_high", "sim_low",
+                                                "sim_high", "wide", "flags")}
+                           for row in chunk]})
+    doc["buckets"] = buckets
+    return doc
 
 
 def series_to_json(series: Sequence[TimeSeries]) -> str:
@@ -370,6 +439,9 @@ def render_series_table(series: Sequence[TimeSeries], width: int = 120) -> str:
     console = Console(file=io.StringIO(), width=width, force_terminal=False)
     for ts in series:
         e = ts.estimates
+        if ts.simultaneous is not None:
+            _category_series_table(console, ts)
+            continue
         window = f", rolling {ts.window} {ts.granularity}s" if ts.window > 1 else ""
         pct = f"{e.confidence:.0%}"
         version = f" v{ts.metric.version}" if ts.metric.version is not None else ""
@@ -377,7 +449,7 @@ def render_series_table(series: Sequence[TimeSeries], width: int = 120) -> str:
         table = Table(title=f"{ts.metric.name}{version} per {ts.granularity}{window} "
                             f"(epsilon {ts.metric.mechanism.epsilon:.3f})"
                             + (f", {when}" if when else "") + "  "
-                            f"0 {sparkline([float(v) for v in e.estimate])} 1")
+                            + _spark(ts))
         for header, justify in (("bucket (UTC)", "left"), ("n", "right"),
                                 ("raw yes-rate", "right"), ("estimate", "right"),
                                 (f"{pct} CI", "right"), ("notes", "left")):
@@ -386,14 +458,61 @@ def render_series_table(series: Sequence[TimeSeries], width: int = 120) -> str:
             empty = row["n"] == 0
             table.add_row(_label(start, ts.granularity), f"{row['n']:,}",
                           "-" if empty else f"{row['yes_rate']:.4f}",
-                          "-" if empty else f"{row['estimate']:.4f}",
-                          f"[{row['ci_low']:.4f}, {row['ci_high']:.4f}]", row["flags"])
+                          "-" if empty else _value(row['estimate'], _lower(ts)),
+                          f"[{_value(row['ci_low'], _lower(ts))}, "
+                          f"{_value(row['ci_high'], _lower(ts))}]", row["flags"])
         console.print(table)
         from deniable.analysis.window import estimand
 
         console.print(f"{ts.metric.policy.summary()}. Each value: "
-                      f"{estimand(ts.metric.policy, _most_periods(ts), ts.step.total_seconds())}.")
+                      f"{estimand(ts.metric.policy, _most_periods(ts), ts.step.total_seconds(), ts.kind)}.")
     return console.file.getvalue()  # type: ignore[attr-defined]
+
+
+def _lower(ts: TimeSeries) -> float | None:
+    return float(ts.metric.mechanism.lower) if ts.kind == "numeric" else None  # type: ignore[union-attr]
+
+
+def _spark(ts: TimeSeries) -> str:
+    """The sparkline on the metric's fixed axis: [0, 1], or a numeric metric's range."""
+    values = [float(v) for v in ts.estimates.estimate]
+    if ts.kind == "numeric":
+        low, high = (float(ts.metric.mechanism.lower),  # type: ignore[union-attr]
+                     float(ts.metric.mechanism.upper))  # type: ignore[union-attr]
+        return f"  {low:g} {sparkline(values, low, high)} {high:g} (mean)"
+    return f"  0 {sparkline(values)} 1"
+
+
+def _category_series_table(console: Any, ts: TimeSeries) -> None:
+    """A categorical series: per category a sparkline of its share on [0, 1] and the range's
+    first and last bucket with reports, then the interval note."""
+    from rich.table import Table
+
+    e = ts.estimates
+    pct = f"{e.confidence:.0%}"
+    version = f" v{ts.metric.version}" if ts.metric.version is not None else ""
+    window = f", rolling {ts.window} {ts.granularity}s" if ts.window > 1 else ""
+    when = range_title(ts.range_start, ts.range_end)
+    table = Table(title=f"{ts.metric.name}{version} ({ts.kind}) per {ts.granularity}{window} "
+                        f"(epsilon {ts.metric.mechanism.epsilon:.3f})"
+                        + (f", {when}" if when else ""))
+    busy = np.flatnonzero(ts.n > 0)
+    for header, justify in (("category", "left"), ("share per bucket, 0 to 1", "left"),
+                            ("first", "right"), (f"{pct} CI (first)", "right"),
+                            ("last", "right"), (f"{pct} CI (last)", "right")):
+        table.add_column(header, justify=justify)  # type: ignore[arg-type]
+    for j, label in enumerate(ts.metric.spec.labels):
+        cells = [label, sparkline([float(v) if ts.n[i] else math.nan
+                                   for i, v in enumerate(e.unclipped[:, j])])]
+        for i in ((busy[0], busy[-1]) if len(busy) else ()):
+            cells += [f"{e.unclipped[i, j]:+.4f}", f"[{e.ci_low[i, j]:.4f}, "
+                      f"{e.ci_high[i, j]:.4f}]"]
+        table.add_row(*(cells + ["-"] * (6 - len(cells))))
+    console.print(table)
+    console.print(f"n per bucket: {', '.join(f'{int(v):,}' for v in ts.n[:12])}"
+                  f"{' ...' if len(ts) > 12 else ''}. "
+                  f"{INTERVAL_NOTE.format(pct=pct, d=len(ts.metric.spec.labels))}. Every "
+                  "bucket, with simultaneous intervals: --format csv or json.")
 
 
 def render_series(series: Sequence[TimeSeries], fmt: str) -> str:
@@ -424,8 +543,12 @@ def render_comparisons_table(comparisons: Sequence[Comparison], width: int = 120
     rows = [(c.label, f"{c.estimate_a:.4f}", f"{c.estimate_b:.4f}", f"{c.difference:+.4f}",
              f"[{c.ci_low:+.4f}, {c.ci_high:+.4f}]", _p(c.p_value), _p(c.p_adjusted),
              "yes" if c.significant else "no") for c in comparisons]
-    return text_table(f"Changes (b - a) in the share of devices answering yes, "
-                      f"{correction} correction",
+    kinds = {c.kind for c in comparisons}
+    what = ("the share of devices answering yes" if kinds <= {"boolean"} else
+            "each estimate (share of yes; a category's share, per category; a numeric "
+            "metric's mean, in its units)")
+    return text_table(f"Changes (b - a) in {what}, {correction} correction across all "
+                      f"{len(comparisons)} rows",
                       [(h, "left" if h == "metric" else "right") for h in headers], rows)
 
 

@@ -171,10 +171,26 @@ def window_estimate(mechanism: RandomizedResponse, policy: CollectionPolicy, one
 
 
 def estimand(policy: CollectionPolicy, periods: int | None,
-             bucket_seconds: float | None = None) -> str:
+             bucket_seconds: float | None = None, kind: str = "boolean") -> str:
     """What an estimate over ``periods`` periods is the share of, in words (``bucket_seconds``:
     the bucket length, when buckets are shorter than the period; ``periods`` None: several,
-    not counted)."""
+    not counted). ``kind``: a categorical or histogram metric estimates each category's share
+    of devices, a numeric one the mean value over devices."""
+    return _for_kind(_estimand(policy, periods, bucket_seconds), kind)
+
+
+def _for_kind(text: str, kind: str) -> str:
+    if kind in ("categorical", "histogram"):
+        return text.replace("answering yes", "in each category")
+    if kind == "numeric":
+        return (text.replace("share of the devices", "mean value of the devices")
+                .replace("share of devices", "mean value of devices")
+                .replace(" answering yes", "").replace("not a share", "not a mean"))
+    return text
+
+
+def _estimand(policy: CollectionPolicy, periods: int | None,
+              bucket_seconds: float | None = None) -> str:
     if bucket_seconds is not None and bucket_seconds < policy.period_seconds:
         return (f"share of the devices whose report of the {policy.period} arrived in the "
                 f"bucket answering yes (each device sends at most one report per "

@@ -37,8 +37,9 @@ COLUMNS = ("metric", "version", "mechanism", "epsilon", "start", "end", "n", "on
 CATEGORY_FIELDS = ("category", "sim_low", "sim_high", "projected_biased")
 
 
-def flags(summary: MetricSummary) -> str:
-    """The honest caveats of an estimate, in words."""
+def flags(summary: MetricSummary, *, intervals: bool = True) -> str:
+    """The honest caveats of an estimate, in words (``intervals``: for a categorical metric,
+    which interval is which)."""
     notes = []
     if summary.n == 0:
         notes.append("no reports")
@@ -48,7 +49,7 @@ def flags(summary: MetricSummary) -> str:
         notes.append("interval clipped to [0, 1]")
     if summary.n and summary.wide:
         notes.append("too few reports: interval spans half of [0, 1]")
-    if summary.categories is not None and summary.n:
+    if summary.categories is not None and summary.n and intervals:
         notes.append(summary.categories.interval_note)
     return in_units("; ".join(notes), summary.lower, summary.upper)
 

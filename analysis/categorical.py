@@ -34,12 +34,11 @@ from deniable.client.kinds import Mechanism
 from deniable.client.mechanism import z_score
 from deniable.client.period import DEFAULT_POLICY, CollectionPolicy
 from deniable.analysis.estimate import Estimates, debias, slot_channel
+from deniable.collector.window import INTERVAL_NOTE
 
 FloatArray = NDArray[np.float64]
 PROJECTION_NOTE = ("biased: Euclidean projection of the unbiased shares onto the probability "
                    "simplex (non-negative, sum 1); use the unbiased shares for inference")
-INTERVAL_NOTE = ("ci: per-category {pct} interval (each category on its own); sim: "
-                 "simultaneous {pct} interval (all {d} categories at once, Bonferroni)")
 
 
 @dataclass(frozen=True)

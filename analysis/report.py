@@ -25,8 +25,7 @@ from deniable.analysis.estimate import MetricSummary
 from deniable.analysis.timeseries import TimeSeries
 from deniable.collector.explain import bucket_flags
 from deniable.analysis.window import coverage_notes
-from deniable.collector.window import in_units
-from deniable.analysis.categorical import INTERVAL_NOTE
+from deniable.collector.window import INTERVAL_NOTE, category_flags, in_units
 
 FORMATS = ("table", "json", "csv")
 COLUMNS = ("metric", "version", "mechanism", "epsilon", "start", "end", "n", "ones",
@@ -52,18 +51,6 @@ def flags(summary: MetricSummary, *, intervals: bool = True) -> str:
     if summary.categories is not None and summary.n and intervals:
         notes.append(summary.categories.interval_note)
     return in_units("; ".join(notes), summary.lower, summary.upper)
-
-
-def category_flags(value: float, n: int, low: float, high: float) -> str:
-    """The caveats of one category's share: no reports, outside [0, 1] (noise), wide."""
-    if n == 0:
-        return "no reports"
-    notes = []
-    if not 0 <= value <= 1:
-        notes.append("unbiased share outside [0, 1] (noise; not clipped)")
-    if high - low >= 0.5:
-        notes.append("too few reports: interval spans half of [0, 1]")
-    return "; ".join(notes)
 
 
 def _number(x: float) -> float | None:

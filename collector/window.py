@@ -346,3 +346,42 @@ def kind_note(mechanism: Any, n: int | None, confidence: float = 0.95,
     text += ("A smaller epsilon protects people more and needs more reports for the same "
              "precision.")
     return html.escape(text)
+
+
+INTERVAL_NOTE = ("ci: per-category {pct} interval (each category on its own); sim: "
+                 "simultaneous {pct} interval (all {d} categories at once, Bonferroni)")
+"""Which interval is which, for categorical metrics: every output carries it."""
+
+
+def category_flags(value: float, n: int, low: float, high: float) -> str:
+    """The caveats of one category's share: no reports, outside [0, 1] (noise), wide."""
+    if n == 0:
+        return "no reports"
+    notes = []
+    if not 0 <= value <= 1:
+        notes.append("unbiased share outside [0, 1] (noise; not clipped)")
+    if high - low >= 0.5:
+        notes.append("too few reports: interval spans half of [0, 1]")
+    return "; ".join(notes)
+
+
+def category_estimates(mechanism: Any, policy: CollectionPolicy, counts: Sequence[int],
+                       periods: int, confidence: float = 0.95) -> list[dict[str, Any]]:
+    """Per category of one bucket (``counts``: n, then each category's count): the unbiased
+    share, its plug-in stderr, the per-category interval and the simultaneous one (Bonferroni
+    over the d categories), as JSON-ready dicts (the formulas of
+    ``deniable.analysis.categorical``, in plain Python, for the dashboard)."""
+    channel = channel_rr(mechanism)
+    n, d = int(counts[0]), len(counts) - 1
+    out = []
+    for c in counts[1:]:
+        e = window_estimate(channel, policy, int(c), n, periods, confidence)
+        sim = window_estimate(channel, policy, int(c), n, periods, 1 - (1 - confidence) / d)
+        unbiased = None if e.unclipped != e.unclipped else e.unclipped
+        out.append({"ones": int(c), "yes_rate": None if e.yes_rate != e.yes_rate else e.yes_rate,
+                    "estimate": unbiased,
+                    "stderr": None if e.stderr != e.stderr else e.stderr,
+                    "ci_low": e.ci_low, "ci_high": e.ci_high, "sim_low": sim.ci_low,
+                    "sim_high": sim.ci_high, "wide": e.wide,
+                    "flags": category_flags(e.unclipped, n, e.ci_low, e.ci_high)})
+    return out

@@ -173,7 +173,8 @@ def run(args: argparse.Namespace) -> int:
                                                  else ""),
                       p.mechanism, f"{p.epsilon:.4f}", _short(p.p_yes_given_yes),
                       _short(p.p_yes_given_no), p.policy, f"{p.devices:,}", f"{p.reports:,}",
-                      f"\u00b1{p.margin:.5g} " + _on(p))
+                      (f"\u00b1{p.margin:.5g} " if p.kind == "numeric"
+                       else f"\u00b1{p.margin:.5f} ") + _on(p))
     console = Console(width=160)
     console.print(table)
     console.print("Devices: distinct devices, each sending at most one report per period. "

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import random
 from collections.abc import Iterator
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
@@ -65,11 +66,11 @@ def _send(url: str) -> None:
     values = {"os_kind": lambda: truth.choices(OS, SHARES)[0],
               "latency_kind": lambda: truth.choice([1, 50, 500]),
               "startup_kind": lambda: 1200.0}
-    for _ in range(N // 500):
+    for _ in range(N // 300):
         reports = []
         for name, draw in values.items():
             spec = specs[name]
-            for _ in range(500):
+            for _ in range(300):
                 out = spec.mechanism.perturb(spec.encode(draw()), rng)  # type: ignore[arg-type]
                 if isinstance(spec.mechanism, UnaryEncoding):
                     out = spec.mechanism.encode_bits(out)
@@ -83,7 +84,9 @@ def test_report_every_kind_over_http_and_from_redis(collector, redis_url: str,  
                                                     tmp_path: Path, capsys) -> None:
     process, metrics_file = collector
     _send(process.url)
-    names = ["--metric", "os_kind", "--metric", "latency_kind", "--metric", "startup_kind"]
+    end = datetime.now(timezone.utc) + timedelta(hours=1)
+    names = ["--metric", "os_kind", "--metric", "latency_kind", "--metric", "startup_kind",
+             "--from", (end - timedelta(days=1)).isoformat(), "--to", end.isoformat()]
     assert main(["report", "--collector", process.url, *names, "--format", "json"]) == 0
     over_http = json.loads(capsys.readouterr().out)["metrics"]
     assert main(["report", "--redis-url", redis_url, "--metrics-file", str(metrics_file),

@@ -76,9 +76,9 @@ def test_grr_sampling_lands_within_5_standard_errors_of_the_truth() -> None:
     p1, q = (float(x) for x in spec.mechanism.channel)
     d, n = 6, 200_000
     rng = np.random.default_rng(12)
-    reported = rng.multinomial(n, q + truth * (p1 - q) - (q * 0))  # GRR reports sum to one
     # GRR's report probabilities q + f (p - q) sum to 1 exactly (q (d - 1) + p = 1).
     assert (q + truth * (p1 - q)).sum() == pytest.approx(1.0)
+    reported = rng.multinomial(n, q + truth * (p1 - q))
     e = estimate_categories(np.r_[n, reported], spec.mechanism, spec.labels)
     assert np.all(np.abs(e.value - truth) < 5 * e.stderr)
     assert d == e.d

@@ -313,12 +313,12 @@ def kind_note(mechanism: Any, n: int | None, confidence: float = 0.95,
         how = (f"Every device sends one of the {mechanism.d} categories: its true one with "
                f"probability {float(mechanism.p):.1%}, otherwise one of the other "
                f"{mechanism.d - 1} at random (each {float(mechanism.q):.2%}). ")
-        what = "each category's share"
+        what = "each category\u2019s share"
     elif prefix == "oue":
         how = (f"Every device sends one bit per category ({mechanism.d} bits): its true "
                f"category's bit is 1 with probability 1/2, every other bit is 1 with "
                f"probability {float(mechanism.q):.1%}. ")
-        what = "each category's share"
+        what = "each category\u2019s share"
     else:
         low, high = (float(mechanism.lower), float(mechanism.upper)) if lower is None \
             else (lower, upper or 0.0)

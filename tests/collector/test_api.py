@@ -158,8 +158,9 @@ def test_metrics_are_listed_with_exact_probabilities_and_epsilon(http) -> None:
     doc = http.get("/v1/metrics").json
     by_name = {m["name"]: m for m in doc["metrics"]}
     assert by_name[X] == {"name": X, "description": "Feature X is switched on",
-                          "mechanism": X_MECH, "p_yes_given_yes": "3/4",
-                          "p_yes_given_no": "1/4", "epsilon": pytest.approx(1.0986122886681098),
+                          "kind": "boolean", "mechanism": X_MECH, "p_yes_given_yes": "3/4",
+                          "p_yes_given_no": "1/4", "p1": "3/4", "q": "1/4",
+                          "epsilon": pytest.approx(1.0986122886681098),
                           "memoization": "memoized", "instantaneous": None, "period": "day",
                           "version": 1}
     assert by_name[DARK]["p_yes_given_yes"] == "7/8"
@@ -173,12 +174,12 @@ def test_counts_per_hour_bucket_over_a_range(http, redis_client) -> None:
     doc = http.get(f"/v1/metrics/{X}/counts").json
     assert doc["metric"] == X and doc["mechanism"] == X_MECH
     assert doc["buckets"] == [
-        {"start": past.isoformat(), "n": 10, "ones": 4},
-        {"start": hour_now().isoformat(), "n": 3, "ones": 2}]
+        {"start": past.isoformat(), "n": 10, "ones": 4, "counts": [10, 4]},
+        {"start": hour_now().isoformat(), "n": 3, "ones": 2, "counts": [3, 2]}]
     narrow = http.get(f"/v1/metrics/{X}/counts",
                       query_string={"from": (past - timedelta(hours=1)).isoformat(),
                                     "to": (past + timedelta(minutes=30)).isoformat()}).json
-    assert narrow["buckets"] == [{"start": past.isoformat(), "n": 10, "ones": 4}]
+    assert narrow["buckets"] == [{"start": past.isoformat(), "n": 10, "ones": 4, "counts": [10, 4]}]
 
 
 @pytest.mark.parametrize("query, parameter", [

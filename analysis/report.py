@@ -180,7 +180,8 @@ def render_table(summaries: Sequence[MetricSummary], title: str = "Deniable repo
                 f"periods (design effect {s.design_effect:.2f}); when devices differ it is "
                 f"conservative, at most {s.periods ** 0.5:.1f}x too wide (docs/analysis.md)."
                 if s.periods > 1 else "") for s in summaries]
-    out = text_table(f"{title}: {when}" if when else title, columns, rows) if plain else ""
+    heading = f"{title}: {when}" if when else title
+    out = text_table(heading, columns, rows) if plain else heading + "\n"
     for s in summaries:
         if s.categories is not None:
             out += "\n" + category_table(s, projected=projected)

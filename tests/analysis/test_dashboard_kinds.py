@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from deniable.analysis import RedisSource
+from deniable.analysis import RedisSource, summarize
 from deniable.analysis.report import series_document
 from deniable.analysis.timeseries import rolling, series
 from deniable.client.kinds import MetricSpec
@@ -52,9 +52,20 @@ def test_dashboard_data_equals_the_analysis(app, redis_client, redis_url, spec, 
     body = app.test_client().get("/dashboard/data", query_string={
         "metric": "kinded", "every": every, "rolling": str(window),
         "from": start.isoformat(), "to": end.isoformat()}).json
-    ts = series(RedisSource(redis_url).counts("kinded", start, end), every, start, end)
+    counts = RedisSource(redis_url).counts("kinded", start, end)
+    ts = series(counts, every, start, end)
     if window > 1:
         ts = rolling(ts, window)
     expected = series_document(ts)
     _same({k: body[k] for k in expected}, expected, "data")
     assert body["kind"] == spec.kind and "Privacy: epsilon" in body["note"]
+    pooled = summarize(counts)
+    if pooled.categories is not None:   # the whole range, per category, both intervals
+        rows = pooled.categories.rows()
+        _same([{k: c[k] for k in ("ci_low", "ci_high", "sim_low", "sim_high", "estimate",
+                                  "stderr")} for c in body["summary"]["categories"]],
+              [{k: r[k] for k in ("ci_low", "ci_high", "sim_low", "sim_high", "estimate",
+                                  "stderr")} for r in rows], "summary")
+    else:
+        assert body["summary"]["estimate"] == pytest.approx(pooled.estimate)
+        assert body["summary"]["ci_high"] == pytest.approx(pooled.ci_high)

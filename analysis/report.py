@@ -32,7 +32,7 @@ COLUMNS = ("metric", "version", "mechanism", "epsilon", "start", "end", "n", "on
            "yes_rate", "estimate", "stderr", "ci_low", "ci_high", "confidence", "clipped",
            "interval_clipped", "wide", "unclipped", "periods", "design_effect", "policy",
            "estimand", "flags", "kind", "category", "sim_low", "sim_high", "lower", "upper",
-           "projected_biased")
+           "total", "total_low", "total_high", "projected_biased")
 CATEGORY_FIELDS = ("category", "sim_low", "sim_high", "projected_biased")
 
 
@@ -71,6 +71,10 @@ def summary_row(summary: MetricSummary, *, projected: bool = False) -> dict[str,
     and ``intervals`` saying which interval is which."""
     row = {k: _plain(v) for k, v in dataclasses.asdict(summary).items() if k != "categories"}
     row["flags"] = flags(summary)
+    if summary.kind == "numeric":  # the sum over the reports: n times the mean
+        row["total"] = _number(summary.n * summary.unclipped) if summary.n else None
+        row["total_low"] = summary.n * summary.ci_low if summary.n else None
+        row["total_high"] = summary.n * summary.ci_high if summary.n else None
     cats = summary.categories
     if cats is not None:
         row["intervals"] = cats.interval_note
@@ -198,7 +202,9 @@ def _value(x: float, lower: float | None) -> str:
 def _what(s: MetricSummary) -> str:
     estimand_text = s.estimand or "share of devices"
     if s.kind == "numeric":
-        return f"{estimand_text}, in [{s.lower:g}, {s.upper:g}]"
+        total = (f"; total over the {s.n:,} reports {s.n * s.unclipped:.6g} "
+                 f"[{s.n * s.ci_low:.6g}, {s.n * s.ci_high:.6g}]" if s.n else "")
+        return f"{estimand_text}, in [{s.lower:g}, {s.upper:g}]{total}"
     return estimand_text
 
 

@@ -167,7 +167,10 @@ def test_tables_json_and_csv_name_both_intervals(source: KindsSource) -> None:
     assert {"ci_low", "ci_high", "sim_low", "sim_high", "stderr"} <= set(os_doc["categories"][0])
     rows = list(csv.DictReader(io.StringIO(render(summaries, "csv"))))
     assert [r["category"] for r in rows if r["metric"] == "latency"] == list(LATENCY.labels)
-    assert next(r for r in rows if r["metric"] == "startup_ms")["upper"] == "5000.0"
+    startup = next(r for r in rows if r["metric"] == "startup_ms")
+    assert startup["upper"] == "5000.0"
+    assert float(startup["total"]) == pytest.approx(int(startup["n"]) * float(startup["estimate"]))
+    assert "total over the" in table
     projected = json.loads(render(summaries, "json", projected=True))
     os_doc = next(m for m in projected["metrics"] if m["metric"] == "os")
     assert "BIASED" in os_doc["projection"]

@@ -151,6 +151,9 @@ def _cell(value: float | int | str, field: str, fmt: str = "{:.4f}") -> str:
     return f'<td data-field="{field}">{shown}</td>'
 
 
+TREND_CATEGORIES = 64
+"""Up to this many categories, each category's row draws its share over time."""
+
 FULL_CHANGES_TABLE = 50
 """Up to this many comparisons the Changes table lists them all; beyond, the significant ones
 (every metric's change, interval and p-values stay in its overview row)."""
@@ -226,18 +229,26 @@ def n_bytes(ts: TimeSeries) -> int:
     return 2 if not len(ts.estimates.n) or int(ts.estimates.n.max()) < 2 ** 16 else 4
 
 
-def trend_svg(ts: TimeSeries, points: int = 30, width: int = 120, height: int = 28) -> str:
-    """A small inline SVG of the trend on a fixed 0..1 axis: the series pooled into at most
-    ``points`` consecutive chunks (counts summed, then debiased), each with its interval as a
-    band. Pooled chunks have intervals narrow enough to read; the fixed axis keeps noise small."""
+def trend_svg(ts: TimeSeries, points: int = 30, width: int = 120, height: int = 28,
+              category: int | None = None) -> str:
+    """A small inline SVG of the trend on a fixed axis (0..1; a numeric metric's range): the
+    series pooled into at most ``points`` consecutive chunks (counts summed, then debiased),
+    each with its interval as a band. Pooled chunks have intervals narrow enough to read; the
+    fixed axis keeps noise small. A categorical series draws its ``category``-th share (with
+    its per-category interval)."""
     e = ts.estimates
-    if len(ts.n) == 0 or int(ts.n.sum()) == 0 or ts.simultaneous is not None:
+    if len(ts.n) == 0 or int(ts.n.sum()) == 0 or \
+            (ts.simultaneous is not None) != (category is not None):
         return f'<svg class="trend" width="{width}" height="{height}"></svg>'
-    edges = np.linspace(0, len(e.n), min(points, len(e.n)) + 1).astype(np.int64)
+    count = len(ts.n)
+    edges = np.linspace(0, count, min(points, count) + 1).astype(np.int64)
     starts = edges[:-1]
     values = ts.values if ts.values is not None else np.stack([e.n, e.ones], axis=1)
     pooled, _ = debias_values(ts.metric, np.add.reduceat(values, starts, axis=0),
                               e.confidence)
+    if category is not None:  # one category's column of the (chunks, d) arrays
+        pooled = type(pooled)(**{f: (v[:, category] if isinstance(v, np.ndarray) and v.ndim == 2
+                                     else v) for f, v in vars(pooled).items()})
     n = pooled.n
     has = n > 0
     xs = (np.arange(len(n)) + 0.5) * (width / len(n))
@@ -341,6 +352,7 @@ def _category_detail(section: MetricSection) -> str:
     edges = tuple(f"{float(e):g}" for e in spec.edges)
     chart = category_svg(cats, histogram=s.kind == "histogram", edges=edges)
     pct = f"{cats.confidence:.0%}"
+    trends = cats.d <= TREND_CATEGORIES and len(section.series) > 1
     rows = "".join(
         f'<tr data-category="{html.escape(label)}"><td>{html.escape(label)}</td>'
         f"{_cell(int(cats.counts[i]), 'count', '{:,}')}"
@@ -348,13 +360,15 @@ def _category_detail(section: MetricSection) -> str:
         f"{_cell(float(cats.stderr[i]), 'stderr')}{_cell(float(cats.ci_low[i]), 'ci_low')}"
         f"{_cell(float(cats.ci_high[i]), 'ci_high')}{_cell(float(cats.sim_low[i]), 'sim_low')}"
         f"{_cell(float(cats.sim_high[i]), 'sim_high')}"
-        f'<td class="flags">{html.escape(category_flags(float(cats.value[i]), cats.n, float(cats.ci_low[i]), float(cats.ci_high[i])))}</td></tr>'
+        + (f"<td>{trend_svg(section.series, category=i)}</td>" if trends else "")
+        + f'<td class="flags">{html.escape(category_flags(float(cats.value[i]), cats.n, float(cats.ci_low[i]), float(cats.ci_high[i])))}</td></tr>'
         for i, label in enumerate(cats.labels))
-    table = ('<details><summary>Every category</summary><table class="categories"><thead><tr>'
-             f"<th>{'bucket' if s.kind == 'histogram' else 'category'}</th><th>count</th>"
+    table = ('<details open><summary>Every category</summary><table class="categories"><thead>'
+             f"<tr><th>{'bucket' if s.kind == 'histogram' else 'category'}</th><th>count</th>"
              f"<th>share (unbiased)</th><th>SE</th><th>{pct} CI low (per category)</th>"
-             f"<th>high</th><th>{pct} CI low (simultaneous)</th><th>high</th><th>notes</th>"
-             f"</tr></thead><tbody>{rows}</tbody></table></details>")
+             f"<th>high</th><th>{pct} CI low (simultaneous)</th><th>high</th>"
+             + ("<th>share over time (0 to 1)</th>" if trends else "") +
+             f"<th>notes</th></tr></thead><tbody>{rows}</tbody></table></details>")
     return (f'<div class="bars">{chart}</div><p><small>{html.escape(cats.interval_note)}. '
             "Shares are unbiased and not clipped: by noise one may fall below 0, and they need "
             "not sum to exactly 1 (no projection onto the simplex is applied; it would bias "

@@ -205,4 +205,5 @@ def test_analysis_and_html_report_cover_every_kind(source: KindsSource) -> None:
     assert page.count('<svg class="bars"') == 2          # os and latency
     assert "simultaneous 95% interval" in page and "BIASED" not in page
     assert 'data-lower="0.0" data-upper="5000.0"' in page
+    assert page.count('<tr data-category=') == 6 + 7 and "share over time" in page
     assert "Every device sends one bit per category" in page or "one of the 6 categories" in page

@@ -234,13 +234,10 @@ def decode_batch(doc: Any, registry: Mapping[str, str],
 
 
 def _add(totals: dict[str, list[int]], key: str, row: tuple[int, ...]) -> None:
+    """Add one report's row to ``totals[key]``, slot by slot in C (``map``): a 1025-slot OUE
+    row costs microseconds, not a Python loop over every slot."""
     tally = totals.get(key)
-    if tally is None:
-        totals[key] = list(row)
-        return
-    for slot, by in enumerate(row):
-        if by:
-            tally[slot] += by
+    totals[key] = list(row) if tally is None else list(map(operator.add, tally, row))
 
 
 def _series(stated: object, declared: Dimensions) -> list[str] | Problem:

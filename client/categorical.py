@@ -525,11 +525,16 @@ def _on_first_use(mechanism: CategoricalMechanism,
                   build: Callable[[Any], Perturb]) -> Perturb:
     """A ``perturb`` that builds the fast path (its pools and tables) on the first report
     and installs it in its place: a mechanism that never reports costs no memory for them.
-    Two threads racing here each build one; the loser's pool is dropped unused."""
+    A caller that kept this function (``f = mechanism.perturb`` before any report) goes on
+    through the one fast path it built. Two threads racing here may each build one: each
+    pool's answers still serve one report each."""
+    built: list[Perturb] = []
+
     def perturb(index: int, rng: RandomBits | None = None) -> int:
-        fast = build(mechanism)
-        object.__setattr__(mechanism, "perturb", fast)
-        out: int = fast(index, rng)
+        if not built:
+            built.append(build(mechanism))
+            object.__setattr__(mechanism, "perturb", built[0])
+        out: int = built[0](index, rng)
         return out
     perturb.__doc__ = type(mechanism).perturb.__doc__
     return perturb

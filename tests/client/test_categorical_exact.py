@@ -338,3 +338,14 @@ def test_pools_and_tables_are_built_on_the_first_report_only() -> None:
     assert "_placement" not in vars(oue) and "_pools" not in vars(oue)
     oue.perturb(3)
     assert "_placement" in vars(oue) and "_pools" in vars(oue)
+
+
+def test_a_perturb_kept_before_the_first_report_reuses_one_fast_path() -> None:
+    grr = KaryRandomizedResponse(6, Fraction(1, 2), TAG)
+    kept = grr.perturb  # before any report: the builder
+    kept(0)
+    installed = vars(grr)["perturb"]
+    assert installed is not kept
+    for _ in range(100):
+        kept(1)
+    assert vars(grr)["perturb"] is installed  # built once, not once per call

@@ -10,10 +10,10 @@ For each boolean metric it samples the client's privacy layer (one new simulated
 trial) and real Reporters uploading to a capturing server on loopback; a categorical,
 histogram or numeric metric (GRR, OUE, 1BitMean; read from its declaration with MetricSpec)
 is sampled through its mechanism's perturb with the secure system source. It prints, per
-check, the claimed epsilon, a 95% empirical lower bound, their ratio (tightness) and a verdict. Audit
-reports are never sent to a real collector: they would count as real data. Exit status: 0
-when every claim holds, 1 when any check fails, 2 for bad usage. docs/audit.md explains the
-method and what a pass does and does not prove.
+check, the claimed epsilon, a 95% empirical lower bound, their ratio (tightness) and a
+verdict. Audit reports are never sent to a real collector: they would count as real data.
+Exit status: 0 when every claim holds, 1 when any check fails, 2 for bad usage. docs/audit.md
+explains the method and what a pass does and does not prove.
 """
 from __future__ import annotations
 

@@ -15,6 +15,7 @@ from typing import Any
 from deniable.client.categorical import (KaryRandomizedResponse, UnaryEncoding,
                                          choose_categorical)
 from deniable.client.kinds import MetricSpec
+from deniable.client.mechanism import RandomizedResponse
 from deniable.client.numeric import BitMean
 from deniable.collector.settings import DEFAULTS
 
@@ -163,3 +164,10 @@ def test_the_readme_declares_every_kind_and_its_examples_report_valid_values() -
     for name, value in calls:
         if name in specs:
             specs[name].encode(ast.literal_eval(value))  # raises if the example is invalid
+
+
+def test_the_readme_yes_no_comparison_is_the_default_mechanisms() -> None:
+    p1, q = (float(x) for x in RandomizedResponse().channel)
+    f = 0.5
+    pi = q + f * (p1 - q)
+    assert f"needs {reports_for(pi * (1 - pi) / (p1 - q) ** 2):,} reports" in README

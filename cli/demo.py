@@ -17,7 +17,8 @@ client derives from it (``deniable.client.memo.memo_bit``): the same bit every d
 intervals therefore count devices, not reports (docs/analysis.md), and the demo checks that
 they cover the true shares.
 
-The same devices report three metrics of the other kinds, through the same client calls
+The first 20,000 devices (``--other-devices``) also report three metrics of the other
+kinds, through the same client calls
 (``reporter.report("os", "android")``, ``reporter.report("startup_ms", 812.5)``): their OS
 (categorical, six categories; on day four some Android users move to iOS), their crashes in
 the past week (a histogram) and their start-up time in ms (numeric; a faster release on day
@@ -59,7 +60,8 @@ def _population_reporter(devices: int, *args: object, **kwargs: object) -> objec
 
     import numpy as np
 
-    from deniable.client.memo import memo_answer, memo_bit, memo_key, new_secret
+    from deniable.client.memo import alpha_threshold, memo_answer, memo_bit, memo_key, new_secret
+    from deniable.client.numeric import BitMean
     from deniable.client.reporter import Reporter
 
     class Population(Reporter):
@@ -68,11 +70,17 @@ def _population_reporter(devices: int, *args: object, **kwargs: object) -> objec
             self.device = 0
             self._seed = new_secret()
             self._answers: dict[str, np.ndarray] = {}
+            self._secrets: dict[int, bytes] = {}
+            self._alphas: dict[tuple[str, int], int] = {}        # (metric, device)
             self._values: dict[tuple[str, int, int], int] = {}  # (metric, device, key)
-            self._keys: dict[tuple[str, int], object] = {}       # (metric, device) -> value
+            self._keys: dict[tuple[str, int], tuple[Any, int]] = {}  # last value, its key
 
         def _secret(self) -> bytes:
-            return hmac.digest(self._seed, self.device.to_bytes(8, "big"), "sha256")
+            secret = self._secrets.get(self.device)
+            if secret is None:
+                secret = hmac.digest(self._seed, self.device.to_bytes(8, "big"), "sha256")
+                self._secrets[self.device] = secret
+            return secret
 
         def _perturb(self, metric: str, mechanism: object, true_value: bool) -> int:
             answers = self._answers.get(metric)
@@ -90,10 +98,16 @@ def _population_reporter(devices: int, *args: object, **kwargs: object) -> objec
             the client keys it (the category, or the number's alpha-point grid point)."""
             device = self.device
             last = self._keys.get((metric, device))
-            if last is not None and last[0] == value:  # type: ignore[index]
-                key = last[1]  # type: ignore[index]
+            if last is not None and last[0] == value:
+                key = last[1]
             else:
-                key = memo_key(self._secret(), metric, mechanism, value)
+                alpha = None
+                if isinstance(mechanism, BitMean):  # the device's secret threshold, once
+                    alpha = self._alphas.get((metric, device))
+                    if alpha is None:
+                        alpha = alpha_threshold(self._secret(), metric)
+                        self._alphas[(metric, device)] = alpha
+                key = memo_key(self._secret(), metric, mechanism, value, alpha=alpha)
                 self._keys[(metric, device)] = (value, key)
             answer = self._values.get((metric, device, key))
             if answer is None:
@@ -155,7 +169,7 @@ OS_MOVE = 0.06
 """From day four, this share of all devices moves from android to ios (0.40 -> 0.34 and
 0.27 -> 0.33)."""
 CRASH_EDGES = (0, 1, 2, 5, 10, 100)
-STARTUP_RANGE = (0, 10_000)
+STARTUP_RANGE = (0, 5_000)
 STARTUP_SPEEDUP = 0.85
 """From day four a faster release multiplies every start-up time by this."""
 KIND_METRICS = (
@@ -209,6 +223,9 @@ def register(commands: argparse._SubParsersAction) -> None:  # type: ignore[type
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--devices", type=positive_int, default=100_000,
                         help="simulated devices (default %(default)s)")
+    parser.add_argument("--other-devices", type=positive_int, default=20_000,
+                        help="how many of the devices also report the categorical, histogram "
+                             "and numeric metrics (default %(default)s; at most --devices)")
     parser.add_argument("--batch-size", type=positive_int, default=1000,
                         help="reports per uploaded batch, at most 1000 (default %(default)s)")
     parser.add_argument("--seed", type=int, default=None,
@@ -288,7 +305,8 @@ def run(args: argparse.Namespace) -> int:
             propensity = {m.name: [population.random() for _ in range(args.devices)]
                           for m in METRICS}
             true_yes = {m.name: 0 for m in METRICS}
-            kinds = KindPopulation(args.devices, args.seed, shift_day)
+            others = min(args.other_devices, args.devices)
+            kinds = KindPopulation(others, args.seed, shift_day)
             truth: dict[str, list[Any]] = {m.name: [] for m in KIND_METRICS}  # per day
             day_starts = []
             columns = (TextColumn("[bold]3.[/] devices report, day by day"), BarColumn(),
@@ -311,9 +329,10 @@ def run(args: argparse.Namespace) -> int:
                             true_bit = propensity[name][device] < rate  # the simulated person
                             true_yes[name] += true_bit
                             reporter.report(name, true_bit)  # perturbed on the "device"
-                        reporter.report("os", os_labels[device])
-                        reporter.report("crashes_per_week", crashes[device])
-                        reporter.report("startup_ms", startup[device])
+                        if device < others:  # a sample also reports the other kinds
+                            reporter.report("os", os_labels[device])
+                            reporter.report("crashes_per_week", crashes[device])
+                            reporter.report("startup_ms", startup[device])
                         if device % 1000 == 999:
                             progress.update(task, completed=day * args.devices + device + 1)
                             if interrupts.pending:
@@ -387,7 +406,8 @@ def run(args: argparse.Namespace) -> int:
             args.html.write_text(render_html(analysis.sections, analysis.comparisons,
                                              title=f"Deniable demo: {args.devices:,} devices "
                                                    f"over {days} days"), encoding="utf-8")
-            print_other_kinds(console, source, truth, day_starts, shift_day, start, end)
+            print_other_kinds(console, source, truth, day_starts, shift_day, start, end,
+                              others)
             console.print(f"[bold]4.[/] HTML report: {args.html.resolve()} "
                           f"({time.monotonic() - started:.1f} s)")
     return 0
@@ -422,7 +442,8 @@ def daily_counts(counts: Any, day_starts: list[Any]) -> Any:
 
 
 def print_other_kinds(console: Any, source: Any, truth: dict[str, list[Any]],
-                      day_starts: list[Any], shift_day: int, start: Any, end: Any) -> None:
+                      day_starts: list[Any], shift_day: int, start: Any, end: Any,
+                      devices: int) -> None:
     """Truth beside estimate and interval for the categorical, histogram and numeric metrics.
 
     Categories and buckets: the reports of one day before the change (the last day before
@@ -438,6 +459,9 @@ def print_other_kinds(console: Any, source: Any, truth: dict[str, list[Any]],
     days = len(day_starts)
     before, after = shift_day - 1, days - 1
     inside = total = 0
+    console.print(f"{devices:,} of the devices also reported, every day, their OS (categorical), "
+                  "their crashes in the past week (histogram) and their start-up time "
+                  "(numeric), memoized: per category, and numbers by alpha-point rounding.")
     for metric in KIND_METRICS[:2]:
         counts = source.counts(metric.name, start=start, end=end)
         spec = counts.metric.spec
@@ -484,5 +508,5 @@ def print_other_kinds(console: Any, source: Any, truth: dict[str, list[Any]],
         f"holds with probability 95%, so about one in twenty may miss). The true changes from "
         f"day {shift_day + 1}: os android {OS_SHARES[0]:.2f} -> "
         f"{OS_SHARES[0] - OS_MOVE:.2f}, ios {OS_SHARES[1]:.2f} -> {OS_SHARES[1] + OS_MOVE:.2f}; "
-        f"start-up times x{STARTUP_SPEEDUP}. A number is memoized by alpha-point rounding, so "
-        "a device's start-up time, drifting a little every day, mostly repeats one answer.")
+        f"start-up times x{STARTUP_SPEEDUP}. A device's start-up time drifts a little every "
+        "day, yet mostly repeats one memoized answer: the daily estimates move together.")

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import multiprocessing
 import os
 import shutil
@@ -77,8 +78,12 @@ def ensure_wrk() -> str:
 
 def run_wrk(wrk: str, url: str, reports_file: Path, seconds: float, connections: int,
             threads: int, delay_ms: int = 0, key: str = "") -> dict[str, float]:
-    """One wrk run with bench/ingest.lua; returns its JSON summary plus req/s."""
-    command = [wrk, f"-t{threads}", f"-c{connections}", f"-d{seconds:g}s", "--timeout", "5s",
+    """One wrk run with bench/ingest.lua; returns its JSON summary plus req/s.
+
+    wrk takes whole seconds only (``-d1.5s`` fails), so ``seconds`` is rounded up, to 1 at
+    least; req/s comes from wrk's own measured duration, so the rounding skews nothing."""
+    whole = max(1, math.ceil(seconds))
+    command = [wrk, f"-t{threads}", f"-c{connections}", f"-d{whole}s", "--timeout", "5s",
                "-s", str(HERE / "ingest.lua"), f"{url}/v1/reports", "--",
                str(reports_file), str(delay_ms), key]
     done = subprocess.run(command, capture_output=True, text=True)

@@ -27,7 +27,7 @@ import bisect
 import dataclasses
 import functools
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any, Union
@@ -40,7 +40,7 @@ from deniable.client.numeric import BitMean, exact_number
 
 Mechanism = Union[RandomizedResponse, KaryRandomizedResponse, UnaryEncoding, BitMean]
 KINDS = ("boolean", "categorical", "histogram", "numeric")
-_PARSERS = {"rr": RandomizedResponse.from_id, "grr": KaryRandomizedResponse.from_id,
+_PARSERS: dict[str, Callable[[str], Mechanism]] = {"rr": RandomizedResponse.from_id, "grr": KaryRandomizedResponse.from_id,
             "oue": UnaryEncoding.from_id, "bm": BitMean.from_id}
 _FIELDS = {"rr": "bit", "grr": "index", "oue": "bits", "bm": "bit"}
 _FAMILY = {"boolean": ("rr",), "categorical": ("grr", "oue"), "histogram": ("grr", "oue"),

@@ -133,7 +133,8 @@ def below(source: RandomBits | None, bound: int) -> int:
     if bound <= 1 << 64:
         if isinstance(chosen, SecureBits):
             return chosen.below(bound)
-        return _below_from(chosen)(bound)
+        drawn: int = _below_from(chosen)(bound)
+        return drawn
     k = (bound - 1).bit_length()
     while True:
         value, got = 0, 0

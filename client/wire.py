@@ -165,7 +165,8 @@ def decode_batch(doc: Any, registry: Mapping[str, str],
         if type(report) is not dict:
             problems.add(f"/reports/{i}", "must be an object")
             continue
-        metric, mechanism = report.get("metric"), report.get("mechanism")
+        metric: Any = report.get("metric")
+        mechanism: Any = report.get("mechanism")
         expected = registry.get(metric) if type(metric) is str else None
         accepted = expected is not None and _accepted(metric, mechanism, expected, older)
         field = _payload_field_of(report, mechanism if accepted else expected)

@@ -158,8 +158,9 @@ def test_metrics_are_listed_with_exact_probabilities_and_epsilon(http) -> None:
     doc = http.get("/v1/metrics").json
     by_name = {m["name"]: m for m in doc["metrics"]}
     assert by_name[X] == {"name": X, "description": "Feature X is switched on",
-                          "mechanism": X_MECH, "p_yes_given_yes": "3/4",
-                          "p_yes_given_no": "1/4", "epsilon": pytest.approx(1.0986122886681098),
+                          "kind": "boolean", "mechanism": X_MECH, "p_yes_given_yes": "3/4",
+                          "p_yes_given_no": "1/4", "p1": "3/4", "q": "1/4",
+                          "epsilon": pytest.approx(1.0986122886681098),
                           "memoization": "memoized", "instantaneous": None, "period": "day",
                           "version": 1}
     assert by_name[DARK]["p_yes_given_yes"] == "7/8"

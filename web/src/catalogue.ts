@@ -6,38 +6,18 @@ import {isMetricName} from "./wire.js";
 
 export type Catalogue = Map<string, RandomizedResponse>;
 
-/** A catalogue entry this client does not report: a metric of another kind. */
-export interface SkippedMetric {
-  /** The entry's name, as served (checked only for boolean entries). */
-  name: string;
-  /** Its kind: "categorical", "histogram", "numeric", or what the collector states. */
-  kind: string;
-  /** Its mechanism id, as served. */
-  mechanism: string;
-}
-
-/**
- * Whether a catalogue entry is a boolean metric, the only kind this client reports: its
- * `kind` is "boolean" (or absent, as from collectors before metric kinds) and its mechanism
- * is randomized response (`rr:`).
- */
-function isBoolean(e: Record<string, unknown>): boolean {
-  const kind = e.kind ?? "boolean";
-  const mechanism = e.mechanism;
-  return kind === "boolean" && !(typeof mechanism === "string" && !mechanism.startsWith("rr:"));
-}
-
 /**
  * Parse a GET /v1/metrics document, refusing any entry whose stated P1 and Q do not match its
  * mechanism id exactly (as the Python client's parse_catalogue).
  *
  * The web client reports boolean metrics only: an entry of another kind (categorical,
  * histogram, numeric, or one this version does not know) is left out of the catalogue and
- * passed to `skipped`, so a collector that serves other kinds keeps every boolean metric
- * working. Reporting a left-out metric throws, as for any metric the catalogue lacks.
+ * passed to `skipped` (its name and kind), so a collector that serves other kinds keeps every
+ * boolean metric working. A boolean entry has kind "boolean" (or none, as from collectors
+ * before metric kinds) and an `rr:` mechanism.
  */
 export function parseCatalogue(doc: unknown,
-                               skipped?: (metric: SkippedMetric) => void): Catalogue {
+                               skipped?: (name: string, kind: string) => void): Catalogue {
   const entries = doc !== null && typeof doc === "object" ?
     (doc as {metrics?: unknown}).metrics : undefined;
   if (!Array.isArray(entries)) {
@@ -46,9 +26,9 @@ export function parseCatalogue(doc: unknown,
   const catalogue: Catalogue = new Map();
   entries.forEach((entry: unknown, i) => {
     const e = (entry ?? {}) as Record<string, unknown>;
-    if (!isBoolean(e)) {
-      skipped?.({name: String(e.name), kind: String(e.kind ?? "boolean"),
-                 mechanism: String(e.mechanism)});
+    const kind = e.kind ?? "boolean";
+    if (kind !== "boolean" || (typeof e.mechanism === "string" && !e.mechanism.startsWith("rr:"))) {
+      skipped?.(String(e.name), String(kind));
       return;
     }
     let mechanism: RandomizedResponse;

@@ -17,9 +17,7 @@
  *   abandoned and its batch stays queued under the same id.
  * - When the page is hidden, everything queued is sealed and sent with `fetch(keepalive)`.
  */
-import {
-  type Catalogue, declareCatalogue, lookup, parseCatalogue, type SkippedMetric,
-} from "./catalogue.js";
+import {type Catalogue, declareCatalogue, lookup, parseCatalogue} from "./catalogue.js";
 import {InvalidParameterError, QueueError, UnknownMetricError, UploadError} from "./errors.js";
 import {cmp} from "./fraction.js";
 import {RandomizedResponse} from "./mechanism.js";
@@ -221,9 +219,7 @@ export class Reporter {
     if (this.closed) throw new QueueError("the reporter is closed");
     const kind = this.otherKinds.get(metric);
     if (kind !== undefined) {
-      throw new UnknownMetricError(
-        `metric ${JSON.stringify(metric)} is a ${kind} metric: this web client reports ` +
-        "boolean metrics only for now (docs/web.md)");
+      throw new UnknownMetricError(`${JSON.stringify(metric)} is ${kind}: boolean metrics only`);
     }
     if (typeof trueValue !== "boolean" && trueValue !== 0 && trueValue !== 1) {
       throw new InvalidParameterError(
@@ -430,15 +426,11 @@ export class Reporter {
    * (so reporting one throws a clear error) and logged once per set of such metrics.
    */
   private parse(doc: unknown): Catalogue {
-    const skipped: SkippedMetric[] = [];
-    const catalogue = parseCatalogue(doc, (entry) => skipped.push(entry));
-    this.otherKinds = new Map(skipped.map((e) => [e.name, e.kind]));
-    if (skipped.length > 0) {
-      const listed = skipped.map((e) => `${e.name} (${e.kind})`).sort().join(", ");
-      this.once(`other-kinds:${listed}`,
-                `deniable: this web client reports boolean metrics only; the collector's ` +
-                `metrics of other kinds are left out: ${listed}`);
-    }
+    const other = new Map<string, string>();
+    const catalogue = parseCatalogue(doc, (name, kind) => other.set(name, kind));
+    this.otherKinds = other;
+    const listed = [...other].map(([name, kind]) => `${name} (${kind})`).sort().join(", ");
+    if (listed) this.once(`kinds:${listed}`, `deniable: boolean metrics only; left out ${listed}`);
     return catalogue;
   }
 

@@ -1,10 +1,15 @@
 """The admin API at /v1/admin: register, list and retire metrics at runtime (admin keys only).
 
-``POST /v1/admin/metrics`` with ``{"name", "mechanism", "description"?, "retention_days"?}``:
-201 when it creates a metric or a new version (another mechanism), 200 when it only updates the
-description/retention or changes nothing, 409 for a retired metric or a mechanism an older
-version used. ``GET /v1/admin/metrics`` lists every metric with all versions, retired ones
-included. ``POST /v1/admin/metrics/<name>/retire`` retires one for good (idempotent).
+``POST /v1/admin/metrics`` with ``{"name", "mechanism" | "epsilon", "kind"?, "categories"?,
+"edges"?, "lower"?, "upper"?, "clamp"?, "description"?, "retention_days"?, "memoization"?,
+"instantaneous"?, "period"?}`` (the metrics file's fields, ``registry.declare``): 201 when it
+creates a metric or a new version (another mechanism: a changed category list, edges or bounds
+is one), 200 when it only updates the description/retention or changes nothing, 409 for a
+retired metric, a mechanism an older version used, or another policy or declaration for the
+current mechanism. With ``epsilon`` the collector chooses the mechanism (GRR or OUE for
+categories, by exact variance) and the answer says which and why (``choice``).
+``GET /v1/admin/metrics`` lists every metric with all versions, retired ones included.
+``POST /v1/admin/metrics/<name>/retire`` retires one for good (idempotent).
 
 Every register and retire call that succeeds writes one audit line (``deniable.audit``) naming
 the metric, its mechanism and version, and the id of the admin key (never the key). A body
@@ -16,19 +21,19 @@ import orjson
 from flask import Blueprint, Response, current_app, g
 
 from deniable.client.errors import InvalidParameterError, Problem
-from deniable.client.wire import API_VERSION, MEDIA_TYPE
+from deniable.client.wire import API_VERSION, MEDIA_TYPE, is_metric_name
 from deniable.collector.api import storage_guard
 from deniable.collector.auth import require
 from deniable.collector.errors import APIError
 from deniable.collector.live_registry import (LiveRegistry, RegistryConflictError,
-                                              validate_policy,
-                                              UnknownMetricError, validate)
+                                              UnknownMetricError, check_about, validate_policy)
 from deniable.collector.observability import audit
 from deniable.collector.params import json_body
+from deniable.collector.registry import SPEC_FIELDS, declare
 
 bp = Blueprint("admin", __name__, url_prefix=f"/{API_VERSION}/admin")
-FIELDS = frozenset({"name", "mechanism", "description", "retention_days", "memoization",
-                    "instantaneous", "period"})
+FIELDS = frozenset({"name", "description", "retention_days", "memoization", "instantaneous",
+                    "period", *SPEC_FIELDS})
 
 
 def _json(body: object, status: int = 200) -> Response:
@@ -50,26 +55,32 @@ def register_metric() -> Response:
     if unknown:
         raise APIError(422, "unknown field(s)", [Problem(f"/{k}", "unknown field")
                                                  for k in unknown])
-    missing = [k for k in ("name", "mechanism") if k not in doc]
+    missing = [k for k in ("name",) if k not in doc]
+    if "mechanism" not in doc and "epsilon" not in doc:
+        missing.append("mechanism")
     if missing:
-        raise APIError(422, "required field(s) missing", [Problem(f"/{k}", "is required")
-                                                          for k in missing])
+        raise APIError(422, "required field(s) missing", [Problem(
+            f"/{k}", "is required" + (" (or epsilon)" if k == "mechanism" else ""))
+            for k in missing])
+    name = doc["name"]
+    description = doc.get("description", "")
+    retention = doc.get("retention_days", int(current_app.config["RETENTION_DAYS"]))
     try:
-        name, mechanism, description, retention = validate(
-            doc["name"], doc["mechanism"], doc.get("description", ""),
-            doc.get("retention_days", int(current_app.config["RETENTION_DAYS"])))
-        policy = validate_policy(mechanism, doc)
+        if not is_metric_name(name):
+            raise InvalidParameterError("name: lowercase letters, digits and '_', at most 64 "
+                                        "characters, starting with a letter")
+        spec = declare(doc)
+        check_about(description, retention)
+        policy = validate_policy(spec.mechanism, doc)
     except InvalidParameterError as exc:
         field, _, detail = str(exc).partition(": ")
         raise APIError(422, "the metric is not valid", [Problem(f"/{field}", detail)]) from exc
     with storage_guard():
         try:
-            entry, what = _registry().register(name, mechanism, description, retention,
+            entry, what = _registry().register(name, spec, description, retention,
                                                policy=policy)
         except RegistryConflictError as exc:
-            raise APIError(409, str(exc), [Problem(
-                "/name" if "retired" in str(exc) else "/memoization"
-                if "collection policy" in str(exc) else "/mechanism", str(exc))]) from exc
+            raise APIError(409, str(exc), [Problem(f"/{exc.field}", str(exc))]) from exc
     audit("metric_register", result=what, metric=entry.name,
           mechanism=entry.current.mechanism.id, version=entry.current.version,
           key_id=_actor())

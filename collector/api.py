@@ -68,7 +68,12 @@ def list_metrics() -> Response:
 def metric_counts(name: str) -> Response:
     """Perturbed counts per hour, day or week bucket over [from, to); by default the last
     7 days of the current version. ``version=N`` or ``mechanism=<id>`` reads an older version
-    (retired metrics stay readable); ``granularity=day|week`` sums hours per UTC day or week."""
+    (retired metrics stay readable); ``granularity=day|week`` sums hours per UTC day or week.
+
+    Every bucket holds ``counts``: all of the hour's counter slots, ``n`` (reports) first, then
+    one per ``labels`` entry (a boolean's perturbed ones; a categorical metric's count per
+    category). One-bit kinds also keep ``n`` and ``ones``; others ``n``. The document states the
+    version's kind and declaration (``MetricSpec.describe``) and its slot ``labels``."""
     with storage_guard():
         entry = _registry().entry(name)
     if entry is None:
@@ -86,8 +91,11 @@ def metric_counts(name: str) -> Response:
                                entry.retention_days)
     if granularity != "hour":
         hours = rollup.rollup(hours, granularity)
+    one_bit = version.mechanism.width == 2
     return _json({
         "metric": entry.name,
+        **version.spec.describe(),
+        "labels": list(version.spec.labels),
         "mechanism": version.mechanism.id,
         "version": version.version,
         "current_version": entry.current.version,
@@ -95,7 +103,9 @@ def metric_counts(name: str) -> Response:
         "retired": entry.retired,
         "granularity": granularity,
         "from": start.isoformat(), "to": end.isoformat(),
-        "buckets": [{"start": h.start.isoformat(), "n": h.n, "ones": h.ones} for h in hours],
+        "buckets": [{"start": h.start.isoformat(), "n": h.n, "ones": h.ones, "counts": h.counts}
+                    if one_bit else {"start": h.start.isoformat(), "n": h.n, "counts": h.counts}
+                    for h in hours],
     })
 
 

@@ -10,6 +10,11 @@ key                                                        type    holds
                                                                    ``ones`` perturbed ones for a
                                                                    boolean); expires at the month's
                                                                    end plus the metric's retention
+``dn:v1:{<metric>}:d:<series>:<mechanism id>:<YYYYMM>``    STRING  the same counters, for the reports
+                                                                   that stated one public-dimension
+                                                                   value (``series`` =
+                                                                   ``platform=ios``), or a declared
+                                                                   combination of values; same expiry
 ``dn:v1:b:<batch id>``                                     STRING  the batch id's claim (idempotency):
                                                                    ``HMAC-SHA256(BATCH_SECRET, batch
                                                                    digest)`` (128 bits, hex), or ``1``
@@ -70,6 +75,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 
 from deniable.client import kinds
+from deniable.client.dimensions import SERIES
 from deniable.client.errors import InvalidParameterError
 
 PREFIX = "dn:v1"
@@ -126,6 +132,32 @@ def counters(metric: str, mechanism_id: str, month: Month | int | datetime) -> s
 
 COUNTERS_PATTERN = f"{PREFIX}:{{*}}:m:*"
 """SCAN pattern of every month counters string."""
+
+
+def series_counters(metric: str, mechanism_id: str, series: str,
+                    month: Month | int | datetime) -> str:
+    """STRING: the packed counters of one public-dimension series of a metric version for one
+    UTC month (``series`` such as ``platform=ios`` or ``app_version=2.4,platform=ios``; see
+    ``deniable.client.dimensions``). Same layout, width and expiry as ``counters``."""
+    if not isinstance(month, Month):
+        month = month_of(month)
+    return f"{PREFIX}:{{{metric}}}:d:{series}:{mechanism_id}:{month.label}"
+
+
+SERIES_PATTERN = f"{PREFIX}:{{*}}:d:*"
+"""SCAN pattern of every series counters string."""
+
+
+def parse_series_counters(key: str) -> tuple[str, str, str, str] | None:
+    """(metric, series, mechanism id, YYYYMM) of a series counters key; None for another."""
+    parsed = _parse_counter_key(key, "d", 6)
+    if parsed is None:
+        return None
+    metric, rest, label = parsed
+    series, sep, mechanism_id = rest.partition(":")
+    if not sep or not SERIES.match(series) or not mechanism_id:
+        return None
+    return metric, series, mechanism_id, label
 
 
 def parse_counters(key: str) -> tuple[str, str, str] | None:

@@ -3,15 +3,23 @@
 Each metric is one JSON entry in the ``keys.registry()`` hash::
 
     {"name": "dark_mode", "description": "...", "retention_days": 90, "retired": null,
-     "versions": [{"version": 1, "mechanism": "rr:1/2:1/2", "registered": "2026-11-22T03:00:00+00:00"},
-                  {"version": 2, "mechanism": "rr:3/4:1/2", "registered": "..."}]}
+     "versions": [{"version": 1, "mechanism": "rr:1/2:1/2",
+                   "registered": "2026-11-22T03:00:00+00:00", "kind": "boolean",
+                   "memoization": "memoized", "period": "day", ...},
+                  {"version": 2, "mechanism": "rr:3/4:1/2", "registered": "...", ...}]}
+
+Each version keeps its whole declaration beside its mechanism: its collection policy and its
+``MetricSpec`` fields (``kind``, and ``categories``, ``edges``, ``lower``/``upper``, ``clamp``,
+``choice`` as the kind has them). An entry written before kinds existed reads as boolean.
 
 Rules:
 
-- A version's mechanism never changes. Registering a name with another mechanism adds a
-  version; since the mechanism id is part of every counter key, each version has its own
-  counters and the old ones stay readable. A mechanism that an older version of the metric
-  used cannot come back (409): versions never share counters.
+- A version's mechanism and declaration never change. Registering a name with another
+  mechanism adds a version (a changed category list, edges or bounds changes the mechanism id:
+  its tag, or its bounds, so it is a new version too); since the mechanism id is part of every
+  counter key, each version has its own counters and the old ones stay readable. A mechanism
+  that an older version of the metric used cannot come back (409): versions never share
+  counters.
 - Description and retention may change in place (reads apply a new retention at once; a
   month's counters get the new expiry at their next write).
 - Retiring is final: a retired metric accepts no reports, and its counts stay readable.
@@ -37,13 +45,13 @@ from typing import Any
 import redis
 
 from deniable.client.errors import InvalidParameterError, WireFormatError
-from deniable.client.mechanism import RandomizedResponse
+from deniable.client.kinds import Mechanism, MetricSpec, parse_mechanism
 from deniable.client.metrics import describe_metric
 from deniable.client.period import DEFAULT_POLICY, CollectionPolicy, parse_policy
 from deniable.client.wire import Batch, decode_batch, decode_compact_batch, is_metric_name
 from deniable.collector import keys
 from deniable.collector.errors import CollectorError
-from deniable.collector.registry import Metric, check_policy
+from deniable.collector.registry import Metric, check_policy, spec_of
 
 log = logging.getLogger("deniable.collector")
 MAX_RETENTION_DAYS = 3650
@@ -51,7 +59,12 @@ MAX_DESCRIPTION = 500
 
 
 class RegistryConflictError(CollectorError):
-    """The change would break a registry rule (retired metric, reused mechanism)."""
+    """The change would break a registry rule (retired metric, reused mechanism, a changed
+    policy or declaration for a version); ``field`` names the registration field at fault."""
+
+    def __init__(self, message: str, field: str = "mechanism") -> None:
+        super().__init__(message)
+        self.field = field
 
 
 class UnknownMetricError(CollectorError):
@@ -60,19 +73,39 @@ class UnknownMetricError(CollectorError):
 
 @dataclass(frozen=True)
 class Version:
-    """One version of a metric: a mechanism and a collection policy for life, and when it
-    was registered."""
+    """One version of a metric: a mechanism, its declaration (``spec``: kind, categories,
+    edges or bounds) and a collection policy for life, and when it was registered."""
 
     version: int
-    mechanism: RandomizedResponse
+    mechanism: Mechanism
     registered: str
     policy: CollectionPolicy = DEFAULT_POLICY
+    spec: MetricSpec = None  # type: ignore[assignment]  # None: built from the mechanism
+
+    def __post_init__(self) -> None:
+        if self.spec is None:
+            object.__setattr__(self, "spec", spec_of(self.mechanism))
+        elif self.spec.mechanism != self.mechanism:
+            raise InvalidParameterError(f"mechanism {self.mechanism.id} is not the spec's "
+                                        f"{self.spec.mechanism.id}")
 
     def describe(self) -> dict[str, Any]:
         return {"version": self.version, "registered": self.registered,
-                **{k: v for k, v in describe_metric("", "", self.mechanism,
-                                                    self.policy).items()
+                **{k: v for k, v in describe_metric("", "", self.spec, self.policy).items()
                    if k not in ("name", "description")}}
+
+    def stored(self) -> dict[str, Any]:
+        """This version in the registry's JSON entry."""
+        return {"version": self.version, "mechanism": self.mechanism.id,
+                "registered": self.registered, **self.policy.describe(),
+                **self.spec.describe()}
+
+    @classmethod
+    def from_stored(cls, doc: Mapping[str, Any]) -> Version:
+        """A version from its JSON (``stored``); one written before kinds is boolean."""
+        mechanism = parse_mechanism(doc["mechanism"])
+        return cls(int(doc["version"]), mechanism, doc["registered"], parse_policy(doc),
+                   MetricSpec.from_document(doc, mechanism))
 
 
 @dataclass(frozen=True)
@@ -92,7 +125,7 @@ class Entry:
     def metric(self) -> Metric:
         """The current version as a Metric (what ingest and ``GET /v1/metrics`` use)."""
         return Metric(self.name, self.description, self.current.mechanism, self.retention_days,
-                      self.current.policy, self.current.version)
+                      self.current.policy, self.current.version, self.current.spec)
 
     def version(self, number: int | None = None, mechanism_id: str | None = None) -> Version | None:
         """The version numbered ``number`` or using ``mechanism_id``; the current by default."""
@@ -109,22 +142,20 @@ class Entry:
         return {"name": self.name, "description": self.description,
                 "retention_days": self.retention_days, "retired": self.retired,
                 "version": self.current.version, "mechanism": self.current.mechanism.id,
+                **self.current.spec.describe(),
                 "versions": [v.describe() for v in self.versions]}
 
     def to_json(self) -> str:
         return json.dumps({"name": self.name, "description": self.description,
                            "retention_days": self.retention_days, "retired": self.retired,
-                           "versions": [{"version": v.version, "mechanism": v.mechanism.id,
-                                         "registered": v.registered, **v.policy.describe()}
-                                        for v in self.versions]},
+                           "versions": [v.stored() for v in self.versions]},
                           sort_keys=True)
 
     @classmethod
     def from_json(cls, text: str | bytes) -> Entry:
         doc = json.loads(text)
         return cls(doc["name"], doc["description"], int(doc["retention_days"]),
-                   tuple(Version(int(v["version"]), RandomizedResponse.from_id(v["mechanism"]),
-                                 v["registered"], parse_policy(v)) for v in doc["versions"]),
+                   tuple(Version.from_stored(v) for v in doc["versions"]),
                    doc.get("retired"))
 
 
@@ -142,7 +173,7 @@ def _now() -> str:
     return datetime.now(timezone.utc).replace(microsecond=0).isoformat()
 
 
-def validate_policy(mechanism: RandomizedResponse, doc: Mapping[str, Any]) -> CollectionPolicy:
+def validate_policy(mechanism: Mechanism, doc: Mapping[str, Any]) -> CollectionPolicy:
     """Check a registration's collection policy (memoization, instantaneous, period).
 
     Raises:
@@ -152,7 +183,7 @@ def validate_policy(mechanism: RandomizedResponse, doc: Mapping[str, Any]) -> Co
 
 
 def validate(name: object, mechanism: object, description: object = "",
-             retention_days: object = 90) -> tuple[str, RandomizedResponse, str, int]:
+             retention_days: object = 90) -> tuple[str, Mechanism, str, int]:
     """Check a registration; return (name, mechanism, description, retention_days).
 
     Raises:
@@ -164,9 +195,19 @@ def validate(name: object, mechanism: object, description: object = "",
     if not isinstance(mechanism, str):
         raise InvalidParameterError("mechanism: must be a mechanism id such as 'rr:1/2:1/2'")
     try:
-        parsed = RandomizedResponse.from_id(mechanism)
+        parsed = parse_mechanism(mechanism)
     except InvalidParameterError as exc:
         raise InvalidParameterError(f"mechanism: {exc}") from exc
+    check_about(description, retention_days)
+    return name, parsed, description, retention_days  # type: ignore[return-value]
+
+
+def check_about(description: object, retention_days: object) -> None:
+    """Check a registration's description and retention.
+
+    Raises:
+        InvalidParameterError: naming the offending field.
+    """
     if not isinstance(description, str) or len(description) > MAX_DESCRIPTION:
         raise InvalidParameterError(f"description: a string of at most {MAX_DESCRIPTION} "
                                     "characters")
@@ -174,7 +215,6 @@ def validate(name: object, mechanism: object, description: object = "",
             or not 1 <= retention_days <= MAX_RETENTION_DAYS:
         raise InvalidParameterError(f"retention_days: a whole number of days in "
                                     f"[1, {MAX_RETENTION_DAYS}]")
-    return name, parsed, description, retention_days  # type: ignore[return-value]
 
 
 class LiveRegistry:
@@ -289,13 +329,15 @@ class LiveRegistry:
 
     # --- changing --------------------------------------------------------------------------
 
-    def register(self, name: str, mechanism: RandomizedResponse, description: str,
+    def register(self, name: str, mechanism: Mechanism | MetricSpec, description: str,
                  retention_days: int, *, from_file: bool = False,
                  policy: CollectionPolicy = DEFAULT_POLICY) -> tuple[Entry, str]:
         """Create a metric, add a version, or update description/retention in place.
 
-        A version's collection policy is fixed with it: its counters were collected under
-        it. Registering the current mechanism with another policy is a conflict.
+        ``mechanism`` is the version's whole declaration (a MetricSpec), or a bare boolean
+        or numeric mechanism (``registry.spec_of``). A version's collection policy and
+        declaration are fixed with it: its counters were collected under them. Registering
+        the current mechanism with another policy or declaration is a conflict.
 
         Returns:
             The entry and what happened: "created", "new_version", "updated" or "unchanged".
@@ -305,11 +347,12 @@ class LiveRegistry:
                 ``mechanism``.
         """
         outcome: dict[str, Any] = {}
+        spec = spec_of(mechanism)
 
         def change(pipe: redis.client.Pipeline) -> None:
             raw = pipe.hget(keys.registry(), name)
             old = Entry.from_json(raw) if raw else None
-            entry, what = _apply(old, name, mechanism, description, retention_days, from_file,
+            entry, what = _apply(old, name, spec, description, retention_days, from_file,
                                  policy)
             outcome.update(entry=entry, what=what)
             if what != "unchanged":
@@ -350,7 +393,7 @@ class LiveRegistry:
         """Write the metrics file's metrics into Redis (see the module docstring)."""
         for metric in self.file_metrics.values():
             try:
-                _, what = self.register(metric.name, metric.mechanism, metric.description,
+                _, what = self.register(metric.name, metric.spec, metric.description,
                                         metric.retention_days, from_file=True,
                                         policy=metric.policy)
             except RegistryConflictError as exc:
@@ -363,24 +406,34 @@ class LiveRegistry:
 
 def _file_entry(metric: Metric) -> Entry:
     return Entry(metric.name, metric.description, metric.retention_days,
-                 (Version(1, metric.mechanism, _now(), metric.policy),))
+                 (Version(1, metric.mechanism, _now(), metric.policy, metric.spec),))
 
 
-def _apply(old: Entry | None, name: str, mechanism: RandomizedResponse, description: str,
+def _apply(old: Entry | None, name: str, spec: MetricSpec, description: str,
            retention_days: int, from_file: bool,
            policy: CollectionPolicy = DEFAULT_POLICY) -> tuple[Entry, str]:
+    mechanism = spec.mechanism
     if old is None:
         return Entry(name, description, retention_days,
-                     (Version(1, mechanism, _now(), policy),)), "created"
+                     (Version(1, mechanism, _now(), policy, spec),)), "created"
     if old.retired is not None:
         raise RegistryConflictError(f"metric {name!r} was retired at {old.retired}; retired "
-                                    "metrics stay retired (register a new name)")
+                                    "metrics stay retired (register a new name)", "name")
     if mechanism.id == old.current.mechanism.id:
         if policy != old.current.policy:
             raise RegistryConflictError(
                 f"metric {name!r} version {old.current.version} is collected as "
                 f"{old.current.policy.summary()!r}; a version's collection policy never "
-                "changes (register a new mechanism for a new version, or a new name)")
+                "changes (register a new mechanism for a new version, or a new name)",
+                "memoization")
+        if _declared(spec) != _declared(old.current.spec):
+            changed = sorted(k for k in _declared(spec).keys() | _declared(old.current.spec)
+                             if _declared(spec).get(k) != _declared(old.current.spec).get(k))
+            raise RegistryConflictError(
+                f"metric {name!r} version {old.current.version} declares "
+                f"{', '.join(f'{k} = {_declared(old.current.spec).get(k)!r}' for k in changed)}; "
+                "a version's declaration never changes (register a new mechanism for a new "
+                "version, or a new name)", changed[0])
         if from_file or (description, retention_days) == (old.description, old.retention_days):
             return old, "unchanged"
         return replace(old, description=description, retention_days=retention_days), "updated"
@@ -389,6 +442,13 @@ def _apply(old: Entry | None, name: str, mechanism: RandomizedResponse, descript
         raise RegistryConflictError(
             f"metric {name!r} used mechanism {mechanism.id} in version {used.version}; "
             "versions never share counters (choose another mechanism or a new name)")
-    new = Version(old.current.version + 1, mechanism, _now(), policy)
+    new = Version(old.current.version + 1, mechanism, _now(), policy, spec)
     return replace(old, description=description, retention_days=retention_days,
                    versions=old.versions + (new,)), "new_version"
+
+
+def _declared(spec: MetricSpec) -> dict[str, Any]:
+    """What a spec declares, without ``choice`` (which only explains an automatic choice)."""
+    doc = spec.describe()
+    doc.pop("choice", None)
+    return doc

@@ -50,6 +50,24 @@ POLICY_PROPERTIES: dict[str, Any] = {
                "description": "at most one report per device per UTC period (default day)"},
 }
 
+KINDS = ["boolean", "categorical", "histogram", "numeric"]
+SPEC_PROPERTIES: dict[str, Any] = {
+    "kind": {"type": "string", "enum": KINDS,
+             "description": "what the metric asks (default boolean)"},
+    "categories": {"type": "array", "items": {"type": "string"},
+                   "description": "categorical: the declared labels, in order; histogram: "
+                                  "the bucket labels"},
+    "edges": {"type": "array", "items": {"type": "string"},
+              "description": "histogram: the bucket edges as exact numbers"},
+    "lower": {"type": "string", "description": "numeric: the lower bound, exact"},
+    "upper": {"type": "string", "description": "numeric: the upper bound, exact"},
+    "clamp": {"type": "boolean", "description": "out-of-range numbers are clamped, "
+                                                "not refused"},
+    "choice": {"type": "string", "description": "why this mechanism was chosen, when it "
+                                                "was chosen from an epsilon"},
+}
+"""A metric version's declaration (``MetricSpec.describe``), as the catalogue states it."""
+
 SCHEMAS: dict[str, Any] = {
     "Problem": {
         "type": "object",
@@ -76,7 +94,10 @@ SCHEMAS: dict[str, Any] = {
     "Report": {
         "type": "object",
         "additionalProperties": False,
-        "required": ["metric", "mechanism", "bit"],
+        "required": ["metric", "mechanism"],
+        "oneOf": [{"required": ["bit"]}, {"required": ["index"]}, {"required": ["bits"]}],
+        "description": "one perturbed value, in the one field its mechanism names: bit "
+                       "(rr:, bm:), index (grr:) or bits (oue:)",
         "properties": {
             "metric": {"type": "string", "pattern": "^[a-z][a-z0-9_]{0,63}$",
                        "description": "a registered metric (see GET /v1/metrics)"},
@@ -84,6 +105,11 @@ SCHEMAS: dict[str, Any] = {
                           "description": "the metric's registered mechanism id"},
             "bit": {"type": "integer", "enum": [0, 1],
                     "description": "the perturbed bit; never the true value"},
+            "index": {"type": "integer", "minimum": 0, "maximum": 1023,
+                      "description": "the perturbed category index, below the metric's d"},
+            "bits": {"type": "string", "pattern": "^[0-9a-f]{1,256}$",
+                     "description": "the perturbed bitset: bit i is category i, exactly "
+                                    "ceil(d / 4) lowercase hex digits"},
         },
     },
     "Batch": {
@@ -111,14 +137,20 @@ SCHEMAS: dict[str, Any] = {
     },
     "Metric": {
         "type": "object",
-        "required": ["name", "description", "mechanism", "p_yes_given_yes", "p_yes_given_no",
-                     "epsilon"],
+        "required": ["name", "description", "kind", "mechanism", "p1", "q", "epsilon"],
         "properties": {
             "name": {"type": "string"},
             "description": {"type": "string"},
+            **SPEC_PROPERTIES,
             "mechanism": {"type": "string"},
-            "p_yes_given_yes": {"type": "string", "description": "exact fraction, e.g. 3/4"},
-            "p_yes_given_no": {"type": "string", "description": "exact fraction, e.g. 1/4"},
+            "p1": {"type": "string", "description": "P(a counted slot counts | the true value "
+                                                    "is that slot's), exact"},
+            "q": {"type": "string", "description": "P(a counted slot counts | the true value "
+                                                   "is another), exact"},
+            "p_yes_given_yes": {"type": "string",
+                                "description": "boolean only: exact fraction, e.g. 3/4"},
+            "p_yes_given_no": {"type": "string",
+                               "description": "boolean only: exact fraction, e.g. 1/4"},
             "epsilon": {"type": "number", "description": "privacy loss per report"},
             **POLICY_PROPERTIES,
             "version": {"type": "integer", "minimum": 1,
@@ -126,9 +158,14 @@ SCHEMAS: dict[str, Any] = {
         },
     },
     "Counts": {
-        "type": "object", "required": ["metric", "mechanism", "from", "to", "buckets"],
+        "type": "object",
+        "required": ["metric", "kind", "labels", "mechanism", "from", "to", "buckets"],
         "properties": {
             "metric": {"type": "string"},
+            **SPEC_PROPERTIES,
+            "labels": {"type": "array", "items": {"type": "string"},
+                       "description": "the label of each counted slot after n: 'yes', the "
+                                      "categories, or 'mean'"},
             "mechanism": {"type": "string"},
             "version": {"type": "integer", "minimum": 1},
             "current_version": {"type": "integer", "minimum": 1,
@@ -140,20 +177,38 @@ SCHEMAS: dict[str, Any] = {
             "from": {"type": "string", "format": "date-time"},
             "to": {"type": "string", "format": "date-time"},
             "buckets": {"type": "array", "items": {
-                "type": "object", "required": ["start", "n", "ones"],
+                "type": "object", "required": ["start", "n", "counts"],
                 "properties": {"start": {"type": "string", "format": "date-time"},
                                "n": {"type": "integer", "minimum": 0},
-                               "ones": {"type": "integer", "minimum": 0}}}},
+                               "ones": {"type": "integer", "minimum": 0,
+                                        "description": "one-bit kinds (boolean, numeric) "
+                                                      "only: the perturbed ones"},
+                               "counts": {"type": "array", "minItems": 2,
+                                          "items": {"type": "integer", "minimum": 0},
+                                          "description": "every counter slot: n, then one "
+                                                         "per label"}}}},
         },
     },
 }
 
 SCHEMAS.update({
     "MetricRegistration": {
-        "type": "object", "additionalProperties": False, "required": ["name", "mechanism"],
+        "type": "object", "additionalProperties": False, "required": ["name"],
+        "description": "Declare either mechanism or epsilon (the collector then chooses the "
+                       "mechanism and says why in choice).",
         "properties": {
             "name": {"type": "string", "pattern": "^[a-z][a-z0-9_]{0,63}$"},
+            "kind": SPEC_PROPERTIES["kind"],
             "mechanism": {"type": "string", "examples": ["rr:1/2:1/2"]},
+            "epsilon": {"type": "number", "exclusiveMinimum": 0, "maximum": 20,
+                        "description": "nats per report; the mechanism is chosen for it"},
+            "categories": {"type": "array", "minItems": 2, "maxItems": 1024,
+                           "items": {"type": "string", "minLength": 1, "maxLength": 100}},
+            "edges": {"type": "array", "minItems": 3, "maxItems": 1025,
+                      "items": {"type": ["number", "string"]}},
+            "lower": {"type": ["number", "string"]},
+            "upper": {"type": ["number", "string"]},
+            "clamp": {"type": "boolean"},
             "description": {"type": "string"},
             "retention_days": {"type": "integer", "minimum": 1},
             **POLICY_PROPERTIES,
@@ -170,12 +225,15 @@ SCHEMAS.update({
             "retired": {"type": ["string", "null"]},
             "version": {"type": "integer", "description": "the current version"},
             "mechanism": {"type": "string", "description": "the current version's mechanism"},
+            **SPEC_PROPERTIES,
             "versions": {"type": "array", "items": {
                 "type": "object",
-                "required": ["version", "registered", "mechanism", "p_yes_given_yes",
-                             "p_yes_given_no", "epsilon"],
+                "required": ["version", "registered", "kind", "mechanism", "p1", "q",
+                             "epsilon"],
                 "properties": {"version": {"type": "integer"}, "registered": {"type": "string"},
+                               **SPEC_PROPERTIES,
                                "mechanism": {"type": "string"},
+                               "p1": {"type": "string"}, "q": {"type": "string"},
                                "p_yes_given_yes": {"type": "string"},
                                "p_yes_given_no": {"type": "string"},
                                "epsilon": {"type": "number"}, **POLICY_PROPERTIES}}},
@@ -206,7 +264,7 @@ PUBLIC: list[dict[str, list[str]]] = []
 PATHS: dict[str, dict[str, Any]] = {
     "/v1/reports": {"post": {
         "operationId": "postReports",
-        "summary": "Send one batch of perturbed bits",
+        "summary": "Send one batch of perturbed values (bits, category indexes, bitsets)",
         "description": "Accepted whole or not at all. A re-sent batch_id with the same "
                        "content is acknowledged and counted once; with other content, 409. "
                        "A body with duplicate JSON keys is rejected with 400.",
@@ -259,8 +317,9 @@ PATHS: dict[str, dict[str, Any]] = {
         "post": {
             "operationId": "registerMetric",
             "summary": "Register a metric, or a new version of one (admin key)",
-            "description": "A metric's mechanism never changes in place: another mechanism "
-                           "makes a new version with its own counters.",
+            "description": "A metric's mechanism and declaration never change in place: "
+                           "another mechanism (a changed category list, edges or bounds "
+                           "makes one) is a new version with its own counters.",
             "requestBody": {"required": True,
                             "content": {MEDIA_TYPE: {"schema": _ref("MetricRegistration")}}},
             "responses": {
@@ -268,8 +327,9 @@ PATHS: dict[str, dict[str, Any]] = {
                 "200": _json("Description or retention updated, or nothing changed.",
                              _ref("RegistryResult")),
                 "400": _problem("The body is not valid JSON, or repeats a key."),
-                "409": _problem("The metric is retired, or an older version used that "
-                                "mechanism."),
+                "409": _problem("The metric is retired, an older version used that "
+                                "mechanism, or the current mechanism is registered again with "
+                                "another policy or declaration; errors[] names the field."),
                 "415": _problem("The body is not application/json."),
                 "422": _problem("Invalid fields; errors[] holds JSON pointers."),
                 "503": UNAVAILABLE,

@@ -159,8 +159,8 @@ def scan_log_lines(lines: Iterable[str], identifiers: Iterable[str] = ()) -> lis
 def _classify(key: str) -> str:
     """Which layout entry ``key`` is: counters, counters_v1, batch, batch_applied, registry,
     registry_gen, api_key, api_key_index, rate_limit; or "unknown"."""
-    if keys.parse_counters(key) is not None:
-        return "counters"
+    if keys.parse_counters(key) is not None or keys.parse_series_counters(key) is not None:
+        return "counters"  # a dimension series is counters too; its label is allow-listed
     if keys.parse_counters_v1(key) is not None:
         return "counters_v1"
     if key in (keys.registry(), keys.registry_generation(), keys.api_key_index()):
@@ -243,7 +243,8 @@ def _values(client: redis.Redis | redis.cluster.RedisCluster, key: str,
     """A key's values as text (a counters string's bytes are binary: none)."""
     if kind_type == "string":
         raw = client.get(key)
-        if raw is None or keys.parse_counters(key) is not None:
+        if raw is None or keys.parse_counters(key) is not None or \
+                keys.parse_series_counters(key) is not None:
             return []
         return [raw.decode(errors="replace") if isinstance(raw, bytes) else str(raw)]
     if kind_type == "hash":

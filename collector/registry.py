@@ -10,25 +10,57 @@ Metrics are registered in a TOML file loaded at start::
     instantaneous = "rr:3/4:1/2" # only with memoization = "instantaneous": the layer
     period = "day"               # optional: at most one report per device per hour|day|week
 
+    [metrics.os]                 # a categorical metric: one of 2..1024 declared labels
+    kind = "categorical"
+    categories = ["android", "ios", "windows", "macos", "linux", "other"]
+    epsilon = 2.0                # GRR or OUE, chosen by exact variance (``choice`` says why)
+
+    [metrics.startup_ms]         # a histogram: a number put in [e_i, e_i+1) buckets
+    kind = "histogram"
+    edges = [0, 250, 500, 1000, 2000, 60000]
+    clamp = true                 # optional: values outside [e_0, e_d] go to the end buckets
+    epsilon = 1.5
+
+    [metrics.crashes_per_week]   # numeric: the mean of a number in [lower, upper]
+    kind = "numeric"
+    lower = 0
+    upper = 50
+    epsilon = 1.0                # 1BitMean
+
+``kind`` defaults to ``boolean``. Every metric declares either ``mechanism`` (an id) or
+``epsilon`` (nats). The category list, the edges and the bounds are digested into the
+mechanism id, so changing them makes a new metric version with its own counters.
+
 The collection policy (memoization, instantaneous, period) is served in the catalogue: devices
 follow it, and the analysis uses it for intervals over time (docs/analysis.md).
 """
 from __future__ import annotations
 
+import math
 import tomllib
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from deniable.client.errors import DeniableError, InvalidParameterError
-from deniable.client.mechanism import RandomizedResponse
+from deniable.client.categorical import KaryRandomizedResponse, UnaryEncoding
 from deniable.client.composition import split
+from deniable.client.errors import DeniableError, InvalidParameterError
+from deniable.client.kinds import KINDS, Mechanism, MetricSpec, parse_mechanism
+from deniable.client.mechanism import RandomizedResponse
 from deniable.client.metrics import describe_metric
+from deniable.client.numeric import BitMean
 from deniable.client.period import DEFAULT_POLICY, CollectionPolicy, parse_policy
 from deniable.client.wire import is_metric_name
 
-_FIELDS = {"description", "mechanism", "retention_days", "memoization", "instantaneous",
-           "period"}
+SPEC_FIELDS = frozenset({"kind", "mechanism", "epsilon", "categories", "edges", "lower",
+                         "upper", "clamp"})
+"""The fields that declare what a metric asks and how (``declare``)."""
+_FIELDS = {"description", "retention_days", "memoization", "instantaneous", "period",
+           *SPEC_FIELDS}
+_ONLY_FOR = {"categories": ("categorical",), "edges": ("histogram",), "lower": ("numeric",),
+             "upper": ("numeric",), "clamp": ("histogram", "numeric")}
+"""Fields that only some kinds take."""
 
 
 class RegistryError(DeniableError):
@@ -38,29 +70,162 @@ class RegistryError(DeniableError):
 @dataclass(frozen=True)
 class Metric:
     """A registered metric: its name, what it means, its mechanism, its retention (days),
-    how devices collect it, and (from the live registry) its version."""
+    how devices collect it, (from the live registry) its version, and its declaration
+    (``spec``: kind, categories, edges or bounds; a boolean spec if none is given)."""
 
     name: str
     description: str
-    mechanism: RandomizedResponse
+    mechanism: Mechanism
     retention_days: int
     policy: CollectionPolicy = DEFAULT_POLICY
     version: int | None = None
+    spec: MetricSpec = None  # type: ignore[assignment]  # None: built from the mechanism
+
+    def __post_init__(self) -> None:
+        if self.spec is None:
+            object.__setattr__(self, "spec", spec_of(self.mechanism))
+        elif self.spec.mechanism != self.mechanism:
+            raise InvalidParameterError(f"mechanism {self.mechanism.id} is not the spec's "
+                                        f"{self.spec.mechanism.id}")
 
     def describe(self) -> dict[str, Any]:
         """This metric's entry in ``GET /v1/metrics``."""
-        return describe_metric(self.name, self.description, self.mechanism, self.policy,
+        return describe_metric(self.name, self.description, self.spec, self.policy,
                                self.version)
 
 
-def check_policy(mechanism: RandomizedResponse, doc: Any) -> CollectionPolicy:
+def spec_of(mechanism: Mechanism | MetricSpec) -> MetricSpec:
+    """The spec of a bare mechanism: a boolean one for ``rr:``, a numeric one for ``bm:``
+    (its bounds are in its id). A categorical mechanism needs its categories: pass a spec.
+
+    Raises:
+        InvalidParameterError: a categorical mechanism without its declaration.
+    """
+    if isinstance(mechanism, MetricSpec):
+        return mechanism
+    if isinstance(mechanism, RandomizedResponse):
+        return MetricSpec("boolean", mechanism)
+    if isinstance(mechanism, BitMean):
+        return MetricSpec("numeric", mechanism)
+    if isinstance(mechanism, (KaryRandomizedResponse, UnaryEncoding)):
+        raise InvalidParameterError(f"mechanism {mechanism.id} needs its declared categories "
+                                    "(register a MetricSpec)")
+    raise InvalidParameterError(f"not a mechanism: {mechanism!r}")
+
+
+def declare(doc: Mapping[str, Any]) -> MetricSpec:
+    """The spec of a registration's ``kind``, ``mechanism`` or ``epsilon``, ``categories``,
+    ``edges``, ``lower``, ``upper`` and ``clamp`` (metrics file or admin API).
+
+    Raises:
+        InvalidParameterError: ``"<field>: <what is wrong>"``, naming the offending field.
+    """
+    kind = doc.get("kind", "boolean")
+    if kind not in KINDS:
+        raise InvalidParameterError(f"kind: must be one of {', '.join(KINDS)}")
+    for name, kinds in _ONLY_FOR.items():
+        if name in doc and kind not in kinds:
+            raise InvalidParameterError(f"{name}: a {kind} metric takes no {name} (only "
+                                        f"{' and '.join(kinds)} metrics do)")
+    mechanism, epsilon = doc.get("mechanism"), doc.get("epsilon")
+    if (mechanism is None) == (epsilon is None):
+        raise InvalidParameterError(
+            f"{'mechanism' if mechanism is None else 'epsilon'}: declare exactly one of "
+            "mechanism (an id such as 'rr:1/2:1/2') and epsilon (nats)")
+    parsed: Mechanism | None = None
+    if mechanism is not None:
+        if not isinstance(mechanism, str):
+            raise InvalidParameterError("mechanism: must be a mechanism id such as 'rr:1/2:1/2'")
+        try:
+            parsed = parse_mechanism(mechanism)
+        except InvalidParameterError as exc:
+            raise InvalidParameterError(f"mechanism: {exc}") from exc
+    elif isinstance(epsilon, bool) or not isinstance(epsilon, (int, float)) \
+            or not math.isfinite(epsilon) or not 0 < epsilon <= MAX_EPSILON:
+        raise InvalidParameterError(f"epsilon: must be a number of nats in (0, {MAX_EPSILON}]")
+    categories, edges = doc.get("categories", ()), doc.get("edges", ())
+    if kind == "categorical" and "categories" not in doc:
+        raise InvalidParameterError("categories: a categorical metric declares its categories")
+    if kind == "histogram" and "edges" not in doc:
+        raise InvalidParameterError("edges: a histogram declares its bucket edges")
+    for name, value in (("categories", categories), ("edges", edges)):
+        if not isinstance(value, (list, tuple)):
+            raise InvalidParameterError(f"{name}: must be a list")
+    for i, edge in enumerate(edges):
+        if isinstance(edge, bool) or not isinstance(edge, (int, float, str)):
+            raise InvalidParameterError(f"edges: edges[{i}] must be a number")
+    for name in ("lower", "upper"):
+        value = doc.get(name)
+        if kind == "numeric" and value is None:
+            raise InvalidParameterError(f"{name}: a numeric metric declares lower and upper")
+        if value is not None and (isinstance(value, bool)
+                                  or not isinstance(value, (int, float, str))):
+            raise InvalidParameterError(f"{name}: must be a number")
+    clamp = doc.get("clamp", False)
+    if not isinstance(clamp, bool):
+        raise InvalidParameterError("clamp: must be true or false")
+    try:
+        spec = MetricSpec.build(kind, mechanism=parsed, epsilon=epsilon, categories=categories,
+                                edges=edges, lower=doc.get("lower"), upper=doc.get("upper"),
+                                clamp=clamp)
+    except InvalidParameterError as exc:
+        raise InvalidParameterError(
+            f"{_field_of(str(exc), kind, parsed)}: {_shorten(str(exc))}") from exc
+    stated = spec.describe()
+    for name in ("edges", "lower", "upper"):
+        texts = stated.get(name, [])
+        for text in texts if isinstance(texts, list) else [texts]:
+            if len(text) > MAX_NUMBER_TEXT:
+                raise InvalidParameterError(
+                    f"{name}: {_shorten(text, 40)} is too long as an exact number (at most "
+                    f"{MAX_NUMBER_TEXT} characters, e.g. 0.001 or 1/3)")
+    return spec
+
+
+MAX_NUMBER_TEXT = 40
+"""The longest exact number (``n`` or ``n/m``) an edge or bound may be: it is part of the
+mechanism id of a numeric metric, hence of every counter key."""
+
+
+def _shorten(text: str, limit: int = 300) -> str:
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+MAX_EPSILON = 20.0
+"""The largest epsilon (nats) a registration may ask for: e^20 is past any useful privacy."""
+
+_DECLARED = {"categorical": "categories", "histogram": "edges", "numeric": "lower",
+             "boolean": "mechanism"}
+
+
+def _field_of(message: str, kind: str, mechanism: Mechanism | None) -> str:
+    """The field a MetricSpec.build error is about (the fields' types are checked before)."""
+    if "does not match" in message or " metric needs a" in message:
+        return "mechanism"
+    if message.startswith("epsilon"):
+        return "epsilon"
+    if message.startswith(("lower", "upper")):
+        return message[:5]
+    if "categor" in message or "edge" in message or "histogram" in message:
+        return _DECLARED[kind]
+    return "mechanism" if mechanism is not None else "epsilon"
+
+
+def check_policy(mechanism: Mechanism, doc: Any) -> CollectionPolicy:
     """Parse a registration's collection policy and check that it fits its mechanism.
+
+    An instantaneous layer (a second randomized response over the memoized bit) exists for
+    boolean metrics only.
 
     Raises:
         InvalidParameterError: naming the offending field.
     """
     policy = parse_policy(doc)
     if policy.instantaneous is not None:
+        if not isinstance(mechanism, RandomizedResponse):
+            raise InvalidParameterError(
+                f"instantaneous: an instantaneous layer applies to boolean metrics only; "
+                f"a {mechanism.kind} metric ({mechanism.id}) is memoized or fresh")
         try:
             split(mechanism, policy.instantaneous)
         except InvalidParameterError as exc:
@@ -102,14 +267,14 @@ def _parse_metric(path: str | Path, name: str, spec: Any, default_retention: int
     if not isinstance(description, str):
         raise RegistryError(f"{where}.description must be a string")
     try:
-        mechanism = RandomizedResponse.from_id(spec.get("mechanism", ""))
+        declared = declare(spec)
     except InvalidParameterError as exc:
-        raise RegistryError(f"{where}.mechanism: {exc}") from exc
+        raise RegistryError(f"{where}.{exc}") from exc
     retention = spec.get("retention_days", default_retention)
     if isinstance(retention, bool) or not isinstance(retention, int) or retention < 1:
         raise RegistryError(f"{where}.retention_days must be a whole number of days >= 1")
     try:
-        policy = check_policy(mechanism, spec)
+        policy = check_policy(declared.mechanism, spec)
     except InvalidParameterError as exc:
         raise RegistryError(f"{where}.{exc}") from exc
-    return Metric(name, description, mechanism, retention, policy)
+    return Metric(name, description, declared.mechanism, retention, policy, spec=declared)

@@ -31,6 +31,12 @@ class HourCount:
     start: datetime
     n: int
     ones: int
+    counts: tuple[int, ...] = ()
+    """Every counter slot (n, then ones or one count per category); () means (n, ones)."""
+
+    def __post_init__(self) -> None:
+        if not self.counts:
+            object.__setattr__(self, "counts", (self.n, self.ones))
 
 
 Hours = TypeVar("Hours")  # an int, or a numpy integer array
@@ -85,11 +91,14 @@ def grid_hours(start: datetime, end: datetime, granularity: str) -> tuple[int, i
 
 
 def rollup(hours: list[HourCount], granularity: str) -> list[HourCount]:
-    """Sum hour buckets per period; only non-empty periods, oldest first."""
+    """Sum hour buckets per period, every counter slot; only non-empty periods, oldest
+    first."""
     check_granularity(granularity)
     sums: dict[int, list[int]] = {}
     for h in hours:
-        total = sums.setdefault(period_hour(hour_index(h.start), granularity), [0, 0])
-        total[0] += h.n
-        total[1] += h.ones
-    return [HourCount(hour_start(first), n, ones) for first, (n, ones) in sorted(sums.items())]
+        total = sums.setdefault(period_hour(hour_index(h.start), granularity),
+                                [0] * len(h.counts))
+        for j, v in enumerate(h.counts):
+            total[j] += v
+    return [HourCount(hour_start(first), total[0], total[1], tuple(total))
+            for first, total in sorted(sums.items())]

@@ -19,7 +19,7 @@ import redis.cluster
 from redis.backoff import ExponentialBackoff
 from redis.retry import Retry
 
-from deniable.client.wire import Batch
+from deniable.client.wire import Batch, Tally
 from deniable.collector import keys
 from deniable.collector.process import current_pid
 from deniable.collector.rollup import HourCount
@@ -246,9 +246,10 @@ class Store:
         hour = keys.hour_index(received_at)
         month = keys.month_of(hour)
         for metric, tally in batch.tallies.items():
-            script_keys.append(keys.counters(metric, tally.mechanism, month))
-            args.extend(_counter_args(month, hour, tally.mechanism, retention_days[metric],
-                                      tally.counts))
+            for key, counts in _strings_of(metric, tally, month):
+                script_keys.append(key)
+                args.extend(_counter_args(month, hour, tally.mechanism, retention_days[metric],
+                                          counts))
         assert self._ingest_hot is not None
         outcome = _outcome(int(self._ingest_hot(script_keys, args)))
         if self.replicas.wanted and outcome is not Outcome.CONFLICT:
@@ -268,12 +269,12 @@ class Store:
         month = keys.month_of(hour)
         results = []
         for metric, tally in batch.tallies.items():
-            script_keys = [keys.batch_applied(metric, batch.batch_id),
-                           keys.counters(metric, tally.mechanism, month)]
-            script_args: list[str | int] = [
-                record, claim_expire_at,
-                *_counter_args(month, hour, tally.mechanism, retention_days[metric],
-                               tally.counts)]
+            script_keys = [keys.batch_applied(metric, batch.batch_id)]
+            script_args: list[str | int] = [record, claim_expire_at]
+            for key, counts in _strings_of(metric, tally, month):
+                script_keys.append(key)
+                script_args.extend(_counter_args(month, hour, tally.mechanism,
+                                                 retention_days[metric], counts))
             if self.replicas.wanted:  # the script and WAIT on one connection to the slot's node
                 results.append(self.replicas.run_on_cluster(
                     self.client, _INGEST_LUA, script_keys, script_args, claim_expire_at))
@@ -323,16 +324,34 @@ class Store:
             return _outcome(int(self._ingest(keys=script_keys, args=args)))
 
     def month_strings(self, metric: str, mechanism_id: str, first_hour: int,
-                      end_hour: int) -> list[tuple[keys.Month, bytes | None]]:
+                      end_hour: int, series: str | None = None
+                      ) -> list[tuple[keys.Month, bytes | None]]:
         """The raw counters strings of every month overlapping hours [first_hour, end_hour),
-        oldest first, in one pipelined round trip (None: no counters that month)."""
+        oldest first, in one pipelined round trip (None: no counters that month): the
+        metric's total, or with ``series`` that dimension series' strings."""
         found = keys.months(first_hour, end_hour)
         if not found:
             return []
         pipe = self.client.pipeline(transaction=False)
         for month in found:
-            pipe.get(keys.counters(metric, mechanism_id, month))
+            pipe.get(keys.counters(metric, mechanism_id, month) if series is None else
+                     keys.series_counters(metric, mechanism_id, series, month))
         return list(zip(found, pipe.execute()))
+
+    def month_strings_by_series(self, metric: str, mechanism_id: str, labels: Sequence[str],
+                                first_hour: int, end_hour: int
+                                ) -> dict[str, list[tuple[keys.Month, bytes | None]]]:
+        """``month_strings`` of many dimension series of one metric version (a breakdown), in
+        one pipelined round trip: series label -> its months."""
+        found = keys.months(first_hour, end_hour)
+        pipe = self.client.pipeline(transaction=False)
+        for label in labels:
+            for month in found:
+                pipe.get(keys.series_counters(metric, mechanism_id, label, month))
+        replies = pipe.execute() if labels and found else []
+        width = len(found)
+        return {label: list(zip(found, replies[i * width:(i + 1) * width]))
+                for i, label in enumerate(labels)}
 
     def month_strings_many(self, metrics: Sequence[tuple[str, str]], first_hour: int,
                            end_hour: int) -> dict[str, list[tuple[keys.Month, bytes | None]]]:
@@ -349,8 +368,9 @@ class Store:
 
     def counts(self, metric: str, mechanism_id: str, start: datetime, end: datetime,
                retention_days: int | None = None,
-               now: datetime | None = None) -> list[HourCount]:
-        """The non-empty hour buckets of ``metric`` overlapping [start, end), oldest first.
+               now: datetime | None = None, series: str | None = None) -> list[HourCount]:
+        """The non-empty hour buckets of ``metric`` overlapping [start, end), oldest first:
+        its total, or with ``series`` (``"platform=ios"``) that dimension series'.
 
         With ``retention_days``, hours older than the retention (``keys.visible_from``) are
         left out, as per-hour expiry would have dropped them.
@@ -361,14 +381,15 @@ class Store:
                                                  retention_days))
         width = keys.width(mechanism_id)
         found = []
-        for month, raw in self.month_strings(metric, mechanism_id, first, end_hour):
+        for month, raw in self.month_strings(metric, mechanism_id, first, end_hour, series):
             if raw is None:
                 continue
             values = decode_counters(raw)
             for hour in range(max(first, month.first_hour), min(end_hour, month.end_hour)):
                 at = (hour - month.first_hour) * width
-                if at + 1 < len(values) and values[at]:
-                    found.append(HourCount(keys.hour_start(hour), values[at], values[at + 1]))
+                if at + width <= len(values) and values[at]:
+                    found.append(HourCount(keys.hour_start(hour), values[at], values[at + 1],
+                                           tuple(values[at:at + width])))
         return found
 
     def totals(self) -> dict[str, tuple[int, int]]:
@@ -389,6 +410,16 @@ class Store:
     def ping(self) -> bool:
         """Whether Redis answers."""
         return bool(self.client.ping())
+
+
+def _strings_of(metric: str, tally: Tally, month: keys.Month
+                ) -> list[tuple[str, tuple[int, ...]]]:
+    """(counters key, increments) of a metric's tally: its total, then each dimension series
+    (all in the metric's ``{metric}`` slot, so one script writes them together)."""
+    found = [(keys.counters(metric, tally.mechanism, month), tally.counts)]
+    found.extend((keys.series_counters(metric, tally.mechanism, label, month), counts)
+                 for label, counts in tally.series.items())
+    return found
 
 
 def _counter_args(month: keys.Month, hour: int, mechanism_id: str, retention_days: int,

@@ -174,12 +174,12 @@ def test_counts_per_hour_bucket_over_a_range(http, redis_client) -> None:
     doc = http.get(f"/v1/metrics/{X}/counts").json
     assert doc["metric"] == X and doc["mechanism"] == X_MECH
     assert doc["buckets"] == [
-        {"start": past.isoformat(), "n": 10, "ones": 4},
-        {"start": hour_now().isoformat(), "n": 3, "ones": 2}]
+        {"start": past.isoformat(), "n": 10, "ones": 4, "counts": [10, 4]},
+        {"start": hour_now().isoformat(), "n": 3, "ones": 2, "counts": [3, 2]}]
     narrow = http.get(f"/v1/metrics/{X}/counts",
                       query_string={"from": (past - timedelta(hours=1)).isoformat(),
                                     "to": (past + timedelta(minutes=30)).isoformat()}).json
-    assert narrow["buckets"] == [{"start": past.isoformat(), "n": 10, "ones": 4}]
+    assert narrow["buckets"] == [{"start": past.isoformat(), "n": 10, "ones": 4, "counts": [10, 4]}]
 
 
 @pytest.mark.parametrize("query, parameter", [

@@ -178,6 +178,36 @@ def test_registry_and_admin_api_on_the_cluster(collector, cluster_client) -> Non
     assert counts(collector.url, read, name) == (12, 12)  # retired metrics stay readable
 
 
+def test_a_categorical_metric_is_counted_per_category_on_the_cluster(collector,
+                                                                     cluster_client) -> None:
+    admin = auth.create_key(cluster_client, "admin", "ops")
+    ingest = auth.create_key(cluster_client, "ingest", "shop")
+    read = auth.create_key(cluster_client, "read", "analysts")
+    names = {f"cl_cat_{new_batch_id()[:8]}": 3, f"cl_cat_{new_batch_id()[:8]}": 8}
+    mechanisms = {}
+    for name, d in names.items():  # at epsilon 0.5, GRR for d = 3 and OUE for d = 8
+        created = requests.post(f"{collector.url}/v1/admin/metrics", headers=headers(admin),
+                                json={"name": name, "kind": "categorical", "epsilon": 0.5,
+                                      "categories": [f"c{i}" for i in range(d)]}, timeout=10)
+        assert created.status_code == 201, created.text
+        mechanisms[name] = created.json()["metric"]["mechanism"]
+    grr, oue = names
+    assert mechanisms[grr].startswith("grr:3:") and mechanisms[oue].startswith("oue:8:")
+    # One batch across slots: two categorical metrics and a boolean one.
+    reports = [(grr, mechanisms[grr], i % 3) for i in range(7)] + \
+        [(oue, mechanisms[oue], f"{(1 << (i % 8)) | 1:02x}") for i in range(9)] + \
+        [("cl_metric_0", "rr:1/2:1/2", 1)]
+    answer = requests.post(f"{collector.url}/v1/reports", headers=headers(ingest), timeout=10,
+                           json=encode_batch(new_batch_id(), reports))
+    assert answer.status_code == 202, answer.text
+    for name, expected in ((grr, [7, 3, 2, 2]),
+                           (oue, [9, 9, 1, 1, 1, 1, 1, 1, 1])):  # bit 0 in every report
+        doc = requests.get(f"{collector.url}/v1/metrics/{name}/counts", headers=headers(read),
+                           timeout=10).json()
+        assert doc["kind"] == "categorical"
+        assert [sum(c) for c in zip(*(b["counts"] for b in doc["buckets"]))] == expected
+
+
 def test_retention_applies_on_the_cluster(redis_cluster, collector, cluster_client) -> None:
     """Every key written for a metric expires within its retention (plus at most a month of
     bucket span), whatever the counter layout."""

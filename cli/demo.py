@@ -469,7 +469,8 @@ def print_other_kinds(console: Any, source: Any, truth: dict[str, list[Any]],
         estimates = [estimate_categories(per_day[d], spec.mechanism, spec.labels)
                      for d in (before, after)]
         pct = "95%"
-        table = Table(title=f"{metric.name} ({spec.kind}, {spec.mechanism.id.split(':')[0]}, "
+        family = spec.mechanism.id.split(":")[0].upper()
+        table = Table(title=f"{metric.name} ({spec.kind}, {family}, "
                             f"epsilon {spec.mechanism.epsilon:.3f}): share of devices, day "
                             f"{before + 1} and day {after + 1}")
         for header in ("category" if spec.kind == "categorical" else "bucket",
@@ -491,8 +492,8 @@ def print_other_kinds(console: Any, source: Any, truth: dict[str, list[Any]],
     counts = source.counts("startup_ms", start=start, end=end)
     mechanism = counts.metric.spec.mechanism
     per_day = daily_counts(counts, day_starts)
-    table = Table(title=f"startup_ms (numeric, 1BitMean, epsilon {mechanism.epsilon:.3f}, range "
-                        f"[{STARTUP_RANGE[0]}, {STARTUP_RANGE[1]}] ms): mean per day")
+    table = Table(title=f"startup_ms (numeric, 1BitMean, epsilon {mechanism.epsilon:.3f}): "
+                        f"mean per day, ms in [{STARTUP_RANGE[0]}, {STARTUP_RANGE[1]}]")
     for header in ("day", "reports", "true mean", "estimate", "95% CI"):
         table.add_column(header, justify="right", no_wrap=True)
     for d in range(days):
@@ -505,7 +506,9 @@ def print_other_kinds(console: Any, source: Any, truth: dict[str, list[Any]],
     console.print(table)
     console.print(
         f"{inside} of {total} true values fall inside their 95% intervals (marginal: each "
-        f"holds with probability 95%, so about one in twenty may miss). The true changes from "
+        f"holds with probability 95%, so about one in twenty may miss; an unchanged category's "
+        f"two days repeat the same memoized answers, so its misses come in pairs). The true "
+        f"changes from "
         f"day {shift_day + 1}: os android {OS_SHARES[0]:.2f} -> "
         f"{OS_SHARES[0] - OS_MOVE:.2f}, ios {OS_SHARES[1]:.2f} -> {OS_SHARES[1] + OS_MOVE:.2f}; "
         f"start-up times x{STARTUP_SPEEDUP}. A device's start-up time drifts a little every "

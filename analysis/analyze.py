@@ -7,8 +7,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from deniable.analysis.compare import Comparison, ComparisonError, compare_windows, correct
-from deniable.analysis.estimate import summarize
+from deniable.analysis.compare import (Comparison, ComparisonError, compare_categories,
+                                       compare_windows, correct)
+from deniable.analysis.estimate import is_categorical, summarize
 from deniable.analysis.html import MetricSection
 from deniable.analysis.sources import CountsSource, default_range
 from deniable.analysis.timeseries import floor, rolling, series
@@ -34,7 +35,9 @@ def analyze(source: CountsSource, metrics: Sequence[str] | None = None, *,
 
     The comparison is [split, end) minus [start, split) per metric; ``split`` defaults to the
     bucket boundary nearest the middle of the range. Metrics with no reports on one side are
-    left out of the comparisons (and so out of the correction's family). ``rolling_window``
+    left out of the comparisons (and so out of the correction's family); a categorical metric
+    adds one comparison per category to the family, so the correction covers every
+    category of every metric. ``rolling_window``
     pools each bucket with the ones before it (``timeseries.rolling``); ``version`` reads that
     version of every metric named. Every interval follows its metric's collection policy.
     """
@@ -55,8 +58,13 @@ def analyze(source: CountsSource, metrics: Sequence[str] | None = None, *,
             ts = rolling(ts, rolling_window)
         sections.append(MetricSection(ts, summarize(counts, confidence, start=start, end=end)))
         try:
-            raw.append(compare_windows(counts, (start, split), (split, end), alpha=alpha,
-                                       confidence=confidence))
+            if is_categorical(counts.metric):  # one comparison per category, in the family
+                raw.extend(compare_categories(counts, (start, split), (split, end),
+                                              alpha=alpha, confidence=confidence,
+                                              correction=None))
+            else:
+                raw.append(compare_windows(counts, (start, split), (split, end), alpha=alpha,
+                                           confidence=confidence))
         except ComparisonError:
             pass
     return Analysis(start, end, split, sections, correct(raw, correction, alpha))

@@ -22,6 +22,9 @@ def series_svg(ts: TimeSeries, width_inches: float = 9.0, height_inches: float =
     Clipped buckets are marked with a red ring; buckets flagged wide (too few reports) are drawn
     hollow. Buckets with no reports leave gaps.
     """
+    if ts.simultaneous is not None:
+        raise ValueError(f"{ts.metric.name} is {ts.kind}: draw its shares with "
+                         "deniable.analysis.bars.category_svg")
     import matplotlib
 
     matplotlib.use("Agg", force=False)
@@ -60,8 +63,8 @@ def series_svg(ts: TimeSeries, width_inches: float = 9.0, height_inches: float =
         if e.clipped.any():
             top.plot(x[e.clipped], e.estimate[e.clipped], "o", markerfacecolor="none",
                      color=FLAG, markersize=9, label="clipped to [0, 1]")
-    top.set_ylim(*y_limits(e))
-    top.set_ylabel("share answering yes")
+    top.set_ylim(*y_limits(e, ts.kind == "numeric"))
+    top.set_ylabel("mean" if ts.kind == "numeric" else "share answering yes")
     top.grid(alpha=0.3)
     if has.any():
         top.legend(loc="upper left", fontsize=8, ncols=3, frameon=False)
@@ -79,13 +82,17 @@ def series_svg(ts: TimeSeries, width_inches: float = 9.0, height_inches: float =
     return _inline(out.getvalue())
 
 
-def y_limits(e: Estimates) -> tuple[float, float]:
+def y_limits(e: Estimates, numeric: bool = False) -> tuple[float, float]:
     """The estimate axis: zoomed to the intervals (a band on a fixed 0..1 axis vanishes at
-    large n), with a margin; all of [0, 1] when there is nothing to show."""
+    large n), with a margin; all of [0, 1] when there is nothing to show. ``numeric``: a
+    mean's axis, in its units (no [0, 1] bounds)."""
     has = e.n > 0
     if not has.any():
         return -0.02, 1.02
     low, high = float(e.ci_low[has].min()), float(e.ci_high[has].max())
+    if numeric:
+        pad = max((high - low) * 0.15, 1e-9)
+        return low - pad, high + pad
     pad = max(0.005, (high - low) * 0.15)
     return max(-0.02, low - pad), min(1.02, high + pad)
 

@@ -11,6 +11,11 @@ Each side's standard error is its window's honest one (``estimate.window_estimat
 the metric's collection policy, so memoized reports pooled over several periods count as the
 devices behind them, not as independent reports (docs/analysis.md).
 
+Every kind compares the same way: a boolean metric's share of yes, a numeric metric's mean (in
+its units), and for a categorical or histogram metric each category's share
+(``compare_categories``: one comparison per category, Holm-corrected across the categories, so
+"which categories' shares changed" controls the family-wise error over all of them).
+
 Assumptions, stated plainly:
 
 - **Two time windows** of one metric: the two windows' estimates are taken as independent.
@@ -36,7 +41,8 @@ from datetime import datetime
 from statistics import NormalDist
 
 from deniable.client.mechanism import Estimate, z_score
-from deniable.analysis.estimate import window_estimate
+from deniable.analysis.estimate import is_categorical, window_categories, window_estimate
+from deniable.analysis.categorical import CategoryEstimates
 from deniable.analysis.sources import MetricCounts
 
 CORRECTIONS = ("holm", "bonferroni", "none")
@@ -72,6 +78,10 @@ class Comparison:
     correction: str
     alpha: float
     confidence: float
+    metric: str = ""
+    category: str | None = None
+    """Categorical and histogram metrics: the category whose share is compared."""
+    kind: str = "boolean"
 
 
 def difference(a: Estimate, b: Estimate, *, label: str = "", name_a: str = "a",
@@ -99,10 +109,52 @@ def compare_windows(counts: MetricCounts, before: tuple[datetime, datetime],
                     after: tuple[datetime, datetime], *, alpha: float = 0.05,
                     confidence: float = 0.95) -> Comparison:
     """``after - before`` for one metric: the change between two [start, end) windows."""
+    if is_categorical(counts.metric):
+        raise ComparisonError(f"{counts.metric.name} is {counts.metric.kind}: compare its "
+                              "categories with compare_categories")
     a = window_estimate(counts, *before, confidence=confidence)
     b = window_estimate(counts, *after, confidence=confidence)
-    return difference(a, b, label=counts.metric.name, name_a=_window_name(before),
-                      name_b=_window_name(after), alpha=alpha, confidence=confidence)
+    return replace(difference(a, b, label=counts.metric.name, name_a=_window_name(before),
+                              name_b=_window_name(after), alpha=alpha, confidence=confidence),
+                   metric=counts.metric.name, kind=counts.metric.kind)
+
+
+def compare_categories(counts: MetricCounts, before: tuple[datetime, datetime],
+                       after: tuple[datetime, datetime], *, alpha: float = 0.05,
+                       confidence: float = 0.95, correction: str | None = "holm"
+                       ) -> list[Comparison]:
+    """``after - before`` for each category's share of a categorical or histogram metric,
+    labelled "<metric>: <category>", and corrected across the categories (Holm by default;
+    ``correction=None`` leaves them raw, for a larger family such as a whole report's).
+
+    Raises:
+        ComparisonError: a window without reports, or a metric that is not categorical.
+    """
+    metric = counts.metric
+    if not is_categorical(metric):
+        raise ComparisonError(f"{metric.name} is {metric.kind}: use compare_windows")
+    a = window_categories(counts, *before, confidence=confidence)
+    b = window_categories(counts, *after, confidence=confidence)
+    if a.n == 0 or b.n == 0:
+        raise ComparisonError(f"{metric.name}: a side has no reports (n_a={a.n}, n_b={b.n})")
+    found = []
+    for i, category in enumerate(a.labels):
+        found.append(replace(
+            difference(_category_estimate(a, i), _category_estimate(b, i),
+                       label=f"{metric.name}: {category}", name_a=_window_name(before),
+                       name_b=_window_name(after), alpha=alpha, confidence=confidence),
+            metric=metric.name, category=category, kind=metric.kind))
+    return correct(found, correction, alpha) if correction else found
+
+
+def _category_estimate(c: CategoryEstimates, i: int) -> Estimate:
+    """Category ``i`` of ``c`` as an Estimate (its unbiased share and plug-in SE)."""
+    value = float(c.value[i])
+    return Estimate(n=c.n, ones=int(c.counts[i]), yes_rate=int(c.counts[i]) / c.n if c.n
+                    else math.nan, value=min(1.0, max(0.0, value)), unclipped=value,
+                    stderr=float(c.stderr[i]), ci_low=float(c.ci_low[i]),
+                    ci_high=float(c.ci_high[i]), confidence=c.confidence,
+                    clipped=not 0 <= value <= 1, wide=bool(c.ci_high[i] - c.ci_low[i] >= 0.5))
 
 
 def compare_metrics(a: MetricCounts, b: MetricCounts, *, alpha: float = 0.05,
@@ -110,9 +162,14 @@ def compare_metrics(a: MetricCounts, b: MetricCounts, *, alpha: float = 0.05,
     """``b - a`` for two metrics over the counts given (pool each one's buckets)."""
     est_a = window_estimate(a, confidence=confidence)
     est_b = window_estimate(b, confidence=confidence)
-    return difference(est_a, est_b, label=f"{b.metric.name} - {a.metric.name}",
-                      name_a=a.metric.name, name_b=b.metric.name, alpha=alpha,
-                      confidence=confidence)
+    if a.metric.kind != b.metric.kind or (a.metric.kind == "numeric" and (
+            a.metric.spec.mechanism.lower, a.metric.spec.mechanism.upper) !=  # type: ignore[union-attr]
+            (b.metric.spec.mechanism.lower, b.metric.spec.mechanism.upper)):  # type: ignore[union-attr]
+        raise ComparisonError(f"{a.metric.name} ({a.metric.kind}) and {b.metric.name} "
+                              f"({b.metric.kind}) measure different things")
+    return replace(difference(est_a, est_b, label=f"{b.metric.name} - {a.metric.name}",
+                              name_a=a.metric.name, name_b=b.metric.name, alpha=alpha,
+                              confidence=confidence), kind=a.metric.kind)
 
 
 def holm(p_values: Sequence[float]) -> list[float]:

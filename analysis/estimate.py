@@ -4,24 +4,38 @@ The formulas are the mechanism's own (``RandomizedResponse.debias`` and ``.estim
 applied to whole arrays of buckets at once: p = (ones / n - Q) / (P1 - Q), with Wilson's score
 interval on the perturbed yes-rate mapped through the same line and clipped to [0, 1].
 
+Every kind debiases per counted slot on the same line: each slot after ``n`` (a boolean's
+ones, a category's count, 1BitMean's ones) counts with probability P1 when the true value is
+that slot's and Q otherwise, ``mechanism.channel``. ``slot_channel`` turns that (P1, Q) into
+the randomized response with exactly the same channel, so one estimator (and one window
+interval) serves every kind: categorical metrics apply it to each category's column, numeric
+ones to the scaled value s = (x - lower) / (upper - lower), then map s back to units.
+
 A bucket that pools T > 1 reporting periods gets the honest window interval of
 ``deniable.analysis.window``: Wilson's with n / deff reports, deff the design effect of the
 metric's collection policy (memoized reports do not average out across periods).
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 from numpy.typing import NDArray
 
 from datetime import datetime
 
+from deniable.client.kinds import Mechanism
 from deniable.client.mechanism import Estimate, RandomizedResponse, wilson_interval, z_score
 from deniable.client.period import DEFAULT_POLICY, CollectionPolicy
-from deniable.analysis.sources import MetricCounts
+from deniable.analysis.sources import MetricCounts, MetricInfo
+
+if TYPE_CHECKING:
+    from deniable.analysis.categorical import CategoryEstimates
 from deniable.analysis.window import design_effect, estimand, periods_in
+from deniable.collector.window import channel_rr
 
 FloatArray = NDArray[np.float64]
 
@@ -98,6 +112,38 @@ def debias(mechanism: RandomizedResponse, ones: NDArray[np.int64], n: NDArray[np
         periods=t, design_effect=np.where(empty, np.nan, deff))
 
 
+def slot_channel(mechanism: Mechanism) -> RandomizedResponse:
+    """The randomized response whose (P1, Q) is exactly each counted slot's of ``mechanism``
+    (``mechanism.channel``): the mechanism itself for a boolean metric. Its own epsilon is
+    that of one slot alone, not the mechanism's: show ``mechanism.epsilon``. One definition,
+    ``deniable.collector.window.channel_rr``, which the dashboard uses too."""
+    return channel_rr(mechanism)
+
+
+def scale_estimates(e: Estimates, lower: float, upper: float) -> Estimates:
+    """Estimates of the scaled value s in [0, 1] (1BitMean's channel) in the metric's units:
+    every estimate and bound x becomes lower + (upper - lower) x, the stderr (upper - lower)
+    times its own. ``yes_rate`` stays the perturbed rate; clipping is now to [lower, upper]."""
+    span = upper - lower
+    return dataclasses.replace(
+        e, estimate=lower + span * e.estimate, unclipped=lower + span * e.unclipped,
+        stderr=span * e.stderr, ci_low=lower + span * e.ci_low, ci_high=lower + span * e.ci_high)
+
+
+def scale_estimate(e: Estimate, lower: float, upper: float) -> Estimate:
+    """``scale_estimates`` for one ``Estimate``."""
+    span = upper - lower
+    return dataclasses.replace(
+        e, value=lower + span * e.value, unclipped=lower + span * e.unclipped,
+        stderr=span * e.stderr, ci_low=lower + span * e.ci_low, ci_high=lower + span * e.ci_high)
+
+
+def numeric_range(mechanism: Mechanism) -> tuple[float, float]:
+    """(lower, upper) of a 1BitMean as floats; (0, 1) for any other mechanism."""
+    lower, upper = getattr(mechanism, "lower", 0), getattr(mechanism, "upper", 1)
+    return float(lower), float(upper)
+
+
 @functools.lru_cache(maxsize=256)
 def _line(mechanism: RandomizedResponse) -> tuple[float, float]:
     """(Q, P1 - Q) as floats, computed once per mechanism (exact Fractions are slow)."""
@@ -132,6 +178,43 @@ class MetricSummary:
     version: int | None = None
     start: datetime | None = None
     end: datetime | None = None
+    kind: str = "boolean"
+    lower: float | None = None
+    upper: float | None = None
+    categories: CategoryEstimates | None = None
+    """Categorical and histogram metrics: the per-category shares (the scalar estimate fields
+    are then NaN). Numeric metrics: the estimate fields are the mean, in [lower, upper]."""
+
+
+def is_categorical(metric: MetricInfo) -> bool:
+    """A categorical or histogram metric: one counter per category."""
+    return metric.kind in ("categorical", "histogram")
+
+
+def debias_values(metric: MetricInfo, values: NDArray[np.int64], confidence: float = 0.95,
+                  periods: NDArray[np.int64] | None = None
+                  ) -> tuple[Estimates, Estimates | None]:
+    """Debias counter slots of any kind, bucket by bucket: (estimates, simultaneous).
+
+    Boolean: the share of yes, shape (buckets,). Numeric: the mean in the metric's units,
+    shape (buckets,). Categorical and histogram: per-category shares, shape (buckets, d), and
+    the simultaneous (Bonferroni) intervals in the second ``Estimates`` (None otherwise).
+
+    Args:
+        values: counter slots, shape (buckets, width); slot 0 is n.
+        periods: reporting periods pooled per bucket, shape (buckets,).
+    """
+    values = np.asarray(values, dtype=np.int64).reshape(-1, metric.mechanism.width)
+    if is_categorical(metric):
+        from deniable.analysis.categorical import category_arrays
+
+        return category_arrays(values, metric.mechanism, confidence, policy=metric.policy,
+                               periods=periods)
+    e = debias(slot_channel(metric.mechanism), values[:, 1], values[:, 0], confidence,
+               policy=metric.policy, periods=periods)
+    if metric.kind == "numeric":
+        e = scale_estimates(e, *numeric_range(metric.mechanism))
+    return e, None
 
 
 def summarize(counts: MetricCounts, confidence: float = 0.95, *,
@@ -139,43 +222,86 @@ def summarize(counts: MetricCounts, confidence: float = 0.95, *,
     """Pool a metric's buckets and debias the total, with the window interval of the
     metric's collection policy over the reporting periods that have reports.
 
+    Boolean: the share of yes; numeric: the mean (in its units, ``lower``/``upper`` set);
+    categorical and histogram: ``categories`` (per-category shares, both kinds of interval).
     ``start`` and ``end`` name the range the counts cover, for the outputs."""
-    policy = counts.metric.policy
-    periods = periods_in(counts.starts, counts.n, policy)
-    total = debias(counts.metric.mechanism, np.array([counts.ones.sum()]),
-                   np.array([counts.n.sum()]), confidence, policy=policy,
-                   periods=np.array([max(periods, 1)]))
-    mechanism = counts.metric.mechanism
+    metric = counts.metric
+    policy = metric.policy
+    periods = max(periods_in(counts.starts, counts.n, policy), 1)
+    total = counts.values.sum(axis=0, dtype=np.int64).reshape(1, -1)
+    if not len(counts.hours):
+        total = np.zeros((1, counts.width), np.int64)
+    mechanism = metric.mechanism
+    common = dict(metric=metric.name, description=metric.description, mechanism=mechanism.id,
+                  epsilon=mechanism.epsilon, confidence=confidence, periods=periods,
+                  policy=policy.summary(), estimand=estimand(policy, periods, kind=metric.kind),
+                  version=metric.version, start=start, end=end, kind=metric.kind)
+    if is_categorical(metric):
+        from deniable.analysis.categorical import from_arrays
+
+        marginal, simultaneous = debias_values(metric, total, confidence,
+                                               np.array([periods]))
+        assert simultaneous is not None
+        cats = from_arrays(metric.spec.labels, total, marginal, simultaneous, 0, mechanism,
+                           periods)
+        n = int(total[0, 0])
+        nan = float("nan")
+        return MetricSummary(
+            n=n, ones=0, yes_rate=nan, estimate=nan, unclipped=nan, stderr=nan,
+            ci_low=nan, ci_high=nan, clipped=False,
+            wide=bool(n and np.max(cats.ci_high - cats.ci_low) >= 0.5),
+            interval_clipped=False, design_effect=cats.design_effect, categories=cats,
+            **common)  # type: ignore[arg-type]
+    e, _ = debias_values(metric, total, confidence, np.array([periods]))
+    lower, upper = numeric_range(mechanism) if metric.kind == "numeric" else (None, None)
     return MetricSummary(
-        metric=counts.metric.name, description=counts.metric.description,
-        mechanism=mechanism.id, epsilon=mechanism.epsilon,
-        n=int(total.n[0]), ones=int(total.ones[0]), yes_rate=float(total.yes_rate[0]),
-        estimate=float(total.estimate[0]), unclipped=float(total.unclipped[0]),
-        stderr=float(total.stderr[0]), ci_low=float(total.ci_low[0]),
-        ci_high=float(total.ci_high[0]), confidence=confidence,
-        clipped=bool(total.clipped[0]), wide=bool(total.wide[0]),
-        interval_clipped=bool(total.interval_clipped[0]),  # type: ignore[index]
-        periods=periods, design_effect=float(total.design_effect[0]),  # type: ignore[index]
-        policy=policy.summary(), estimand=estimand(policy, periods),
-        version=counts.metric.version, start=start, end=end)
+        n=int(e.n[0]), ones=int(e.ones[0]), yes_rate=float(e.yes_rate[0]),
+        estimate=float(e.estimate[0]), unclipped=float(e.unclipped[0]),
+        stderr=float(e.stderr[0]), ci_low=float(e.ci_low[0]), ci_high=float(e.ci_high[0]),
+        clipped=bool(e.clipped[0]), wide=bool(e.wide[0]),
+        interval_clipped=bool(e.interval_clipped[0]),  # type: ignore[index]
+        design_effect=float(e.design_effect[0]),  # type: ignore[index]
+        lower=lower, upper=upper, **common)  # type: ignore[arg-type]
+
+
+def window_values(counts: MetricCounts, start: datetime | None = None,
+                  end: datetime | None = None) -> tuple[NDArray[np.int64], int]:
+    """(summed counter slots of shape (width,), reporting periods with reports) over the hour
+    buckets that start in [start, end) (all by default)."""
+    mask = np.array([(start is None or start <= s) and (end is None or s < end)
+                     for s in counts.starts], dtype=bool)
+    starts = [s for s, m in zip(counts.starts, mask) if m]
+    values = counts.values[mask] if mask.size else counts.values
+    periods = periods_in(starts, values[:, 0], counts.metric.policy)
+    return values.sum(axis=0, dtype=np.int64).reshape(-1), max(periods, 1)
 
 
 def window_estimate(counts: MetricCounts, start: datetime | None = None,
                     end: datetime | None = None, confidence: float = 0.95) -> Estimate:
     """One metric's estimate over the hour buckets that start in [start, end) (all by
     default), with the window interval and stderr of its collection policy, as an
-    ``Estimate`` (what comparisons take)."""
-    mask = np.array([(start is None or start <= s) and (end is None or s < end)
-                     for s in counts.starts], dtype=bool)
-    starts = [s for s, m in zip(counts.starts, mask) if m]
-    n = counts.n[mask] if mask.size else counts.n
-    ones = counts.ones[mask] if mask.size else counts.ones
-    periods = periods_in(starts, n, counts.metric.policy)
-    e = debias(counts.metric.mechanism, np.array([int(ones.sum())]), np.array([int(n.sum())]),
-               confidence, policy=counts.metric.policy, periods=np.array([max(periods, 1)]))
+    ``Estimate`` (what comparisons take): the share of yes, or a numeric metric's mean in its
+    units. Categorical metrics: ``window_categories``."""
+    if is_categorical(counts.metric):
+        raise ValueError(f"{counts.metric.name} is {counts.metric.kind}: use window_categories")
+    total, periods = window_values(counts, start, end)
+    e, _ = debias_values(counts.metric, total.reshape(1, -1), confidence, np.array([periods]))
     return Estimate(n=int(e.n[0]), ones=int(e.ones[0]), yes_rate=float(e.yes_rate[0]),
                     value=float(e.estimate[0]), unclipped=float(e.unclipped[0]),
                     stderr=float(e.stderr[0]), ci_low=float(e.ci_low[0]),
                     ci_high=float(e.ci_high[0]), confidence=confidence,
                     clipped=bool(e.clipped[0]), wide=bool(e.wide[0]),
                     interval_clipped=bool(e.interval_clipped[0]))  # type: ignore[index]
+
+
+def window_categories(counts: MetricCounts, start: datetime | None = None,
+                      end: datetime | None = None,
+                      confidence: float = 0.95) -> CategoryEstimates:
+    """A categorical metric's per-category shares over the hour buckets that start in
+    [start, end), with the window interval of its collection policy."""
+    from deniable.analysis.categorical import estimate_categories
+
+    total, periods = window_values(counts, start, end)
+    metric = counts.metric
+    return estimate_categories(total, metric.mechanism, metric.spec.labels, confidence,
+                               policy=metric.policy, periods=periods)

@@ -7,13 +7,16 @@ from typing import TYPE_CHECKING, Any
 
 from deniable.analysis.compare import Comparison
 from deniable.analysis.estimate import MetricSummary
-from deniable.analysis.report import series_rows
+from deniable.analysis.categorical import CategoryEstimates
+from deniable.analysis.numeric import MeanEstimate
+from deniable.analysis.report import series_rows, summary_rows
 from deniable.analysis.timeseries import TimeSeries
 
 if TYPE_CHECKING:
     import pandas as pd
 
-Framable = TimeSeries | MetricSummary | Comparison
+Framable = TimeSeries | MetricSummary | Comparison | CategoryEstimates | MeanEstimate
+_TYPES = (TimeSeries, MetricSummary, Comparison, CategoryEstimates, MeanEstimate)
 
 
 def to_frame(data: Framable | Sequence[Framable]) -> pd.DataFrame:
@@ -21,8 +24,12 @@ def to_frame(data: Framable | Sequence[Framable]) -> pd.DataFrame:
 
     Time series get the columns of ``report.SERIES_COLUMNS``, with ``start`` and ``end`` as
     UTC timestamps and NaN where a bucket has no reports; the ``clipped``, ``wide`` and
-    ``flags`` columns carry the honest caveats. Summaries and comparisons get one column per
-    field.
+    ``flags`` columns carry the honest caveats. A categorical or histogram metric takes one
+    row per (bucket, category), with ``category``, the per-category interval (``ci_low``,
+    ``ci_high``) and the simultaneous one (``sim_low``, ``sim_high``). Summaries get one row
+    per metric (per category for categorical ones), comparisons one per comparison (with
+    ``category`` where it is one category's share), CategoryEstimates one per category and a
+    MeanEstimate one row.
 
     Raises:
         ImportError: pandas is not installed (``pip install 'deniable[analysis]'``).
@@ -32,15 +39,21 @@ def to_frame(data: Framable | Sequence[Framable]) -> pd.DataFrame:
         import pandas as pd
     except ImportError as exc:  # pragma: no cover - pandas ships with the analysis extra
         raise ImportError("to_frame needs pandas: pip install 'deniable[analysis]'") from exc
-    items = [data] if isinstance(data, (TimeSeries, MetricSummary, Comparison)) else list(data)
+    items = [data] if isinstance(data, _TYPES) else list(data)  # type: ignore[arg-type]
     rows: list[dict[str, Any]] = []
     for item in items:
         if isinstance(item, TimeSeries):
             rows.extend(series_rows(item))
-        elif isinstance(item, (MetricSummary, Comparison)):
+        elif isinstance(item, MetricSummary):
+            rows.extend(summary_rows(item))
+        elif isinstance(item, CategoryEstimates):
+            rows.extend({**r, "confidence": item.confidence, "mechanism": item.mechanism,
+                         "intervals": item.interval_note} for r in item.rows())
+        elif isinstance(item, (Comparison, MeanEstimate)):
             rows.append(dataclasses.asdict(item))
         else:
-            raise TypeError(f"to_frame takes TimeSeries, MetricSummary or Comparison objects. "
+            raise TypeError(f"to_frame takes TimeSeries, MetricSummary, Comparison, "
+                            f"CategoryEstimates or MeanEstimate objects. "
                             f"Got {type(item).__name__} instead.")
     frame = pd.DataFrame(rows)
     for column in ("start", "end", "range_from", "range_to"):

@@ -13,11 +13,13 @@ from datetime import datetime, timezone
 import numpy as np
 from numpy.typing import NDArray
 
-from deniable.analysis.estimate import debias
+from deniable.analysis.bars import category_svg
 from deniable.analysis.compare import Comparison
-from deniable.analysis.estimate import MetricSummary
-from deniable.analysis.report import flags
+from deniable.analysis.estimate import MetricSummary, debias_values, numeric_range
+from deniable.analysis.report import category_flags, flags
+from deniable.client.mechanism import RandomizedResponse
 from deniable.collector.explain import epsilon_note
+from deniable.collector.window import kind_note
 from deniable.analysis.report import range_title
 from deniable.analysis.window import coverage_notes, estimand
 from deniable.analysis.timeseries import TimeSeries
@@ -31,7 +33,7 @@ th,td{border-bottom:1px solid #e4e4e4;padding:.25rem .6rem;text-align:right}
 th:first-child,td:first-child{text-align:left}
 td.flags{text-align:left;color:#a33}.note{background:#f5f7fa;padding:.7rem 1rem;border-radius:6px}
 .sig{color:#a33;font-weight:600}svg{max-width:100%;height:auto}
-small{color:#666}td svg.trend{display:block}details.metric{border-bottom:1px solid #eee;padding:.4rem 0}
+small{color:#666}td svg.trend{display:block}.bars svg{width:100%;height:auto}details.metric{border-bottom:1px solid #eee;padding:.4rem 0}
 details.metric>summary{cursor:pointer}.chart svg{width:100%;height:auto}
 table.summary td,table.summary th{padding:.15rem .5rem}
 """
@@ -63,12 +65,18 @@ SCRIPT = r"""
   }
   function draw(box) {
     var d = decode(box), count = d.n.length, W = 900, H = 300, top = 210, pad = 30;
+    var lo = box.dataset.lower === undefined ? null : +box.dataset.lower;
+    var hi = lo === null ? null : +box.dataset.upper;
+    var shown = function (v) {
+      return lo === null ? v.toFixed(3) : (lo + v * (hi - lo)).toPrecision(5);
+    };
     var svg = el("svg", {viewBox: "0 0 " + W + " " + H, role: "img"});
     var x = function (i) { return pad + (i + 0.5) * (W - pad - 10) / Math.max(count, 1); };
     var y = function (v) { return 10 + (1 - v) * (top - 20); };
     [0, 0.25, 0.5, 0.75, 1].forEach(function (v) {
       el("line", {x1: pad, x2: W - 10, y1: y(v), y2: y(v), stroke: "#e4e4e4"}, svg);
-      el("text", {x: 2, y: y(v) + 4, "font-size": 10, fill: "#666"}, svg).textContent = v;
+      el("text", {x: 2, y: y(v) + 4, "font-size": 10, fill: "#666"}, svg).textContent =
+        lo === null ? v : +(lo + v * (hi - lo)).toPrecision(4);
     });
     var band = [], back = [], line = [], maxN = Math.max.apply(null, d.n.concat([1]));
     for (var i = 0; i < count; i++) {
@@ -101,8 +109,8 @@ SCRIPT = r"""
           .filter(Boolean).join("; ");
       rows.push("<tr><td>" + new Date(first + b * step).toISOString().slice(0, 16)
         .replace("T", " ") + "</td><td>" + d.n[b].toLocaleString() + "</td><td>" +
-        (empty ? "-" : d.est[b].toFixed(3)) + "</td><td>" + d.low[b].toFixed(3) + "</td><td>" +
-        d.high[b].toFixed(3) + "</td><td class=\"flags\">" + notes + "</td></tr>");
+        (empty ? "-" : shown(d.est[b])) + "</td><td>" + shown(d.low[b]) + "</td><td>" +
+        shown(d.high[b]) + "</td><td class=\"flags\">" + notes + "</td></tr>");
     }
     var fold = document.createElement("details");
     fold.innerHTML = "<summary>Every bucket (3 decimals)</summary>" + rows.join("") +
@@ -143,6 +151,9 @@ def _cell(value: float | int | str, field: str, fmt: str = "{:.4f}") -> str:
     return f'<td data-field="{field}">{shown}</td>'
 
 
+TREND_CATEGORIES = 64
+"""Up to this many categories, each category's row draws its share over time."""
+
 FULL_CHANGES_TABLE = 50
 """Up to this many comparisons the Changes table lists them all; beyond, the significant ones
 (every metric's change, interval and p-values stay in its overview row)."""
@@ -178,7 +189,9 @@ def _comparisons(comparisons: Sequence[Comparison]) -> str:
         f'{"yes" if c.significant else "no"}</td></tr>' for c in listed)
     return (
         "<h2>Changes</h2><p>Each row is b minus a: the later window minus the earlier, on the "
-        "debiased (unclipped) estimates, with a normal-approximation interval and two-sided "
+        "debiased (unclipped) estimates (a share; for a categorical metric one row per "
+        "category, labelled \u201cmetric: category\u201d; a numeric metric\u2019s mean, in "
+        "its units), with a normal-approximation interval and two-sided "
         f"p-value. With {len(comparisons)} comparisons at once, p-values are adjusted by the "
         f"{html.escape(c0.correction)} method; \u201csignificant\u201d means adjusted p \u2264 "
         f"{c0.alpha}. Each side's interval counts the devices behind it, by the metric's "
@@ -198,9 +211,10 @@ def _packed_series(ts: TimeSeries) -> str:
     bucket: a year of days is 4.4 KB of text."""
     e = ts.estimates
     has = e.n > 0
+    lower, upper = numeric_range(ts.metric.mechanism)  # numeric: drawn on [lower, upper]
 
     def scaled(values: NDArray[np.float64]) -> bytes:
-        clean = np.where(has & np.isfinite(values), values, 0.0)
+        clean = np.where(has & np.isfinite(values), (values - lower) / (upper - lower), 0.0)
         return np.round(np.clip(clean, 0.0, 1.0) * 65535).astype("<u2").tobytes()
 
     flags_bits = ((~has).astype(np.uint8) | (e.clipped.astype(np.uint8) << 1)
@@ -215,30 +229,40 @@ def n_bytes(ts: TimeSeries) -> int:
     return 2 if not len(ts.estimates.n) or int(ts.estimates.n.max()) < 2 ** 16 else 4
 
 
-def trend_svg(ts: TimeSeries, points: int = 30, width: int = 120, height: int = 28) -> str:
-    """A small inline SVG of the trend on a fixed 0..1 axis: the series pooled into at most
-    ``points`` consecutive chunks (counts summed, then debiased), each with its interval as a
-    band. Pooled chunks have intervals narrow enough to read; the fixed axis keeps noise small."""
+def trend_svg(ts: TimeSeries, points: int = 30, width: int = 120, height: int = 28,
+              category: int | None = None) -> str:
+    """A small inline SVG of the trend on a fixed axis (0..1; a numeric metric's range): the
+    series pooled into at most ``points`` consecutive chunks (counts summed, then debiased),
+    each with its interval as a band. Pooled chunks have intervals narrow enough to read; the
+    fixed axis keeps noise small. A categorical series draws its ``category``-th share (with
+    its per-category interval)."""
     e = ts.estimates
-    if len(e.n) == 0 or int(e.n.sum()) == 0:
+    if len(ts.n) == 0 or int(ts.n.sum()) == 0 or \
+            (ts.simultaneous is not None) != (category is not None):
         return f'<svg class="trend" width="{width}" height="{height}"></svg>'
-    edges = np.linspace(0, len(e.n), min(points, len(e.n)) + 1).astype(np.int64)
+    count = len(ts.n)
+    edges = np.linspace(0, count, min(points, count) + 1).astype(np.int64)
     starts = edges[:-1]
-    n = np.add.reduceat(e.n, starts)
-    ones = np.add.reduceat(e.ones, starts)
-    pooled = debias(ts.metric.mechanism, ones, n, e.confidence)
+    values = ts.values if ts.values is not None else np.stack([e.n, e.ones], axis=1)
+    pooled, _ = debias_values(ts.metric, np.add.reduceat(values, starts, axis=0),
+                              e.confidence)
+    if category is not None:  # one category's column of the (chunks, d) arrays
+        pooled = type(pooled)(**{f: (v[:, category] if isinstance(v, np.ndarray) and v.ndim == 2
+                                     else v) for f, v in vars(pooled).items()})
+    n = pooled.n
     has = n > 0
     xs = (np.arange(len(n)) + 0.5) * (width / len(n))
+    lower, upper = numeric_range(ts.metric.mechanism)
 
     def y(values: NDArray[np.float64]) -> NDArray[np.float64]:
-        return (1 - np.clip(values, 0, 1)) * (height - 2) + 1
+        return (1 - np.clip((values - lower) / (upper - lower), 0, 1)) * (height - 2) + 1
 
     est, low, high = y(pooled.estimate), y(pooled.ci_low), y(pooled.ci_high)
     xs, est, low, high = xs[has], est[has], low[has], high[has]
     line = _path(xs, est)
     band = _path(np.r_[xs, xs[::-1]], np.r_[high, low[::-1]]) + "z"
     return (f'<svg class="trend" width="{width}" height="{height}" viewBox="0 0 {width} '
-            f'{height}" role="img" aria-label="trend on a 0 to 1 axis">'
+            f'{height}" role="img" aria-label="trend on a fixed axis">'
             f'<rect width="{width}" height="{height}" fill="#fafafa"/>'
             f'<path d="{band}" fill="#1f5fa8" fill-opacity=".2"/>'
             f'<path d="{line}" fill="none" stroke="#1f5fa8" stroke-width="1.3"/></svg>')
@@ -270,6 +294,19 @@ def _overview(sections: Sequence[MetricSection], changes: dict[str, Comparison])
     for section in sections:
         s = section.summary
         name = html.escape(s.metric)
+        if s.categories is not None:
+            rows.append(_category_overview(section, changes))
+            continue
+        if s.kind == "numeric":
+            rows.append(
+                f'<tr data-metric="{name}"><td data-field="metric"><a href="#metric-{name}">'
+                f"{name}</a></td>{_cell(s.n, 'n', '{:,}')}{_cell(s.yes_rate, 'yes_rate')}"
+                f"{_cell(s.estimate, 'estimate', '{:.5g}')}{_cell(s.ci_low, 'ci_low', '{:.5g}')}"
+                f"{_cell(s.ci_high, 'ci_high', '{:.5g}')}<td>{trend_svg(section.series)}</td>"
+                f"{_change(changes.get(s.metric))}"
+                f'<td class="flags" data-field="flags">mean on [{s.lower:g}, {s.upper:g}]'
+                f"{'; ' if flags(s) else ''}{html.escape(flags(s))}</td></tr>")
+            continue
         rows.append(
             f'<tr data-metric="{name}"><td data-field="metric"><a href="#metric-{name}">{name}'
             f"</a></td>{_cell(s.n, 'n', '{:,}')}{_cell(s.yes_rate, 'yes_rate')}"
@@ -280,8 +317,62 @@ def _overview(sections: Sequence[MetricSection], changes: dict[str, Comparison])
     pct = f"{sections[0].summary.confidence:.0%}" if sections else "95%"
     return ('<h2>Overview</h2><table class="summary"><thead><tr><th>metric</th><th>n</th>'
             f"<th>raw yes-rate</th><th>estimate</th><th>{pct} CI low</th><th>CI high</th>"
-            "<th>trend (0 to 1)</th><th>change</th><th>notes</th></tr></thead><tbody>"
+            "<th>trend (fixed axis)</th><th>change</th><th>notes</th></tr></thead><tbody>"
             + "".join(rows) + "</tbody></table>")
+
+
+def _category_overview(section: MetricSection, changes: dict[str, Comparison]) -> str:
+    """A categorical metric's overview row: n, its largest shares, how many changed."""
+    s = section.summary
+    cats = s.categories
+    assert cats is not None
+    name = html.escape(s.metric)
+    top = np.argsort(-np.nan_to_num(cats.value, nan=-1.0))[:3] if cats.n else []
+    shown = ", ".join(f"{html.escape(cats.labels[i])} {cats.value[i]:.3f}" for i in top)
+    moved = [c for c in changes.values() if c.metric == s.metric and c.category is not None]
+    significant = [c for c in moved if c.significant]
+    change = ("-" if not moved else
+              f'<span class="sig">{len(significant)} of {len(moved)} changed</span>'
+              if significant else f"none of {len(moved)} changed")
+    return (f'<tr data-metric="{name}"><td data-field="metric"><a href="#metric-{name}">'
+            f"{name}</a></td>{_cell(s.n, 'n', '{:,}')}<td>-</td>"
+            f'<td colspan="3" data-field="categories">{s.kind}, {cats.d} categories'
+            f"{': ' + shown if shown else ''}</td><td></td>"
+            f'<td data-field="change">{change}</td>'
+            f'<td class="flags" data-field="flags">{html.escape(flags(s, intervals=False))}'
+            "</td></tr>")
+
+
+def _category_detail(section: MetricSection) -> str:
+    """A categorical metric's bar chart (a histogram's bars touch) and its table."""
+    s = section.summary
+    cats = s.categories
+    assert cats is not None
+    spec = section.series.metric.spec
+    edges = tuple(f"{float(e):g}" for e in spec.edges)
+    chart = category_svg(cats, histogram=s.kind == "histogram", edges=edges)
+    pct = f"{cats.confidence:.0%}"
+    trends = cats.d <= TREND_CATEGORIES and len(section.series) > 1
+    rows = "".join(
+        f'<tr data-category="{html.escape(label)}"><td>{html.escape(label)}</td>'
+        f"{_cell(int(cats.counts[i]), 'count', '{:,}')}"
+        f"{_cell(float(cats.value[i]), 'estimate', '{:+.4f}')}"
+        f"{_cell(float(cats.stderr[i]), 'stderr')}{_cell(float(cats.ci_low[i]), 'ci_low')}"
+        f"{_cell(float(cats.ci_high[i]), 'ci_high')}{_cell(float(cats.sim_low[i]), 'sim_low')}"
+        f"{_cell(float(cats.sim_high[i]), 'sim_high')}"
+        + (f"<td>{trend_svg(section.series, category=i)}</td>" if trends else "")
+        + f'<td class="flags">{html.escape(category_flags(float(cats.value[i]), cats.n, float(cats.ci_low[i]), float(cats.ci_high[i])))}</td></tr>'
+        for i, label in enumerate(cats.labels))
+    table = ('<details open><summary>Every category</summary><table class="categories"><thead>'
+             f"<tr><th>{'bucket' if s.kind == 'histogram' else 'category'}</th><th>count</th>"
+             f"<th>share (unbiased)</th><th>SE</th><th>{pct} CI low (per category)</th>"
+             f"<th>high</th><th>{pct} CI low (simultaneous)</th><th>high</th>"
+             + ("<th>share over time (0 to 1)</th>" if trends else "") +
+             f"<th>notes</th></tr></thead><tbody>{rows}</tbody></table></details>")
+    return (f'<div class="bars">{chart}</div><p><small>{html.escape(cats.interval_note)}. '
+            "Shares are unbiased and not clipped: by noise one may fall below 0, and they need "
+            "not sum to exactly 1 (no projection onto the simplex is applied; it would bias "
+            f"them).</small></p>{table}")
 
 
 def _policies(sections: Sequence[MetricSection]) -> tuple[dict[str, str], str]:
@@ -291,17 +382,18 @@ def _policies(sections: Sequence[MetricSection]) -> tuple[dict[str, str], str]:
     items = []
     for section in sections:
         s, ts = section.summary, section.series
-        if s.policy in refs:
+        group = (s.policy, "categorical" if s.categories is not None else s.kind)
+        if group in refs:
             continue
         ref = _letters(len(refs))
-        refs[s.policy] = ref
+        refs[group] = ref  # type: ignore[index]
         periods = ts.estimates.periods
         most = int(periods.max()) if periods is not None and periods.size else 1
         items.append(
             f"<b>{ref}</b>: {html.escape(s.policy)}. Each bucket's value is the "
-            f"{html.escape(estimand(ts.metric.policy, most, ts.step.total_seconds()))}; a "
-            f"metric's summary pools its periods with reports: the "
-            f"{html.escape(estimand(ts.metric.policy, None))}.")
+            f"{html.escape(estimand(ts.metric.policy, most, ts.step.total_seconds(), ts.kind))}"
+            f"; a metric's summary pools its periods with reports: the "
+            f"{html.escape(estimand(ts.metric.policy, None, kind=ts.kind))}.")
     return refs, f'<p class="policies"><small>Collection policies. {" ".join(items)}</small></p>'
 
 
@@ -327,24 +419,41 @@ def _section(section: MetricSection, policy_refs: dict[str, str], page_cuts: str
     ts, s = section.series, section.summary
     name = html.escape(s.metric)
     first = ts.starts[0].isoformat() if len(ts) else ""
-    parts = [f'<details class="metric" id="metric-{name}" data-metric="{name}">'
-             f"<summary><b>{name}</b> {'' if math.isnan(s.estimate) else f'{s.estimate:.4f}'}"
-             f" <small>[{s.ci_low:.4f}, {s.ci_high:.4f}]</small></summary>"]
+    if s.categories is not None:
+        head = f"{s.kind}, {s.categories.d} categories, n = {s.n:,}"
+    elif s.kind == "numeric":
+        head = (f"mean {'' if math.isnan(s.estimate) else f'{s.estimate:.5g}'} <small>"
+                f"[{s.ci_low:.5g}, {s.ci_high:.5g}] on [{s.lower:g}, {s.upper:g}]</small>")
+    else:
+        head = (f"{'' if math.isnan(s.estimate) else f'{s.estimate:.4f}'}"
+                f" <small>[{s.ci_low:.4f}, {s.ci_high:.4f}]</small>")
+    parts = [f'<details class="metric" id="metric-{name}" data-metric="{name}" '
+             f'data-kind="{s.kind}"><summary><b>{name}</b> {head}</summary>']
     if s.description:
         parts.append(f"<p>{html.escape(s.description)}</p>")
-    parts.append(f'<div class="chart" data-first="{first}" '
-                 f'data-step="{int(ts.step.total_seconds())}" data-granularity="{ts.granularity}"'
-                 f' data-buckets="{len(ts)}" data-nbytes="{n_bytes(ts)}"'
-                 f' data-series="{_packed_series(ts)}"></div>')
+    if s.categories is not None:
+        parts.append(_category_detail(section))
+    else:
+        bounds = (f' data-lower="{s.lower!r}" data-upper="{s.upper!r}"'
+                  if s.kind == "numeric" else "")
+        parts.append(f'<div class="chart" data-first="{first}" '
+                     f'data-step="{int(ts.step.total_seconds())}" '
+                     f'data-granularity="{ts.granularity}"'
+                     f' data-buckets="{len(ts)}" data-nbytes="{n_bytes(ts)}"{bounds}'
+                     f' data-series="{_packed_series(ts)}"></div>')
     # The collection policies, what the values estimate and the range's cuts are written once
     # per page (``_policies``, ``_cuts``); here only this metric's own numbers, and its cuts if
     # they differ from the page's.
     version = "" if s.version is None else f"v{s.version}; "
     rolled = f" Rolling {ts.window} {ts.granularity}s." if ts.window > 1 else ""
-    parts.append(f'<p class="policy"><small>{version}policy {policy_refs[s.policy]}; '
-                 f"epsilon {s.epsilon:.3f}; {s.n:,} reports over {s.periods} periods, "
-                 f"{s.confidence:.0%} interval [{s.ci_low:.4f}, {s.ci_high:.4f}]"
-                 f"{'; ' + html.escape(flags(s)) if flags(s) else ''}.{rolled}</small></p>")
+    interval = "" if s.categories is not None else (
+        f", {s.confidence:.0%} interval [{s.ci_low:.5g}, {s.ci_high:.5g}]" if s.kind == "numeric"
+        else f", {s.confidence:.0%} interval [{s.ci_low:.4f}, {s.ci_high:.4f}]")
+    parts.append(f'<p class="policy"><small>{version}policy '
+                 f"{policy_refs[(s.policy, 'categorical' if s.categories is not None else s.kind)]}; "  # type: ignore[index]
+                 f"epsilon {s.epsilon:.3f}; {s.n:,} reports over {s.periods} periods"
+                 f"{interval}"
+                 f"{'; ' + html.escape(flags(s, intervals=False)) if flags(s, intervals=False) else ''}.{rolled}</small></p>")
     cut = _cuts(ts)
     if cut and cut != page_cuts:
         parts.append(f'<p class="partial"><small>{cut}</small></p>')
@@ -368,9 +477,12 @@ def render_html(sections: Sequence[MetricSection], comparisons: Sequence[Compari
         f"<title>{html.escape(title)}</title><style>{STYLE}</style></head><body>",
         f"<h1>{html.escape(title)}</h1>",
         f"<p><small>Generated {generated_at:%Y-%m-%d %H:%M} UTC. Buckets are UTC, by the time "
-        "the collector received the reports. Estimates are debiased shares of true \u201cyes\u201d "
-        "answers; the band is the interval (Wilson on the perturbed yes-rate, mapped through "
-        "the debiasing line and clipped to [0, 1]). Trends are drawn on a fixed 0 to 1 axis, "
+        "the collector received the reports. Estimates are debiased: shares of true \u201cyes\u201d "
+        "answers (boolean metrics), each category\u2019s share (categorical and histogram "
+        "metrics: bar charts with per-category and simultaneous intervals), or the mean "
+        "(numeric metrics, on their declared range); the band is the interval (Wilson on the "
+        "perturbed rate, mapped through the debiasing line and clipped to the range). Trends "
+        "are drawn on a fixed axis (0 to 1, or a numeric metric\u2019s range), "
         "pooled into at most 30 stretches, so noise stays small; \u25b2/\u25bc mark a change "
         "between the range\u2019s halves that is significant after the correction. Open a "
         "metric for its chart (estimate, interval band, n as bars; hollow points had too few "
@@ -400,8 +512,10 @@ def render_html(sections: Sequence[MetricSection], comparisons: Sequence[Compari
                      if sec.series.metric.mechanism.id == mechanism_id]
             shown = ", ".join(users[:12]) + (f" and {len(users) - 12} more" if len(users) > 12
                                              else "")
+            note = epsilon_note(mechanism, None) if isinstance(mechanism, RandomizedResponse) \
+                else kind_note(mechanism, None)
             parts.append(f'<p class="note"><b>{html.escape(mechanism_id)}</b> ({shown}): '
-                         f"{epsilon_note(mechanism, None)}</p>")
+                         f"{note}</p>")
     parts.append(_comparisons(comparisons))
     parts.append(f"<script>{SCRIPT}</script></body></html>\n")
     return "".join(parts)

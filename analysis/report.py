@@ -1,5 +1,12 @@
 """Reports for analysts: terminal tables, JSON and CSV, for summaries, time series and
-comparisons. Every output carries the honest flags: no reports, clipped, too few reports."""
+comparisons. Every output carries the honest flags: no reports, clipped, too few reports.
+
+Every kind: a boolean metric's share of yes; a numeric metric's mean, in its units (``lower``,
+``upper`` say the range); a categorical or histogram metric's unbiased share per category, one
+row per category in tables and CSV (``category``), with both kinds of interval named:
+``ci_low``/``ci_high`` per category (marginal), ``sim_low``/``sim_high`` simultaneous over all
+categories (Bonferroni). The biased simplex projection appears only when asked for
+(``projected_biased``)."""
 from __future__ import annotations
 
 import csv
@@ -8,6 +15,8 @@ import io
 import json
 import math
 from collections.abc import Sequence
+
+import numpy as np
 from datetime import datetime
 from typing import Any
 
@@ -16,16 +25,20 @@ from deniable.analysis.estimate import MetricSummary
 from deniable.analysis.timeseries import TimeSeries
 from deniable.collector.explain import bucket_flags
 from deniable.analysis.window import coverage_notes
+from deniable.collector.window import INTERVAL_NOTE, category_flags, in_units
 
 FORMATS = ("table", "json", "csv")
 COLUMNS = ("metric", "version", "mechanism", "epsilon", "start", "end", "n", "ones",
            "yes_rate", "estimate", "stderr", "ci_low", "ci_high", "confidence", "clipped",
            "interval_clipped", "wide", "unclipped", "periods", "design_effect", "policy",
-           "estimand", "flags")
+           "estimand", "flags", "kind", "category", "sim_low", "sim_high", "lower", "upper",
+           "total", "total_low", "total_high", "projected_biased")
+CATEGORY_FIELDS = ("category", "sim_low", "sim_high", "projected_biased")
 
 
-def flags(summary: MetricSummary) -> str:
-    """The honest caveats of an estimate, in words."""
+def flags(summary: MetricSummary, *, intervals: bool = True) -> str:
+    """The honest caveats of an estimate, in words (``intervals``: for a categorical metric,
+    which interval is which)."""
     notes = []
     if summary.n == 0:
         notes.append("no reports")
@@ -35,7 +48,9 @@ def flags(summary: MetricSummary) -> str:
         notes.append("interval clipped to [0, 1]")
     if summary.n and summary.wide:
         notes.append("too few reports: interval spans half of [0, 1]")
-    return "; ".join(notes)
+    if summary.categories is not None and summary.n and intervals:
+        notes.append(summary.categories.interval_note)
+    return in_units("; ".join(notes), summary.lower, summary.upper)
 
 
 def _number(x: float) -> float | None:
@@ -50,11 +65,51 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def summary_row(summary: MetricSummary) -> dict[str, Any]:
-    """One summary as a JSON/CSV-ready dict: its fields, times in ISO 8601, and ``flags``."""
-    row = {k: _plain(v) for k, v in dataclasses.asdict(summary).items()}
+def summary_row(summary: MetricSummary, *, projected: bool = False) -> dict[str, Any]:
+    """One summary as a JSON-ready dict: its fields, times in ISO 8601, and ``flags``; a
+    categorical metric's ``categories`` as one dict per category (``CategoryEstimates.rows``)
+    and ``intervals`` saying which interval is which."""
+    row = {k: _plain(v) for k, v in dataclasses.asdict(summary).items() if k != "categories"}
     row["flags"] = flags(summary)
+    if summary.kind == "numeric":  # the sum over the reports: n times the mean
+        row["total"] = _number(summary.n * summary.unclipped) if summary.n else None
+        row["total_low"] = summary.n * summary.ci_low if summary.n else None
+        row["total_high"] = summary.n * summary.ci_high if summary.n else None
+    cats = summary.categories
+    if cats is not None:
+        row["intervals"] = cats.interval_note
+        if projected:
+            row["projection"] = "projected_biased: " + _PROJECTION
+        row["categories"] = [{**r, "flags": category_flags(
+            float(cats.value[i]), cats.n, float(cats.ci_low[i]), float(cats.ci_high[i]))}
+            for i, r in enumerate(cats.rows(projected=projected))]
+    else:
+        row.pop("categories", None)
     return row
+
+
+def summary_rows(summary: MetricSummary, *, projected: bool = False) -> list[dict[str, Any]]:
+    """Flat rows for CSV and pandas: one per metric, or one per category of a categorical
+    metric (its share in ``estimate``, with ``category``, ``sim_low``, ``sim_high``)."""
+    row = summary_row(summary, projected=projected)
+    cats = row.pop("categories", None)
+    row.pop("intervals", None)
+    row.pop("projection", None)
+    if cats is None:
+        return [row]
+    return [{**row, "category": c["category"], "ones": c["count"], "estimate": c["estimate"],
+             "unclipped": c["estimate"], "stderr": c["stderr"], "ci_low": c["ci_low"],
+             "ci_high": c["ci_high"], "sim_low": c["sim_low"], "sim_high": c["sim_high"],
+             "yes_rate": c["count"] / summary.n if summary.n else None,
+             "wide": c["ci_high"] - c["ci_low"] >= 0.5,
+             "projected_biased": c.get("projected_biased"),
+             "flags": "; ".join(x for x in (c["flags"], summary.categories.interval_note  # type: ignore[union-attr]
+                                            if summary.n else "") if x)}
+            for c in cats]
+
+
+_PROJECTION = ("BIASED: the Euclidean projection of the unbiased shares onto the probability "
+               "simplex (non-negative, summing to 1); for drawing, not for inference")
 
 
 def _range(summaries: Sequence[MetricSummary]) -> dict[str, Any]:
@@ -64,20 +119,23 @@ def _range(summaries: Sequence[MetricSummary]) -> dict[str, Any]:
             "confidence": first.confidence if first else None}
 
 
-def to_json(summaries: Sequence[MetricSummary]) -> str:
+def to_json(summaries: Sequence[MetricSummary], *, projected: bool = False) -> str:
     """A JSON document: {"range": {"from", "to", "confidence"}, "metrics": [{column: value,
     ..., "flags": ...}, ...]}. NaN is written as null."""
     return json.dumps({"range": _range(summaries),
-                       "metrics": [summary_row(s) for s in summaries]}, indent=2)
+                       "metrics": [summary_row(s, projected=projected) for s in summaries]},
+                      indent=2)
 
 
-def to_csv(summaries: Sequence[MetricSummary]) -> str:
-    """CSV with a header row of COLUMNS (the range in ``start``/``end`` on every row)."""
+def to_csv(summaries: Sequence[MetricSummary], *, projected: bool = False) -> str:
+    """CSV with a header row of COLUMNS (the range in ``start``/``end`` on every row); a
+    categorical metric takes one row per category."""
     out = io.StringIO()
-    writer = csv.DictWriter(out, fieldnames=COLUMNS, extrasaction="ignore", lineterminator="\n")
+    fields = COLUMNS if projected else COLUMNS[:-1]
+    writer = csv.DictWriter(out, fieldnames=fields, extrasaction="ignore", lineterminator="\n")
     writer.writeheader()
     for s in summaries:
-        writer.writerow(summary_row(s))
+        writer.writerows(summary_rows(s, projected=projected))
     return out.getvalue()
 
 
@@ -103,7 +161,8 @@ def range_title(start: datetime | None, end: datetime | None) -> str:
     return f"{start:%Y-%m-%d %H:%M} to {end:%Y-%m-%d %H:%M} UTC"
 
 
-def render_table(summaries: Sequence[MetricSummary], title: str = "Deniable report") -> str:
+def render_table(summaries: Sequence[MetricSummary], title: str = "Deniable report", *,
+                 projected: bool = False) -> str:
     """An aligned terminal table (plain text, no colours): the range and confidence in the
     title, each metric's version, and below the table what each estimate is a share of and
     how its interval was made."""
@@ -113,28 +172,83 @@ def render_table(summaries: Sequence[MetricSummary], title: str = "Deniable repo
     columns = (("metric", "left"), ("version", "right"), ("epsilon", "right"), ("n", "right"),
                ("periods", "right"), ("raw yes-rate", "right"), ("estimate", "right"),
                (f"{pct} CI", "right"), ("notes", "left"))
+    plain = [s for s in summaries if s.categories is None]
     rows = [(s.metric, "-" if s.version is None else str(s.version), f"{s.epsilon:.3f}",
              f"{s.n:,}", f"{s.periods:,}",
              "-" if s.n == 0 else f"{s.yes_rate:.4f}",
-             "-" if s.n == 0 else f"{s.estimate:.4f}",
-             f"[{s.ci_low:.4f}, {s.ci_high:.4f}]", flags(s)) for s in summaries]
-    notes = [f"{s.metric}: {s.policy}. Estimate: {s.estimand or 'share of devices'}."
+             "-" if s.n == 0 else _value(s.estimate, s.lower),
+             f"[{_value(s.ci_low, s.lower)}, {_value(s.ci_high, s.lower)}]", flags(s))
+            for s in plain]
+    notes = [f"{s.metric}: {s.policy}. Estimate: {_what(s)}."
              + (f" The interval holds when the same devices report in all {s.periods} "
                 f"periods (design effect {s.design_effect:.2f}); when devices differ it is "
                 f"conservative, at most {s.periods ** 0.5:.1f}x too wide (docs/analysis.md)."
                 if s.periods > 1 else "") for s in summaries]
-    return (text_table(f"{title}: {when}" if when else title, columns, rows)
-            + "".join(f"{line}\n" for line in notes))
+    heading = f"{title}: {when}" if when else title
+    out = text_table(heading, columns, rows) if plain else heading + "\n"
+    for s in summaries:
+        if s.categories is not None:
+            out += "\n" + category_table(s, projected=projected)
+    return out + "".join(f"{line}\n" for line in notes)
 
 
-def render(summaries: Sequence[MetricSummary], fmt: str) -> str:
-    """Render in one of FORMATS."""
+def _value(x: float, lower: float | None) -> str:
+    """A share to 4 decimals; a numeric metric's mean to 4 significant digits more."""
+    if lower is None:
+        return f"{x:.4f}"
+    return f"{x:.6g}"
+
+
+def _what(s: MetricSummary) -> str:
+    estimand_text = s.estimand or "share of devices"
+    if s.kind == "numeric":
+        total = (f"; total over the {s.n:,} reports {s.n * s.unclipped:.6g} "
+                 f"[{s.n * s.ci_low:.6g}, {s.n * s.ci_high:.6g}]" if s.n else "")
+        return f"{estimand_text}, in [{s.lower:g}, {s.upper:g}]{total}"
+    return estimand_text
+
+
+def category_table(s: MetricSummary, *, projected: bool = False) -> str:
+    """One categorical metric's shares: a row per category with both kinds of interval."""
+    cats = s.categories
+    assert cats is not None
+    pct = f"{s.confidence:.0%}"
+    columns = [("category", "left"), ("count", "right"), ("share (unbiased)", "right"),
+               ("SE", "right"), (f"{pct} CI per category", "right"),
+               (f"{pct} CI simultaneous", "right")]
+    if projected:
+        columns.append(("projected (BIASED)", "right"))
+    columns.append(("notes", "left"))
+    simplex = cats.project_to_simplex() if projected and cats.n else None
+    rows = []
+    for i, label in enumerate(cats.labels):
+        v = float(cats.value[i])
+        row = [label, f"{int(cats.counts[i]):,}", "-" if not cats.n else f"{v:+.4f}",
+               "-" if not cats.n else f"{float(cats.stderr[i]):.4f}",
+               f"[{cats.ci_low[i]:.4f}, {cats.ci_high[i]:.4f}]",
+               f"[{cats.sim_low[i]:.4f}, {cats.sim_high[i]:.4f}]"]
+        if projected:
+            row.append("-" if simplex is None else f"{simplex[i]:.4f}")
+        row.append(category_flags(v, cats.n, float(cats.ci_low[i]), float(cats.ci_high[i])))
+        rows.append(row)
+    version = "" if s.version is None else f" v{s.version}"
+    title = (f"{s.metric}{version} ({s.kind}, d = {cats.d}, epsilon {s.epsilon:.3f}, "
+             f"n = {s.n:,})")
+    foot = f"{s.metric}: {cats.interval_note}."
+    if projected:
+        foot += f" projected: {_PROJECTION}."
+    return text_table(title, columns, rows) + foot + "\n"
+
+
+def render(summaries: Sequence[MetricSummary], fmt: str, *, projected: bool = False) -> str:
+    """Render in one of FORMATS; ``projected`` adds the biased simplex projection of each
+    categorical metric's shares, flagged as such."""
     if fmt == "json":
-        return to_json(summaries)
+        return to_json(summaries, projected=projected)
     if fmt == "csv":
-        return to_csv(summaries)
+        return to_csv(summaries, projected=projected)
     if fmt == "table":
-        return render_table(summaries)
+        return render_table(summaries, projected=projected)
     raise ValueError(f"format must be one of {FORMATS}. Got {fmt!r} instead.")
 
 
@@ -143,12 +257,21 @@ def render(summaries: Sequence[MetricSummary], fmt: str) -> str:
 SERIES_COLUMNS = ("metric", "version", "mechanism", "epsilon", "granularity", "window", "start",
                   "end", "n", "ones", "yes_rate", "estimate", "stderr", "ci_low", "ci_high",
                   "confidence", "clipped", "interval_clipped", "wide", "unclipped", "periods",
-                  "partial", "flags", "range_from", "range_to")
+                  "partial", "flags", "range_from", "range_to", "kind", "category", "sim_low",
+                  "sim_high")
 SPARKS = "▁▂▃▄▅▆▇█"
 
 
 def series_rows(ts: TimeSeries) -> list[dict[str, Any]]:
-    """One dict per bucket with SERIES_COLUMNS; NaN becomes None, times are ISO 8601 UTC."""
+    """One dict per bucket with SERIES_COLUMNS; NaN becomes None, times are ISO 8601 UTC.
+    Categorical and histogram metrics: one dict per (bucket, category), the category's
+    unbiased share in ``estimate``, its per-category interval in ``ci_low``/``ci_high`` and the
+    simultaneous one in ``sim_low``/``sim_high``. Boolean rows have no ``kind`` key (their
+    shape is the collector dashboard's); numeric rows carry the mean, in the metric's units."""
+    if ts.simultaneous is not None:
+        return _category_series_rows(ts)
+    lower, upper = (ts.metric.mechanism.lower, ts.metric.mechanism.upper) \
+        if ts.kind == "numeric" else (None, None)  # type: ignore[union-attr]
     e = ts.estimates
     mechanism = ts.metric.mechanism
     partial = coverage_notes(ts.starts, ts.step.total_seconds(), ts.window, ts.range_start,
@@ -171,10 +294,47 @@ def series_rows(ts: TimeSeries) -> list[dict[str, Any]]:
             "wide": bool(e.wide[i]), "unclipped": _number(float(e.unclipped[i])),
             "periods": int(e.periods[i]) if e.periods is not None else 1,
             "partial": bool(partial[i]),
-            "flags": bucket_flags(n, bool(e.clipped[i]), bool(e.wide[i]),
-                                  float(e.unclipped[i]), interval_clipped, partial[i]),
+            "flags": in_units(bucket_flags(n, bool(e.clipped[i]), bool(e.wide[i]),
+                                           float(e.unclipped[i]), interval_clipped, partial[i]),
+                              None if lower is None else float(lower),
+                              None if upper is None else float(upper)),
             "range_from": _plain(ts.range_start), "range_to": _plain(ts.range_end),
         })
+    return rows
+
+
+def _category_series_rows(ts: TimeSeries) -> list[dict[str, Any]]:
+    e, sim = ts.estimates, ts.simultaneous
+    assert sim is not None and ts.values is not None
+    mechanism = ts.metric.mechanism
+    labels = ts.metric.spec.labels
+    partial = coverage_notes(ts.starts, ts.step.total_seconds(), ts.window, ts.range_start,
+                             ts.range_end)
+    note = INTERVAL_NOTE.format(pct=f"{e.confidence:.0%}", d=len(labels))
+    rows = []
+    for i, (start, end) in enumerate(zip(ts.starts, ts.ends)):
+        n = int(ts.values[i, 0])
+        periods = int(e.periods[i].max()) if e.periods is not None else 1
+        for j, label in enumerate(labels):
+            value = float(e.unclipped[i, j])
+            caveat = category_flags(value, n, float(e.ci_low[i, j]), float(e.ci_high[i, j]))
+            rows.append({
+                "metric": ts.metric.name, "version": ts.metric.version,
+                "mechanism": mechanism.id, "epsilon": mechanism.epsilon,
+                "granularity": ts.granularity, "window": ts.window,
+                "start": start.isoformat(), "end": end.isoformat(), "n": n,
+                "ones": int(ts.values[i, 1 + j]), "yes_rate": _number(float(e.yes_rate[i, j])),
+                "estimate": _number(value), "stderr": _number(float(e.stderr[i, j])),
+                "ci_low": float(e.ci_low[i, j]), "ci_high": float(e.ci_high[i, j]),
+                "confidence": e.confidence, "clipped": False,
+                "interval_clipped": bool(e.interval_clipped[i, j])
+                if e.interval_clipped is not None else False,
+                "wide": bool(e.wide[i, j]), "unclipped": _number(value), "periods": periods,
+                "partial": bool(partial[i]),
+                "flags": "; ".join(x for x in (partial[i], caveat, note if n else "") if x),
+                "range_from": _plain(ts.range_start), "range_to": _plain(ts.range_end),
+                "kind": ts.kind, "category": label, "sim_low": float(sim.ci_low[i, j]),
+                "sim_high": float(sim.ci_high[i, j])})
     return rows
 
 
@@ -188,19 +348,42 @@ def series_document(ts: TimeSeries) -> dict[str, Any]:
     mechanism = ts.metric.mechanism
     from deniable.analysis.window import estimand
 
-    return {"metric": ts.metric.name, "version": ts.metric.version,
-            "description": ts.metric.description,
-            "mechanism": mechanism.id, "epsilon": mechanism.epsilon,
-            "policy": ts.metric.policy.summary(),
-            "estimand": estimand(ts.metric.policy, _most_periods(ts), ts.step.total_seconds()),
-            "from": _plain(ts.range_start), "to": _plain(ts.range_end),
-            "granularity": ts.granularity, "window": ts.window,
-            "confidence": ts.estimates.confidence,
-            "buckets": [{k: v for k, v in row.items()
-                         if k not in ("metric", "version", "mechanism", "epsilon",
-                                      "granularity", "window", "confidence", "range_from",
-                                      "range_to")}
-                        for row in series_rows(ts)]}
+    doc = {"metric": ts.metric.name, "version": ts.metric.version,
+           "description": ts.metric.description,
+           "mechanism": mechanism.id, "epsilon": mechanism.epsilon,
+           "policy": ts.metric.policy.summary(),
+           "estimand": estimand(ts.metric.policy, _most_periods(ts), ts.step.total_seconds(),
+                                 ts.kind),
+           "from": _plain(ts.range_start), "to": _plain(ts.range_end),
+           "granularity": ts.granularity, "window": ts.window,
+           "confidence": ts.estimates.confidence, "kind": ts.kind}
+    shared = ("metric", "version", "mechanism", "epsilon", "granularity", "window",
+              "confidence", "range_from", "range_to", "kind")
+    if ts.kind == "numeric":
+        doc["lower"] = float(mechanism.lower)  # type: ignore[union-attr]
+        doc["upper"] = float(mechanism.upper)  # type: ignore[union-attr]
+    if ts.simultaneous is None:
+        doc["buckets"] = [{k: v for k, v in row.items() if k not in shared}
+                          for row in series_rows(ts)]
+        return doc
+    # Categorical: per bucket its n and flags, and one entry per category.
+    labels = ts.metric.spec.labels
+    doc["categories"] = list(labels)
+    doc["intervals"] = INTERVAL_NOTE.format(pct=f"{ts.estimates.confidence:.0%}", d=len(labels))
+    rows = series_rows(ts)
+    buckets = []
+    for i in range(len(ts)):
+        chunk = rows[i * len(labels):(i + 1) * len(labels)]
+        first = chunk[0]
+        buckets.append({
+            "start": first["start"], "end": first["end"], "n": first["n"],
+            "periods": first["periods"], "partial": first["partial"],
+            "categories": [{k: row[k] for k in ("category", "ones", "yes_rate", "estimate",
+                                                "stderr", "ci_low", "ci_high", "sim_low",
+                                                "sim_high", "wide", "flags")}
+                           for row in chunk]})
+    doc["buckets"] = buckets
+    return doc
 
 
 def series_to_json(series: Sequence[TimeSeries]) -> str:
@@ -251,6 +434,9 @@ def render_series_table(series: Sequence[TimeSeries], width: int = 120) -> str:
     console = Console(file=io.StringIO(), width=width, force_terminal=False)
     for ts in series:
         e = ts.estimates
+        if ts.simultaneous is not None:
+            _category_series_table(console, ts)
+            continue
         window = f", rolling {ts.window} {ts.granularity}s" if ts.window > 1 else ""
         pct = f"{e.confidence:.0%}"
         version = f" v{ts.metric.version}" if ts.metric.version is not None else ""
@@ -258,7 +444,7 @@ def render_series_table(series: Sequence[TimeSeries], width: int = 120) -> str:
         table = Table(title=f"{ts.metric.name}{version} per {ts.granularity}{window} "
                             f"(epsilon {ts.metric.mechanism.epsilon:.3f})"
                             + (f", {when}" if when else "") + "  "
-                            f"0 {sparkline([float(v) for v in e.estimate])} 1")
+                            + _spark(ts))
         for header, justify in (("bucket (UTC)", "left"), ("n", "right"),
                                 ("raw yes-rate", "right"), ("estimate", "right"),
                                 (f"{pct} CI", "right"), ("notes", "left")):
@@ -267,14 +453,61 @@ def render_series_table(series: Sequence[TimeSeries], width: int = 120) -> str:
             empty = row["n"] == 0
             table.add_row(_label(start, ts.granularity), f"{row['n']:,}",
                           "-" if empty else f"{row['yes_rate']:.4f}",
-                          "-" if empty else f"{row['estimate']:.4f}",
-                          f"[{row['ci_low']:.4f}, {row['ci_high']:.4f}]", row["flags"])
+                          "-" if empty else _value(row['estimate'], _lower(ts)),
+                          f"[{_value(row['ci_low'], _lower(ts))}, "
+                          f"{_value(row['ci_high'], _lower(ts))}]", row["flags"])
         console.print(table)
         from deniable.analysis.window import estimand
 
         console.print(f"{ts.metric.policy.summary()}. Each value: "
-                      f"{estimand(ts.metric.policy, _most_periods(ts), ts.step.total_seconds())}.")
+                      f"{estimand(ts.metric.policy, _most_periods(ts), ts.step.total_seconds(), ts.kind)}.")
     return console.file.getvalue()  # type: ignore[attr-defined]
+
+
+def _lower(ts: TimeSeries) -> float | None:
+    return float(ts.metric.mechanism.lower) if ts.kind == "numeric" else None  # type: ignore[union-attr]
+
+
+def _spark(ts: TimeSeries) -> str:
+    """The sparkline on the metric's fixed axis: [0, 1], or a numeric metric's range."""
+    values = [float(v) for v in ts.estimates.estimate]
+    if ts.kind == "numeric":
+        low, high = (float(ts.metric.mechanism.lower),  # type: ignore[union-attr]
+                     float(ts.metric.mechanism.upper))  # type: ignore[union-attr]
+        return f"  {low:g} {sparkline(values, low, high)} {high:g} (mean)"
+    return f"  0 {sparkline(values)} 1"
+
+
+def _category_series_table(console: Any, ts: TimeSeries) -> None:
+    """A categorical series: per category a sparkline of its share on [0, 1] and the range's
+    first and last bucket with reports, then the interval note."""
+    from rich.table import Table
+
+    e = ts.estimates
+    pct = f"{e.confidence:.0%}"
+    version = f" v{ts.metric.version}" if ts.metric.version is not None else ""
+    window = f", rolling {ts.window} {ts.granularity}s" if ts.window > 1 else ""
+    when = range_title(ts.range_start, ts.range_end)
+    table = Table(title=f"{ts.metric.name}{version} ({ts.kind}) per {ts.granularity}{window} "
+                        f"(epsilon {ts.metric.mechanism.epsilon:.3f})"
+                        + (f", {when}" if when else ""))
+    busy = np.flatnonzero(ts.n > 0)
+    for header, justify in (("category", "left"), ("share per bucket, 0 to 1", "left"),
+                            ("first", "right"), (f"{pct} CI (first)", "right"),
+                            ("last", "right"), (f"{pct} CI (last)", "right")):
+        table.add_column(header, justify=justify)  # type: ignore[arg-type]
+    for j, label in enumerate(ts.metric.spec.labels):
+        cells = [label, sparkline([float(v) if ts.n[i] else math.nan
+                                   for i, v in enumerate(e.unclipped[:, j])])]
+        for i in ((busy[0], busy[-1]) if len(busy) else ()):
+            cells += [f"{e.unclipped[i, j]:+.4f}", f"[{e.ci_low[i, j]:.4f}, "
+                      f"{e.ci_high[i, j]:.4f}]"]
+        table.add_row(*(cells + ["-"] * (6 - len(cells))))
+    console.print(table)
+    console.print(f"n per bucket: {', '.join(f'{int(v):,}' for v in ts.n[:12])}"
+                  f"{' ...' if len(ts) > 12 else ''}. "
+                  f"{INTERVAL_NOTE.format(pct=pct, d=len(ts.metric.spec.labels))}. Every "
+                  "bucket, with simultaneous intervals: --format csv or json.")
 
 
 def render_series(series: Sequence[TimeSeries], fmt: str) -> str:
@@ -305,8 +538,12 @@ def render_comparisons_table(comparisons: Sequence[Comparison], width: int = 120
     rows = [(c.label, f"{c.estimate_a:.4f}", f"{c.estimate_b:.4f}", f"{c.difference:+.4f}",
              f"[{c.ci_low:+.4f}, {c.ci_high:+.4f}]", _p(c.p_value), _p(c.p_adjusted),
              "yes" if c.significant else "no") for c in comparisons]
-    return text_table(f"Changes (b - a) in the share of devices answering yes, "
-                      f"{correction} correction",
+    kinds = {c.kind for c in comparisons}
+    what = ("the share of devices answering yes" if kinds <= {"boolean"} else
+            "each estimate (share of yes; a category's share, per category; a numeric "
+            "metric's mean, in its units)")
+    return text_table(f"Changes (b - a) in {what}, {correction} correction across all "
+                      f"{len(comparisons)} rows",
                       [(h, "left" if h == "metric" else "right") for h in headers], rows)
 
 

@@ -1,6 +1,7 @@
 """Where perturbed counts come from: the collector's HTTP API, or Redis directly.
 
-Both return ``MetricCounts``: per UTC hour bucket, the reports ``n`` and perturbed ``ones``.
+Both return ``MetricCounts``: per UTC hour bucket, the mechanism's counter slots (``n``
+reports, then perturbed ``ones`` for boolean and numeric metrics, or one count per category).
 Neither ever sees a true value; there is none to see.
 """
 from __future__ import annotations
@@ -10,13 +11,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 import requests
 from numpy.typing import NDArray
 
-from deniable.client.errors import DeniableError
+from deniable.client.errors import DeniableError, InvalidParameterError
+from deniable.client.kinds import Mechanism, MetricSpec, parse_mechanism
 from deniable.client.mechanism import RandomizedResponse
 from deniable.client.period import DEFAULT_POLICY, CollectionPolicy, parse_policy
 from deniable.client.transport import DEFAULT_TIMEOUT
@@ -29,13 +31,73 @@ class SourceError(DeniableError):
 
 @dataclass(frozen=True)
 class MetricInfo:
-    """A registered metric as an analyst sees it."""
+    """A registered metric as an analyst sees it.
+
+    ``spec`` says what the metric asks (its kind, categories, edges or range); a boolean
+    metric's default is ``MetricSpec("boolean", mechanism)``.
+    """
 
     name: str
     description: str
-    mechanism: RandomizedResponse
+    mechanism: Mechanism
     policy: CollectionPolicy = DEFAULT_POLICY
     version: int | None = None
+    spec: MetricSpec = None  # type: ignore[assignment]
+
+    def __post_init__(self) -> None:
+        if self.spec is None:
+            if not isinstance(self.mechanism, RandomizedResponse):
+                raise SourceError(f"{self.name}: a {self.mechanism.kind} metric needs its "
+                                  "spec (categories, edges or range)")
+            object.__setattr__(self, "spec", MetricSpec("boolean", self.mechanism))
+        elif self.spec.mechanism.id != self.mechanism.id:
+            raise SourceError(f"{self.name}: spec is for {self.spec.mechanism.id}, "
+                              f"not {self.mechanism.id}")
+
+    @property
+    def kind(self) -> str:
+        """``boolean``, ``categorical``, ``histogram`` or ``numeric``."""
+        return self.spec.kind
+
+
+def spec_of(doc: Any, mechanism: Mechanism) -> MetricSpec:
+    """The spec of a catalogue, registry or counts document (its kind and declaration
+    fields) under ``mechanism``: lenient, so a boolean entry without them parses as today.
+
+    Raises:
+        SourceError: fields that do not fit the mechanism (e.g. a changed category list).
+    """
+    fields = doc if isinstance(doc, dict) else {}
+    if "kind" not in fields and isinstance(mechanism, RandomizedResponse):
+        return MetricSpec("boolean", mechanism)
+    if "kind" not in fields:
+        fields = {**fields, "kind": "numeric" if mechanism.kind == "numeric" else "categorical"}
+    try:
+        return MetricSpec.from_document(fields, mechanism)
+    except InvalidParameterError as exc:
+        raise SourceError(f"cannot read the metric's declaration for {mechanism.id}: "
+                          f"{exc}") from exc
+
+
+def _version_spec(version: Any, entry: Any = None) -> MetricSpec:
+    """The spec of a registry version: its own ``spec`` if the registry keeps one, else
+    parsed from its ``describe()`` document (kind, categories, edges, lower, upper)."""
+    spec = getattr(version, "spec", None)
+    if isinstance(spec, MetricSpec):
+        return spec
+    mechanism = version.mechanism
+    doc: dict[str, Any] = {}
+    describe = getattr(version, "describe", None)
+    if callable(describe):
+        try:
+            doc = dict(describe())
+        except Exception:  # noqa: BLE001 - a registry without spec fields: boolean default
+            doc = {}
+    if "kind" not in doc and entry is not None:
+        entry_spec = getattr(entry, "spec", None)
+        if isinstance(entry_spec, MetricSpec) and entry_spec.mechanism.id == mechanism.id:
+            return entry_spec
+    return spec_of(doc, mechanism)
 
 
 @dataclass(frozen=True, init=False)
@@ -43,40 +105,65 @@ class MetricCounts:
     """Perturbed counts for one metric, one row per non-empty hour bucket, oldest first.
 
     Buckets are integer hour indexes (hours since the Unix epoch, UTC), so a year of them is
-    three integer arrays and no Python object per bucket.
+    a few integer arrays and no Python object per bucket.
 
     Attributes:
         metric: the metric and its mechanism.
         hours: bucket hour indexes, ascending (sorted on construction), shape (buckets,).
-        n: reports per bucket, shape (buckets,).
-        ones: perturbed ones per bucket, shape (buckets,).
+        values: the counter slots per bucket, shape (buckets, width): slot 0 is ``n``, then
+            ``ones`` (boolean, numeric) or one count per category (categorical, histogram).
+        n: reports per bucket, ``values[:, 0]``, shape (buckets,).
+        ones: perturbed ones per bucket, ``values[:, 1]`` (for a categorical metric, the first
+            category's count), shape (buckets,).
     """
 
     metric: MetricInfo
     hours: NDArray[np.int64]
+    values: NDArray[np.int64]
     n: NDArray[np.int64]
     ones: NDArray[np.int64]
 
     def __init__(self, metric: MetricInfo,
                  starts: Sequence[datetime] | NDArray[np.int64] | NDArray[np.datetime64],
-                 n: NDArray[np.int64], ones: NDArray[np.int64]) -> None:
+                 n: NDArray[np.int64] | None = None, ones: NDArray[np.int64] | None = None,
+                 *, values: NDArray[np.int64] | None = None) -> None:
         """``starts``: hour bucket starts as datetimes, ``datetime64`` values, or integer
-        hour indexes."""
+        hour indexes. Give either ``n`` and ``ones`` (width-2 kinds) or ``values``
+        (shape (buckets, width), any kind).
+
+        Raises:
+            SourceError: counts of the wrong shape for the metric's mechanism.
+        """
         if isinstance(starts, np.ndarray) and starts.dtype.kind == "M":
             hours = starts.astype("datetime64[h]").astype(np.int64)
         elif isinstance(starts, np.ndarray):
             hours = starts.astype(np.int64, copy=False)
         else:
             hours = np.array([keys.hour_index(s) for s in starts], dtype=np.int64)
-        n = np.asarray(n, dtype=np.int64)
-        ones = np.asarray(ones, dtype=np.int64)
+        width = metric.mechanism.width
+        if values is None:
+            if n is None or ones is None:
+                raise SourceError("give n and ones, or values")
+            values = np.stack([np.asarray(n, dtype=np.int64).reshape(-1),
+                               np.asarray(ones, dtype=np.int64).reshape(-1)], axis=1)
+        values = np.asarray(values, dtype=np.int64).reshape(-1, width) if np.size(values) \
+            else np.zeros((0, width), np.int64)
+        if values.shape != (len(hours), width):
+            raise SourceError(f"{metric.name}: counts of shape {values.shape} for "
+                              f"{len(hours)} buckets of width {width}")
         if len(hours) > 1 and not bool(np.all(hours[1:] > hours[:-1])):
             order = np.argsort(hours, kind="stable")
-            hours, n, ones = hours[order], n[order], ones[order]
+            hours, values = hours[order], values[order]
         object.__setattr__(self, "metric", metric)
         object.__setattr__(self, "hours", hours)
-        object.__setattr__(self, "n", n)
-        object.__setattr__(self, "ones", ones)
+        object.__setattr__(self, "values", values)
+        object.__setattr__(self, "n", values[:, 0])
+        object.__setattr__(self, "ones", values[:, 1])
+
+    @property
+    def width(self) -> int:
+        """Counter slots per bucket: 2, or d + 1 for a categorical or histogram metric."""
+        return int(self.values.shape[1])
 
     @property
     def starts(self) -> list[datetime]:
@@ -99,10 +186,25 @@ def default_range(start: datetime | None, end: datetime | None) -> tuple[datetim
     return start or end - timedelta(days=7), end
 
 
-def _counts(info: MetricInfo, rows: list[tuple[datetime, int, int]]) -> MetricCounts:
-    return MetricCounts(info, [r[0] for r in rows],
-                        np.array([r[1] for r in rows], dtype=np.int64),
-                        np.array([r[2] for r in rows], dtype=np.int64))
+def _bucket_values(bucket: dict[str, Any], width: int) -> list[int]:
+    """One counts-API bucket's slots: ``counts`` (every slot), else ``n`` and ``ones``."""
+    found = bucket.get("counts")
+    if found is None and width == 2:
+        found = [bucket["n"], bucket["ones"]]
+    if not isinstance(found, list) or len(found) != width:
+        raise SourceError(f"a bucket of {bucket.get('start')} has no counts of width {width}")
+    return [int(v) for v in found]
+
+
+def _info(name: str, description: str, doc: dict[str, Any]) -> MetricInfo:
+    """A MetricInfo from a catalogue entry or a counts document (mechanism, policy, spec)."""
+    try:
+        mechanism = parse_mechanism(doc["mechanism"])
+        policy = parse_policy(doc)
+    except (InvalidParameterError, KeyError) as exc:
+        raise SourceError(f"{name}: {exc}") from exc
+    return MetricInfo(name, description, mechanism, policy, doc.get("version"),
+                      spec_of(doc, mechanism))
 
 
 class HTTPSource:
@@ -135,9 +237,7 @@ class HTTPSource:
     def metrics(self) -> dict[str, MetricInfo]:
         if self._metrics is None:
             doc = self._get("/v1/metrics")
-            self._metrics = {m["name"]: MetricInfo(m["name"], m.get("description", ""),
-                                                   RandomizedResponse.from_id(m["mechanism"]),
-                                                   parse_policy(m), m.get("version"))
+            self._metrics = {m["name"]: _info(m["name"], m.get("description", ""), m)
                              for m in doc["metrics"]}
         return self._metrics
 
@@ -153,14 +253,15 @@ class HTTPSource:
         doc = self._get(f"/v1/metrics/{metric}/counts", params)
         if info is None or version is not None:
             # Not an active metric, or another version: the counts name their own mechanism.
-            info = MetricInfo(metric, info.description if info else "",
-                              RandomizedResponse.from_id(doc["mechanism"]), parse_policy(doc),
-                              doc.get("version"))
+            info = _info(metric, info.description if info else "", doc)
         elif doc["mechanism"] != info.mechanism.id:
             raise SourceError(f"{metric}: counts are for {doc['mechanism']}, "
                               f"not {info.mechanism.id}")
-        return _counts(info, [(datetime.fromisoformat(b["start"]), int(b["n"]), int(b["ones"]))
-                              for b in doc["buckets"]])
+        width = info.mechanism.width
+        buckets = doc["buckets"]
+        return MetricCounts(info, [datetime.fromisoformat(b["start"]) for b in buckets],
+                            values=np.array([_bucket_values(b, width) for b in buckets],
+                                            dtype=np.int64).reshape(-1, width))
 
 
 class RedisSource:
@@ -225,8 +326,17 @@ class RedisSource:
         return found[1]
 
     def metrics(self) -> dict[str, MetricInfo]:
-        return {m.name: MetricInfo(m.name, m.description, m.mechanism, m.policy, m.version)
-                for m in self._registry.active().values()}
+        found = {}
+        for m in self._registry.active().values():
+            entry = self._registry.entry(m.name)
+            version = entry.version(m.version) if entry is not None else None
+            spec = getattr(m, "spec", None)
+            if not isinstance(spec, MetricSpec):
+                spec = _version_spec(version, entry) if version is not None \
+                    else spec_of({}, m.mechanism)
+            found[m.name] = MetricInfo(m.name, m.description, m.mechanism, m.policy,
+                                       m.version, spec)
+        return found
 
     def counts(self, metric: str, start: datetime | None = None,
                end: datetime | None = None, *, version: int | None = None) -> MetricCounts:
@@ -237,7 +347,7 @@ class RedisSource:
             raise SourceError(f"the collector's registry has no metric {metric!r}"
                               + (f" with a version {version}" if version is not None else ""))
         info = MetricInfo(metric, entry.description, found.mechanism, found.policy,
-                          found.version)
+                          found.version, _version_spec(found, entry))
         start, end = default_range(start, end)
         first, end_hour = keys.hour_range(start, end)
         first = max(first, keys.visible_from(datetime.now(timezone.utc), entry.retention_days))
@@ -253,19 +363,18 @@ class RedisSource:
                                           end_hour)
         if months is None:
             months = self._store.month_strings(metric, info.mechanism.id, first, end_hour)
-        hours, n, ones = decode_months(months, keys.width(info.mechanism.id), first, end_hour)
-        return MetricCounts(info, hours, n, ones)
+        hours, values = decode_months(months, keys.width(info.mechanism.id), first, end_hour)
+        return MetricCounts(info, hours, values=values)
 
 
 def decode_months(months: Sequence[tuple[keys.Month, bytes | None]], width: int,
-                  first_hour: int, end_hour: int) -> tuple[NDArray[np.int64],
-                                                          NDArray[np.int64], NDArray[np.int64]]:
-    """Month counters strings (``Store.month_strings``) to (hours, n, ones) arrays of the
-    non-empty hours in [first_hour, end_hour): ``numpy.frombuffer`` per month, no loop per hour.
+                  first_hour: int, end_hour: int) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+    """Month counters strings (``Store.month_strings``) to (hours, values) arrays of the
+    non-empty hours in [first_hour, end_hour): hours of shape (buckets,), values of shape
+    (buckets, width) (slot 0 is n). ``numpy.frombuffer`` per month, no loop per hour.
     """
-    empty = np.zeros(0, np.int64)
     if not months or all(raw is None for _, raw in months):
-        return empty, empty.copy(), empty.copy()
+        return np.zeros(0, np.int64), np.zeros((0, width), np.int64)
     # Months are consecutive: their strings, each padded to its full size, are the hours in
     # order. One frombuffer over the joined bytes; no loop per hour, none per month's values.
     chunks = []
@@ -277,5 +386,4 @@ def decode_months(months: Sequence[tuple[keys.Month, bytes | None]], width: int,
     base = months[0][0].first_hour
     block = values[max(first_hour - base, 0):max(end_hour - base, 0)]
     present = np.flatnonzero(block[:, 0])
-    return (present + max(first_hour, base), block[present, 0].astype(np.int64),
-            block[present, 1].astype(np.int64))
+    return present + max(first_hour, base), block[present].astype(np.int64)

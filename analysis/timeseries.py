@@ -17,15 +17,19 @@ import functools
 import math
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
+from typing import TYPE_CHECKING
 
 import numpy as np
 from numpy.typing import NDArray
 
-from deniable.analysis.estimate import Estimates, debias
+from deniable.analysis.estimate import Estimates, debias_values
 from deniable.analysis.sources import MetricCounts, MetricInfo
 from deniable.collector import keys
 from deniable.collector import rollup as periods
 from deniable.analysis.window import bucket_periods, rolling_periods
+
+if TYPE_CHECKING:
+    from deniable.analysis.categorical import CategoryEstimates
 
 GRANULARITIES = periods.GRANULARITIES
 STEPS = periods.SPAN
@@ -43,7 +47,10 @@ class TimeSeries:
         metric: the metric and its mechanism.
         granularity: "hour", "day" or "week".
         starts: bucket start times (UTC), evenly spaced, shape (buckets,).
-        estimates: per-bucket counts and estimates, every array of shape (buckets,).
+        estimates: per-bucket counts and estimates, every array of shape (buckets,): the share
+            of yes (boolean) or the mean in the metric's units (numeric); for categorical and
+            histogram metrics per-category shares, shape (buckets, d), with per-category
+            (marginal) intervals.
         window: for a rolling series, how many buckets each value pools (1 otherwise);
             ``starts[i]`` is then the start of the *last* bucket in the window.
         range_start, range_end: the range asked for, [start, end); buckets it cuts are
@@ -57,6 +64,33 @@ class TimeSeries:
     window: int = 1
     range_start: datetime | None = None
     range_end: datetime | None = None
+    values: NDArray[np.int64] | None = None
+    """The summed counter slots per bucket, shape (buckets, width)."""
+    simultaneous: Estimates | None = None
+    """Categorical and histogram metrics: intervals that hold for every category of a bucket
+    at once (Bonferroni), shape (buckets, d)."""
+
+    @property
+    def kind(self) -> str:
+        return self.metric.kind
+
+    @property
+    def n(self) -> NDArray[np.int64]:
+        """Reports per bucket, shape (buckets,)."""
+        if self.values is not None:
+            return self.values[:, 0]
+        return self.estimates.n if self.estimates.n.ndim == 1 else self.estimates.n[:, 0]
+
+    def categories(self, i: int) -> CategoryEstimates:
+        """Bucket ``i`` of a categorical or histogram series as CategoryEstimates."""
+        from deniable.analysis.categorical import from_arrays
+
+        if self.simultaneous is None or self.values is None:
+            raise TimeSeriesError(f"{self.metric.name} is {self.kind}, not categorical")
+        periods = self.estimates.periods
+        return from_arrays(self.metric.spec.labels, self.values, self.estimates,
+                           self.simultaneous, i, self.metric.mechanism,
+                           int(periods[i].max()) if periods is not None else 1)
 
     @property
     def step(self) -> timedelta:
@@ -96,15 +130,25 @@ def _grid_starts(first: int, count: int, granularity: str) -> tuple[datetime, ..
 def rollup(counts: MetricCounts, granularity: str = "day", start: datetime | None = None,
            end: datetime | None = None) -> tuple[list[datetime], NDArray[np.int64],
                                                  NDArray[np.int64]]:
-    """Sum hour buckets into evenly spaced buckets; return (starts, n, ones).
+    """Sum hour buckets into evenly spaced buckets; return (starts, n, ones) (for a
+    categorical metric ``ones`` is the first category's count: see ``rollup_values``).
 
     The range defaults to the span of the hour buckets present; buckets with no reports have
     n = ones = 0. Periods are ``collector.rollup``'s, computed on the hour indexes in numpy.
     """
+    starts, values = rollup_values(counts, granularity, start, end)
+    return starts, values[:, 0].copy(), values[:, 1].copy()
+
+
+def rollup_values(counts: MetricCounts, granularity: str = "day",
+                  start: datetime | None = None, end: datetime | None = None
+                  ) -> tuple[list[datetime], NDArray[np.int64]]:
+    """Sum hour buckets' counter slots into evenly spaced buckets: (starts, values of shape
+    (buckets, width)), every slot summed as ``rollup`` sums n and ones."""
     _check_granularity(granularity)
     if start is None or end is None:
         if not len(counts.hours):
-            return [], np.zeros(0, np.int64), np.zeros(0, np.int64)
+            return [], np.zeros((0, counts.width), np.int64)
         start = start or keys.hour_start(int(counts.hours[0]))
         end = end or keys.hour_start(int(counts.hours[-1]) + 1)
     first, count = _grid_hours(start, end, granularity)
@@ -114,26 +158,24 @@ def rollup(counts: MetricCounts, granularity: str = "day", start: datetime | Non
     slots = (periods.period_hour(counts.hours, granularity) - first) // step
     lo, hi = np.searchsorted(slots, [0, count])
     slots = slots[lo:hi]
-    n = np.zeros(count, np.int64)
-    ones = np.zeros(count, np.int64)
+    values = np.zeros((count, counts.width), np.int64)
     if len(slots):
         edges = np.flatnonzero(np.concatenate(([True], slots[1:] != slots[:-1])))
-        n[slots[edges]] = np.add.reduceat(counts.n[lo:hi], edges)
-        ones[slots[edges]] = np.add.reduceat(counts.ones[lo:hi], edges)
-    return list(_grid_starts(first, count, granularity)), n, ones
+        values[slots[edges]] = np.add.reduceat(counts.values[lo:hi], edges, axis=0)
+    return list(_grid_starts(first, count, granularity)), values
 
 
 def series(counts: MetricCounts, granularity: str = "day", start: datetime | None = None,
            end: datetime | None = None, confidence: float = 0.95) -> TimeSeries:
     """Estimates and intervals per hour, day or week bucket over [start, end)."""
-    starts, n, ones = rollup(counts, granularity, start, end)
+    starts, values = rollup_values(counts, granularity, start, end)
     # Each bucket's reporting periods: its interval holds over all of them (analysis.window).
     index = {s: i for i, s in enumerate(starts)}
     slots = np.array([index.get(floor(s, granularity), -1) for s in counts.starts], np.int64)
     periods = bucket_periods(counts.hours, counts.n, slots, len(starts), counts.metric.policy)
-    return TimeSeries(counts.metric, granularity, starts,
-                      debias(counts.metric.mechanism, ones, n, confidence,
-                             policy=counts.metric.policy, periods=periods), 1, start, end)
+    estimates, simultaneous = debias_values(counts.metric, values, confidence, periods)
+    return TimeSeries(counts.metric, granularity, starts, estimates, 1, start, end, values,
+                      simultaneous)
 
 
 def rolling(ts: TimeSeries, window: int) -> TimeSeries:
@@ -145,15 +187,17 @@ def rolling(ts: TimeSeries, window: int) -> TimeSeries:
     if window < 1:
         raise TimeSeriesError(f"window must be at least 1 bucket. Got {window} instead.")
     e = ts.estimates
-    n = _trailing_sum(e.n, window)
-    ones = _trailing_sum(e.ones, window)
-    periods = rolling_periods(ts.starts, e.n, e.periods if e.periods is not None
-                              else (e.n > 0).astype(np.int64), ts.step.total_seconds(),
+    n = ts.n
+    values = ts.values if ts.values is not None else np.stack([e.n, e.ones], axis=1)
+    rolled = np.stack([_trailing_sum(values[:, j], window) for j in range(values.shape[1])],
+                      axis=1) if len(values) else values
+    own = e.periods if e.periods is None or e.periods.ndim == 1 else e.periods[:, 0]
+    periods = rolling_periods(ts.starts, n, own if own is not None
+                              else (n > 0).astype(np.int64), ts.step.total_seconds(),
                               ts.metric.policy, window)
-    return TimeSeries(ts.metric, ts.granularity, list(ts.starts),
-                      debias(ts.metric.mechanism, ones, n, e.confidence,
-                             policy=ts.metric.policy, periods=periods), window * ts.window,
-                      ts.range_start, ts.range_end)
+    estimates, simultaneous = debias_values(ts.metric, rolled, e.confidence, periods)
+    return TimeSeries(ts.metric, ts.granularity, list(ts.starts), estimates,
+                      window * ts.window, ts.range_start, ts.range_end, rolled, simultaneous)
 
 
 def _trailing_sum(values: NDArray[np.int64], window: int) -> NDArray[np.int64]:

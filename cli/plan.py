@@ -3,6 +3,8 @@
     deniable plan --epsilon 1.0 --margin 0.01
     deniable plan --mechanism rr:1/2:1/2 --devices 50000 --periods 7
     deniable plan --collector http://127.0.0.1:8000 --margin 0.02   # every registered metric
+    deniable plan --epsilon 2 --categories 6 --margin 0.01        # each category's share
+    deniable plan --epsilon 1 --range 0 5000 --margin 25          # a mean, +-25 in its units
 
 Sizes are in devices, each sending at most one report per period. The margin is the
 worst-case half-width of the interval on the share of devices over a window of --periods
@@ -10,7 +12,10 @@ periods, as ``deniable report`` computes it: for memoized metrics (the default) 
 of the same devices add nothing, so the devices needed do not shrink with --periods. With
 --collector each metric's own collection policy is used; otherwise --memoization (and
 --instantaneous). --epsilon means symmetric randomized response at the largest epsilon not
-above the one given (RandomizedResponse.from_epsilon).
+above the one given (RandomizedResponse.from_epsilon); with --categories D, the categorical
+mechanism chosen for D categories at that epsilon (GRR or OUE, by exact variance), and the
+margin is on each category's share (--simultaneous: on all D at once, Bonferroni); with
+--range LOWER UPPER, 1BitMean, and the margin is on the mean, in the range's units.
 """
 from __future__ import annotations
 
@@ -40,6 +45,26 @@ def _margin(text: str) -> float:
     return value
 
 
+def _categories(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if not 2 <= value <= 1024:
+        raise argparse.ArgumentTypeError(f"must lie in 2..1024, got {value}")
+    return value
+
+
+def _number(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if value != value or value in (float("inf"), float("-inf")):
+        raise argparse.ArgumentTypeError(f"must be finite, got {value}")
+    return value
+
+
 def register(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     parser = commands.add_parser("plan", help=HELP, description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -50,9 +75,21 @@ def register(commands: argparse._SubParsersAction) -> None:  # type: ignore[type
                        help="plan for every metric this collector registers (the URL may "
                             "come from DENIABLE_COLLECTOR_URL)")
     goal = parser.add_mutually_exclusive_group(required=True)
-    goal.add_argument("--margin", type=_margin, help="target margin of error, e.g. 0.01")
+    goal.add_argument("--margin", type=_epsilon,
+                      help="target margin of error: a share in (0, 1), e.g. 0.01, or for a "
+                           "numeric metric a distance in its units, e.g. 25")
     goal.add_argument("--devices", "--n", dest="n", type=positive_int, metavar="N",
                       help="a number of devices, each reporting once per period")
+    shape = parser.add_mutually_exclusive_group()
+    shape.add_argument("--categories", type=_categories, metavar="D",
+                       help="with --epsilon: a categorical (or histogram) metric of D "
+                            "categories; the margin is on each category's share")
+    shape.add_argument("--range", nargs=2, type=_number, metavar=("LOWER", "UPPER"),
+                       help="with --epsilon: a numeric metric on [LOWER, UPPER] (1BitMean); "
+                            "the margin is on its mean, in its units")
+    parser.add_argument("--simultaneous", action="store_true",
+                        help="categorical: the margin holds for all D categories at once "
+                             "(Bonferroni), not for each on its own")
     parser.add_argument("--periods", type=positive_int, default=1,
                         help="reporting periods in the window analysed (default %(default)s)")
     parser.add_argument("--memoization", choices=("memoized", "instantaneous", "fresh"),
@@ -75,10 +112,15 @@ def run(args: argparse.Namespace) -> int:
     from deniable.client.errors import InvalidParameterError
     from deniable.client.period import CollectionPolicy
 
-    targets: list[tuple[str | None, RandomizedResponse, CollectionPolicy]]
+    from deniable.client.kinds import Mechanism, parse_mechanism
+
+    targets: list[tuple[str | None, Mechanism, CollectionPolicy]]
     if args.collector is not None and (args.memoization or args.instantaneous):
         args.parser.error("--memoization/--instantaneous: with --collector each metric's "
                           "registered policy is used")
+    if (args.categories or args.range) and args.epsilon is None:
+        args.parser.error("--categories and --range go with --epsilon (a --mechanism id "
+                          "already says its kind)")
     try:
         layer = (RandomizedResponse.from_id(args.instantaneous) if args.instantaneous
                  else None)
@@ -86,10 +128,15 @@ def run(args: argparse.Namespace) -> int:
                                                        "memoized"), layer)
     except InvalidParameterError as exc:
         args.parser.error(str(exc))
-    if args.epsilon is not None:
-        targets = [(None, RandomizedResponse.from_epsilon(args.epsilon), policy)]
-    elif args.mechanism is not None:
-        targets = [(None, RandomizedResponse.from_id(args.mechanism), policy)]
+    try:
+        if args.epsilon is not None:
+            targets = [(None, _from_epsilon(args), policy)]
+        elif args.mechanism is not None:
+            targets = [(None, parse_mechanism(args.mechanism), policy)]
+    except InvalidParameterError as exc:
+        args.parser.error(str(exc))
+    if args.epsilon is not None or args.mechanism is not None:
+        pass
     else:
         url: str = args.collector or env_default("COLLECTOR_URL") or ""
         if not url:
@@ -101,7 +148,8 @@ def run(args: argparse.Namespace) -> int:
                    sorted(HTTPSource(url, token=args.token).metrics().items())]
     try:
         plans = [plan(m, margin=args.margin, n=args.n, confidence=args.confidence,
-                      metric=name, periods=args.periods, policy=p)
+                      metric=name, periods=args.periods, policy=p,
+                      simultaneous=args.simultaneous)
                  for name, m, p in targets]
     except InvalidParameterError as exc:  # e.g. a layer that cannot produce the mechanism
         args.parser.error(str(exc))
@@ -111,21 +159,61 @@ def run(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.table import Table
 
-    goal = (f"margin {args.margin}" if args.margin is not None else f"{args.n:,} devices")
+    goal = (f"margin {args.margin:g}" if args.margin is not None else f"{args.n:,} devices")
     window = f"over {args.periods} periods" if args.periods > 1 else "in one period"
     table = Table(title=f"Plan for {goal} {window} at {args.confidence:.0%} confidence "
                         "(worst case), in devices")
-    for header in ("metric", "mechanism", "epsilon", "P(yes|yes)", "P(yes|no)", "policy",
-                   "devices", "reports", "margin"):
-        table.add_column(header, justify="left" if header in ("metric", "mechanism", "policy")
+    for header in ("metric", "kind", "mechanism", "epsilon", "P1", "Q", "policy",
+                   "devices", "reports", "margin on"):
+        table.add_column(header, justify="left" if header in ("metric", "kind", "mechanism",
+                                                               "policy", "margin on")
                          else "right")
     for p in plans:
-        table.add_row(p.metric or "-", p.mechanism, f"{p.epsilon:.4f}", p.p_yes_given_yes,
-                      p.p_yes_given_no, p.policy, f"{p.devices:,}", f"{p.reports:,}",
-                      f"\u00b1{p.margin:.5f}")
-    console = Console(width=140)
+        table.add_row(p.metric or "-", p.kind + (f" (d = {p.categories})" if p.categories
+                                                 else ""),
+                      p.mechanism, f"{p.epsilon:.4f}", _short(p.p_yes_given_yes),
+                      _short(p.p_yes_given_no), p.policy, f"{p.devices:,}", f"{p.reports:,}",
+                      (f"\u00b1{p.margin:.5g} " if p.kind == "numeric"
+                       else f"\u00b1{p.margin:.5f} ") + _on(p))
+    console = Console(width=160)
     console.print(table)
     console.print("Devices: distinct devices, each sending at most one report per period. "
                   "Memoized reports from the same devices on more periods add no "
-                  "information: the margin depends on the devices (docs/analysis.md).")
+                  "information: the margin depends on the devices (docs/analysis.md). "
+                  "P1, Q: the chance that a report counts in a slot when the true value is, "
+                  "or is not, that slot's (yes; a category; 1BitMean's top of the range).")
     return 0
+
+
+def _short(fraction: str) -> str:
+    """A probability as a short decimal, exact fraction when it is short."""
+    from fractions import Fraction
+
+    return fraction if len(fraction) <= 9 else f"{float(Fraction(fraction)):.6f}"
+
+
+def _on(p: object) -> str:
+    kind, units = getattr(p, "kind"), getattr(p, "units")
+    if kind == "numeric":
+        return f"the mean, in {units}"
+    if kind in ("categorical", "histogram"):
+        return ("all categories at once" if getattr(p, "simultaneous") else
+                "each category's share")
+    return "the share"
+
+
+def _from_epsilon(args: argparse.Namespace) -> object:
+    """The mechanism --epsilon names, with --categories or --range (exact, never above)."""
+    from deniable.client.categorical import choose_categorical, domain_tag
+    from deniable.client.mechanism import RandomizedResponse
+    from deniable.client.numeric import BitMean
+
+    if args.categories:
+        return choose_categorical(args.epsilon, args.categories,
+                                  domain_tag([str(i) for i in range(args.categories)]))[0]
+    if args.range:
+        from fractions import Fraction
+
+        lower, upper = (Fraction(repr(x)) for x in args.range)
+        return BitMean.from_epsilon(args.epsilon, lower, upper)
+    return RandomizedResponse.from_epsilon(args.epsilon)

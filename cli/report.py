@@ -16,7 +16,10 @@ def register(commands: argparse._SubParsersAction) -> None:  # type: ignore[type
     parser = commands.add_parser(
         "report", help=HELP, description=HELP + ". Counts come from a collector's HTTP API "
         "(--collector) or straight from its Redis (--redis-url). Without "
-        "--every, one pooled estimate per metric; with --every hour|day|week, a time series.")
+        "--every, one pooled estimate per metric; with --every hour|day|week, a time series. "
+        "Every kind: the share of yes (boolean), each category's unbiased share with "
+        "per-category and simultaneous intervals (categorical, histogram), the mean in its "
+        "units (numeric).")
     source = parser.add_mutually_exclusive_group()
     source.add_argument("--collector", default=env_default("COLLECTOR_URL"),
                         help="collector base URL (DENIABLE_COLLECTOR_URL)")
@@ -52,6 +55,10 @@ def register(commands: argparse._SubParsersAction) -> None:  # type: ignore[type
     parser.add_argument("--confidence", type=confidence_level, default=0.95,
                         help="confidence level of the intervals, in (0, 1) "
                              "(default %(default)s)")
+    parser.add_argument("--simplex", action="store_true",
+                        help="categorical and histogram metrics: also show the projection of "
+                             "the shares onto the probability simplex (non-negative, sum 1). "
+                             "BIASED, flagged as such; the unbiased shares stay the estimate")
     parser.add_argument("--version", type=positive_int, metavar="N",
                         help="with --metric: read version N of the metrics named (older "
                              "versions and retired metrics stay readable)")
@@ -82,6 +89,8 @@ def _check_options(args: argparse.Namespace) -> None:
         error("--version needs --metric NAME: versions are per metric")
     if args.metrics_file and not args.redis_url:
         error("--metrics-file goes with --redis-url")
+    if args.simplex and args.every:
+        error("--simplex applies to pooled estimates: leave out --every")
 
 
 def _redis_errors() -> tuple[type[BaseException], ...]:
@@ -181,7 +190,7 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.write(render_series(all_series, args.format))
     else:
         summaries = [summarize(c, args.confidence, start=start, end=end) for c in all_counts]
-        sys.stdout.write(render(summaries, args.format))
+        sys.stdout.write(render(summaries, args.format, projected=args.simplex))
     if args.html:
         analysis = analyze(source, names, start=start, end=end,
                            granularity=args.every or "day", confidence=args.confidence,

@@ -1,6 +1,11 @@
 """The live dashboard at ``/dashboard``: the registered metrics and, for a chosen range, each
 one's estimate over time with its interval, the raw yes-rate and n per bucket.
 
+Every kind: a boolean metric's share of yes, a numeric metric's mean in its units (with
+``lower`` and ``upper``), and a categorical or histogram metric's share per category in each
+bucket, with its per-category and simultaneous intervals (``intervals`` says which is which):
+the shapes of ``deniable report --every ... --format json``.
+
 The page is static HTML plus a same-origin script and stylesheet (no CDN, no inline script or
 style: it works offline and under the Content-Security-Policy of headers.py). It holds no
 data at all, so it needs no key: the script fetches the catalogue (``GET /v1/metrics``) and
@@ -22,6 +27,8 @@ from typing import Any
 import orjson
 from flask import Blueprint, Flask, Response, current_app, render_template, request
 
+from deniable.client.kinds import MetricSpec
+from deniable.client.mechanism import RandomizedResponse
 from deniable.collector import keys, rollup, window
 from deniable.collector.api import storage_guard
 from deniable.collector.auth import require
@@ -72,12 +79,13 @@ def data() -> Response:
     window_size = whole_number("rolling", 1, 1, 1000)
     start, end = time_range()
     with storage_guard():
-        hours = current_app.extensions["deniable.store"].counts(
-            metric.name, metric.mechanism.id, start, end, metric.retention_days)
+        hours = _hours(metric, start, end)
     first, count = rollup.grid_hours(start, end, every)
     step = rollup.SPAN_HOURS[every]
     policy = metric.policy
-    n, ones = [0] * count, [0] * count
+    spec = _spec(metric)
+    width = metric.mechanism.width
+    sums = [[0] * width for _ in range(count)]
     hour_index, hour_slot = [], []
     for h in hours:
         index = keys.hour_index(h.start)
@@ -85,22 +93,35 @@ def data() -> Response:
         hour_index.append(index)
         hour_slot.append(slot if 0 <= slot < count else -1)
         if 0 <= slot < count:
-            n[slot] += h.n
-            ones[slot] += h.ones
+            row = sums[slot]
+            for j, v in enumerate(h.counts):
+                row[j] += v
     # Each bucket's reporting periods: its interval holds over all of them (collector.window).
     periods = window.bucket_periods(hour_index, [h.n for h in hours], hour_slot, count, policy)
     bucket_hours = [first + i * step for i in range(count)]
     if window_size > 1:
-        periods = window.rolling_periods(bucket_hours, n, periods, step * keys.HOUR_SECONDS,
-                                         policy, window_size)
-        n, ones = _trailing(n, window_size), _trailing(ones, window_size)
+        periods = window.rolling_periods(bucket_hours, [r[0] for r in sums], periods,
+                                         step * keys.HOUR_SECONDS, policy, window_size)
+        columns = [_trailing([r[j] for r in sums], window_size) for j in range(width)]
+        sums = [list(r) for r in zip(*columns)] if count else []
+    n = [r[0] for r in sums]
+    ones = [r[1] for r in sums]
     mechanism = metric.mechanism
     confidence = 0.95
     starts = [keys.hour_start(h) for h in bucket_hours]
     partial = window.coverage_notes(starts, step * keys.HOUR_SECONDS, window_size, start, end)
+    if spec.kind in ("categorical", "histogram"):
+        return _categorical(metric, spec, hours, sums, periods, starts, bucket_hours, step,
+                            partial, every, window_size, start, end, confidence)
+    channel = window.channel_rr(mechanism)
+    bounds: tuple[float, float] | None = None
+    if spec.kind == "numeric":
+        bounds = (float(mechanism.lower), float(mechanism.upper))  # type: ignore[union-attr]
     buckets = []
     for i in range(count):
-        e = window.window_estimate(mechanism, policy, ones[i], n[i], periods[i], confidence)
+        e = window.window_estimate(channel, policy, ones[i], n[i], periods[i], confidence)
+        if bounds is not None:
+            e = window.scaled(e, *bounds)
         buckets.append({
             "start": starts[i].isoformat(),
             "end": keys.hour_start(bucket_hours[i] + step).isoformat(),
@@ -109,28 +130,120 @@ def data() -> Response:
             "ci_high": e.ci_high, "clipped": e.clipped, "interval_clipped": e.interval_clipped,
             "wide": e.wide, "unclipped": _finite(e.unclipped), "periods": periods[i],
             "partial": bool(partial[i]),
-            "flags": bucket_flags(e.n, e.clipped, e.wide, e.unclipped, e.interval_clipped,
-                                  partial[i])})
+            "flags": window.in_units(bucket_flags(e.n, e.clipped, e.wide, e.unclipped,
+                                                  e.interval_clipped, partial[i]),
+                                     *(bounds or (None, None)))})
     # The whole range pooled: every hour the store returned, over every period with reports.
     every_period = window.bucket_periods(hour_index, [h.n for h in hours], [0] * len(hours), 1,
                                          policy)[0]
-    summary = window.window_estimate(mechanism, policy, sum(h.ones for h in hours),
+    summary = window.window_estimate(channel, policy, sum(h.ones for h in hours),
                                      sum(h.n for h in hours), max(every_period, 1), confidence)
+    if bounds is not None:
+        summary = window.scaled(summary, *bounds)
     body: dict[str, Any] = {
         "metric": metric.name, "version": metric.version, "description": metric.description,
         "mechanism": mechanism.id, "epsilon": mechanism.epsilon, "policy": policy.summary(),
         "estimand": window.estimand(policy, max(periods, default=1),
-                                    step * keys.HOUR_SECONDS),
+                                    step * keys.HOUR_SECONDS, spec.kind),
         "granularity": every, "window": window_size,
-        "confidence": confidence, "buckets": buckets,
+        "confidence": confidence, "kind": spec.kind, "buckets": buckets,
         "from": start.isoformat(), "to": end.isoformat(),
         "summary": {"n": summary.n, "yes_rate": _finite(summary.yes_rate),
                     "estimate": _finite(summary.value), "ci_low": summary.ci_low,
                     "ci_high": summary.ci_high, "clipped": summary.clipped,
                     "wide": summary.wide, "interval_clipped": summary.interval_clipped,
                     "periods": every_period,
-                    "estimand": window.estimand(policy, every_period)},
-        "note": epsilon_note(mechanism, summary.n, summary.confidence),
+                    "estimand": window.estimand(policy, every_period, kind=spec.kind)},
+        "note": _note(mechanism, summary.n, summary.confidence),
+    }
+    if bounds is not None:
+        body["lower"], body["upper"] = bounds
+    return Response(orjson.dumps(body), mimetype="application/json")
+
+
+def _note(mechanism: Any, n: int, confidence: float) -> str:
+    if isinstance(mechanism, RandomizedResponse):
+        return epsilon_note(mechanism, n, confidence)
+    return window.kind_note(mechanism, n, confidence)
+
+
+def _spec(metric: Metric) -> MetricSpec:
+    """The metric's spec: the registry's own, else from its catalogue entry's fields."""
+    spec = getattr(metric, "spec", None)
+    if isinstance(spec, MetricSpec):
+        return spec
+    if isinstance(metric.mechanism, RandomizedResponse):
+        doc = metric.describe()
+        if "kind" not in doc or doc.get("kind") == "boolean":
+            return MetricSpec("boolean", metric.mechanism)
+    try:
+        return MetricSpec.from_document(metric.describe(), metric.mechanism)
+    except Exception as exc:  # noqa: BLE001 - a registry entry without its declaration
+        raise APIError(500, f"metric {metric.name!r} has no readable declaration") from exc
+
+
+def _hours(metric: Metric, start: Any, end: Any) -> list[rollup.HourCount]:
+    """The non-empty hours of ``metric`` in [start, end) with every counter slot."""
+    from datetime import datetime, timezone
+
+    from deniable.collector.store import decode_counters
+
+    store = current_app.extensions["deniable.store"]
+    first, end_hour = keys.hour_range(start, end)
+    if metric.retention_days is not None:
+        first = max(first, keys.visible_from(datetime.now(timezone.utc), metric.retention_days))
+    width = metric.mechanism.width
+    found = []
+    for month, raw in store.month_strings(metric.name, metric.mechanism.id, first, end_hour):
+        if raw is None:
+            continue
+        values = decode_counters(raw)
+        for hour in range(max(first, month.first_hour), min(end_hour, month.end_hour)):
+            at = (hour - month.first_hour) * width
+            if at + width <= len(values) and values[at]:
+                row = tuple(values[at:at + width])
+                found.append(rollup.HourCount(keys.hour_start(hour), row[0], row[1], row))
+    return found
+
+
+def _categorical(metric: Metric, spec: MetricSpec, hours: list[rollup.HourCount],
+                 sums: list[list[int]], periods: list[int], starts: list[Any],
+                 bucket_hours: list[int], step: int, partial: list[str], every: str,
+                 window_size: int, start: Any, end: Any, confidence: float) -> Response:
+    """The data of a categorical or histogram metric: per bucket, each category's share."""
+    mechanism, policy = metric.mechanism, metric.policy
+    labels = spec.labels
+    note = window.INTERVAL_NOTE.format(pct=f"{confidence:.0%}", d=len(labels))
+    buckets = []
+    for i, row in enumerate(sums):
+        cats = window.category_estimates(mechanism, policy, row, periods[i], confidence)
+        for label, c in zip(labels, cats):
+            c["flags"] = "; ".join(x for x in (partial[i], c["flags"], note if row[0] else "")
+                                   if x)
+        buckets.append({
+            "start": starts[i].isoformat(),
+            "end": keys.hour_start(bucket_hours[i] + step).isoformat(), "n": row[0],
+            "periods": periods[i], "partial": bool(partial[i]),
+            "categories": [{"category": label, **c} for label, c in zip(labels, cats)]})
+    hour_index = [keys.hour_index(h.start) for h in hours]
+    every_period = window.bucket_periods(hour_index, [h.n for h in hours], [0] * len(hours), 1,
+                                         policy)[0]
+    total = [sum(h.counts[j] for h in hours) for j in range(mechanism.width)]
+    pooled = window.category_estimates(mechanism, policy, total, max(every_period, 1),
+                                       confidence)
+    body: dict[str, Any] = {
+        "metric": metric.name, "version": metric.version, "description": metric.description,
+        "mechanism": mechanism.id, "epsilon": mechanism.epsilon, "policy": policy.summary(),
+        "estimand": window.estimand(policy, max(periods, default=1),
+                                    step * keys.HOUR_SECONDS, spec.kind),
+        "granularity": every, "window": window_size, "confidence": confidence,
+        "kind": spec.kind, "categories": list(labels), "intervals": note,
+        "buckets": buckets, "from": start.isoformat(), "to": end.isoformat(),
+        "summary": {"n": total[0], "periods": every_period,
+                    "estimand": window.estimand(policy, every_period, kind=spec.kind),
+                    "categories": [{"category": label, **c}
+                                   for label, c in zip(labels, pooled)]},
+        "note": _note(mechanism, total[0], confidence),
     }
     return Response(orjson.dumps(body), mimetype="application/json")
 

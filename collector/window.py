@@ -29,13 +29,14 @@ The collector never imports ``deniable.analysis``; the analysis imports this mod
 from __future__ import annotations
 
 import functools
+import html
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from deniable.client.composition import split
+from deniable.client.composition import from_probabilities, split
 from deniable.client.mechanism import Estimate, RandomizedResponse, wilson_interval, z_score
 from deniable.client.period import CollectionPolicy
 
@@ -170,10 +171,26 @@ def window_estimate(mechanism: RandomizedResponse, policy: CollectionPolicy, one
 
 
 def estimand(policy: CollectionPolicy, periods: int | None,
-             bucket_seconds: float | None = None) -> str:
+             bucket_seconds: float | None = None, kind: str = "boolean") -> str:
     """What an estimate over ``periods`` periods is the share of, in words (``bucket_seconds``:
     the bucket length, when buckets are shorter than the period; ``periods`` None: several,
-    not counted)."""
+    not counted). ``kind``: a categorical or histogram metric estimates each category's share
+    of devices, a numeric one the mean value over devices."""
+    return _for_kind(_estimand(policy, periods, bucket_seconds), kind)
+
+
+def _for_kind(text: str, kind: str) -> str:
+    if kind in ("categorical", "histogram"):
+        return text.replace("answering yes", "in each category")
+    if kind == "numeric":
+        return (text.replace("share of the devices", "mean value of the devices")
+                .replace("share of devices", "mean value of devices")
+                .replace(" answering yes", "").replace("not a share", "not a mean"))
+    return text
+
+
+def _estimand(policy: CollectionPolicy, periods: int | None,
+              bucket_seconds: float | None = None) -> str:
     if bucket_seconds is not None and bucket_seconds < policy.period_seconds:
         return (f"share of the devices whose report of the {policy.period} arrived in the "
                 f"bucket answering yes (each device sends at most one report per "
@@ -242,4 +259,129 @@ def rolling_periods(bucket_hours: Sequence[int], n: Sequence[int], periods: Sequ
         else:
             out.append(len({int(period_of_hour(int(h), policy))
                             for h, c in zip(bucket_hours[lo:i + 1], n[lo:i + 1]) if c > 0}))
+    return out
+
+
+# -- every kind ----------------------------------------------------------------------------
+
+@functools.lru_cache(maxsize=1024)
+def channel_rr(mechanism: Any) -> RandomizedResponse:
+    """The randomized response whose (P1, Q) is exactly each counted slot's of ``mechanism``
+    (``mechanism.channel``; the mechanism itself for a boolean metric). Every kind debiases
+    each slot on this one line, so the window maths above serves them all: a category's
+    share, or 1BitMean's scaled value s in [0, 1]. Its epsilon is one slot's alone: show the
+    mechanism's."""
+    if isinstance(mechanism, RandomizedResponse):
+        return mechanism
+    p1, q = mechanism.channel
+    return from_probabilities(p1, q)
+
+
+def in_units(text: str, lower: float | None, upper: float | None) -> str:
+    """A caveat about [0, 1] said in a numeric metric's units ([lower, upper])."""
+    if lower is None or upper is None:
+        return text
+    return text.replace("[0, 1]", f"[{lower:g}, {upper:g}]")
+
+
+def scaled(e: WindowEstimate, lower: float, upper: float) -> WindowEstimate:
+    """A window estimate of 1BitMean's s in [0, 1] in the metric's units."""
+    import dataclasses
+
+    span = upper - lower
+    return dataclasses.replace(
+        e, value=lower + span * e.value, unclipped=lower + span * e.unclipped,
+        stderr=span * e.stderr, ci_low=lower + span * e.ci_low, ci_high=lower + span * e.ci_high)
+
+
+def worst_margin(mechanism: Any, n: int, confidence: float = 0.95) -> float:
+    """The worst-case half-width of one slot's interval with n reports (normal approximation,
+    on the debiased scale): z sqrt(max pi (1 - pi) / n) / (P1 - Q), pi in [Q, P1]."""
+    p1, q = (float(x) for x in mechanism.channel)
+    pi = min(max(0.5, q), p1)
+    return z_score(confidence) * math.sqrt(pi * (1 - pi) / n) / (p1 - q)
+
+
+def kind_note(mechanism: Any, n: int | None, confidence: float = 0.95,
+              lower: float | None = None, upper: float | None = None) -> str:
+    """What epsilon means for a categorical, histogram or numeric metric, in plain words
+    (HTML-escaped text), as ``explain.epsilon_note`` says it for a boolean one; with ``n``, the
+    price in precision of that many reports (None: left out)."""
+    ratio = float(mechanism.likelihood_ratio)
+    prefix = mechanism.id.split(":", 1)[0]
+    if prefix == "grr":
+        how = (f"Every device sends one of the {mechanism.d} categories: its true one with "
+               f"probability {float(mechanism.p):.1%}, otherwise one of the other "
+               f"{mechanism.d - 1} at random (each {float(mechanism.q):.2%}). ")
+        what = "each category\u2019s share"
+    elif prefix == "oue":
+        how = (f"Every device sends one bit per category ({mechanism.d} bits): its true "
+               f"category's bit is 1 with probability 1/2, every other bit is 1 with "
+               f"probability {float(mechanism.q):.1%}. ")
+        what = "each category\u2019s share"
+    else:
+        low, high = (float(mechanism.lower), float(mechanism.upper)) if lower is None \
+            else (lower, upper or 0.0)
+        how = (f"Every device sends one bit: 1 with probability {float(mechanism.a):.1%} at "
+               f"{low:g}, rising in proportion to {float(1 - mechanism.a):.1%} at {high:g}. ")
+        what = "the mean"
+    text = (f"Privacy: epsilon = {mechanism.epsilon:.3f} for this metric. {how}So one report "
+            f"shifts the odds between any two true values by at most e^epsilon = "
+            f"{ratio:.2f}\u00d7. ")
+    if n is None:
+        pass
+    elif n > 0:
+        margin = worst_margin(mechanism, n, confidence)
+        if prefix == "bm":
+            margin *= float(mechanism.upper - mechanism.lower)
+            shown = f"\u00b1{margin:.4g}"
+        else:
+            shown = f"\u00b1{margin:.4f}"
+        text += (f"The price is noise: with these {n:,} reports {what} is good to {shown} at "
+                 f"worst ({confidence:.0%} interval"
+                 + (", per category" if prefix != "bm" else "")
+                 + "); four times as many reports halve that. ")
+    else:
+        text += "There are no reports in this range yet. "
+    text += ("A smaller epsilon protects people more and needs more reports for the same "
+             "precision.")
+    return html.escape(text)
+
+
+INTERVAL_NOTE = ("ci: per-category {pct} interval (each category on its own); sim: "
+                 "simultaneous {pct} interval (all {d} categories at once, Bonferroni)")
+"""Which interval is which, for categorical metrics: every output carries it."""
+
+
+def category_flags(value: float, n: int, low: float, high: float) -> str:
+    """The caveats of one category's share: no reports, outside [0, 1] (noise), wide."""
+    if n == 0:
+        return "no reports"
+    notes = []
+    if not 0 <= value <= 1:
+        notes.append("unbiased share outside [0, 1] (noise; not clipped)")
+    if high - low >= 0.5:
+        notes.append("too few reports: interval spans half of [0, 1]")
+    return "; ".join(notes)
+
+
+def category_estimates(mechanism: Any, policy: CollectionPolicy, counts: Sequence[int],
+                       periods: int, confidence: float = 0.95) -> list[dict[str, Any]]:
+    """Per category of one bucket (``counts``: n, then each category's count): the unbiased
+    share, its plug-in stderr, the per-category interval and the simultaneous one (Bonferroni
+    over the d categories), as JSON-ready dicts (the formulas of
+    ``deniable.analysis.categorical``, in plain Python, for the dashboard)."""
+    channel = channel_rr(mechanism)
+    n, d = int(counts[0]), len(counts) - 1
+    out = []
+    for c in counts[1:]:
+        e = window_estimate(channel, policy, int(c), n, periods, confidence)
+        sim = window_estimate(channel, policy, int(c), n, periods, 1 - (1 - confidence) / d)
+        unbiased = None if e.unclipped != e.unclipped else e.unclipped
+        out.append({"ones": int(c), "yes_rate": None if e.yes_rate != e.yes_rate else e.yes_rate,
+                    "estimate": unbiased,
+                    "stderr": None if e.stderr != e.stderr else e.stderr,
+                    "ci_low": e.ci_low, "ci_high": e.ci_high, "sim_low": sim.ci_low,
+                    "sim_high": sim.ci_high, "wide": e.wide,
+                    "flags": category_flags(e.unclipped, n, e.ci_low, e.ci_high)})
     return out

@@ -32,10 +32,14 @@
     const svg = el("svg", {viewBox: `0 0 ${W} ${H + GAP + BARS + 20}`, class: "chart",
                            role: "img", "aria-label": `${doc.metric} over time`}, null, true);
     const x = i => LEFT + (i + 0.5) * plotW / Math.max(n, 1);
-    const y = v => TOP + (1 - v) * (H - TOP);
-    for (const t of [0, 0.25, 0.5, 0.75, 1]) {
+    // A numeric metric's mean is drawn on its declared range; shares on [0, 1].
+    const lo = doc.kind === "numeric" ? doc.lower : 0, hi = doc.kind === "numeric" ? doc.upper : 1;
+    const y = v => TOP + (1 - (v - lo) / (hi - lo)) * (H - TOP);
+    for (const f of [0, 0.25, 0.5, 0.75, 1]) {
+      const t = lo + f * (hi - lo);
       el("line", {x1: LEFT, x2: W - RIGHT, y1: y(t), y2: y(t), stroke: "#e5e5e5"}, svg, true);
-      el("text", {x: LEFT - 6, y: y(t) + 4, "text-anchor": "end"}, svg, true).textContent = t;
+      el("text", {x: LEFT - 6, y: y(t) + 4, "text-anchor": "end"}, svg, true).textContent =
+        +t.toPrecision(4);
     }
     // CI band: one polygon per run of non-empty buckets.
     let run = [];
@@ -58,7 +62,8 @@
       });
       if (d) el("path", Object.assign({d, fill: "none"}, attrs), svg, true);
     };
-    line("yes_rate", {stroke: "#9a9a9a", "stroke-dasharray": "4 3", class: "raw"});
+    if (doc.kind !== "numeric")  // the raw rate is on [0, 1], not on a mean's range
+      line("yes_rate", {stroke: "#9a9a9a", "stroke-dasharray": "4 3", class: "raw"});
     line("estimate", {stroke: "#1f5fa8", "stroke-width": 2, class: "estimate"});
     b.forEach((bk, i) => {
       if (bk.n === 0) return;
@@ -84,6 +89,62 @@
                                    : bk.start.slice(0, 10);
     });
     return svg;
+  }
+
+  // Categorical and histogram metrics: the whole range's share per category as bars, with
+  // the per-category interval (dark whisker) and the simultaneous one (orange band).
+  function bars(doc) {
+    const c = doc.summary.categories, d = c.length, plotW = W - LEFT - RIGHT;
+    const labelled = d <= 40, bottom = labelled ? 60 : 20;
+    const svg = el("svg", {viewBox: `0 0 ${W} ${H + bottom}`, class: "chart bars", role: "img",
+                           "aria-label": `${doc.metric}: share of each category`}, null, true);
+    const peak = Math.min(1, 1.08 * Math.max(0.05, ...c.map(k => k.sim_high),
+                                             ...c.map(k => k.estimate || 0)));
+    const y = v => TOP + (1 - Math.min(Math.max(v, 0), peak) / peak) * (H - TOP);
+    const slot = plotW / d, gap = doc.kind === "histogram" ? 0 : 0.15 * slot;
+    for (const f of [0, 0.25, 0.5, 0.75, 1]) {
+      el("line", {x1: LEFT, x2: W - RIGHT, y1: y(f * peak), y2: y(f * peak), stroke: "#e5e5e5"},
+         svg, true);
+      el("text", {x: LEFT - 6, y: y(f * peak) + 4, "text-anchor": "end"}, svg, true)
+        .textContent = (f * peak).toFixed(2);
+    }
+    c.forEach((k, i) => {
+      const x0 = LEFT + i * slot, cx = x0 + slot / 2;
+      if (doc.summary.n > 0 && k.estimate !== null) {
+        el("rect", {x: x0 + gap, y: y(k.estimate), width: Math.max(slot - 2 * gap, 0.6),
+                    height: Math.max(y(0) - y(k.estimate), 0), fill: "#8fb0d6", class: "bar",
+                    "data-category": k.category}, svg, true);
+        el("rect", {x: cx - slot * 0.18, y: y(k.sim_high), width: Math.max(slot * 0.36, 2),
+                    height: Math.max(y(k.sim_low) - y(k.sim_high), 0.5), fill: "#f0a35e",
+                    "fill-opacity": 0.55, class: "sim"}, svg, true);
+        el("line", {x1: cx, x2: cx, y1: y(k.ci_low), y2: y(k.ci_high), stroke: "#0b2f5a",
+                    "stroke-width": 1.5, class: "ci"}, svg, true);
+      }
+      if (labelled) el("text", {x: cx, y: H + 14, "text-anchor": "end",
+                                transform: `rotate(-35 ${cx} ${H + 14})`}, svg, true)
+        .textContent = k.category;
+    });
+    el("line", {x1: LEFT, x2: W - RIGHT, y1: y(0), y2: y(0), stroke: "#888"}, svg, true);
+    return svg;
+  }
+
+  function categoryTable(doc) {
+    const t = el("table", {class: "categories"}), pct = `${Math.round(doc.confidence * 100)}%`;
+    const head = el("tr", {}, el("thead", {}, t));
+    for (const h of ["category", "count", "share (unbiased)", `${pct} CI per category`,
+                     `${pct} CI simultaneous`, "notes"]) el("th", {}, head).textContent = h;
+    const body = el("tbody", {}, t);
+    for (const k of doc.summary.categories) {
+      const tr = el("tr", {"data-category": k.category}, body);
+      el("td", {}, tr).textContent = k.category;
+      el("td", {"data-field": "ones"}, tr).textContent = String(k.ones);
+      el("td", {"data-field": "estimate"}, tr).textContent = fmt(k.estimate, 4);
+      el("td", {"data-field": "ci"}, tr).textContent = `[${fmt(k.ci_low, 4)}, ${fmt(k.ci_high, 4)}]`;
+      el("td", {"data-field": "sim"}, tr).textContent =
+        `[${fmt(k.sim_low, 4)}, ${fmt(k.sim_high, 4)}]`;
+      el("td", {"data-field": "flags", class: "flags"}, tr).textContent = k.flags;
+    }
+    return t;
   }
 
   function table(doc) {
@@ -118,13 +179,26 @@
         (doc.version == null ? "" : `Version ${doc.version}. `) + `${doc.policy}. ` +
         `Each value is the ${doc.estimand}. Range ${doc.from} to ${doc.to}` +
         (doc.window > 1 ? `, rolling ${doc.window} ${doc.granularity}s.` : ".");
+      const s = doc.summary, pct = `${Math.round(doc.confidence * 100)}%`;
+      if (doc.categories) {  // categorical or histogram
+        section.appendChild(bars(doc));
+        el("p", {class: "summary", "data-n": s.n}, section).textContent =
+          `Whole range: n = ${s.n.toLocaleString("en")} over ${s.periods} periods; the ` +
+          `${s.estimand}. ${doc.intervals}. Shares are unbiased, not clipped or projected.`;
+        el("p", {class: "note"}, section).textContent = doc.note;
+        section.appendChild(categoryTable(doc));
+        return;
+      }
       section.appendChild(chart(doc));
-      const s = doc.summary, sum = el("p", {class: "summary", "data-n": s.n}, section);
-      const pct = `${Math.round(doc.confidence * 100)}%`;
+      const sum = el("p", {class: "summary", "data-n": s.n}, section);
+      const digits = doc.kind === "numeric" ? 2 : 4;
       sum.textContent = `Whole range: n = ${s.n.toLocaleString("en")} over ${s.periods} ` +
-        `periods, estimate ${fmt(s.estimate, 4)}, ${pct} CI [${fmt(s.ci_low, 4)}, ` +
-        `${fmt(s.ci_high, 4)}]` + (s.clipped ? " (clipped)" : "") +
-        (s.interval_clipped ? " (interval clipped to [0, 1])" : "") +
+        `periods, ${doc.kind === "numeric" ? "mean" : "estimate"} ${fmt(s.estimate, digits)}, ` +
+        `${pct} CI [${fmt(s.ci_low, digits)}, ` +
+        `${fmt(s.ci_high, digits)}]` + (s.clipped ? " (clipped)" : "") +
+        (s.interval_clipped ? (doc.kind === "numeric" ?
+          ` (interval clipped to [${doc.lower}, ${doc.upper}])` : " (interval clipped to [0, 1])")
+          : "") +
         (s.wide ? " (too few reports)" : "") + `; the ${s.estimand}.`;
       el("p", {class: "note"}, section).textContent = doc.note;
       section.appendChild(table(doc));

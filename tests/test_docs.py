@@ -3,6 +3,9 @@ figures per metric kind (computed here from the mechanisms' exact variances)."""
 from __future__ import annotations
 
 import ast
+import json
+import subprocess
+import sys
 import itertools
 import math
 import re
@@ -171,3 +174,11 @@ def test_the_readme_yes_no_comparison_is_the_default_mechanisms() -> None:
     f = 0.5
     pi = q + f * (p1 - q)
     assert f"needs {reports_for(pi * (1 - pi) / (p1 - q) ** 2):,} reports" in README
+
+
+def test_the_plan_commands_the_privacy_doc_quotes_give_its_figures() -> None:
+    for command, stated in re.findall(r"`(deniable plan [^`]+)`\s+\((\d[\d,]*\d)", PRIVACY):
+        done = subprocess.run([sys.executable, "-m", "deniable.cli", *command.split()[1:],
+                               "--format", "json"], capture_output=True, text=True, check=True)
+        assert f"{json.loads(done.stdout)['plans'][0]['n']:,}" == stated, command
+    assert len(re.findall(r"`deniable plan [^`]+`\s+\([\d,]+", PRIVACY)) == 2

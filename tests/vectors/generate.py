@@ -173,7 +173,7 @@ def catalogue_entries() -> dict[str, Any]:
         except WireFormatError:
             continue
         raise AssertionError(f"{doc!r} was accepted")
-    return {"good": good, "parsed": {name: m.id for name, m in parsed.items()}, "bad": bad}
+    return {"good": good, "parsed": {name: m.mechanism.id for name, m in parsed.items()}, "bad": bad}
 
 
 def catalogue_kind_entries() -> dict[str, Any]:

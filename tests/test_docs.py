@@ -182,3 +182,14 @@ def test_the_plan_commands_the_privacy_doc_quotes_give_its_figures() -> None:
                                "--format", "json"], capture_output=True, text=True, check=True)
         assert f"{json.loads(done.stdout)['plans'][0]['n']:,}" == stated, command
     assert len(re.findall(r"`deniable plan [^`]+`\s+\([\d,]+", PRIVACY)) == 2
+
+
+def test_the_collector_loads_the_readmes_metrics_file(tmp_path: Path) -> None:
+    from deniable.collector.registry import load_metrics_file
+
+    block = next(b for b in re.findall(r"```toml\n(.*?)```", README, re.S) if "kind =" in b)
+    path = tmp_path / "metrics.toml"
+    path.write_text(block)
+    loaded = load_metrics_file(path)
+    for name, spec in declared_kinds().items():
+        assert loaded[name].mechanism.id == spec.mechanism.id, name

@@ -403,7 +403,12 @@ def run(args: argparse.Namespace) -> int:
             console.print(f"Significant changes from day {shift_day + 1} on (Holm-corrected, "
                           f"alpha 0.05): {', '.join(shifted) or 'none'}. The true shift: "
                           f"dark_mode 0.50 -> 0.56.")
-            args.html.write_text(render_html(analysis.sections, analysis.comparisons,
+            # The HTML report shows every metric, the other kinds too (bar charts with
+            # intervals, the mean over time), Holm-corrected across all of them together.
+            everything = analyze(source, [m.name for m in (*METRICS, *KIND_METRICS)],
+                                 start=start, end=end, granularity="day",
+                                 split=floor(day_starts[shift_day], "day"))
+            args.html.write_text(render_html(everything.sections, everything.comparisons,
                                              title=f"Deniable demo: {args.devices:,} devices "
                                                    f"over {days} days"), encoding="utf-8")
             print_other_kinds(console, source, truth, day_starts, shift_day, start, end,

@@ -17,7 +17,7 @@ client derives from it (``deniable.client.memo.memo_bit``): the same bit every d
 intervals therefore count devices, not reports (docs/analysis.md), and the demo checks that
 they cover the true shares.
 
-The first 20,000 devices (``--other-devices``) also report three metrics of the other
+The first 10,000 devices (``--other-devices``) also report three metrics of the other
 kinds, through the same client calls
 (``reporter.report("os", "android")``, ``reporter.report("startup_ms", 812.5)``): their OS
 (categorical, six categories; on day four some Android users move to iOS), their crashes in
@@ -170,7 +170,7 @@ OS_MOVE = 0.06
 0.27 -> 0.33)."""
 CRASH_EDGES = (0, 1, 2, 5, 10, 100)
 STARTUP_RANGE = (0, 5_000)
-STARTUP_SPEEDUP = 0.85
+STARTUP_SPEEDUP = 0.8
 """From day four a faster release multiplies every start-up time by this."""
 KIND_METRICS = (
     KindMetric("os", "Operating system (from day four some Android users move to iOS)",
@@ -189,7 +189,7 @@ class KindPopulation:
 
     The OS and the crash count are constant per device (the OS changes once, on day four,
     for the devices that move); the start-up time drifts by up to 5% a day around the
-    device's own typical time, and drops by 15% from day four.
+    device's own typical time, and drops by 20% from day four.
     """
 
     def __init__(self, devices: int, seed: int | None, shift_day: int) -> None:
@@ -223,7 +223,7 @@ def register(commands: argparse._SubParsersAction) -> None:  # type: ignore[type
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--devices", type=positive_int, default=100_000,
                         help="simulated devices (default %(default)s)")
-    parser.add_argument("--other-devices", type=positive_int, default=20_000,
+    parser.add_argument("--other-devices", type=positive_int, default=10_000,
                         help="how many of the devices also report the categorical, histogram "
                              "and numeric metrics (default %(default)s; at most --devices)")
     parser.add_argument("--batch-size", type=positive_int, default=1000,

@@ -473,14 +473,13 @@ def print_other_kinds(console: Any, source: Any, truth: dict[str, list[Any]],
         per_day = daily_counts(counts, day_starts)
         estimates = [estimate_categories(per_day[d], spec.mechanism, spec.labels)
                      for d in (before, after)]
-        pct = "95%"
         family = spec.mechanism.id.split(":")[0].upper()
         table = Table(title=f"{metric.name} ({spec.kind}, {family}, "
                             f"epsilon {spec.mechanism.epsilon:.3f}): share of devices, day "
                             f"{before + 1} and day {after + 1}")
         for header in ("category" if spec.kind == "categorical" else "bucket",
-                       f"true, day {before + 1}", "estimate", f"{pct} CI",
-                       f"true, day {after + 1}", "estimate", f"{pct} CI"):
+                       f"true, day {before + 1}", "estimate", "95% CI",
+                       f"true, day {after + 1}", "estimate", "95% CI"):
             table.add_column(header, justify="left" if header in ("category", "bucket")
                              else "right", no_wrap=True)
         for i, label in enumerate(spec.labels):
@@ -513,8 +512,7 @@ def print_other_kinds(console: Any, source: Any, truth: dict[str, list[Any]],
         f"{inside} of {total} true values fall inside their 95% intervals (marginal: each "
         f"holds with probability 95%, so about one in twenty may miss; an unchanged category's "
         f"two days repeat the same memoized answers, so its misses come in pairs). The true "
-        f"changes from "
-        f"day {shift_day + 1}: os android {OS_SHARES[0]:.2f} -> "
+        f"changes from day {shift_day + 1}: os android {OS_SHARES[0]:.2f} -> "
         f"{OS_SHARES[0] - OS_MOVE:.2f}, ios {OS_SHARES[1]:.2f} -> {OS_SHARES[1] + OS_MOVE:.2f}; "
         f"start-up times x{STARTUP_SPEEDUP}. A device's start-up time drifts a little every "
         "day, yet mostly repeats one memoized answer: the daily estimates move together.")

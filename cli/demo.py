@@ -25,6 +25,16 @@ the past week (a histogram) and their start-up time in ms (numeric; a faster rel
 four). Their answers are memoized as the client memoizes them (``memo_key``, ``memo_answer``:
 per category, and numbers by alpha-point rounding), each device from its own secret. The
 demo prints each category's, bucket's and day's truth beside its estimate and interval.
+
+The same devices also report whether they use the new editor (``new_editor``, boolean),
+a metric that declares two public dimensions, ``app_version`` and ``platform``
+(docs/privacy.md, "Public dimensions": sent in clear, NOT protected by local DP). Each device
+states its own (``reporter.report("new_editor", True, dims={"app_version": "2.4",
+"platform": "ios"})``: one Reporter stands in for every device, so each device's device-wide
+values go with its calls), except the devices on 2.1, which predates dimensions. On day four
+a fifth of them update to 2.5, which turns the new editor on by default; the demo prints the
+last day's breakdown by app version, truth beside estimate and interval per value, with the
+60 devices still on 2.2 suppressed (fewer than 100 reports).
 """
 from __future__ import annotations
 
@@ -218,6 +228,82 @@ class KindPopulation:
         return np.round(daily, 1)
 
 
+FEATURE = DemoMetric("new_editor", "The new editor is on (2.5 turns it on by default)",
+                     "rr:1/2:1/2", 0.25)
+"""A feature's adoption: the metric that declares public dimensions, reported by the
+``--other-devices`` sample; the demo breaks it down by app version."""
+BY_METRIC = FEATURE.name
+APP_VERSIONS = ("2.2", "2.3", "2.4", "2.5")
+PLATFORMS = ("android", "ios", "web")
+DIMENSIONS_TOML = (
+    f"[metrics.{BY_METRIC}.dimensions.app_version]\n"
+    f"values = {json.dumps(list(APP_VERSIONS))}\n"
+    "other = true\n"
+    f"[metrics.{BY_METRIC}.dimensions.platform]\n"
+    f"values = {json.dumps(list(PLATFORMS))}\n\n")
+VERSION_SHARES = {"2.1": 0.03, "2.3": 0.30, "2.4": 0.63, "2.6-beta": 0.04}
+"""App versions before day four. 2.1 predates dimensions: its reports state none ("not
+stated"); 2.6-beta is off the list, so it counts as ``other``."""
+RARE_DEVICES = 60
+"""Devices still on 2.2: fewer than the breakdown's default 100 reports, so suppressed."""
+UPDATED = 0.20
+"""From day four this share of all devices runs 2.5 (updated from 2.4)."""
+ON_2_5 = 0.70
+"""2.5 turns the new editor on by default: 70% of its users keep it on, against
+``FEATURE.true_rate`` (25%) on every other version."""
+PLATFORM_SHARES = (0.55, 0.35, 0.10)
+
+
+class VersionPopulation:
+    """Each simulated device's app version and platform (its public dimensions), and
+    whether it uses the new editor, day by day (its standing propensity against its
+    version's rate, as for the boolean metrics)."""
+
+    def __init__(self, devices: int, seed: int | None, shift_day: int) -> None:
+        import numpy as np
+
+        rng = np.random.default_rng(None if seed is None else (seed, 13))
+        self.shift_day = shift_day
+        names = list(VERSION_SHARES)
+        shares = np.array(list(VERSION_SHARES.values()))
+        picked = np.searchsorted(np.cumsum(shares), rng.random(devices) * shares.sum(),
+                                 side="right")
+        before = np.array(names, dtype=object)[picked]
+        before[rng.choice(devices, min(RARE_DEVICES, devices), replace=False)] = "2.2"
+        self.before = before
+        on_2_4 = before == "2.4"
+        self.updates = on_2_4 & (rng.random(devices) < UPDATED / VERSION_SHARES["2.4"])
+        self.platform = np.array(PLATFORMS, dtype=object)[rng.choice(
+            len(PLATFORMS), devices, p=PLATFORM_SHARES)]
+        self.propensity = rng.random(devices)
+
+    def versions_on(self, day: int) -> Any:
+        """Each device's app version on ``day`` (an object array of str)."""
+        import numpy as np
+
+        if day < self.shift_day:
+            return self.before
+        return np.where(self.updates, "2.5", self.before).astype(object)
+
+    def uses_on(self, day: int) -> Any:
+        """Whether each device uses the new editor on ``day`` (a bool array)."""
+        import numpy as np
+
+        rate = np.where(self.versions_on(day) == "2.5", ON_2_5, FEATURE.true_rate)
+        return self.propensity < rate
+
+    def dims_on(self, day: int) -> list[dict[str, str] | None]:
+        """Each device's ``dims`` on ``day``: one shared dict per (version, platform); None
+        on 2.1 (no dimensions)."""
+        shared: dict[tuple[str, str], dict[str, str] | None] = {}
+        for key in set(zip(self.versions_on(day).tolist(), self.platform.tolist())):
+            version, platform = key
+            shared[key] = None if version == "2.1" else {"app_version": version,
+                                                         "platform": platform}
+        return [shared[key] for key in zip(self.versions_on(day).tolist(),
+                                           self.platform.tolist())]
+
+
 def register(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     parser = commands.add_parser("demo", help=HELP, description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -245,7 +331,8 @@ def _metrics_toml(folder: Path) -> Path:
     path = folder / "metrics.toml"
     path.write_text("".join(
         f'[metrics.{m.name}]\ndescription = "{m.description}"\nmechanism = "{m.mechanism}"\n\n'
-        for m in METRICS) + "".join(m.toml() for m in KIND_METRICS))
+        for m in (*METRICS, FEATURE)) + DIMENSIONS_TOML
+        + "".join(m.toml() for m in KIND_METRICS))
     return path
 
 
@@ -276,6 +363,7 @@ def run(args: argparse.Namespace) -> int:
     from rich.table import Table
 
     from deniable.analysis import HTTPSource, analyze, render_html
+    from deniable.analysis.breakdown import breakdown
     from deniable.analysis.report import render_comparisons_table, sparkline
     from deniable.analysis.timeseries import floor
     from deniable.collector.embedded import RedisServer
@@ -307,6 +395,7 @@ def run(args: argparse.Namespace) -> int:
             true_yes = {m.name: 0 for m in METRICS}
             others = min(args.other_devices, args.devices)
             kinds = KindPopulation(others, args.seed, shift_day)
+            versions = VersionPopulation(others, args.seed, shift_day)
             truth: dict[str, list[Any]] = {m.name: [] for m in KIND_METRICS}  # per day
             day_starts = []
             columns = (TextColumn("[bold]3.[/] devices report, day by day"), BarColumn(),
@@ -319,6 +408,7 @@ def run(args: argparse.Namespace) -> int:
                     clock_file.write_text(str(offset))  # the collector files today's reports here
                     day_starts.append(datetime.now(timezone.utc) + timedelta(seconds=offset))
                     rates = [(m.name, m.rate(day, shift_day)) for m in METRICS]
+                    uses, dims = versions.uses_on(day).tolist(), versions.dims_on(day)
                     os_today, startup_today = kinds.os_on(day), kinds.startup_on(day)
                     keep_truth(truth, os_today, kinds.crashes, startup_today)
                     os_labels = [OS[i] for i in os_today.tolist()]
@@ -333,6 +423,8 @@ def run(args: argparse.Namespace) -> int:
                             reporter.report("os", os_labels[device])
                             reporter.report("crashes_per_week", crashes[device])
                             reporter.report("startup_ms", startup[device])
+                            # Public dimensions travel in clear beside the perturbed bit.
+                            reporter.report(BY_METRIC, uses[device], dims=dims[device])
                         if device % 1000 == 999:
                             progress.update(task, completed=day * args.devices + device + 1)
                             if interrupts.pending:
@@ -403,19 +495,87 @@ def run(args: argparse.Namespace) -> int:
             console.print(f"Significant changes from day {shift_day + 1} on (Holm-corrected, "
                           f"alpha 0.05): {', '.join(shifted) or 'none'}. The true shift: "
                           f"dark_mode 0.50 -> 0.56.")
+            by_version = breakdown(source, BY_METRIC, "app_version",
+                                   floor(day_starts[-1], "hour"), end)
             # The HTML report shows every metric, the other kinds too (bar charts with
             # intervals, the mean over time), Holm-corrected across all of them together.
-            everything = analyze(source, [m.name for m in (*METRICS, *KIND_METRICS)],
+            everything = analyze(source, [m.name for m in (*METRICS, FEATURE, *KIND_METRICS)],
                                  start=start, end=end, granularity="day",
                                  split=floor(day_starts[shift_day], "day"))
             args.html.write_text(render_html(everything.sections, everything.comparisons,
                                              title=f"Deniable demo: {args.devices:,} devices "
-                                                   f"over {days} days"), encoding="utf-8")
+                                                   f"over {days} days",
+                                             breakdowns=[by_version]), encoding="utf-8")
             print_other_kinds(console, source, truth, day_starts, shift_day, start, end,
                               others)
+            print_breakdown(console, by_version, versions, days - 1, others)
             console.print(f"[bold]4.[/] HTML report: {args.html.resolve()} "
                           f"({time.monotonic() - started:.1f} s)")
     return 0
+
+
+def print_breakdown(console: Any, b: Any, versions: VersionPopulation, day: int,
+                    devices: int) -> None:
+    """new_editor by app_version on simulated ``day`` (``b``, its ``Breakdown``): truth
+    beside estimate and interval per value, the suppressed cell and why, the "not stated"
+    count and the Holm-corrected differences between versions.
+
+    One day's reports are one report per device, which the intervals assume (memoized
+    devices repeat their answer every day: pooling days would add reports, not information).
+    """
+    import numpy as np
+    from rich.table import Table
+
+    from deniable.analysis.breakdown import NOT_STATED
+    from deniable.client.dimensions import OTHER
+
+    stated = versions.versions_on(day)
+    counted = np.where(np.isin(stated, APP_VERSIONS), stated,
+                       np.where(stated == "2.1", NOT_STATED, OTHER))
+    truth = versions.uses_on(day)
+
+    def true_share(value: str) -> str:
+        mine = counted == value
+        return f"{truth[mine].mean():.4f}" if mine.any() else "-"
+
+    pct = f"{b.confidence:.0%}"
+    table = Table(title=f"{BY_METRIC} ({FEATURE.mechanism}) by app_version, a public "
+                        f"dimension: share of devices, day {day + 1}")
+    for header in ("app_version", "reports", "true share", "estimate", f"{pct} CI", "in CI"):
+        table.add_column(header, justify="left" if header == "app_version" else "right",
+                         no_wrap=True)
+    inside = shown = 0
+    for cell in b.cells:
+        value = cell.values["app_version"]
+        if cell.summary is None:
+            table.add_row(value, f"{cell.n:,}", true_share(value), "[yellow]suppressed[/]",
+                          "-", "-")
+            continue
+        s = cell.summary
+        hit = s.ci_low <= float(truth[counted == value].mean()) <= s.ci_high
+        inside, shown = inside + hit, shown + 1
+        table.add_row(value, f"{cell.n:,}", true_share(value), f"{s.estimate:.4f}",
+                      f"[{s.ci_low:.4f}, {s.ci_high:.4f}]",
+                      "[green]yes[/]" if hit else "[red]no[/]")
+    table.add_row(f"{NOT_STATED} (2.1)", f"{b.not_stated:,}", true_share(NOT_STATED), "-", "-",
+                  "-")
+    console.print(f"The same {devices:,} devices also reported whether they use the new "
+                  f"editor, with their app version and platform as public dimensions.")
+    console.print(table)
+    differs = []
+    for c in (c for c in b.comparisons if c.significant):
+        (low, high), d = ((c.a, c.b), c.difference) if c.difference > 0 else \
+            ((c.b, c.a), -c.difference)
+        differs.append(f"{high.split('=', 1)[1]} above {low.split('=', 1)[1]} by {d:.3f}")
+    console.print(
+        f"{inside} of {shown} true shares fall inside their {pct} intervals. "
+        + (f"{b.note} " if b.note else "")
+        + f"Differences between versions, Holm-corrected over {len(b.comparisons)} pairs "
+        f"(alpha 0.05): {'; '.join(differs) or 'none significant'}. The truth: from day "
+        f"{versions.shift_day + 1}, 2.5 turns the new editor on by default, {ON_2_5:.0%} of "
+        f"its users keep it, against {FEATURE.true_rate:.0%} on every other version. "
+        f"{b.dimensions_note} 2.1 predates dimensions: its reports count in the total only "
+        f"({NOT_STATED}); 2.6-beta is off the list, so it counts as {OTHER}.")
 
 
 def keep_truth(truth: dict[str, list[Any]], os_today: Any, crashes: Any, startup: Any) -> None:

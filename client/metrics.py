@@ -126,11 +126,9 @@ def parse_catalogue(doc: Any, skipped: dict[str, str] | None = None,
         if not is_metric_name(name):
             raise WireFormatError(f"metrics entry {i} has an invalid name {name!r}")
         why = _unsupported(kind, mechanism_id)
-        declared = None
-        if why is None:
-            declared = _entry_dimensions(entry)
-            if isinstance(declared, str):
-                why, declared = declared, None
+        declared = _entry_dimensions(entry) if why is None else Dimensions()
+        if isinstance(declared, str):
+            why, declared = declared, Dimensions()
         if why is not None:
             if skipped is not None:
                 skipped[name] = why

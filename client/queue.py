@@ -627,7 +627,7 @@ def _row(item: Item, now: float) -> tuple[str, str, int, int | str | None, float
     schema 1 stored it); another kind's index or hex in ``payload`` (``bit`` 0); its dims
     text ('' for none)."""
     metric, mechanism, value = item[0], item[1], item[2]
-    dims = item[3] if len(item) > 3 else ""  # type: ignore[misc]
+    dims = item[3] if len(item) > 3 else ""
     if _is_bit(mechanism):
         return metric, mechanism, value, None, now, dims  # type: ignore[return-value]
     return metric, mechanism, 0, value, now, dims

@@ -103,6 +103,8 @@ DEFAULT_EXIT_TIMEOUT = 2.0
 """Seconds the atexit hook waits for uploads (all open reporters together): short, so an
 offline app still exits promptly."""
 _CATALOGUE_META = "catalogue"
+_SEEN_DIMS = 1024
+"""Per-call dims combinations whose queued text each metric remembers."""
 _VALUE_TYPES = (bool, int, float, Fraction, str)
 """What some kind's ``report()`` takes: bool, number, or category label."""
 
@@ -116,7 +118,7 @@ class _DimensionRoute:
     the device-wide values it declares (as given), and their queued text, or why they are
     refused (``error``, naming ``field``)."""
 
-    __slots__ = ("dimensions", "device", "text", "error", "field")
+    __slots__ = ("dimensions", "device", "text", "error", "field", "seen")
 
     def __init__(self, metric: str, dimensions: Dimensions,
                  device: Mapping[str, str]) -> None:
@@ -126,6 +128,8 @@ class _DimensionRoute:
         self.text = ""
         self.error: str | None = None
         self.field = ""
+        self.seen: dict[tuple[tuple[str, str], ...], str] = {}
+        """Per-call dims (as given) -> their queued text: values come from short lists."""
         try:
             self.text = dims_text(dimensions.normalize(self.device))
         except DimensionError as exc:
@@ -831,23 +835,36 @@ def _stated_dims(metric: str, route: _DimensionRoute | None,
         if route is not None and route.error is not None:
             raise DimensionError(route.error, route.field)
         return route.text if route is not None else ""
+    if route is not None and type(dims) is dict:  # the common case: seen before
+        try:
+            text = route.seen.get(tuple(dims.items()))
+        except TypeError:  # an unhashable value: refused below
+            text = None
+        if text is not None:
+            return text
     check_stated(dims)
     for name, value in dims.items():
         if not isinstance(value, str):
             raise DimensionError(
                 f"metric {metric!r}: dimension {name!r} takes a str value. Got a "
                 f"{type(value).__name__} instead. Nothing was reported.", str(name))
-    if route is None:
-        declared, merged = NONE, dict(dims)
-    else:
+    key = tuple(dims.items())
+    if route is not None:
         declared, merged = route.dimensions, {**route.device, **dims}
+    else:
+        declared, merged = NONE, dict(dims)
     try:
-        return dims_text(declared.normalize(merged))
+        text = dims_text(declared.normalize(merged))
     except DimensionError as exc:
         if route is not None and route.error is not None and exc.field not in dims:
             raise DimensionError(route.error, route.field) from None
         raise DimensionError(f"metric {metric!r}: {exc}. Nothing was reported.",
                              exc.field) from None
+    assert route is not None  # NONE refuses every dimension
+    if len(route.seen) >= _SEEN_DIMS:
+        route.seen.clear()  # bounded, whatever values an app passes (others map to "other")
+    route.seen[key] = text
+    return text
 
 
 def _encode(metric: str, spec: MetricSpec, value: object) -> int | Fraction:

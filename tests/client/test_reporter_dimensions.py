@@ -75,13 +75,14 @@ def test_per_call_dims_override_and_other_is_applied_at_the_call() -> None:
         with reporter(url, dimensions={"app_version": "2.4"}) as r:
             r.report("dark_mode", True, dims={"platform": "ios"})
             r.report("dark_mode", True, dims={"app_version": "3.0-beta"})  # off the list
+            r.report("dark_mode", True, dims={"platform": "ios"})           # as remembered
             r.report("os", "ios", dims={"platform": "ios"})
             r.report("feature_x_enabled", True, dims={})
             assert r.flush(10)
         reports = sent_reports(recorder)
     assert [x.get("dims") for x in reports] == [
         {"app_version": "2.4", "platform": "ios"}, {"app_version": "other"},
-        {"platform": "ios"}, None]
+        {"app_version": "2.4", "platform": "ios"}, {"platform": "ios"}, None]
 
 
 @pytest.mark.parametrize(("metric", "dims", "field"), [
@@ -93,17 +94,22 @@ def test_per_call_dims_override_and_other_is_applied_at_the_call() -> None:
 ])
 def test_a_refused_dimension_raises_naming_it_and_nothing_is_queued(
         metric: str, dims: dict, field: str) -> None:
+    value = "ios" if metric == "os" else True
+    valid = None if metric == "feature_x_enabled" else {"platform": "ios"}
     with recording_collector(CATALOGUE) as (url, recorder):
         with reporter(url, one_per_period=True) as r:
-            value = "ios" if metric == "os" else True
             with pytest.raises(DimensionError) as raised:
                 r.report(metric, value, dims=dims)
             assert raised.value.field == field and repr(field) in str(raised.value)
             assert isinstance(raised.value, InvalidParameterError)
             assert r.stats().queued == 0 and r.ledger() == {}
             # The period was not spent: the next (valid) report of the period is queued.
-            r.report(metric, value)
+            r.report(metric, value, dims=valid)
             assert r.flush(10)
+            # Valid dims are remembered; refused ones never are: refused again.
+            with pytest.raises(DimensionError):
+                r.report(metric, value, dims=dims)
+            assert r.stats().queued == 0 and r.ledger()[metric].handed_n == 1
         assert len(sent_reports(recorder)) == 1
 
 

@@ -74,8 +74,8 @@ DEFAULT_MAX_BUFFER = 20_000
 DEFAULT_MAX_BATCH_AGE = 15.0
 """Seconds the oldest pending report waits before a partial batch is sealed."""
 DEFAULT_MAX_QUEUED_REPORTS = 1_000_000
-"""Cap on reports held in the queue (about 60 MB of SQLite at most); the oldest batches are
-dropped beyond it."""
+"""Cap on reports held in the queue (about 60 MB of SQLite at most, plus the dims text of
+reports that carry public dimensions); the oldest batches are dropped beyond it."""
 DEFAULT_MAX_QUEUE_AGE = 7 * 24 * 3600.0
 """Seconds a report may wait in the queue before it is dropped: 7 days, the collector's
 batch-id memory, so a re-sent batch is always still recognised."""

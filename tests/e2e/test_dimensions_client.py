@@ -2,7 +2,7 @@
 workers) on real Redis whose metrics file declares dimensions; real Reporters, one per kind of
 device, each with its device-wide ``dimensions`` (one off the list, counted as ``other``; one
 without a platform; one giving its values per call). The counts API's ``?by=`` must give back
-exactly what each Reporter's ledger says it sent, value by value."""
+exactly what each Reporter's ledger says it sent, value by value, for every kind."""
 from __future__ import annotations
 
 import json
@@ -38,9 +38,26 @@ epsilon = 1.0
 [metrics.os.dimensions.platform]
 values = {json.dumps(PLATFORMS)}
 
+[metrics.crashes]
+kind = "histogram"
+edges = [0, 1, 5, 20]
+clamp = true
+epsilon = 1.0
+[metrics.crashes.dimensions.platform]
+values = {json.dumps(PLATFORMS)}
+
+[metrics.load]
+kind = "numeric"
+lower = 0
+upper = 100
+epsilon = 1.0
+[metrics.load.dimensions.platform]
+values = {json.dumps(PLATFORMS)}
+
 [metrics.feature_x_enabled]
 mechanism = "rr:1/2:1/2"
 """
+KINDS = ("os", "crashes", "load")  # categorical, histogram, numeric: by platform
 # Each kind of device: its device-wide dimensions, per-call dims, and how many reports.
 DEVICES = [
     ({"app_version": "2.4", "platform": "android"}, None, 30),
@@ -64,22 +81,26 @@ def test_reporters_with_dimensions_give_exact_per_value_counts(
         collector: CollectorProcess) -> None:
     url = collector.url
     dark: dict[str | None, Counter[str]] = defaultdict(Counter)  # label -> n, ones sent
-    os_n: Counter[str | None] = Counter()
+    by_kind: dict[str, dict[str | None, Counter[str]]] = {
+        kind: defaultdict(Counter) for kind in KINDS}
     for device, per_call, n in DEVICES:
         with Reporter(url, dimensions=device, privacy_dir=IN_MEMORY, one_per_period=False,
-                      fresh={"dark_mode", "os"}, batch_size=25) as reporter:
+                      fresh={"dark_mode", *KINDS}, batch_size=25) as reporter:
             assert reporter.wait_ready(10)
             for i in range(n):
                 reporter.report("dark_mode", i % 3 == 0, dims=per_call)
-                reporter.report("os", "ios" if i % 2 else "android",
-                                dims={"platform": per_call["platform"]} if per_call else None)
+                platform = {"platform": per_call["platform"]} if per_call else None
+                reporter.report("os", "ios" if i % 2 else "android", dims=platform)
+                reporter.report("crashes", i % 7, dims=platform)
+                reporter.report("load", 10 * (i % 11), dims=platform)
                 reporter.report("feature_x_enabled", True)
             with pytest.raises(DimensionError):  # refused at the call, nothing queued
                 reporter.report("feature_x_enabled", True, dims={"platform": "ios"})
             assert reporter.flush(20)
             assert reporter.stats().dead_lettered == 0
-            sent = reporter.ledger()["dark_mode"]
-            assert sent.sent_n == n and reporter.ledger()["feature_x_enabled"].sent_n == n
+            ledger = reporter.ledger()
+            sent = ledger["dark_mode"]
+            assert sent.sent_n == n and ledger["feature_x_enabled"].sent_n == n
         stated = {**device, **(per_call or {})}
         app_version = stated.get("app_version")
         counted = {"platform": stated.get("platform"),
@@ -91,9 +112,10 @@ def test_reporters_with_dimensions_give_exact_per_value_counts(
                           f"platform={counted['platform']}")
         for label in labels:
             dark[label].update(n=sent.sent_n, ones=sent.sent_ones)
-        os_n[None] += n
-        if counted["platform"] is not None:
-            os_n[f"platform={counted['platform']}"] += n
+        platform_labels = [] if counted["platform"] is None else [f"platform={counted['platform']}"]
+        for kind in KINDS:
+            for label in [None, *platform_labels]:
+                by_kind[kind][label].update(n=ledger[kind].sent_n, ones=ledger[kind].sent_ones)
 
     def expected(label: str | None) -> list[int]:
         found = dark.get(label)
@@ -114,10 +136,17 @@ def test_reporters_with_dimensions_give_exact_per_value_counts(
         label: expected(label) for label in combo["series"]}
     assert summed(combo["series"]["app_version=2.5,platform=web"])[0] == 7
 
-    by_platform = counts(url, "os", by="platform")
-    assert summed(by_platform["buckets"])[0] == os_n[None] == 78
-    assert {label: (summed(b) or [0])[0] for label, b in by_platform["series"].items()} == {
-        f"platform={p}": os_n[f"platform={p}"] for p in PLATFORMS}
+    for kind in KINDS:  # n per platform for every kind; the numeric one's ones too
+        by_platform = counts(url, kind, by="platform")
+        total = summed(by_platform["buckets"])
+        assert total[0] == by_kind[kind][None]["n"] == 78
+        series = {label: summed(b) for label, b in by_platform["series"].items()}
+        assert {label: (found or [0])[0] for label, found in series.items()} == {
+            f"platform={p}": by_kind[kind][f"platform={p}"]["n"] for p in PLATFORMS}
+        if kind == "load":
+            assert total[1] == by_kind[kind][None]["ones"]
+            assert {label: found[1] if found else 0 for label, found in series.items()} == {
+                f"platform={p}": by_kind[kind][f"platform={p}"]["ones"] for p in PLATFORMS}
     undeclared = requests.get(f"{url}/v1/metrics/feature_x_enabled/counts",
                               params={"by": "platform"}, timeout=10)
     assert undeclared.status_code == 404

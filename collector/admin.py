@@ -2,12 +2,16 @@
 
 ``POST /v1/admin/metrics`` with ``{"name", "mechanism" | "epsilon", "kind"?, "categories"?,
 "edges"?, "lower"?, "upper"?, "clamp"?, "description"?, "retention_days"?, "memoization"?,
-"instantaneous"?, "period"?}`` (the metrics file's fields, ``registry.declare``): 201 when it
+"instantaneous"?, "period"?, "dimensions"?, "combinations"?}`` (the metrics file's fields,
+``registry.declare`` and ``registry.declare_dimensions``): 201 when it
 creates a metric or a new version (another mechanism: a changed category list, edges or bounds
 is one), 200 when it only updates the description/retention or changes nothing, 409 for a
 retired metric, a mechanism an older version used, or another policy or declaration for the
 current mechanism. With ``epsilon`` the collector chooses the mechanism (GRR or OUE for
 categories, by exact variance) and the answer says which and why (``choice``).
+A body states the whole registration: ``dimensions`` left out means none. Changing only the
+dimensions (or description, retention) of the current mechanism is an update in place (200,
+no new version): ingest applies the new declaration from then on.
 ``GET /v1/admin/metrics`` lists every metric with all versions, retired ones included.
 ``POST /v1/admin/metrics/<name>/retire`` retires one for good (idempotent).
 
@@ -29,11 +33,12 @@ from deniable.collector.live_registry import (LiveRegistry, RegistryConflictErro
                                               UnknownMetricError, check_about, validate_policy)
 from deniable.collector.observability import audit
 from deniable.collector.params import json_body
-from deniable.collector.registry import SPEC_FIELDS, declare
+from deniable.collector.registry import (DIMENSION_FIELDS, SPEC_FIELDS, declare,
+                                         declare_dimensions)
 
 bp = Blueprint("admin", __name__, url_prefix=f"/{API_VERSION}/admin")
 FIELDS = frozenset({"name", "description", "retention_days", "memoization", "instantaneous",
-                    "period", *SPEC_FIELDS})
+                    "period", *SPEC_FIELDS, *DIMENSION_FIELDS})
 
 
 def _json(body: object, status: int = 200) -> Response:
@@ -72,13 +77,15 @@ def register_metric() -> Response:
         spec = declare(doc)
         check_about(description, retention)
         policy = validate_policy(spec.mechanism, doc)
+        dimensions = declare_dimensions(doc)
     except InvalidParameterError as exc:
         field, _, detail = str(exc).partition(": ")
-        raise APIError(422, "the metric is not valid", [Problem(f"/{field}", detail)]) from exc
+        pointer = "/" + field.replace(".", "/")  # dimensions.platform: /dimensions/platform
+        raise APIError(422, "the metric is not valid", [Problem(pointer, detail)]) from exc
     with storage_guard():
         try:
             entry, what = _registry().register(name, spec, description, retention,
-                                               policy=policy)
+                                               policy=policy, dimensions=dimensions)
         except RegistryConflictError as exc:
             raise APIError(409, str(exc), [Problem(f"/{exc.field}", str(exc))]) from exc
     audit("metric_register", result=what, metric=entry.name,

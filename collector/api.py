@@ -2,18 +2,22 @@
 from __future__ import annotations
 
 import contextlib
+import re
 from collections.abc import Iterator
+from datetime import datetime, timezone
 
 import orjson
 from flask import Blueprint, Response, current_app, request
 
+from deniable.client.dimensions import SERIES, DimensionError
 from deniable.client.wire import API_VERSION, MEDIA_TYPE
-from deniable.collector import rollup
+from deniable.collector import keys, rollup
 from deniable.collector.auth import require
 from deniable.collector.errors import APIError, storage_unavailable
 from deniable.collector.live_registry import Entry, LiveRegistry, Version
 from deniable.collector.params import json_body, time_range  # noqa: F401 (json_body: re-exported)
-from deniable.collector.store import UNAVAILABLE_ERRORS, Store
+from deniable.collector.rollup import HourCount
+from deniable.collector.store import UNAVAILABLE_ERRORS, Store, hour_counts
 
 bp = Blueprint("v1", __name__, url_prefix=f"/{API_VERSION}")
 
@@ -73,7 +77,14 @@ def metric_counts(name: str) -> Response:
     Every bucket holds ``counts``: all of the hour's counter slots, ``n`` (reports) first, then
     one per ``labels`` entry (a boolean's perturbed ones; a categorical metric's count per
     category). One-bit kinds also keep ``n`` and ``ones``; others ``n``. The document states the
-    version's kind and declaration (``MetricSpec.describe``) and its slot ``labels``."""
+    version's kind and declaration (``MetricSpec.describe``) and its slot ``labels``.
+
+    Public dimensions (the metric's current declaration): ``series=platform=ios`` serves that
+    one series' buckets instead of the total's (the document then states ``series``);
+    ``by=platform`` (or a declared combination, ``by=app_version,platform``) serves the total's
+    buckets and, under ``series``, every series of that dimension (``other`` included, empty
+    ones too), read in one round trip. A report that did not state the dimension is in the
+    total only."""
     with storage_guard():
         entry = _registry().entry(name)
     if entry is None:
@@ -83,15 +94,43 @@ def metric_counts(name: str) -> Response:
     if granularity not in rollup.GRANULARITIES:
         raise APIError(422, "unknown granularity",
                        parameters={"granularity": f"one of {', '.join(rollup.GRANULARITIES)}"})
+    series, by, labels = _parse_series(entry)
     start, end = time_range()
     if granularity != "hour":
         start, end = rollup.align(start, end, granularity)
+    mechanism_id = version.mechanism.id
+    by_series: dict[str, list[HourCount]] = {}
     with storage_guard():
-        hours = _store().counts(entry.name, version.mechanism.id, start, end,
-                               entry.retention_days)
+        if by is None:
+            hours = _store().counts(entry.name, mechanism_id, start, end, entry.retention_days,
+                                    series=series)
+        else:
+            first, end_hour = keys.hour_range(start, end)
+            first = max(first, keys.visible_from(datetime.now(timezone.utc),
+                                                 entry.retention_days))
+            read = _store().month_strings_by_series(entry.name, mechanism_id, [None, *labels],
+                                                    first, end_hour)
+            width = version.mechanism.width
+            hours = hour_counts(read[None], first, end_hour, width)
+            by_series = {label: hour_counts(read[label], first, end_hour, width)
+                         for label in labels}
     if granularity != "hour":
         hours = rollup.rollup(hours, granularity)
+        by_series = {label: rollup.rollup(found, granularity)
+                     for label, found in by_series.items()}
     one_bit = version.mechanism.width == 2
+
+    def buckets(found: list[HourCount]) -> list[dict[str, object]]:
+        return [{"start": h.start.isoformat(), "n": h.n, "ones": h.ones, "counts": h.counts}
+                if one_bit else {"start": h.start.isoformat(), "n": h.n, "counts": h.counts}
+                for h in found]
+
+    chosen: dict[str, object] = {}
+    if series is not None:
+        chosen = {"series": series}
+    elif by is not None:
+        chosen = {"by": by, "series": {label: buckets(found)
+                                       for label, found in by_series.items()}}
     return _json({
         "metric": entry.name,
         **version.spec.describe(),
@@ -101,12 +140,59 @@ def metric_counts(name: str) -> Response:
         "current_version": entry.current.version,
         **version.policy.describe(),
         "retired": entry.retired,
+        **entry.dimensions.describe(),
         "granularity": granularity,
         "from": start.isoformat(), "to": end.isoformat(),
-        "buckets": [{"start": h.start.isoformat(), "n": h.n, "ones": h.ones, "counts": h.counts}
-                    if one_bit else {"start": h.start.isoformat(), "n": h.n, "counts": h.counts}
-                    for h in hours],
+        **chosen,
+        "buckets": buckets(hours),
     })
+
+
+BY = re.compile(r"^[a-z][a-z0-9_]{0,31}(?:,[a-z][a-z0-9_]{0,31}){0,2}\Z")
+"""A ``by`` parameter: a dimension name, or two or three joined by commas."""
+
+
+def _parse_series(entry: Entry) -> tuple[str | None, str | None, list[str]]:
+    """The ``series`` label or the ``by`` dimension (normalized: names sorted) a counts request
+    names, and with ``by`` the labels of its series; (None, None, []) for the total.
+
+    Raises:
+        APIError: 422 for both, or a malformed one; 404 for one the metric does not declare.
+    """
+    series, by = request.args.get("series") or None, request.args.get("by") or None
+    if series is not None and by is not None:
+        raise APIError(422, "give 'series' or 'by', not both",
+                       parameters={"by": "not with 'series'"})
+    dimensions = entry.dimensions
+    declared = (f"dimensions: {', '.join(dimensions.names)}" if dimensions else
+                "the metric declares no dimensions")
+    if series is not None:
+        if not SERIES.match(series):
+            raise APIError(422, "'series' is not a series label",
+                           parameters={"series": "a series label such as platform=ios or "
+                                                 "app_version=2.4,platform=ios"})
+        parts = sorted(series.split(","), key=lambda part: part.partition("=")[0])
+        series = ",".join(parts)  # the one spelling: names sorted, as the store writes it
+        names = ",".join(part.partition("=")[0] for part in parts)
+        try:
+            if series not in dimensions.all_series(names):
+                raise DimensionError(f"{series!r} is not a series", names)
+        except DimensionError as exc:
+            raise APIError(404, f"metric {entry.name!r} has no series {series!r}",
+                           parameters={"series": declared}) from exc
+        return series, None, []
+    if by is not None:
+        if not BY.match(by):
+            raise APIError(422, "'by' is not a dimension name",
+                           parameters={"by": "a dimension name, or a declared combination "
+                                             "such as app_version,platform"})
+        by = ",".join(sorted(by.split(",")))
+        try:
+            return None, by, dimensions.all_series(by)
+        except DimensionError as exc:
+            raise APIError(404, f"metric {entry.name!r} has no dimension or declared "
+                                f"combination {by!r}", parameters={"by": declared}) from exc
+    return None, None, []
 
 
 def _parse_version(entry: Entry) -> Version:

@@ -14,8 +14,9 @@ problem+json, and a rejected batch changes nothing in Redis:
 1. key and rate limits: 401, 403, 429 with ``Retry-After``;
 2. media type ``application/json``: 415; body over ``MAX_BODY_BYTES``: 413;
 3. a body in the client's compact layout is read without a JSON parser
-   (``decode_compact_batch``); any other: JSON 400, wire format and registered mechanisms
-   422, a repeated JSON key 400; then too many distinct metrics: 422;
+   (``decode_compact_batch``); any other (a body whose reports carry ``dims`` is one): JSON
+   400, wire format, registered mechanisms and declared dimensions 422 (naming
+   ``/reports/<i>/dims/<name>``), a repeated JSON key 400; then too many distinct metrics: 422;
 4. one Lua script: 202 accepted, 200 duplicate (a re-sent batch), 409 (the batch id was used
    for other content).
 
@@ -151,9 +152,18 @@ class IngestEndpoint:
             raise APIError(422, str(exc), exc.problems) from exc
         strings = sum(tally.n for tally in batch.tallies.values()
                       if payload_field(tally.mechanism) == "bits")
+        # Valid now: every report is an object, and every dims an object of strings.
+        stated = [r["dims"] for r in doc["reports"] if "dims" in r]  # type: ignore[index]
+        if stated:
+            strings += sum(1 + 2 * len(dims) for dims in stated)
+            if any('"' in value for dims in stated for value in dims.values()):
+                # A value counted as "other" may hold an escaped quote: check exactly.
+                from deniable.collector.params import repeated_key  # params imports this
+                if repeated_key(body) is not None:
+                    raise _repeated_key()
+                return batch
         if repeats_a_key(body, batch.n_reports, strings):
-            raise APIError(400, "the body repeats a JSON key; each key may appear once per "
-                                "object", [Problem("", "repeats a key")])
+            raise _repeated_key()
         return batch
 
     def _apply(self, batch: Batch) -> tuple[int, bytes]:
@@ -173,6 +183,11 @@ class IngestEndpoint:
             return 200, orjson.dumps({"batch_id": batch.batch_id, "accepted": 0,
                                       "duplicate": True})
         return 202, orjson.dumps({"batch_id": batch.batch_id, "accepted": batch.n_reports})
+
+
+def _repeated_key() -> APIError:
+    return APIError(400, "the body repeats a JSON key; each key may appear once per object",
+                    [Problem("", "repeats a key")])
 
 
 def _read(environ: dict[str, Any], size: int) -> bytes:
@@ -197,10 +212,12 @@ def repeats_a_key(body: bytes, n_reports: int, string_payloads: int = 0) -> bool
 
     One count of the body's quote characters decides it exactly. A clean batch of n reports
     holds 3 + 5n strings: 2 + 3n keys, its batch_id, each report's metric and mechanism, plus
-    one more per report whose payload is a string (an OUE ``bits``: ``string_payloads``). None of them can hold a
-    quote (keys are fixed names; values match their patterns or a registered id), so the body
-    has exactly twice that many quote characters. A repeated key adds its own quotes (and its
-    shadowed value's, if a string), and nothing can remove any.
+    one more per report whose payload is a string (an OUE ``bits``: ``string_payloads``), and
+    a report's ``dims`` adds 1 + 2 per dimension it states (the caller adds those too). None of
+    them can hold a quote (keys are fixed or declared names; values match their patterns or a
+    registered id; a dimension value counted as ``other`` may, and the caller checks such a
+    body otherwise), so the body has exactly twice that many quote characters. A repeated key
+    adds its own quotes (and its shadowed value's, if a string), and nothing can remove any.
     """
     return body.count(b'"') != 2 * (3 + 5 * n_reports + string_payloads)
 

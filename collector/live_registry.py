@@ -12,6 +12,10 @@ Each version keeps its whole declaration beside its mechanism: its collection po
 ``MetricSpec`` fields (``kind``, and ``categories``, ``edges``, ``lower``/``upper``, ``clamp``,
 ``choice`` as the kind has them). An entry written before kinds existed reads as boolean.
 
+A metric's public dimensions are stored once per metric, not per version, as
+``Dimensions.describe`` writes them (``"dimensions": {"platform": {"values": [...], "other":
+false}}, "combinations": [["app_version", "platform"]]``; both absent when it declares none).
+
 Rules:
 
 - A version's mechanism and declaration never change. Registering a name with another
@@ -22,10 +26,17 @@ Rules:
   counters.
 - Description and retention may change in place (reads apply a new retention at once; a
   month's counters get the new expiry at their next write).
+- Dimensions may change in place too: they are not the mechanism, so no new version. Ingest
+  applies the new declaration from then on (new series start counting; a dimension or value
+  taken off the list is refused from then on, and its series stop growing). Counts already
+  written stay as they are: there is no re-counting. The counts API serves the series of the
+  current declaration.
 - Retiring is final: a retired metric accepts no reports, and its counts stay readable.
 - The metrics file is written into the registry at start: a metric missing from Redis is
   created; a new mechanism in the file adds a version; a file that names a mechanism an older
-  version used, or a retired metric, is logged and ignored (the registry wins).
+  version used, or a retired metric, is logged and ignored (the registry wins). So is a file
+  whose description, retention or dimensions differ for the current mechanism (the admin API
+  changes those; a differing dimension declaration is logged).
 
 Every change replaces a random generation token, so each process's cache (REGISTRY_CACHE_SECONDS)
 can tell with one GET whether it is stale; a report for a metric the cache does not know
@@ -44,6 +55,7 @@ from typing import Any
 
 import redis
 
+from deniable.client.dimensions import NONE, Dimensions
 from deniable.client.errors import InvalidParameterError, WireFormatError
 from deniable.client.kinds import Mechanism, MetricSpec, parse_mechanism
 from deniable.client.metrics import describe_metric
@@ -110,13 +122,15 @@ class Version:
 
 @dataclass(frozen=True)
 class Entry:
-    """A registered metric with every version it ever had."""
+    """A registered metric with every version it ever had, and its public dimensions (one
+    declaration for all versions: the current one)."""
 
     name: str
     description: str
     retention_days: int
     versions: tuple[Version, ...]
     retired: str | None = None
+    dimensions: Dimensions = NONE
 
     @property
     def current(self) -> Version:
@@ -125,7 +139,8 @@ class Entry:
     def metric(self) -> Metric:
         """The current version as a Metric (what ingest and ``GET /v1/metrics`` use)."""
         return Metric(self.name, self.description, self.current.mechanism, self.retention_days,
-                      self.current.policy, self.current.version, self.current.spec)
+                      self.current.policy, self.current.version, self.current.spec,
+                      self.dimensions)
 
     def version(self, number: int | None = None, mechanism_id: str | None = None) -> Version | None:
         """The version numbered ``number`` or using ``mechanism_id``; the current by default."""
@@ -142,21 +157,24 @@ class Entry:
         return {"name": self.name, "description": self.description,
                 "retention_days": self.retention_days, "retired": self.retired,
                 "version": self.current.version, "mechanism": self.current.mechanism.id,
-                **self.current.spec.describe(),
+                **self.current.spec.describe(), **self.dimensions.describe(),
                 "versions": [v.describe() for v in self.versions]}
 
     def to_json(self) -> str:
         return json.dumps({"name": self.name, "description": self.description,
                            "retention_days": self.retention_days, "retired": self.retired,
+                           **self.dimensions.describe(),
                            "versions": [v.stored() for v in self.versions]},
                           sort_keys=True)
 
     @classmethod
     def from_json(cls, text: str | bytes) -> Entry:
+        """An entry from its JSON (``to_json``); one written before dimensions declares none."""
         doc = json.loads(text)
         return cls(doc["name"], doc["description"], int(doc["retention_days"]),
                    tuple(Version.from_stored(v) for v in doc["versions"]),
-                   doc.get("retired"))
+                   doc.get("retired"),
+                   Dimensions.parse(doc.get("dimensions"), doc.get("combinations", ())))
 
 
 @dataclass(frozen=True)
@@ -167,6 +185,7 @@ class _Snapshot:
     mechanisms: dict[str, str]
     older: dict[str, frozenset[str]]   # unretired metric -> its earlier versions' mechanisms
     expires: float
+    dimensions: dict[str, Dimensions]  # unretired metric that declares any -> its dimensions
 
 
 def _now() -> str:
@@ -272,7 +291,8 @@ class LiveRegistry:
                  for n in active if len(entries[n].versions) > 1}
         snap = _Snapshot(generation, entries, active,
                          {n: m.mechanism.id for n, m in active.items()}, older,
-                         time.monotonic() + self.cache_seconds)
+                         time.monotonic() + self.cache_seconds,
+                         {n: m.dimensions for n, m in active.items() if m.dimensions})
         self._snapshot = snap
         return snap
 
@@ -307,32 +327,38 @@ class LiveRegistry:
 
     def decode_compact(self, body: bytes, max_reports: int) -> Batch | None:
         """decode_compact_batch against the current registry: the batch, or None if the body
-        needs the careful path (parse it, then ``decode``)."""
+        needs the careful path (parse it, then ``decode``). A report carrying ``dims`` never
+        fits the compact layout, so a body with dimensions always takes the careful path; a
+        report without them counts in its metric's total alone, whatever the metric declares."""
         snap = self._current()
         return decode_compact_batch(body, snap.mechanisms, max_reports=max_reports,
                                     older=snap.older)
 
     def decode(self, doc: Any, max_reports: int) -> Batch:
-        """decode_batch against the current registry; on a miss, re-check Redis once.
+        """decode_batch against the current registry (mechanisms, older versions and each
+        metric's dimensions); on a miss, re-check Redis once.
 
         Raises:
             WireFormatError: as decode_batch.
         """
         try:
             snap = self._current()
-            return decode_batch(doc, snap.mechanisms, max_reports=max_reports, older=snap.older)
+            return decode_batch(doc, snap.mechanisms, max_reports=max_reports, older=snap.older,
+                                dimensions=snap.dimensions)
         except WireFormatError:
             if not self.refresh_if_changed():
                 raise
         snap = self._current()
-        return decode_batch(doc, snap.mechanisms, max_reports=max_reports, older=snap.older)
+        return decode_batch(doc, snap.mechanisms, max_reports=max_reports, older=snap.older,
+                            dimensions=snap.dimensions)
 
     # --- changing --------------------------------------------------------------------------
 
     def register(self, name: str, mechanism: Mechanism | MetricSpec, description: str,
                  retention_days: int, *, from_file: bool = False,
-                 policy: CollectionPolicy = DEFAULT_POLICY) -> tuple[Entry, str]:
-        """Create a metric, add a version, or update description/retention in place.
+                 policy: CollectionPolicy = DEFAULT_POLICY,
+                 dimensions: Dimensions = NONE) -> tuple[Entry, str]:
+        """Create a metric, add a version, or update description/retention/dimensions in place.
 
         ``mechanism`` is the version's whole declaration (a MetricSpec), or a bare boolean
         or numeric mechanism (``registry.spec_of``). A version's collection policy and
@@ -353,7 +379,7 @@ class LiveRegistry:
             raw = pipe.hget(keys.registry(), name)
             old = Entry.from_json(raw) if raw else None
             entry, what = _apply(old, name, spec, description, retention_days, from_file,
-                                 policy)
+                                 policy, dimensions)
             outcome.update(entry=entry, what=what)
             if what != "unchanged":
                 pipe.multi()
@@ -393,12 +419,16 @@ class LiveRegistry:
         """Write the metrics file's metrics into Redis (see the module docstring)."""
         for metric in self.file_metrics.values():
             try:
-                _, what = self.register(metric.name, metric.spec, metric.description,
-                                        metric.retention_days, from_file=True,
-                                        policy=metric.policy)
+                entry, what = self.register(metric.name, metric.spec, metric.description,
+                                            metric.retention_days, from_file=True,
+                                            policy=metric.policy, dimensions=metric.dimensions)
             except RegistryConflictError as exc:
                 log.warning("metrics file ignored for %s: %s", metric.name, exc)
                 continue
+            if entry.dimensions != metric.dimensions:
+                log.warning("metric %s: the metrics file's dimensions differ from the "
+                            "registry's, which win (change them with the admin API)",
+                            metric.name)
             if what == "new_version":
                 log.warning("metric %s: the metrics file's mechanism %s is registered as a "
                             "new version", metric.name, metric.mechanism.id)
@@ -406,16 +436,19 @@ class LiveRegistry:
 
 def _file_entry(metric: Metric) -> Entry:
     return Entry(metric.name, metric.description, metric.retention_days,
-                 (Version(1, metric.mechanism, _now(), metric.policy, metric.spec),))
+                 (Version(1, metric.mechanism, _now(), metric.policy, metric.spec),),
+                 dimensions=metric.dimensions)
 
 
 def _apply(old: Entry | None, name: str, spec: MetricSpec, description: str,
            retention_days: int, from_file: bool,
-           policy: CollectionPolicy = DEFAULT_POLICY) -> tuple[Entry, str]:
+           policy: CollectionPolicy = DEFAULT_POLICY,
+           dimensions: Dimensions = NONE) -> tuple[Entry, str]:
     mechanism = spec.mechanism
     if old is None:
         return Entry(name, description, retention_days,
-                     (Version(1, mechanism, _now(), policy, spec),)), "created"
+                     (Version(1, mechanism, _now(), policy, spec),),
+                     dimensions=dimensions), "created"
     if old.retired is not None:
         raise RegistryConflictError(f"metric {name!r} was retired at {old.retired}; retired "
                                     "metrics stay retired (register a new name)", "name")
@@ -434,9 +467,11 @@ def _apply(old: Entry | None, name: str, spec: MetricSpec, description: str,
                 f"{', '.join(f'{k} = {_declared(old.current.spec).get(k)!r}' for k in changed)}; "
                 "a version's declaration never changes (register a new mechanism for a new "
                 "version, or a new name)", changed[0])
-        if from_file or (description, retention_days) == (old.description, old.retention_days):
+        if from_file or (description, retention_days, dimensions) == \
+                (old.description, old.retention_days, old.dimensions):
             return old, "unchanged"
-        return replace(old, description=description, retention_days=retention_days), "updated"
+        return replace(old, description=description, retention_days=retention_days,
+                       dimensions=dimensions), "updated"
     used = old.version(mechanism_id=mechanism.id)
     if used is not None:
         raise RegistryConflictError(
@@ -444,7 +479,7 @@ def _apply(old: Entry | None, name: str, spec: MetricSpec, description: str,
             "versions never share counters (choose another mechanism or a new name)")
     new = Version(old.current.version + 1, mechanism, _now(), policy, spec)
     return replace(old, description=description, retention_days=retention_days,
-                   versions=old.versions + (new,)), "new_version"
+                   versions=old.versions + (new,), dimensions=dimensions), "new_version"
 
 
 def _declared(spec: MetricSpec) -> dict[str, Any]:

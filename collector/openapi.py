@@ -68,6 +68,42 @@ SPEC_PROPERTIES: dict[str, Any] = {
 }
 """A metric version's declaration (``MetricSpec.describe``), as the catalogue states it."""
 
+DIMENSION_PROPERTIES: dict[str, Any] = {
+    "dimensions": {
+        "type": "object", "maxProperties": 3,
+        "propertyNames": {"pattern": "^[a-z][a-z0-9_]{0,31}$"},
+        "description": "the metric's public dimensions (absent if none): each name with its "
+                       "allowed values and whether others count as 'other'. Dimensions travel "
+                       "and are counted in clear: they are NOT protected by local differential "
+                       "privacy",
+        "additionalProperties": {
+            "type": "object", "required": ["values"], "additionalProperties": False,
+            "properties": {"values": {"type": "array", "minItems": 1, "maxItems": 100,
+                                      "items": {"type": "string",
+                                                "pattern": "^[A-Za-z0-9][A-Za-z0-9._+-]{0,31}$"}},
+                           "other": {"type": "boolean"}}}},
+    "combinations": {
+        "type": "array",
+        "items": {"type": "array", "minItems": 2, "maxItems": 3,
+                  "items": {"type": "string", "pattern": "^[a-z][a-z0-9_]{0,31}$"}},
+        "description": "declared combinations of dimensions, also counted per combined value "
+                       "(absent if none; otherwise each dimension is counted on its own)"},
+}
+"""A metric's public dimensions (``Dimensions.describe``), as the registry and catalogue state
+them."""
+
+BUCKET: dict[str, Any] = {
+    "type": "object", "required": ["start", "n", "counts"],
+    "properties": {"start": {"type": "string", "format": "date-time"},
+                   "n": {"type": "integer", "minimum": 0},
+                   "ones": {"type": "integer", "minimum": 0,
+                            "description": "one-bit kinds (boolean, numeric) only: the "
+                                           "perturbed ones"},
+                   "counts": {"type": "array", "minItems": 2,
+                              "items": {"type": "integer", "minimum": 0},
+                              "description": "every counter slot: n, then one per label"}}}
+"""One bucket of perturbed counts."""
+
 SCHEMAS: dict[str, Any] = {
     "Problem": {
         "type": "object",
@@ -110,6 +146,13 @@ SCHEMAS: dict[str, Any] = {
             "bits": {"type": "string", "pattern": "^[0-9a-f]{1,256}$",
                      "description": "the perturbed bitset: bit i is category i, exactly "
                                     "ceil(d / 4) lowercase hex digits"},
+            "dims": {"type": "object", "maxProperties": 3,
+                     "additionalProperties": {"type": "string"},
+                     "description": "public dimension values of the metric's declared "
+                                    "dimensions (e.g. {\"platform\": \"ios\"}), in clear: NOT "
+                                    "protected by local differential privacy. A value off "
+                                    "the list is refused, or counted as 'other' where the "
+                                    "dimension declares it"},
         },
     },
     "Batch": {
@@ -155,6 +198,7 @@ SCHEMAS: dict[str, Any] = {
             **POLICY_PROPERTIES,
             "version": {"type": "integer", "minimum": 1,
                         "description": "the registry version this entry describes"},
+            **DIMENSION_PROPERTIES,
         },
     },
     "Counts": {
@@ -173,20 +217,21 @@ SCHEMAS: dict[str, Any] = {
             **POLICY_PROPERTIES,
             "retired": {"type": ["string", "null"],
                         "description": "when the metric was retired, if it was"},
+            **DIMENSION_PROPERTIES,
             "granularity": {"type": "string", "enum": ["hour", "day", "week"]},
             "from": {"type": "string", "format": "date-time"},
             "to": {"type": "string", "format": "date-time"},
-            "buckets": {"type": "array", "items": {
-                "type": "object", "required": ["start", "n", "counts"],
-                "properties": {"start": {"type": "string", "format": "date-time"},
-                               "n": {"type": "integer", "minimum": 0},
-                               "ones": {"type": "integer", "minimum": 0,
-                                        "description": "one-bit kinds (boolean, numeric) "
-                                                      "only: the perturbed ones"},
-                               "counts": {"type": "array", "minItems": 2,
-                                          "items": {"type": "integer", "minimum": 0},
-                                          "description": "every counter slot: n, then one "
-                                                         "per label"}}}},
+            "by": {"type": "string",
+                   "description": "with ?by=: the dimension (or combination, names sorted) "
+                                  "broken down"},
+            "series": {"anyOf": [
+                {"type": "string",
+                 "description": "with ?series=: the series whose buckets these are"},
+                {"type": "object", "additionalProperties": {"type": "array", "items": BUCKET},
+                 "description": "with ?by=: every series label of the dimension ('other' "
+                                "included) -> its non-empty buckets"}]},
+            "buckets": {"type": "array", "items": BUCKET,
+                        "description": "the total's buckets (with ?series=: that series')"},
         },
     },
 }
@@ -212,6 +257,7 @@ SCHEMAS.update({
             "description": {"type": "string"},
             "retention_days": {"type": "integer", "minimum": 1},
             **POLICY_PROPERTIES,
+            **DIMENSION_PROPERTIES,
         },
     },
     "MetricEntry": {
@@ -226,6 +272,7 @@ SCHEMAS.update({
             "version": {"type": "integer", "description": "the current version"},
             "mechanism": {"type": "string", "description": "the current version's mechanism"},
             **SPEC_PROPERTIES,
+            **DIMENSION_PROPERTIES,
             "versions": {"type": "array", "items": {
                 "type": "object",
                 "required": ["version", "registered", "kind", "mechanism", "p1", "q",
@@ -305,11 +352,22 @@ PATHS: dict[str, dict[str, Any]] = {
             {"name": "mechanism", "in": "query", "required": False,
              "schema": {"type": "string"},
              "description": "read the version that used this mechanism id"},
+            {"name": "series", "in": "query", "required": False,
+             "schema": {"type": "string", "examples": ["platform=ios"]},
+             "description": "read one public-dimension series instead of the total: "
+                            "dimension=value, or a declared combination's "
+                            "a=x,b=y; not with 'by'"},
+            {"name": "by", "in": "query", "required": False,
+             "schema": {"type": "string", "examples": ["platform"]},
+             "description": "also read every series of this dimension (or declared "
+                            "combination a,b), 'other' included, in one round trip"},
         ],
         "responses": {
             "200": _json("Non-empty buckets, oldest first.", _ref("Counts")),
-            "404": _problem("No metric of that name, or no such version."),
-            "422": _problem("A bad or too long time range; errors[] names the parameter."),
+            "404": _problem("No metric of that name, no such version, or no such series or "
+                            "dimension; errors[] names the parameter."),
+            "422": _problem("A bad or too long time range, a malformed series or by, or both; "
+                            "errors[] names the parameter."),
             "503": UNAVAILABLE,
         },
     }},

@@ -27,12 +27,26 @@ Metrics are registered in a TOML file loaded at start::
     upper = 50
     epsilon = 1.0                # 1BitMean
 
+    [metrics.dark_mode]          # any kind may declare up to 3 public dimensions
+    mechanism = "rr:1/2:1/2"
+    combinations = [["app_version", "platform"]]   # optional: cross products to count too
+    [metrics.dark_mode.dimensions.app_version]
+    values = ["2.3", "2.4", "2.5"]
+    other = true                 # unlisted values count as "other" (else they are refused)
+    [metrics.dark_mode.dimensions.platform]
+    values = ["android", "ios", "web"]
+
 ``kind`` defaults to ``boolean``. Every metric declares either ``mechanism`` (an id) or
 ``epsilon`` (nats). The category list, the edges and the bounds are digested into the
 mechanism id, so changing them makes a new metric version with its own counters.
 
 The collection policy (memoization, instantaneous, period) is served in the catalogue: devices
 follow it, and the analysis uses it for intervals over time (docs/analysis.md).
+
+Public dimensions (``deniable.client.dimensions``) travel and are counted in clear: they are
+not protected by local differential privacy. They are not part of the mechanism, so changing
+them never makes a new version: the new declaration applies to the reports that arrive from
+then on (docs/operations.md, "Public dimensions").
 """
 from __future__ import annotations
 
@@ -45,6 +59,7 @@ from typing import Any
 
 from deniable.client.categorical import KaryRandomizedResponse, UnaryEncoding
 from deniable.client.composition import split
+from deniable.client.dimensions import DIMENSION_NAME, NONE, Dimensions
 from deniable.client.errors import DeniableError, InvalidParameterError
 from deniable.client.kinds import KINDS, Mechanism, MetricSpec, parse_mechanism
 from deniable.client.mechanism import RandomizedResponse
@@ -56,8 +71,10 @@ from deniable.client.wire import is_metric_name
 SPEC_FIELDS = frozenset({"kind", "mechanism", "epsilon", "categories", "edges", "lower",
                          "upper", "clamp"})
 """The fields that declare what a metric asks and how (``declare``)."""
+DIMENSION_FIELDS = frozenset({"dimensions", "combinations"})
+"""The fields that declare a metric's public dimensions (``declare_dimensions``)."""
 _FIELDS = {"description", "retention_days", "memoization", "instantaneous", "period",
-           *SPEC_FIELDS}
+           *SPEC_FIELDS, *DIMENSION_FIELDS}
 _ONLY_FOR = {"categories": ("categorical",), "edges": ("histogram",), "lower": ("numeric",),
              "upper": ("numeric",), "clamp": ("histogram", "numeric")}
 """Fields that only some kinds take."""
@@ -70,8 +87,9 @@ class RegistryError(DeniableError):
 @dataclass(frozen=True)
 class Metric:
     """A registered metric: its name, what it means, its mechanism, its retention (days),
-    how devices collect it, (from the live registry) its version, and its declaration
-    (``spec``: kind, categories, edges or bounds; a boolean spec if none is given)."""
+    how devices collect it, (from the live registry) its version, its declaration
+    (``spec``: kind, categories, edges or bounds; a boolean spec if none is given) and its
+    public dimensions (none by default)."""
 
     name: str
     description: str
@@ -80,6 +98,7 @@ class Metric:
     policy: CollectionPolicy = DEFAULT_POLICY
     version: int | None = None
     spec: MetricSpec = None  # type: ignore[assignment]  # None: built from the mechanism
+    dimensions: Dimensions = NONE
 
     def __post_init__(self) -> None:
         if self.spec is None:
@@ -89,9 +108,11 @@ class Metric:
                                         f"{self.spec.mechanism.id}")
 
     def describe(self) -> dict[str, Any]:
-        """This metric's entry in ``GET /v1/metrics``."""
-        return describe_metric(self.name, self.description, self.spec, self.policy,
-                               self.version)
+        """This metric's entry in ``GET /v1/metrics``, with its dimensions if it declares any
+        (``Dimensions.describe``: ``dimensions`` and ``combinations``)."""
+        return {**describe_metric(self.name, self.description, self.spec, self.policy,
+                                  self.version),
+                **self.dimensions.describe()}
 
 
 def spec_of(mechanism: Mechanism | MetricSpec) -> MetricSpec:
@@ -211,6 +232,60 @@ def _field_of(message: str, kind: str, mechanism: Mechanism | None) -> str:
     return "mechanism" if mechanism is not None else "epsilon"
 
 
+MAX_COMBINED_SERIES = 1024
+"""The most series one declared combination may have (the product of its dimensions' value
+counts, ``other`` included): a breakdown by it reads every one of them."""
+
+
+def declare_dimensions(doc: Mapping[str, Any]) -> Dimensions:
+    """The public dimensions of a registration's ``dimensions`` (``{name: {values, other}}``)
+    and ``combinations`` (a list of dimension-name lists), metrics file or admin API.
+
+    Raises:
+        InvalidParameterError: ``"<field>: <what is wrong>"``: ``dimensions``,
+            ``dimensions.<name>`` (a valid name whose declaration is wrong) or
+            ``combinations``.
+    """
+    declared, combinations = doc.get("dimensions"), doc.get("combinations")
+    if combinations is None:
+        combinations = ()
+    if declared is None:
+        if combinations:
+            raise InvalidParameterError("combinations: a combination names declared "
+                                        "dimensions, and this metric declares none")
+        return NONE
+    if not isinstance(declared, Mapping):
+        raise InvalidParameterError("dimensions: must map each dimension name to "
+                                    "{values = [...], other = true|false}")
+    for name, one in declared.items():
+        field = (f"dimensions.{name}" if isinstance(name, str) and DIMENSION_NAME.match(name)
+                 else "dimensions")
+        try:
+            Dimensions.parse({name: one})
+        except InvalidParameterError as exc:
+            raise InvalidParameterError(f"{field}: {_shorten(str(exc))}") from exc
+    if not isinstance(combinations, (list, tuple)) or not all(
+            isinstance(c, (list, tuple)) and all(isinstance(n, str) for n in c)
+            for c in combinations):
+        raise InvalidParameterError("combinations: must be a list of lists of dimension names, "
+                                    'such as [["app_version", "platform"]]')
+    try:
+        dimensions = Dimensions.parse(declared, combinations)
+    except InvalidParameterError as exc:
+        field = "combinations" if "combination" in str(exc) else "dimensions"
+        raise InvalidParameterError(f"{field}: {_shorten(str(exc))}") from exc
+    for combo in dimensions.combinations:
+        size = 1
+        for name in combo:
+            size *= len(dimensions.get(name).labels)  # type: ignore[union-attr]
+        if size > MAX_COMBINED_SERIES:
+            raise InvalidParameterError(
+                f"combinations: {','.join(combo)} has {size} combined values; the most is "
+                f"{MAX_COMBINED_SERIES} (declare fewer values, or count the dimensions "
+                "apart)")
+    return dimensions
+
+
 def check_policy(mechanism: Mechanism, doc: Any) -> CollectionPolicy:
     """Parse a registration's collection policy and check that it fits its mechanism.
 
@@ -275,6 +350,8 @@ def _parse_metric(path: str | Path, name: str, spec: Any, default_retention: int
         raise RegistryError(f"{where}.retention_days must be a whole number of days >= 1")
     try:
         policy = check_policy(declared.mechanism, spec)
+        dimensions = declare_dimensions(spec)
     except InvalidParameterError as exc:
         raise RegistryError(f"{where}.{exc}") from exc
-    return Metric(name, description, declared.mechanism, retention, policy, spec=declared)
+    return Metric(name, description, declared.mechanism, retention, policy, spec=declared,
+                  dimensions=dimensions)

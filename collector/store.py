@@ -338,16 +338,17 @@ class Store:
                      keys.series_counters(metric, mechanism_id, series, month))
         return list(zip(found, pipe.execute()))
 
-    def month_strings_by_series(self, metric: str, mechanism_id: str, labels: Sequence[str],
-                                first_hour: int, end_hour: int
-                                ) -> dict[str, list[tuple[keys.Month, bytes | None]]]:
+    def month_strings_by_series(self, metric: str, mechanism_id: str,
+                                labels: Sequence[str | None], first_hour: int, end_hour: int
+                                ) -> dict[str | None, list[tuple[keys.Month, bytes | None]]]:
         """``month_strings`` of many dimension series of one metric version (a breakdown), in
-        one pipelined round trip: series label -> its months."""
+        one pipelined round trip: series label -> its months (the label None: the total)."""
         found = keys.months(first_hour, end_hour)
         pipe = self.client.pipeline(transaction=False)
         for label in labels:
             for month in found:
-                pipe.get(keys.series_counters(metric, mechanism_id, label, month))
+                pipe.get(keys.counters(metric, mechanism_id, month) if label is None else
+                         keys.series_counters(metric, mechanism_id, label, month))
         replies = pipe.execute() if labels and found else []
         width = len(found)
         return {label: list(zip(found, replies[i * width:(i + 1) * width]))
@@ -379,18 +380,8 @@ class Store:
         if retention_days is not None:
             first = max(first, keys.visible_from(now or datetime.now(timezone.utc),
                                                  retention_days))
-        width = keys.width(mechanism_id)
-        found = []
-        for month, raw in self.month_strings(metric, mechanism_id, first, end_hour, series):
-            if raw is None:
-                continue
-            values = decode_counters(raw)
-            for hour in range(max(first, month.first_hour), min(end_hour, month.end_hour)):
-                at = (hour - month.first_hour) * width
-                if at + width <= len(values) and values[at]:
-                    found.append(HourCount(keys.hour_start(hour), values[at], values[at + 1],
-                                           tuple(values[at:at + width])))
-        return found
+        return hour_counts(self.month_strings(metric, mechanism_id, first, end_hour, series),
+                           first, end_hour, keys.width(mechanism_id))
 
     def totals(self) -> dict[str, tuple[int, int]]:
         """metric -> (n, ones) summed over every hour of every version in Redis (SCAN: for
@@ -410,6 +401,23 @@ class Store:
     def ping(self) -> bool:
         """Whether Redis answers."""
         return bool(self.client.ping())
+
+
+def hour_counts(months: Sequence[tuple[keys.Month, bytes | None]], first_hour: int,
+                end_hour: int, width: int) -> list[HourCount]:
+    """The non-empty hour buckets in [first_hour, end_hour) of month strings (``month_strings``)
+    of a mechanism counting ``width`` slots per hour, oldest first."""
+    found = []
+    for month, raw in months:
+        if raw is None:
+            continue
+        values = decode_counters(raw)
+        for hour in range(max(first_hour, month.first_hour), min(end_hour, month.end_hour)):
+            at = (hour - month.first_hour) * width
+            if at + width <= len(values) and values[at]:
+                found.append(HourCount(keys.hour_start(hour), values[at], values[at + 1],
+                                       tuple(values[at:at + width])))
+    return found
 
 
 def _strings_of(metric: str, tally: Tally, month: keys.Month

@@ -9,6 +9,7 @@ from __future__ import annotations
 import itertools
 import time
 from collections.abc import Iterator
+from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
@@ -18,7 +19,7 @@ import requests
 from deniable.analysis.sources import RedisSource
 from deniable.cli.main import main
 from deniable.client.wire import encode_batch, new_batch_id
-from deniable.collector import auth
+from deniable.collector import auth, keys
 from deniable.collector.server import CollectorProcess
 from deniable.collector.store import connect
 from tests.rediscluster import RedisClusterNodes
@@ -206,6 +207,53 @@ def test_a_categorical_metric_is_counted_per_category_on_the_cluster(collector,
                            timeout=10).json()
         assert doc["kind"] == "categorical"
         assert [sum(c) for c in zip(*(b["counts"] for b in doc["buckets"]))] == expected
+
+
+def test_a_batch_with_dims_is_counted_per_series_on_the_cluster(collector,
+                                                               cluster_client) -> None:
+    """Each series string shares its metric's {slot}, so one script writes the total and the
+    series together; reads come back per series."""
+    admin = auth.create_key(cluster_client, "admin", "ops")
+    ingest = auth.create_key(cluster_client, "ingest", "shop")
+    read = auth.create_key(cluster_client, "read", "analysts")
+    name = f"cl_dims_{new_batch_id()[:8]}"
+    created = requests.post(f"{collector.url}/v1/admin/metrics", headers=headers(admin),
+                            timeout=10, json={
+                                "name": name, "mechanism": "rr:1/2:1/2",
+                                "dimensions": {"platform": {"values": ["android", "ios"]},
+                                               "app_version": {"values": ["2.4"],
+                                                               "other": True}},
+                                "combinations": [["platform", "app_version"]]})
+    assert created.status_code == 201, created.text
+    reports = [(name, "rr:1/2:1/2", 1, {"platform": "ios", "app_version": "2.4"})] * 3 + \
+        [(name, "rr:1/2:1/2", 0, {"platform": "android", "app_version": "9"})] * 2 + \
+        [(name, "rr:1/2:1/2", 1)] + [("cl_metric_1", "rr:1/2:1/2", 1)]  # and another slot
+    answer = requests.post(f"{collector.url}/v1/reports", headers=headers(ingest), timeout=10,
+                           json=encode_batch(new_batch_id(), reports))
+    assert answer.status_code == 202, answer.text
+
+    def by(dimension: str) -> dict[str, tuple[int, int]]:
+        doc = requests.get(f"{collector.url}/v1/metrics/{name}/counts", headers=headers(read),
+                           params={"by": dimension}, timeout=10).json()
+        found = {label: (sum(b["n"] for b in buckets), sum(b["ones"] for b in buckets))
+                 for label, buckets in doc["series"].items()}
+        found["total"] = (sum(b["n"] for b in doc["buckets"]),
+                          sum(b["ones"] for b in doc["buckets"]))
+        return found
+
+    assert by("platform") == {"platform=android": (2, 0), "platform=ios": (3, 3),
+                              "total": (6, 4)}
+    assert by("app_version") == {"app_version=2.4": (3, 3), "app_version=other": (2, 0),
+                                 "total": (6, 4)}
+    assert {k: v for k, v in by("app_version,platform").items() if v != (0, 0)} == {
+        "app_version=2.4,platform=ios": (3, 3), "app_version=other,platform=android": (2, 0),
+        "total": (6, 4)}
+    month = keys.month_of(datetime.now(timezone.utc))
+    total_key = keys.counters(name, "rr:1/2:1/2", month)
+    series_key = keys.series_counters(name, "rr:1/2:1/2", "app_version=other,platform=android",
+                                      month)
+    assert cluster_client.keyslot(series_key) == cluster_client.keyslot(total_key)
+    assert cluster_client.exists(series_key) == cluster_client.exists(total_key) == 1
 
 
 def test_retention_applies_on_the_cluster(redis_cluster, collector, cluster_client) -> None:

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import datetime
 from itertools import combinations
 from typing import Any, Protocol
@@ -203,23 +203,23 @@ def compare_cells(cells: Sequence[Cell], metric: str, *, alpha: float = 0.05,
     """``b - a`` for every pair of shown cells (a before b in the declaration's order), raw
     (uncorrected): one per pair, or one per pair and category of a categorical metric."""
     found = []
+    scalar = {c.label: summary_estimate(c.summary) for c in cells
+              if c.summary is not None and c.summary.categories is None}
     for a, b in combinations(cells, 2):
         sa, sb = a.summary, b.summary
         if sa is None or sb is None or a.suppressed or b.suppressed:
             continue  # never: suppressed cells have no summary, and are not compared
         if sa.categories is not None and sb.categories is not None:
             for i, category in enumerate(sa.categories.labels):
-                found.append(replace(
-                    difference(_category_estimate(sa.categories, i),
-                               _category_estimate(sb.categories, i),
-                               label=f"{metric}: {category}", name_a=a.label, name_b=b.label,
-                               alpha=alpha, confidence=confidence),
-                    metric=metric, category=category, kind=sa.kind))
+                found.append(difference(
+                    _category_estimate(sa.categories, i), _category_estimate(sb.categories, i),
+                    label=f"{metric}: {category}", name_a=a.label, name_b=b.label,
+                    alpha=alpha, confidence=confidence, metric=metric, category=category,
+                    kind=sa.kind))
         else:
-            found.append(replace(
-                difference(summary_estimate(sa), summary_estimate(sb), label=metric,
-                           name_a=a.label, name_b=b.label, alpha=alpha,
-                           confidence=confidence), metric=metric, kind=sa.kind))
+            found.append(difference(scalar[a.label], scalar[b.label], label=metric,
+                                    name_a=a.label, name_b=b.label, alpha=alpha,
+                                    confidence=confidence, metric=metric, kind=sa.kind))
     return found
 
 

@@ -271,3 +271,17 @@ def test_redis_breakdown_reads_every_series_in_one_round_trip(redis_client, redi
         {"platform=android": 0, "platform=ios": 0, "platform=web": 5}
     with pytest.raises(SourceError, match="not a dimension"):
         source.breakdown_counts("bd_trips", "channel", *RANGE)
+
+
+def test_a_breakdown_frames_one_row_per_cell_and_category_then_not_stated() -> None:
+    rows = {"platform=android": (300, 200, 60, 40), "platform=ios": (99, 40, 20, 39)}
+    b = breakdown(SeriesSource(OS, {None: (420, 250, 90, 80), **rows}), "m", "platform",
+                  min_reports=100)
+    from deniable.analysis import to_frame
+
+    frame = to_frame(b)
+    assert list(frame["value"]) == ["android"] * 3 + ["ios", "web", "not stated"]
+    assert list(frame["category"][:3]) == ["android", "ios", "linux"]
+    assert list(frame["suppressed"]) == [False] * 3 + [True, True, False]
+    assert frame["estimate"][3:].isna().all()
+    assert list(frame["n"]) == [300] * 3 + [99, 0, 21]

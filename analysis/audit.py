@@ -31,6 +31,12 @@ Checks, per subject (docs/audit.md has the method and how to read the results):
 - ``traffic``: what leaves the device (request count, batch sizes, headers, bytes) does not
   depend on the true values: each body is exactly the canonical encoding of its perturbed
   reports, and both values' uploads look the same.
+
+Categorical, histogram and numeric metrics (``KindSubject``: GRR, OUE, 1BitMean) get the
+``epsilon`` check over their worst-case events, a ``distribution`` check (chi-square at a
+false-failure rate of 1e-6, or 5 standard errors for 1BitMean) and an ``exact`` check: the
+claimed likelihood ratio is the worst case of the output distributions the id defines, and
+the sampler's coin, enumerated over every byte it can read, has the id's probability.
 """
 from __future__ import annotations
 
@@ -45,7 +51,8 @@ import secrets
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections import Counter
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -53,11 +60,16 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
-from deniable.analysis.bounds import count_events, epsilon_lower_bound, welch_t
+from deniable.analysis.bounds import (chi_square_test, count_events, epsilon_lower_bound,
+                                      welch_t)
 from deniable.client import randomness
+from deniable.client.categorical import (ByteCoin, KaryRandomizedResponse, UnaryEncoding,
+                                         domain_tag, parse_categorical_id)
+from deniable.client.kinds import Mechanism, MetricSpec
 from deniable.client.longitudinal import LongitudinalGuard
 from deniable.client.mechanism import RandomizedResponse
 from deniable.client.metrics import describe_metric
+from deniable.client.numeric import BitMean
 from deniable.client.randomness import RandomBits, SecureBits
 from deniable.client.reporter import Reporter
 from deniable.client.state import IN_MEMORY
@@ -70,8 +82,11 @@ DEFAULT_TIMING_CALLS = 100_000
 TIMING_T_LIMIT = 5.0
 TIMING_RELATIVE_LIMIT = 0.01
 DISTRIBUTION_SE_LIMIT = 5.0
+CHI_SQUARE_ALPHA = 1e-6
+"""False-failure rate of each chi-square distribution check (categorical kinds)."""
 CONFIDENCE = 0.95
-PERTURBING_MODULES = ("mechanism", "memo", "pool", "longitudinal", "randomness", "composition")
+PERTURBING_MODULES = ("mechanism", "memo", "pool", "longitudinal", "randomness", "composition",
+                      "categorical", "numeric")
 """The client modules on the path from a true value to a reported bit (scanned for floats)."""
 _FLOAT_RANDOM_CALLS = frozenset({"random", "uniform", "gauss", "normalvariate", "betavariate",
                                  "expovariate", "triangular", "vonmisesvariate", "rand",
@@ -163,7 +178,10 @@ def client_device(subject: Subject, rng: RandomBits | None = None) -> Device:
     return report
 
 
-def builtin_subjects() -> list[Subject]:
+OS_LABELS = ("android", "ios", "windows", "macos", "linux", "other")
+
+
+def builtin_subjects() -> list[Subject | KindSubject]:
     """The mechanisms and modes the client ships: the audit's default subjects."""
     two_coin = RandomizedResponse.from_id("rr:1/2:1/2")
     ln7 = RandomizedResponse.from_id("rr:3/4:1/2")
@@ -172,12 +190,64 @@ def builtin_subjects() -> list[Subject]:
         Subject("two_coin_irr", "two_coin_irr", two_coin, "instantaneous", ln7),
         Subject("two_coin_fresh", "two_coin_fresh", two_coin, "fresh"),
         Subject("warner_ln7", "warner_ln7", ln7),
+        KindSubject.of("os_grr_ln5", MetricSpec.build(
+            "categorical", mechanism=f"grr:6:1/2:{domain_tag(OS_LABELS)}", categories=OS_LABELS)),
+        KindSubject.of("oue_d64_eps2", MetricSpec.build(
+            "categorical", epsilon=2.0, categories=[f"c{i}" for i in range(64)])),
+        KindSubject.of("bitmean_ln3", MetricSpec.build("numeric", mechanism="bm:1/4:0:1000",
+                                                       lower=0, upper=1000)),
     ]
 
 
-def catalogue_subjects(catalogue: dict[str, RandomizedResponse]) -> list[Subject]:
-    """One subject per metric, reported as the client does by default (memoized)."""
-    return [Subject(name, name, mechanism) for name, mechanism in sorted(catalogue.items())]
+def catalogue_subjects(catalogue: Mapping[str, RandomizedResponse | Mechanism | MetricSpec]
+                       ) -> list[Subject | KindSubject]:
+    """One subject per metric: a boolean one reported as the client does by default
+    (memoized); a categorical, histogram or numeric one by its mechanism's ``perturb``."""
+    subjects: list[Subject | KindSubject] = []
+    for name, entry in sorted(catalogue.items()):
+        spec = entry if isinstance(entry, MetricSpec) else None
+        mechanism = spec.mechanism if spec is not None else entry
+        if isinstance(mechanism, RandomizedResponse):
+            subjects.append(Subject(name, name, mechanism))
+        else:
+            assert not isinstance(mechanism, MetricSpec)
+            subjects.append(KindSubject(name, name, mechanism, spec))
+    return subjects
+
+
+KindMechanism = KaryRandomizedResponse | UnaryEncoding | BitMean
+
+
+@dataclass(frozen=True)
+class KindSubject:
+    """A categorical, histogram or numeric metric under audit: reports come from its
+    mechanism's ``perturb`` with the client's secure system source, fresh coins per report
+    (these kinds have no memoized layer yet).
+
+    Attributes:
+        name / metric: as for ``Subject``.
+        mechanism: a GRR, OUE or 1BitMean mechanism.
+        spec: the metric's declaration, if known (names its categories in the results).
+    """
+
+    name: str
+    metric: str
+    mechanism: KindMechanism
+    spec: MetricSpec | None = None
+
+    @classmethod
+    def of(cls, name: str, spec: MetricSpec) -> KindSubject:
+        mechanism = spec.mechanism
+        assert not isinstance(mechanism, RandomizedResponse)
+        return cls(name, name, mechanism, spec)
+
+    def inputs(self) -> list[Fraction | int]:
+        """The true values sampled: two categories (any two are neighbours, by symmetry), or
+        a numeric range's two ends and its midpoint."""
+        if isinstance(self.mechanism, BitMean):
+            low, high = self.mechanism.lower, self.mechanism.upper
+            return [low, high, (low + high) / 2]
+        return [0, 1]
 
 
 @dataclass(frozen=True)
@@ -246,15 +316,25 @@ class Audit:
     rng: RandomBits | None = None
     progress: Progress = field(default=_no_progress)
 
-    def work(self, subjects: Sequence[Subject]) -> int:
+    def work(self, subjects: Sequence[Subject | KindSubject]) -> int:
         """Units of work ``run`` will report through ``progress`` (for a progress bar)."""
         devices = self.repeat_devices if self.repeat_devices is not None else self.trials // 10
-        return len(subjects) * (2 * self.trials + 2 * devices + 2 * self.timing_calls)
+        units = 0
+        for subject in subjects:
+            if isinstance(subject, KindSubject):
+                units += len(subject.inputs()) * self.trials
+            else:
+                units += 2 * self.trials + 2 * devices + 2 * self.timing_calls
+        return units
 
-    def run(self, subjects: Sequence[Subject]) -> list[CheckResult]:
+    def run(self, subjects: Sequence[Subject | KindSubject]) -> list[CheckResult]:
         """Every check of every subject, in order."""
         results: list[CheckResult] = [self.check_no_float(), self.check_randomness()]
         for subject in subjects:
+            if isinstance(subject, KindSubject):
+                results.extend(self.check_kind_reports(subject))
+                results.append(check_kind_exact(subject))
+                continue
             results.extend(self.check_one_report(subject))
             results.append(self.check_repeated(subject))
             results.append(self.check_exact(subject))
@@ -492,6 +572,230 @@ class Audit:
             f"{len(seen[0])} uploads per value: same sizes, headers and lengths; bodies are "
             f"exactly their perturbed reports",
             seconds=time.monotonic() - started)
+
+
+    # -- categorical, histogram and numeric kinds -------------------------------------
+
+    def _kind_samples(self, subject: KindSubject, value: Fraction | int) -> list[int]:
+        """``trials`` reports of ``value`` from the mechanism's ``perturb`` (fresh coins)."""
+        perturb = subject.mechanism.perturb
+        label = f"{subject.name}: {value}"
+        chunk = max(1, self.trials // 100)
+        out: list[int] = []
+        for start in range(0, self.trials, chunk):
+            size = min(chunk, self.trials - start)
+            out.extend(perturb(value, self.rng) for _ in range(size))  # type: ignore[arg-type]
+            self.progress(label, size)
+        return out
+
+    def check_kind_reports(self, subject: KindSubject) -> list[CheckResult]:
+        """The ``epsilon`` and ``distribution`` checks of a categorical or numeric metric.
+
+        ``epsilon``: a 95% lower bound from ``trials`` reports of each of two neighbouring
+        inputs, over the events that decide the worst case (GRR: the report is category 0,
+        1 or another; OUE: bits 0 and 1; 1BitMean: the bit, at the range's two ends).
+        ``distribution``: each input's outputs against the exact probabilities the id
+        claims: a chi-square test at a false-failure rate of 1e-6 (GRR: every category,
+        small ones pooled; OUE: every bit's count, and bits 0 and 1 jointly), or each
+        P(1 | x) within 5 standard errors (1BitMean).
+        """
+        started = time.monotonic()
+        mechanism, n = subject.mechanism, self.trials
+        samples = {value: self._kind_samples(subject, value) for value in subject.inputs()}
+        first, second = subject.inputs()[:2]
+        events = [kind_events(mechanism, samples[v]) for v in (first, second)]
+        bound = epsilon_lower_bound(events[0], n, events[1], n, CONFIDENCE)
+        claim = mechanism.epsilon
+        epsilon = CheckResult(
+            subject.name, "epsilon", claim >= bound.epsilon,
+            f"{n:,} reports per input; most distinguishing output: {bound.event}",
+            claim, bound.epsilon, time.monotonic() - started)
+        passed, findings = True, []
+        for value, outputs in samples.items():
+            ok, text = kind_distribution(mechanism, value, outputs)
+            passed &= ok
+            findings.append(text)
+        distribution = CheckResult(subject.name, "distribution", passed, "; ".join(findings),
+                                   seconds=time.monotonic() - started)
+        return [epsilon, distribution]
+
+
+def kind_events(mechanism: KindMechanism, outputs: list[int]) -> dict[str, int]:
+    """How often each worst-case event occurred among one input's reports."""
+    n = len(outputs)
+    if isinstance(mechanism, KaryRandomizedResponse):
+        zero, one = outputs.count(0), outputs.count(1)
+        return {"report=0": zero, "report=1": one, "report other": n - zero - one}
+    if isinstance(mechanism, UnaryEncoding):
+        pairs = [0, 0, 0, 0]
+        for bits in outputs:
+            pairs[bits & 3] += 1
+        return {f"bit0={k & 1},bit1={k >> 1}": pairs[k] for k in range(4)}
+    ones = sum(outputs)
+    return {"bit=1": ones, "bit=0": n - ones}
+
+
+def _bit_counts(outputs: list[int], d: int) -> list[int]:
+    """How often each of d bits was set among bitsets (numpy's unpackbits, for speed)."""
+    import numpy as np
+    width = -(-d // 8)
+    raw = b"".join(bits.to_bytes(width, "little") for bits in outputs)
+    unpacked = np.unpackbits(np.frombuffer(raw, dtype=np.uint8).reshape(len(outputs), width),
+                             axis=1, bitorder="little")
+    return [int(c) for c in unpacked.sum(axis=0)[:d]]
+
+
+def kind_distribution(mechanism: KindMechanism, value: Fraction | int,
+                      outputs: list[int]) -> tuple[bool, str]:
+    """Whether one input's outputs fit the exact probabilities the id claims, and how."""
+    n = len(outputs)
+    if isinstance(mechanism, BitMean):
+        p = mechanism.p_one(Fraction(value))
+        ones = sum(outputs)
+        z = (ones / n - float(p)) / math.sqrt(float(p * (1 - p)) / n)
+        return (abs(z) <= DISTRIBUTION_SE_LIMIT,
+                f"P(1|{value}) observed {ones / n:.5f} vs {float(p):.5f} ({z:+.1f} SE)")
+    assert isinstance(value, int)
+    d = mechanism.d
+    if isinstance(mechanism, KaryRandomizedResponse):
+        p, q = mechanism.channel
+        counts = [0] * d
+        for j in outputs:
+            counts[j] += 1
+        observed = {f"={value}": counts[value]}
+        expected = {f"={value}": float(p)}
+        others = [j for j in range(d) if j != value]
+        # Pool the other categories into groups expected to hold >= 5 reports each.
+        per_group = max(1, math.ceil(5 / max(n * float(q), 1e-300)))
+        for g in range(0, len(others), per_group):
+            group = others[g:g + per_group]
+            key = f"={group[0]}" if len(group) == 1 else f"in {group[0]}..{group[-1]}"
+            observed[key] = sum(counts[j] for j in group)
+            expected[key] = float(q) * len(group)
+        test = chi_square_test(observed, expected)
+        ok = test.p_value >= CHI_SQUARE_ALPHA
+        return ok, (f"true {value}: P(own) observed {counts[value] / n:.5f} vs {float(p):.5f}; "
+                    f"chi-square {test.statistic:.1f} on {test.dof} dof, p = {test.p_value:.2g}"
+                    f" (worst cell {test.worst[0]}: {test.worst[1]:+.1f} SE)")
+    half, q = mechanism.channel
+    bits = _bit_counts(outputs, d)
+    statistic = 0.0
+    worst = (0, 0.0)
+    for i, count in enumerate(bits):
+        p = float(half if i == value else q)
+        z = (count - n * p) / math.sqrt(n * p * (1 - p))
+        statistic += z * z
+        if abs(z) > abs(worst[1]):
+            worst = (i, z)
+    from deniable.analysis.bounds import chi_square_sf  # the bits are independent: dof = d
+    p_bits = chi_square_sf(statistic, d)
+    pairs = kind_events(mechanism, outputs)
+    joint = {}
+    for key in pairs:
+        b0, b1 = int(key[5]), int(key[12])
+        p0 = float(half if value == 0 else q)
+        p1 = float(half if value == 1 else q)
+        joint[key] = (p0 if b0 else 1 - p0) * (p1 if b1 else 1 - p1)
+    pair_test = chi_square_test(pairs, joint)
+    ok = min(p_bits, pair_test.p_value) >= CHI_SQUARE_ALPHA / 2
+    return ok, (f"true {value}: bit {value} observed {bits[value] / n:.5f} vs 0.5, others' mean "
+                f"{(sum(bits) - bits[value]) / (n * (d - 1)):.5f} vs {float(q):.5f}; per-bit "
+                f"chi-square p = {p_bits:.2g} (worst bit {worst[0]}: {worst[1]:+.1f} SE), "
+                f"bits 0 and 1 jointly p = {pair_test.p_value:.2g}")
+
+
+def exact_ratio(mechanism_id: str) -> Fraction:
+    """The worst-case likelihood ratio of a grr/oue/bm id, from its fractions alone: the
+    largest P(output | x) / P(output | x') over every output and every pair of inputs."""
+    if mechanism_id.startswith("bm:"):
+        bm = BitMean.from_id(mechanism_id)
+        ends = [bm.a, 1 - bm.a]  # P(1 | lower) = a, P(1 | upper) = 1 - a; linear between
+        return max(max(ends) / min(ends), max(1 - e for e in ends) / min(1 - e for e in ends))
+    prefix, d, probability, _ = parse_categorical_id(mechanism_id)
+    if prefix == "grr":
+        p, q = probability, (1 - probability) / (d - 1)
+        return max(p, q) / min(p, q)  # each output j: p under input j, q under any other
+    q, half = probability, Fraction(1, 2)
+    # Inputs i, i' differ only in how bits i and i' are drawn; every other bit cancels.
+    ratios = []
+    for bit_i in (0, 1):
+        for bit_other in (0, 1):
+            under_i = half * (q if bit_other else 1 - q)
+            under_other = (q if bit_i else 1 - q) * half
+            ratios.append(under_i / under_other)
+    return max(ratios)
+
+
+def check_kind_exact(subject: KindSubject) -> CheckResult:
+    """The claimed epsilon is exactly the worst case of the output distributions the id
+    defines, and the sampler's parts draw exactly the id's probabilities: each coin
+    (``ByteCoin``) over every byte it can read, GRR's other-category map, OUE's fair bit."""
+    mechanism = subject.mechanism
+    problems: list[str] = []
+    ratio = exact_ratio(mechanism.id)
+    if mechanism.likelihood_ratio != ratio:
+        problems.append(f"claims likelihood ratio {mechanism.likelihood_ratio}, the id's "
+                        f"distributions give {ratio}")
+    if not math.isclose(mechanism.epsilon, math.log(ratio), rel_tol=1e-12):
+        problems.append(f"claims epsilon {mechanism.epsilon}, ln of the id's ratio is "
+                        f"{math.log(ratio)}")
+    notes = [f"worst-case ratio {ratio} = e^{math.log(ratio):.6f}"]
+    if isinstance(mechanism, BitMean):
+        span = mechanism.upper - mechanism.lower
+        for x in (mechanism.lower, mechanism.upper, mechanism.lower + span / 3):
+            s = (x - mechanism.lower) / span
+            if mechanism.p_one(x) != mechanism.a + (1 - 2 * mechanism.a) * s:
+                problems.append(f"P(1|{x}) is {mechanism.p_one(x)}, not a + (1 - 2a) s")
+    else:
+        p = mechanism.p if isinstance(mechanism, KaryRandomizedResponse) else mechanism.q
+        drawn, unread = enumerate_coin(p)
+        if not drawn <= p <= drawn + unread:
+            problems.append(f"its coin draws 1 with probability in [{drawn}, {drawn + unread}]"
+                            f", the id claims {p}")
+        notes.append(f"coin exact{'' if not unread else f' within {float(unread):.0e}'}")
+        if isinstance(mechanism, KaryRandomizedResponse) and mechanism.d <= 256:
+            m = mechanism.d - 1
+            limit = 256 - 256 % m
+            hits = Counter(1 + b % m for b in range(limit))
+            if set(hits.values()) != {limit // m} or set(hits) != set(range(1, mechanism.d)):
+                problems.append("the other-category map is not uniform")
+        if isinstance(mechanism, UnaryEncoding):
+            ones = sum(b >> 7 for b in range(256))
+            if ones != 128:
+                problems.append("the fair bit is not fair")
+    return CheckResult(subject.name, "exact", not problems,
+                       "; ".join(problems) if problems else "; ".join(notes))
+
+
+def enumerate_coin(p: Fraction, levels: int = 6) -> tuple[Fraction, Fraction]:
+    """P(a ``ByteCoin(p)`` shows 1) over every byte sequence of at most ``levels`` bytes:
+    (probability of 1 among decided sequences, mass left undecided)."""
+    coin = ByteCoin(p)
+    ones, unread = Fraction(0), Fraction(0)
+    stack: list[tuple[int, ...]] = [()]
+    while stack:
+        prefix = stack.pop()
+        for b in range(256):
+            values = prefix + (b,)
+            served = list(values[1:])
+
+            def draw(k: int) -> bytes:
+                if len(served) < k:
+                    raise _NeedBits(8)
+                out = bytes(served[:k])
+                del served[:k]
+                return out
+            weight = Fraction(1, 256 ** len(values))
+            try:
+                mark = coin.decide(bytes(values[:1]), draw)
+            except _NeedBits:
+                if len(values) >= levels:
+                    unread += weight
+                else:
+                    stack.append(values)
+                continue
+            ones += weight * (mark == b"1")
+    return ones, unread
 
 
 def check_server(redis_url: str, log_lines: Sequence[str] = (),

@@ -1,8 +1,9 @@
-"""Exact binomial confidence bounds, empirical epsilon lower bounds and Welch's t: the
-statistics behind ``deniable audit``.
+"""Exact binomial confidence bounds, empirical epsilon lower bounds, chi-square tail
+probabilities and Welch's t: the statistics behind ``deniable audit``.
 
 Pure Python (no numpy or scipy): the regularized incomplete beta function by Lentz's
-continued fraction, inverted by bisection. Accurate to about 1e-12 in probability, which is
+continued fraction, inverted by bisection; the regularized incomplete gamma function by its
+series and continued fraction. Accurate to about 1e-12 in probability, which is
 far below the sampling error of any audit.
 
     clopper_pearson(750_000, 1_000_000)           # (0.7491..., 0.7508...), 95% two-sided
@@ -194,3 +195,78 @@ def welch_t(a: list[float], b: list[float]) -> WelchTest:
     scale = math.sqrt(var_a / len(a) + var_b / len(b))
     t = 0.0 if scale == 0 else (mean_a - mean_b) / scale
     return WelchTest(t, mean_a, mean_b)
+
+
+def gammaincc(a: float, x: float) -> float:
+    """The regularized upper incomplete gamma function Q(a, x), for a > 0 and x >= 0
+    (Numerical Recipes' gammq: the series below a + 1, Lentz's continued fraction above)."""
+    if not a > 0 or x < 0:
+        raise ValueError(f"need a > 0 and x >= 0. Got a={a}, x={x} instead.")
+    if x == 0:
+        return 1.0
+    log_front = -x + a * math.log(x) - math.lgamma(a)
+    if x < a + 1.0:
+        term = total = 1.0 / a
+        ap = a
+        for _ in range(_CF_MAX_ITER):
+            ap += 1.0
+            term *= x / ap
+            total += term
+            if abs(term) < abs(total) * _CF_EPS:
+                return max(0.0, 1.0 - total * math.exp(log_front))
+        raise ArithmeticError(f"incomplete gamma series did not converge for a={a}, x={x}")
+    b = x + 1.0 - a
+    c = 1.0 / _CF_TINY
+    d = 1.0 / b
+    h = d
+    for i in range(1, _CF_MAX_ITER):
+        an = -i * (i - a)
+        b += 2.0
+        d = 1.0 / _nonzero(an * d + b)
+        c = _nonzero(b + an / c)
+        h *= d * c
+        if abs(d * c - 1.0) < _CF_EPS:
+            return math.exp(log_front) * h
+    raise ArithmeticError(f"incomplete gamma fraction did not converge for a={a}, x={x}")
+
+
+def chi_square_sf(statistic: float, dof: int) -> float:
+    """P(X >= statistic) for X chi-square with ``dof`` degrees of freedom."""
+    if dof < 1:
+        raise ValueError(f"dof must be at least 1. Got {dof} instead.")
+    return gammaincc(dof / 2.0, max(0.0, statistic) / 2.0)
+
+
+@dataclass(frozen=True)
+class ChiSquareTest:
+    """Pearson's goodness of fit of observed counts to exact expected probabilities.
+
+    Attributes:
+        statistic: sum over cells of (observed - expected)^2 / expected.
+        dof: cells - 1 (the counts' total is fixed).
+        p_value: P(a statistic at least this large) if the probabilities are right.
+        worst: the cell farthest from its expectation, and by how many standard errors.
+    """
+
+    statistic: float
+    dof: int
+    p_value: float
+    worst: tuple[str, float]
+
+
+def chi_square_test(observed: Mapping[str, int], expected: Mapping[str, float]) -> ChiSquareTest:
+    """Goodness of fit of ``observed`` counts (same keys) to probabilities ``expected``
+    (summing to 1). Cells should expect at least 5 counts for the chi-square law to hold."""
+    n = sum(observed.values())
+    if n < 1 or set(observed) - set(expected) or len(expected) < 2:
+        raise ValueError("need counts for at least two cells with known probabilities")
+    statistic, worst = 0.0, ("", 0.0)
+    for cell, p in expected.items():
+        mean = n * p
+        k = observed.get(cell, 0)
+        statistic += (k - mean) ** 2 / mean
+        z = (k - mean) / math.sqrt(mean * (1 - p)) if p < 1 else 0.0
+        if abs(z) > abs(worst[1]):
+            worst = (cell, z)
+    dof = len(expected) - 1
+    return ChiSquareTest(statistic, dof, chi_square_sf(statistic, dof), worst)

@@ -6,12 +6,14 @@
     deniable audit --metrics-file deploy/metrics.example.toml dark_mode --json
     deniable audit --redis-url redis://127.0.0.1:6379/0 --log-file collector.log
 
-For each metric it samples the client's privacy layer (one new simulated device per trial)
-and real Reporters uploading to a capturing server on loopback, then prints, per check, the
-claimed epsilon, a 95% empirical lower bound, their ratio (tightness) and a verdict. Audit
-reports are never sent to a real collector: they would count as real data. Exit status: 0
-when every claim holds, 1 when any check fails, 2 for bad usage. docs/audit.md explains the
-method and what a pass does and does not prove.
+For each boolean metric it samples the client's privacy layer (one new simulated device per
+trial) and real Reporters uploading to a capturing server on loopback; a categorical,
+histogram or numeric metric (GRR, OUE, 1BitMean; read from its declaration with MetricSpec)
+is sampled through its mechanism's perturb with the secure system source. It prints, per
+check, the claimed epsilon, a 95% empirical lower bound, their ratio (tightness) and a
+verdict. Audit reports are never sent to a real collector: they would count as real data.
+Exit status: 0 when every claim holds, 1 when any check fails, 2 for bad usage. docs/audit.md
+explains the method and what a pass does and does not prove.
 """
 from __future__ import annotations
 
@@ -68,7 +70,8 @@ def _subjects(args: argparse.Namespace) -> list[Any]:
         from deniable.client.transport import Transport
         transport = Transport(args.url, token=args.token, retries=1)
         try:
-            subjects = catalogue_subjects(transport.fetch_catalogue())
+            subjects = catalogue_subjects(_catalogue(transport.fetch_catalogue_document(),
+                                                     args.url))
         finally:
             transport.close()
     elif args.metrics_file:
@@ -89,6 +92,34 @@ def _subjects(args: argparse.Namespace) -> list[Any]:
     return subjects
 
 
+def _spec(entry: dict[str, Any]) -> Any:
+    """A boolean metric's mechanism, or another kind's MetricSpec, from a catalogue entry or
+    a metrics-file table (``kind``, its declaration, and ``mechanism`` or ``epsilon``)."""
+    from deniable.client.kinds import MetricSpec, parse_mechanism
+    from deniable.client.mechanism import RandomizedResponse
+    kind = entry.get("kind", "boolean")
+    if kind == "boolean":
+        return RandomizedResponse.from_id(entry.get("mechanism", "rr:1/2:1/2"))
+    if "mechanism" in entry:
+        return MetricSpec.from_document(entry, parse_mechanism(entry["mechanism"]))
+    return MetricSpec.build(kind, epsilon=entry.get("epsilon"),
+                            categories=entry.get("categories", ()) if kind == "categorical"
+                            else (), edges=entry.get("edges", ()), lower=entry.get("lower"),
+                            upper=entry.get("upper"), clamp=entry.get("clamp", False))
+
+
+def _catalogue(doc: Any, where: str) -> dict[str, Any]:
+    from deniable.cli.main import CLIError
+    from deniable.client.errors import DeniableError
+    entries = doc.get("metrics") if isinstance(doc, dict) else None
+    if not isinstance(entries, list):
+        raise CLIError(f"{where} served no list of metrics")
+    try:
+        return {entry["name"]: _spec(entry) for entry in entries}
+    except (KeyError, TypeError, AttributeError, DeniableError) as exc:
+        raise CLIError(f"{where} serves a metric the audit cannot read: {exc}") from exc
+
+
 def _log_lines(paths: list[Path]) -> list[str]:
     from deniable.cli.main import CLIError
     lines: list[str] = []
@@ -102,12 +133,12 @@ def _log_lines(paths: list[Path]) -> list[str]:
 
 def _read_metrics_file(path: Path) -> dict[str, Any]:
     from deniable.cli.main import CLIError
-    from deniable.client.mechanism import RandomizedResponse
+    from deniable.client.errors import DeniableError
     try:
         doc = tomllib.loads(path.read_text())
-        return {name: RandomizedResponse.from_id(entry.get("mechanism", "rr:1/2:1/2"))
-                for name, entry in doc.get("metrics", {}).items()}
-    except (OSError, tomllib.TOMLDecodeError, AttributeError) as exc:
+        return {name: _spec(entry) for name, entry in doc.get("metrics", {}).items()}
+    except (OSError, tomllib.TOMLDecodeError, AttributeError, TypeError,
+            DeniableError) as exc:
         raise CLIError(f"cannot read metrics file {path}: {exc}") from exc
 
 

@@ -1,6 +1,8 @@
 """deniable.client: the library embedded in apps.
 
-It perturbs every true value on the device with randomized response, so only perturbed bits
+It perturbs every true value on the device under local differential privacy (randomized
+response for booleans; k-ary randomized response or optimized unary encoding for categories
+and histogram buckets; 1BitMean for numbers, see ``MetricSpec``), so only perturbed reports
 ever leave the process. It depends on the standard library and ``requests`` only.
 """
 from __future__ import annotations
@@ -16,6 +18,7 @@ from deniable.client.errors import (
     UploadError,
     WireFormatError,
 )
+from deniable.client.kinds import MetricSpec
 from deniable.client.mechanism import Estimate, RandomizedResponse
 from deniable.client.randomness import SecureBits
 from deniable.client.stats import Stats
@@ -29,6 +32,7 @@ __all__ = [
     "InvalidParameterError",
     "LongitudinalGuard",
     "MetricCapError",
+    "MetricSpec",
     "PrivacyStateError",
     "QueueError",
     "RandomizedResponse",

@@ -16,23 +16,35 @@ Counters: per hour, slot 0 counts reports and slot 1 + i counts how often catego
 reported (GRR) or had its bit set (OUE). For either, the expected count of slot i is
 n (Q + f_i (P1 - Q)), with (P1, Q) = ``channel``: so f_i = (c_i / n - Q) / (P1 - Q), exactly
 as a boolean metric's share, and the variance is pi (1 - pi) / (n (P1 - Q)^2).
+
+Sampling is exact and fast: a coin of probability p compares a uniform number read from
+random bytes with p's base-256 expansion (``ByteCoin``: P(1) = p exactly), many coins at once
+through one ``bytes.translate``. With the system source, answers are drawn ahead in blocks
+from ``os.urandom`` (``Pool``), every random byte serving one report only; pools are dropped
+in a forked child and never copied with a mechanism (tests/client/test_categorical_exact.py
+enumerates the draws).
 """
 from __future__ import annotations
 
+import array
 import functools
 import hashlib
 import json
 import math
+import os
 import re
-from collections.abc import Sequence
+import sys
+import weakref
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any
 from fractions import Fraction
 
 from deniable.client.errors import InvalidParameterError
 from deniable.client.mechanism import (epsilon_target, fraction_field, fraction_text,
                                        largest_admissible, log_ratio_exceeds, natural_log,
                                        smallest_admissible, below)
-from deniable.client.randomness import RandomBits
+from deniable.client.randomness import SYSTEM_BITS, RandomBits, SecureBits
 
 MIN_CATEGORIES = 2
 MAX_CATEGORIES = 1024
@@ -112,6 +124,12 @@ class KaryRandomizedResponse:
                 f"p must lie strictly between 1/d = 1/{self.d} (no information) and 1 "
                 f"(infinite epsilon). Got {p} instead.")
         object.__setattr__(self, "p", p)
+        if type(self).perturb is KaryRandomizedResponse.perturb:  # not for subclasses
+            object.__setattr__(self, "perturb", _on_first_use(self, _grr_fast_path))
+
+    def __reduce__(self) -> tuple[type, tuple[int, Fraction, str]]:
+        # A copy or pickle is rebuilt from the fields: it never carries answers drawn ahead.
+        return type(self), (self.d, self.p, self.tag)
 
     @classmethod
     def from_id(cls, mechanism_id: str) -> KaryRandomizedResponse:
@@ -166,13 +184,77 @@ class KaryRandomizedResponse:
         """ln(p / q), in nats."""
         return natural_log(self.likelihood_ratio)
 
+    @functools.cached_property
+    def _pool(self) -> Pool:
+        if self.d > 256:  # one stream of shifts, added to the index at report time
+            return Pool(lambda _: self.shift_block(POOL_BYTES // 8), 1)
+        per_refill = max(256, POOL_BYTES // 4 // self.d)
+        d = self.d
+
+        @functools.lru_cache(maxsize=None)
+        def table(i: int) -> bytes:  # shift -> the answer for true index i
+            return bytes((i + s) % d for s in range(256))
+        return Pool(lambda i: bytes(self.shift_block(per_refill)).translate(table(i)), d)
+
     def perturb(self, index: int, rng: RandomBits | None = None) -> int:
-        """The reported category index for the true ``index``; integer draws only."""
-        _check_index(index, self.d)
+        """The reported category index for the true ``index``; integer draws only.
+
+        The report is (index + shift) mod d with a shift that is 0 with probability p and
+        otherwise uniform over 1..d-1: the true category with probability p, each other one
+        with probability q. With the system source (and d <= 256) shifts are drawn ahead in
+        blocks from ``os.urandom`` (``shift_block``), one stream of answers per true index
+        (as ``PerturbationPool`` does for booleans), each serving one report only; the stream
+        is indexed by the value, never branched on.
+        """
+        if index.__class__ is not int or not 0 <= index < self.d:
+            _check_index(index, self.d)
+        if rng is None or rng is SYSTEM_BITS:
+            pool = self._pool
+            if self.d <= 256:
+                try:
+                    return next(pool.streams[index])
+                except StopIteration:
+                    return pool.refill(index)
+            try:
+                shift = next(pool.streams[0])
+            except StopIteration:
+                shift = pool.refill(0)
+            return (index + shift) % self.d
         keep = below(rng, self.p.denominator) < self.p.numerator
         other = below(rng, self.d - 1)
         other += other >= index  # uniform over the d - 1 other categories
         return index if keep else other
+
+    @functools.cached_property
+    def _keep_coin(self) -> ByteCoin:
+        return ByteCoin(self.p)
+
+    def shift_block(self, n: int, read: Callable[[int], bytes] = os.urandom
+                    ) -> bytes | list[int]:
+        """``n`` independent shifts: 0 with probability exactly p, else uniform over 1..d-1.
+
+        Each shift takes its own keep coin (``ByteCoin(p)`` on fresh bytes) and its own
+        accepted draw w < W - W mod (d - 1), mapped to 1 + w mod (d - 1) (rejection, so
+        exactly uniform), with w a byte (W = 256; d <= 256: one byte per shift, and a kept
+        shift's byte is masked to 0 by one big-integer AND) or a 16-bit word (W = 65536).
+        """
+        keep = self._keep_coin.decide(read(n), read)
+        m = self.d - 1
+        if self.d > 256:
+            limit = 65536 - 65536 % m
+            others: list[int] = []
+            while len(others) < n:
+                words = array.array("H", read(2 * (n - len(others))))
+                others.extend(1 + w % m for w in words if w < limit)
+            return [0 if k == _ONE else s for k, s in zip(keep, others)]
+        limit = 256 - 256 % m
+        table, rejected = _OTHER_TABLES[m], bytes(range(limit, 256))
+        drawn = b""
+        while len(drawn) < n:
+            drawn += read(n - len(drawn)).translate(table, rejected)
+        select = int.from_bytes(keep.translate(_KEEP_TO_MASK), "little")
+        return (int.from_bytes(drawn, "little") & select).to_bytes(n, "little")
+
 
     def counts_of(self, payload: object) -> tuple[int, ...]:
         """One report's counter increments (n, then per category) from its wire ``index``."""
@@ -216,6 +298,12 @@ class UnaryEncoding:
                 f"q must lie strictly between 0 (infinite epsilon) and 1/2 (no information). "
                 f"Got {q} instead.")
         object.__setattr__(self, "q", q)
+        if type(self).perturb is UnaryEncoding.perturb:  # not for subclasses
+            object.__setattr__(self, "perturb", _on_first_use(self, _oue_fast_path))
+
+    def __reduce__(self) -> tuple[type, tuple[int, Fraction, str]]:
+        # A copy or pickle is rebuilt from the fields: it never carries answers drawn ahead.
+        return type(self), (self.d, self.q, self.tag)
 
     @classmethod
     def from_id(cls, mechanism_id: str) -> UnaryEncoding:
@@ -267,15 +355,83 @@ class UnaryEncoding:
         """Length of the wire bitset: ceil(d / 4) hex digits."""
         return -(-self.d // 4)
 
+    @functools.cached_property
+    def _coin(self) -> ByteCoin:
+        return ByteCoin(self.q)
+
+    @functools.cached_property
+    def _pools(self) -> tuple[Pool, Pool]:
+        per_block = max(1, POOL_BYTES // (8 * mask_bytes(self.d)))
+        return (Pool(lambda _: self.mask_block(per_block), 1),
+                Pool(lambda _: os.urandom(per_block).translate(_TOP_BIT), 1))
+
     def perturb(self, index: int, rng: RandomBits | None = None) -> int:
-        """The reported bitset (bit i = category i) for the true ``index``."""
-        _check_index(index, self.d)
-        num, den = self.q.numerator, self.q.denominator
-        bits = 0
-        for i in range(self.d):
-            bits |= (below(rng, den) < num) << i
-        truth = below(rng, 2)
-        return (bits & ~(1 << index)) | (truth << index)
+        """The reported bitset (bit i = category i) for the true ``index``.
+
+        Every bit is decided by its own uniform bytes (``ByteCoin``: 1 with probability
+        exactly q); the true category's bit is then replaced by a fair coin (the top bit of
+        one more uniform byte). With the system source the bitsets and fair coins are drawn
+        ahead in blocks from ``os.urandom`` (``mask_block``), each serving one report only;
+        the work done does not depend on ``index``.
+        """
+        if index.__class__ is not int or not 0 <= index < self.d:
+            _check_index(index, self.d)
+        if rng is None or rng is SYSTEM_BITS:
+            masks, fair = self._pools
+            try:
+                bits = next(masks.streams[0])
+            except StopIteration:
+                bits = masks.refill(0)
+            try:
+                truth = next(fair.streams[0])
+            except StopIteration:
+                truth = fair.refill(0)
+        else:
+            d, draw = self.d, byte_source(rng)
+            raw = draw(d + 1)
+            bits = int(self._coin.decide(raw[:d], draw)[::-1], 2)  # mark i is bit i
+            truth = raw[d] >> 7
+        guard, clear, put = self._placement
+        return ((bits | guard) & clear[index] | put[index][truth]) ^ guard
+
+    @functools.cached_property
+    def _placement(self) -> tuple[int, list[int], list[tuple[int, int]]]:
+        """(G, clear, put) with G = 2**d: the true category's bit is replaced by
+        ((bits | G) & clear[i] | put[i][truth]) ^ G, on (d + 1)-bit integers whatever i is,
+        so the time taken does not depend on the true index (``1 << i`` would be a bigger
+        integer for a bigger i)."""
+        d = self.d
+        guard, full = 1 << d, (1 << (d + 1)) - 1
+        return (guard, [full & ~(1 << i) for i in range(d)],
+                [(guard, guard | (1 << i)) for i in range(d)])
+
+    def mask_block(self, n: int, read: Callable[[int], bytes] = os.urandom
+                   ) -> list[int] | bytes | array.array[int]:
+        """``n`` independent bitsets of d bits, each bit 1 with probability exactly q.
+
+        Each report takes 8 w coins, w = ``mask_bytes(d)`` (``ByteCoin(q)`` on their own
+        bytes; the coins past d are drawn and dropped), so one ``int(..., 2)`` over the whole
+        block packs the coins into whole bytes (a fixed one-to-one map from coins to bit
+        positions, so the bits are independent and each is 1 with probability q): report
+        r's bitset is bytes [r w, (r + 1) w), read little-endian, its bits past d cleared.
+        """
+        d, width = self.d, mask_bytes(self.d)
+        coins = self._coin.decide(read(n * width * 8), read)
+        packed = int(coins, 2)  # coin j -> bit 8nw - 1 - j
+        if width == 1:
+            return packed.to_bytes(n, "little").translate(_LOW_BITS[d]) if d < 8 \
+                else packed.to_bytes(n, "little")
+        if width <= 8:  # one machine word per report: no Python step per report
+            if d < 8 * width:
+                packed &= _repeated_mask(d, width, n)
+            words = array.array(_WORD_CODES[width], packed.to_bytes(n * width, "little"))
+            if sys.byteorder != "little":
+                words.byteswap()
+            return words
+        data = packed.to_bytes(n * width, "little")
+        full = (1 << d) - 1
+        return [int.from_bytes(data[i:i + width], "little") & full
+                for i in range(0, n * width, width)]
 
     def encode_bits(self, bits: int) -> str:
         """The wire spelling of a bitset: lowercase hex, exactly ``hex_digits`` long."""
@@ -303,6 +459,221 @@ class UnaryEncoding:
 
 
 _HEX = re.compile(r"^[0-9a-f]+\Z")
+_ONE, _ZERO, _UNDECIDED = ord("1"), ord("0"), ord("?")
+POOL_BYTES = 1 << 16
+"""Random bytes per refill of a mechanism's pool (system source only)."""
+_KEEP_TO_MASK = bytes(0 if b == _ONE else 0xFF for b in range(256))
+_TOP_BIT = bytes(b >> 7 for b in range(256))
+_LOW_BITS = {d: bytes(b & ((1 << d) - 1) for b in range(256)) for d in range(1, 8)}
+_OTHER_TABLES = {m: bytes(1 + b % m for b in range(256)) for m in range(1, 256)}
+assert array.array("H").itemsize == 2
+_POOLS: weakref.WeakSet[Pool] = weakref.WeakSet()
+
+
+def mask_bytes(d: int) -> int:
+    """Bytes per OUE bitset in a pooled block: 1, 2, 4 or 8 (one machine word) for
+    d <= 64, else ceil(d / 8)."""
+    if d <= 64:
+        return next(w for w in (1, 2, 4, 8) if d <= 8 * w)
+    return -(-d // 8)
+
+
+_WORD_CODES = {2: "H", 4: "I", 8: "Q"}
+assert all(array.array(code).itemsize == width for width, code in _WORD_CODES.items())
+
+
+@functools.lru_cache(maxsize=64)
+def _repeated_mask(d: int, width: int, n: int) -> int:
+    """d low bits set in each of n consecutive ``width``-byte little-endian words."""
+    return int.from_bytes(((1 << d) - 1).to_bytes(width, "little") * n, "little")
+
+
+class Pool:
+    """Random parts of reports drawn ahead from ``os.urandom``: each value serves one report.
+
+    ``streams[i]`` yields the values of stream i (e.g. one per true value); ``refill(i)``
+    draws a new block for it. Thread-safe: ``next()`` on a stream is one atomic step under
+    the GIL, so no two reports share a value (a refill race only drops unused ones).
+    Fork-safe: a forked child discards every pool, so parent and child never share
+    randomness.
+    """
+
+    __slots__ = ("_make", "streams", "__weakref__")
+
+    def __init__(self, make: Callable[[int], Iterable[int]], count: int) -> None:
+        self._make = make
+        self.streams: list[Iterator[int]] = [iter(()) for _ in range(count)]
+        _POOLS.add(self)
+
+    def refill(self, i: int) -> int:
+        """Draw a new block for stream i; return its first value (the caller's report)."""
+        stream = iter(self._make(i))
+        first = next(stream)
+        self.streams[i] = stream
+        return first
+
+    def discard(self) -> None:
+        """Drop every value drawn ahead (in place: fast paths hold the list)."""
+        for i in range(len(self.streams)):
+            self.streams[i] = iter(())
+
+
+Perturb = Callable[..., int]
+
+
+def _on_first_use(mechanism: CategoricalMechanism,
+                  build: Callable[[Any], Perturb]) -> Perturb:
+    """A ``perturb`` that builds the fast path (its pools and tables) on the first report
+    and installs it in its place: a mechanism that never reports costs no memory for them.
+    A caller that kept this function (``f = mechanism.perturb`` before any report) goes on
+    through the one fast path it built. Two threads racing here may each build one: each
+    pool's answers still serve one report each."""
+    built: list[Perturb] = []
+
+    def perturb(index: int, rng: RandomBits | None = None) -> int:
+        if not built:
+            built.append(build(mechanism))
+            object.__setattr__(mechanism, "perturb", built[0])
+        out: int = built[0](index, rng)
+        return out
+    perturb.__doc__ = type(mechanism).perturb.__doc__
+    return perturb
+
+
+def _grr_fast_path(mechanism: KaryRandomizedResponse) -> Perturb:
+    """``mechanism.perturb`` with the pooled system-source branch first, in one closure (a
+    report then costs one ``next()``); every other call goes to the method itself."""
+    d, pool, system = mechanism.d, mechanism._pool, SYSTEM_BITS
+    streams = pool.streams
+    method: Perturb = functools.partial(KaryRandomizedResponse.perturb, mechanism)
+
+    if d <= 256:
+        def perturb(index: int, rng: RandomBits | None = None) -> int:
+            if (rng is None or rng is system) and index.__class__ is int and 0 <= index < d:
+                try:
+                    return next(streams[index])
+                except StopIteration:
+                    return pool.refill(index)
+            out: int = method(index, rng)
+            return out
+    else:
+        def perturb(index: int, rng: RandomBits | None = None) -> int:
+            if (rng is None or rng is system) and index.__class__ is int and 0 <= index < d:
+                try:
+                    shift = next(streams[0])
+                except StopIteration:
+                    shift = pool.refill(0)
+                return (index + shift) % d
+            out: int = method(index, rng)
+            return out
+    perturb.__doc__ = KaryRandomizedResponse.perturb.__doc__
+    return perturb
+
+
+def _oue_fast_path(mechanism: UnaryEncoding) -> Perturb:
+    """``mechanism.perturb`` with the pooled system-source branch first (see
+    ``_grr_fast_path``)."""
+    d, system = mechanism.d, SYSTEM_BITS
+    masks, fair = mechanism._pools
+    guard, clear, put = mechanism._placement
+    mask_streams, fair_streams = masks.streams, fair.streams
+    method: Perturb = functools.partial(UnaryEncoding.perturb, mechanism)
+
+    def perturb(index: int, rng: RandomBits | None = None) -> int:
+        if (rng is None or rng is system) and index.__class__ is int and 0 <= index < d:
+            try:
+                bits = next(mask_streams[0])
+            except StopIteration:
+                bits = masks.refill(0)
+            try:
+                truth = next(fair_streams[0])
+            except StopIteration:
+                truth = fair.refill(0)
+            return ((bits | guard) & clear[index] | put[index][truth]) ^ guard
+        out: int = method(index, rng)
+        return out
+    perturb.__doc__ = UnaryEncoding.perturb.__doc__
+    return perturb
+
+
+def _discard_pools_after_fork() -> None:
+    for pool in list(_POOLS):
+        pool.discard()
+
+
+os.register_at_fork(after_in_child=_discard_pools_after_fork)
+
+
+def byte_source(rng: RandomBits | None) -> Callable[[int], bytes]:
+    """A function n -> n uniform random bytes.
+
+    The system source (no ``rng``, or ``SYSTEM_BITS``) reads ``os.urandom`` directly: the OS
+    CSPRNG, thread- and fork-safe with no buffer to share. Another ``SecureBits`` serves its
+    buffered 64-bit words; any other ``RandomBits`` (a test's, a memo's HMAC stream) serves
+    one ``bits(8)`` per byte, so a test can enumerate every draw.
+    """
+    if rng is None or rng is SYSTEM_BITS:
+        return os.urandom
+    if isinstance(rng, SecureBits):
+        def words(n: int) -> bytes:
+            return b"".join(rng.bits(64).to_bytes(8, "little")
+                            for _ in range(-(-n // 8)))[:n]
+        return words
+    return lambda n: bytes([rng.bits(8) for _ in range(n)])
+
+
+class ByteCoin:
+    """Coins that come up 1 with probability exactly ``probability``, decided from bytes.
+
+    A coin is a uniform number U = 0.b0 b1 b2 ... in base 256 (b_j independent uniform bytes),
+    compared with the probability's base-256 expansion t0 t1 t2 ...: the coin is 1 iff U < p,
+    decided at the first digit where they differ. Where the expansion ends (p = k / 256**m)
+    and U's digits all agree, U >= p: 0. So P(1) = p exactly, for any rational p, and more than
+    one byte is drawn only when b0 = t0 (probability 1/256). For many coins at once the first
+    bytes go through one ``bytes.translate`` table; the few undecided ones draw more.
+    """
+
+    __slots__ = ("_probability", "_digits", "table")
+
+    def __init__(self, probability: Fraction) -> None:
+        if not 0 <= probability < 1:
+            raise InvalidParameterError(f"a coin's probability lies in [0, 1). Got {probability}.")
+        self._probability = probability
+        self._digits: list[tuple[int, bool]] = []
+        t0, last = self.digit(0)
+        undecided = _ZERO if last else _UNDECIDED
+        self.table = bytes(_ONE if b < t0 else _ZERO if b > t0 else undecided
+                           for b in range(256))
+
+    def digit(self, level: int) -> tuple[int, bool]:
+        """(t_level, whether the expansion ends there): t_j = floor(p 256**(j+1)) mod 256."""
+        while len(self._digits) <= level:
+            scaled = self._probability * 256 ** (len(self._digits) + 1)
+            whole = scaled.numerator // scaled.denominator
+            self._digits.append((whole % 256, whole == scaled))
+        return self._digits[level]
+
+    def decide(self, first: bytes, draw: Callable[[int], bytes]) -> bytearray:
+        """One coin per byte of ``first`` (their first digits), as ASCII '0'/'1'; undecided
+        coins draw their next digits from ``draw``, all at one level in one call."""
+        marks = bytearray(first.translate(self.table))
+        if _UNDECIDED not in marks:
+            return marks
+        pending, start = [], marks.find(_UNDECIDED)
+        while start >= 0:
+            pending.append(start)
+            start = marks.find(_UNDECIDED, start + 1)
+        level = 1
+        while pending:
+            digit, last = self.digit(level)
+            still = []
+            for i, b in zip(pending, draw(len(pending))):
+                if b == digit and not last:
+                    still.append(i)
+                else:
+                    marks[i] = _ONE if b < digit else _ZERO
+            pending, level = still, level + 1
+        return marks
 
 
 def _variance(channel: tuple[Fraction, Fraction], f: float, n: int) -> float:

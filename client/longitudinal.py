@@ -27,6 +27,21 @@ value share the memoized bit, so their losses do not add up like independent rep
 charging the one-report epsilon each time would not be a sound bound (docs/privacy.md).
 The memoized charges of one metric name are capped over every version of its mechanism
 (``max_metric_epsilon``), so a collector cannot draw new answers by publishing new versions.
+
+Categorical, histogram and numeric metrics (``perturb_value``, with the value already encoded
+by ``MetricSpec.encode``: a category index or an exact number in range) follow the same
+policies, with these differences:
+
+- memoized: a categorical metric's permanent answer (a GRR index or an OUE bitset) is drawn
+  once per (metric, mechanism, category); a numeric metric's value is first rounded by
+  α-point rounding to one of ``grid`` + 1 points (``DEFAULT_GRID`` = 32 intervals) and each
+  point gets its permanent 1BitMean bit (deniable.client.memo). The ledger charges
+  ``mechanism.epsilon`` once per new category or grid point: a value held constant costs
+  epsilon once, a numeric value drifting within one grid cell at most twice.
+- fresh: a fresh secure draw of the mechanism on the exact value (no rounding), charged
+  ``mechanism.epsilon`` every report.
+- an instantaneous layer is defined for boolean metrics only (a randomized-response layer
+  re-perturbs one bit): asking for one on another kind raises ``InvalidParameterError``.
 """
 from __future__ import annotations
 
@@ -40,12 +55,17 @@ from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
 from types import TracebackType
+from typing import cast
 
 from deniable.client.budget import DEFAULT_MAX_METRIC_EPSILON, Budget, MetricSpend, PrivacyLedger
 from deniable.client.composition import repeated_loss, split
 from deniable.client.errors import InvalidParameterError
+from deniable.client.categorical import KaryRandomizedResponse, UnaryEncoding
 from deniable.client.mechanism import RandomizedResponse
-from deniable.client.memo import memo_bit, new_secret, spend_tag
+from deniable.client.memo import (DEFAULT_GRID, Grid, ValueMechanism, alpha_threshold,
+                                  check_grid, memo_answer, memo_bit, new_secret, spend_tag,
+                                  value_tag)
+from deniable.client.numeric import BitMean
 from deniable.client.pool import PerturbationPool
 from deniable.client.randomness import RandomBits
 from deniable.client.state import IN_MEMORY, StateDir
@@ -55,6 +75,8 @@ log = logging.getLogger("deniable.client")
 
 _MAX_IDENTITY_ROUTES = 4096
 _BOOLS = (False, True)
+_MECHANISMS = (RandomizedResponse, KaryRandomizedResponse, UnaryEncoding, BitMean)
+AnyMechanism = RandomizedResponse | ValueMechanism
 _GUARDS: weakref.WeakSet[LongitudinalGuard] = weakref.WeakSet()
 
 
@@ -67,8 +89,8 @@ class Layers:
     When both layers are present, compose(memo, irr) == wire exactly.
     """
 
-    wire: RandomizedResponse
-    memo: RandomizedResponse | None
+    wire: AnyMechanism
+    memo: AnyMechanism | None
     irr: RandomizedResponse | None
 
 
@@ -89,7 +111,8 @@ class PrivacyLoss:
             epsilon bounds it.
         p_answers_differ: memoized metrics: the exact probability that the device's permanent
             answers for the two values differ, i.e. that a change of value shows in its
-            reports; None for fresh reporting.
+            reports (numeric: for the two ends of the range, the most it can be); None for
+            fresh reporting.
         cost_per_new_value: what the ledger charges the first time a (mechanism, value) is
             reported (memoized), or per report (fresh).
         p_yes_given_yes / p_yes_given_no: the composed P1 and Q of one report, exact; the
@@ -106,22 +129,28 @@ class PrivacyLoss:
 
     @property
     def p_yes_given_yes(self) -> Fraction:
-        """P(report 1 | true 1) of one report, both layers composed."""
-        return self.layers.wire.p_yes_given_yes
+        """P(report 1 | true 1) of one report, both layers composed (every kind: P1 of its
+        ``channel``)."""
+        return self.layers.wire.channel[0]
 
     @property
     def p_yes_given_no(self) -> Fraction:
-        """P(report 1 | true 0) of one report, both layers composed."""
-        return self.layers.wire.p_yes_given_no
+        """P(report 1 | true 0) of one report, both layers composed (every kind: Q of its
+        ``channel``)."""
+        return self.layers.wire.channel[1]
 
     def after(self, n_reports: int) -> float:
-        """The exact worst-case loss of ``n_reports`` reports of one value held constant."""
-        if self.layers.memo is None:
-            if isinstance(n_reports, bool) or not isinstance(n_reports, int) or n_reports < 0:
-                raise InvalidParameterError(
-                    f"n_reports must be a non-negative integer. Got {n_reports!r} instead.")
+        """The exact worst-case loss of ``n_reports`` reports of one value held constant
+        (numeric: of one grid point, which a constant value always rounds to)."""
+        memo = self.layers.memo
+        if isinstance(memo, RandomizedResponse):
+            return repeated_loss(memo, self.layers.irr, n_reports)
+        if isinstance(n_reports, bool) or not isinstance(n_reports, int) or n_reports < 0:
+            raise InvalidParameterError(
+                f"n_reports must be a non-negative integer. Got {n_reports!r} instead.")
+        if memo is None:
             return n_reports * self.one_report_epsilon
-        return repeated_loss(self.layers.memo, self.layers.irr, n_reports)
+        return memo.epsilon if n_reports else 0.0  # the reports repeat one answer
 
     @classmethod
     def of(cls, metric: str, layers: Layers) -> PrivacyLoss:
@@ -135,10 +164,11 @@ class PrivacyLoss:
                 "see by averaging the reports on either side of it: the more reports, the "
                 "more sharply it dates the change.")
             return cls(metric, layers, wire.epsilon, None, change, None, wire.epsilon)
-        p1, q = memo.p_yes_given_yes, memo.p_yes_given_no
-        differ = p1 * (1 - q) + q * (1 - p1)
+        differ = _p_answers_differ(memo)
+        per_point = " (numeric: each grid point of alpha-point rounding)" \
+            if memo.kind == "numeric" else ""
         change = (
-            f"A new value gets its own permanent answer. The two answers differ with "
+            f"A new value gets its own permanent answer{per_point}. The two answers differ with "
             f"probability {differ} ({float(differ):.3g}); when they do, anyone who links "
             f"this device's reports sees when the value changed, and every later change "
             f"back and forth. No epsilon bounds this: the timing of each change shows, "
@@ -151,11 +181,39 @@ class PrivacyLoss:
         return cls(metric, layers, wire.epsilon, memo.epsilon, change, differ, memo.epsilon)
 
 
+def _checked(mechanism: ValueMechanism, value: object) -> int | Fraction:
+    """``value`` if ``mechanism`` takes it (an index in range; an exact number in range),
+    else InvalidParameterError, whose message never shows the value."""
+    if isinstance(mechanism, BitMean):
+        if isinstance(value, (int, Fraction)) and not isinstance(value, bool) and \
+                mechanism.lower <= value <= mechanism.upper:
+            return Fraction(value)
+        raise InvalidParameterError(
+            f"a numeric value must be an exact number (int or Fraction) in [{mechanism.lower}, "
+            f"{mechanism.upper}]: encode it with MetricSpec.encode.")
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < mechanism.d:
+        raise InvalidParameterError(f"a category index must be an int in [0, {mechanism.d}).")
+    return value
+
+
+def _p_answers_differ(memo: AnyMechanism) -> Fraction:
+    """P(the permanent answers of two values differ), exact; for 1BitMean the largest over
+    pairs of values (the two ends of the range)."""
+    if isinstance(memo, KaryRandomizedResponse):
+        p, q = memo.p, memo.q
+        return 1 - (2 * p * q + (memo.d - 2) * q * q)
+    if isinstance(memo, UnaryEncoding):
+        q = memo.q  # bits i and j agree with probability 1/2 each; the others q^2 + (1-q)^2
+        return 1 - Fraction(1, 4) * (q * q + (1 - q) * (1 - q)) ** (memo.d - 2)
+    p1, q = memo.channel
+    return p1 * (1 - q) + q * (1 - p1)
+
+
 class _Route:
     """One (metric, wire mechanism): its layers, and this process's cache of the memoized
     answers already paid for (index = true bit; memory only, never written anywhere)."""
 
-    __slots__ = ("layers", "epsilon", "memo_bits", "memo_flags", "pools")
+    __slots__ = ("layers", "epsilon", "memo_bits", "memo_flags", "pools", "answers", "grid")
 
     def __init__(self, layers: Layers) -> None:
         self.layers = layers
@@ -165,6 +223,9 @@ class _Route:
         self.memo_flags: list[bool | None] = [None, None]
         # "wire" / "irr" -> that layer's PerturbationPool, or None if its coins do not fit one.
         self.pools: dict[str, PerturbationPool | None] = {}
+        # Other kinds: category index or grid point -> the memoized answer (memory only).
+        self.answers: dict[int, int] = {}
+        self.grid: Grid | None = None  # numeric: alpha-point rounding, in integers
 
 
 class LongitudinalGuard:
@@ -185,10 +246,12 @@ class LongitudinalGuard:
         max_metric_epsilon: the cap, in nats, on each metric's memoized charges summed over
             every version (mechanism) it is reported under; past it, new answers are refused
             with ``MetricCapError`` (deniable.client.budget). ``math.inf`` turns it off.
+        grid: numeric metrics: the intervals m of α-point rounding (``DEFAULT_GRID`` = 32,
+            so 33 grid points per range).
 
     Raises:
-        InvalidParameterError: a metric both fresh and with an instantaneous layer, or a
-            layer that is not a RandomizedResponse.
+        InvalidParameterError: a metric both fresh and with an instantaneous layer, a
+            layer that is not a RandomizedResponse, or a grid out of range.
         PrivacyStateError: the state directory holds a corrupt secret or ledger.
     """
 
@@ -197,7 +260,10 @@ class LongitudinalGuard:
                  irr: Mapping[str, RandomizedResponse] | None = None,
                  fresh: Collection[str] = (), rng: RandomBits | None = None,
                  clock: Callable[[], float] = time.time,
-                 max_metric_epsilon: float = DEFAULT_MAX_METRIC_EPSILON) -> None:
+                 max_metric_epsilon: float = DEFAULT_MAX_METRIC_EPSILON,
+                 grid: int = DEFAULT_GRID) -> None:
+        self._grid = check_grid(grid)
+        self._alphas: dict[str, int] = {}
         self._irr = dict(irr or {})
         for name, layer in self._irr.items():
             if not isinstance(layer, RandomizedResponse):
@@ -233,7 +299,7 @@ class LongitudinalGuard:
                 self._secret = self._state.secret()
         self._ledger = PrivacyLedger(self._state, budgets, clock,
                                      max_metric_epsilon=max_metric_epsilon)
-        self._routes: dict[tuple[str, RandomizedResponse], _Route] = {}
+        self._routes: dict[tuple[str, AnyMechanism], _Route] = {}
         self._by_identity: dict[tuple[str, int], _Route] = {}
         self._lock = threading.Lock()
         self._closed = False
@@ -241,24 +307,25 @@ class LongitudinalGuard:
 
     # -- configuration -------------------------------------------------------------------
 
-    def layers(self, metric: str, mechanism: RandomizedResponse) -> Layers:
+    def layers(self, metric: str, mechanism: AnyMechanism) -> Layers:
         """How reports of ``metric`` under wire mechanism ``mechanism`` are produced.
 
         Raises:
             InvalidParameterError: the metric's instantaneous layer cannot produce reports
-                that follow ``mechanism``.
+                that follow ``mechanism``, or it is not a boolean metric.
         """
         return self._route(metric, mechanism).layers
 
-    def _route(self, metric: str, mechanism: RandomizedResponse) -> _Route:
+    def _route(self, metric: str, mechanism: AnyMechanism) -> _Route:
         # Found by identity first (a catalogue passes the same objects every time), then by
         # value; the identity index is bounded so fresh equal objects cannot grow it forever.
         route = self._by_identity.get((metric, id(mechanism)))
         if route is not None and route.layers.wire is mechanism:
             return route
-        if not isinstance(mechanism, RandomizedResponse):
+        if not isinstance(mechanism, _MECHANISMS):
             raise InvalidParameterError(
-                f"mechanism must be a RandomizedResponse. Got {type(mechanism).__name__}.")
+                f"mechanism must be a RandomizedResponse, KaryRandomizedResponse, "
+                f"UnaryEncoding or BitMean. Got {type(mechanism).__name__}.")
         with self._lock:
             route = self._routes.get((metric, mechanism))
         if route is None:
@@ -270,10 +337,16 @@ class LongitudinalGuard:
                 self._by_identity[(metric, id(mechanism))] = route
         return route
 
-    def _build_layers(self, metric: str, mechanism: RandomizedResponse) -> Layers:
+    def _build_layers(self, metric: str, mechanism: AnyMechanism) -> Layers:
         if metric in self._fresh:
             layers = Layers(wire=mechanism, memo=None, irr=None)
+        elif metric in self._irr and not isinstance(mechanism, RandomizedResponse):
+            raise InvalidParameterError(
+                f"metric {metric!r} is {mechanism.kind} ({mechanism.id}): an instantaneous "
+                f"layer (irr) is defined for boolean metrics only. Report it memoized (the "
+                f"default) or fresh.")
         elif metric in self._irr:
+            assert isinstance(mechanism, RandomizedResponse)
             layer = self._irr[metric]
             try:
                 layers = Layers(wire=mechanism, memo=split(mechanism, layer), irr=layer)
@@ -283,13 +356,16 @@ class LongitudinalGuard:
             layers = Layers(wire=mechanism, memo=mechanism, irr=None)
         return layers
 
-    def check(self, catalogue: Mapping[str, RandomizedResponse]) -> None:
-        """Check every metric of a catalogue (name -> wire mechanism) up front.
+    def check(self, catalogue: Mapping[str, object]) -> None:
+        """Check every metric of a catalogue (name -> wire mechanism, or a ``MetricSpec``)
+        up front.
 
         Raises:
             InvalidParameterError: some metric's layers cannot be built.
         """
-        for metric, mechanism in catalogue.items():
+        for metric, entry in catalogue.items():
+            mechanism = getattr(entry, "mechanism", entry)
+            assert isinstance(mechanism, _MECHANISMS), type(mechanism).__name__
             self.layers(metric, mechanism)
 
     # -- reporting -----------------------------------------------------------------------
@@ -307,6 +383,10 @@ class LongitudinalGuard:
                 metric's cap over every version is reached; nothing is released or spent.
             InvalidParameterError: see ``layers``.
         """
+        if not isinstance(mechanism, RandomizedResponse):  # never depends on the value
+            raise InvalidParameterError(
+                f"perturb() reports boolean metrics; a {type(mechanism).__name__} is reported "
+                f"with perturb_value()")
         route = self._by_identity.get((metric, id(mechanism)))
         if route is None or route.layers.wire is not mechanism:
             route = self._route(metric, mechanism)
@@ -315,7 +395,7 @@ class LongitudinalGuard:
         # branch on it, and hold it as a bool, never as the int object 0 or 1 that the
         # answer is (touching one object twice is measurably slower than two objects).
         true_bit = _BOOLS[true_value]
-        memo = layers.memo
+        memo = cast("RandomizedResponse | None", layers.memo)
         if memo is None:
             self._ledger.charge(metric, route.epsilon)
             return self._fresh_draw(route, "wire", mechanism, true_bit)
@@ -353,9 +433,54 @@ class LongitudinalGuard:
             pool = route.pools.setdefault(layer, PerturbationPool.create(mechanism))
         return pool.perturb(true_bit) if pool is not None else mechanism.perturb(true_bit)
 
+    def perturb_value(self, metric: str, mechanism: ValueMechanism,
+                      value: int | Fraction) -> int:
+        """The answer to report for a categorical, histogram or numeric metric: a GRR index,
+        an OUE bitset (an int, bit i = category i) or a 1BitMean bit, following ``mechanism``.
+
+        Args:
+            value: the true value as ``MetricSpec.encode`` gives it: a category (or bucket)
+                index, or an exact number in [lower, upper]. It never leaves this call; only
+                an HMAC tag of its category or grid point reaches the ledger.
+
+        Raises:
+            BudgetExceededError, MetricCapError: as ``perturb``; nothing is spent.
+            InvalidParameterError: a boolean mechanism (use ``perturb``), an index or number
+                out of the mechanism's range, or an instantaneous layer for this metric.
+        """
+        if isinstance(mechanism, RandomizedResponse):
+            raise InvalidParameterError("a boolean metric is reported with perturb()")
+        route = self._by_identity.get((metric, id(mechanism)))
+        if route is None or route.layers.wire is not mechanism:
+            route = self._route(metric, mechanism)
+        if route.layers.memo is None:
+            value = _checked(mechanism, value)  # before anything is charged
+            self._ledger.charge(metric, route.epsilon)
+            return mechanism.perturb(value, self._rng)  # type: ignore[arg-type]
+        if isinstance(mechanism, BitMean):
+            if isinstance(value, bool) or not isinstance(value, (int, Fraction)):
+                _checked(mechanism, value)  # raises
+            alpha = self._alphas.get(metric)
+            if alpha is None:
+                alpha = self._alphas.setdefault(metric, alpha_threshold(self._secret, metric))
+            grid = route.grid
+            if grid is None:
+                grid = route.grid = Grid(mechanism, self._grid)
+            key = grid.point(Fraction(value), alpha)  # raises out of range
+        else:
+            key = _checked(mechanism, value)  # type: ignore[assignment]
+        answer = route.answers.get(key)
+        if answer is None:
+            tag = value_tag(self._secret, metric, mechanism, key, self._grid)
+            if not self._ledger.is_paid(metric, tag):
+                self._ledger.charge(metric, mechanism.epsilon, tag)
+            answer = memo_answer(self._secret, metric, mechanism, key, self._grid)
+            route.answers[key] = answer
+        return answer
+
     # -- guarantees and accounting --------------------------------------------------------
 
-    def privacy_loss(self, metric: str, mechanism: RandomizedResponse) -> PrivacyLoss:
+    def privacy_loss(self, metric: str, mechanism: AnyMechanism) -> PrivacyLoss:
         """Epsilon per report, long-run epsilon of a constant value, and what a change of
         value reveals, for ``metric`` reported under ``mechanism`` (see ``PrivacyLoss``)."""
         return PrivacyLoss.of(metric, self.layers(metric, mechanism))

@@ -13,6 +13,22 @@ is a pseudorandom function, then over the secret's randomness the memoized bit i
 probability exactly P1 (true 1) or Q (true 0), and the bits for the two values are
 independent.
 
+Every kind is memoized the same way (``memo_answer``): a categorical metric's permanent answer
+for a category is ``mechanism.perturb(index, HmacBits(...))`` (a GRR index or an OUE bitset);
+a numeric metric's value is first rounded to a grid by **α-point rounding** (Ding, Kulkarni,
+Yekhanin, NeurIPS 2017; ``grid_point``) and each grid point gets its permanent 1BitMean bit.
+The value bytes of the context are then 4 big-endian bytes of the index, or of (grid size m,
+grid point g); the mechanism id in the context keeps every kind's streams apart.
+
+α-point rounding: per device and metric a secret threshold α = j / 2**64, j uniform in
+[0, 2**64) from the HMAC stream of ("alpha", metric). The scaled value s in [0, 1] sits at grid
+position t = s m between the points k = floor(t) and k + 1; it rounds up exactly when its
+fraction t - k exceeds α. So a value held constant always lands on the same point (its
+reports repeat one memoized bit), a value drifting inside one cell touches at most two
+points, and over the secret's randomness P(up) = ceil((t - k) 2**64) / 2**64: the rounded
+point's mean is s plus a bias in [0, 2**-64 / m), nothing more. Grid points are values
+lower + (upper - lower) g / m, so the bit of point g is exactly 1BitMean's at that value.
+
 Nothing here stores anything: the memoized bit is recomputed from the secret on every report,
 so no file ever holds it, let alone the true value. ``spend_tag`` names a (metric, mechanism,
 value) for the budget ledger by a second, domain-separated HMAC, which reveals nothing about
@@ -23,12 +39,28 @@ from __future__ import annotations
 
 import hmac
 import os
+from fractions import Fraction
+from typing import Union
 
-from deniable.client.errors import PrivacyStateError
+from deniable.client.categorical import KaryRandomizedResponse, UnaryEncoding
+from deniable.client.errors import InvalidParameterError, PrivacyStateError
 from deniable.client.mechanism import RandomizedResponse
+from deniable.client.numeric import BitMean
+
+ValueMechanism = Union[KaryRandomizedResponse, UnaryEncoding, BitMean]
+"""The mechanisms of the kinds beyond boolean: memoized per value (``memo_answer``)."""
 
 SECRET_BYTES = 32
 """Length of the device secret in bytes (256 bits, the HMAC-SHA256 key size)."""
+
+DEFAULT_GRID = 32
+"""Grid intervals m of α-point rounding for numeric metrics: values are rounded to one of
+m + 1 = 33 points, lower + (upper - lower) g / m. A value held constant costs one memoized
+answer; each further point its reports reach costs another (see ``memo_answer``)."""
+MAX_GRID = 1 << 16
+
+ALPHA_BITS = 64
+"""Resolution of the secret rounding threshold α: the rounding's bias is below 2**-64 / m."""
 
 _DOMAIN = b"deniable/memo/v1"
 _BLOCK_BITS = 256
@@ -49,8 +81,20 @@ def check_secret(secret: bytes) -> bytes:
 
 
 def _context(label: bytes, metric: str, mechanism_id: str, true_bit: int) -> bytes:
+    return _prefix(label, metric, mechanism_id) + bytes((true_bit,))
+
+
+def _prefix(label: bytes, metric: str, mechanism_id: str) -> bytes:
     fields = (_DOMAIN, label, metric.encode("utf-8"), mechanism_id.encode("ascii"))
-    return b"".join(len(f).to_bytes(4, "big") + f for f in fields) + bytes((true_bit,))
+    return b"".join(len(f).to_bytes(4, "big") + f for f in fields)
+
+
+def _value_context(label: bytes, metric: str, mechanism: ValueMechanism, key: int,
+                   grid: int) -> bytes:
+    """The context of a categorical index (``key``), or of grid point ``key`` of ``grid``."""
+    value = key.to_bytes(4, "big") if not isinstance(mechanism, BitMean) else \
+        grid.to_bytes(4, "big") + key.to_bytes(4, "big")
+    return _prefix(label, metric, mechanism.id) + value
 
 
 class HmacBits:
@@ -103,3 +147,110 @@ def spend_tag(secret: bytes, metric: str, mechanism: RandomizedResponse, true_bi
     """
     bit = 1 if true_bit else 0
     return hmac.digest(secret, _context(b"tag", metric, mechanism.id, bit), "sha256")[:16].hex()
+
+
+def check_grid(grid: object) -> int:
+    """``grid`` as a number of grid intervals m in [1, 65536]."""
+    if isinstance(grid, bool) or not isinstance(grid, int) or not 1 <= grid <= MAX_GRID:
+        raise InvalidParameterError(
+            f"grid must be an int in [1, {MAX_GRID}]. Got {grid!r} instead.")
+    return grid
+
+
+def alpha_threshold(secret: bytes, metric: str) -> int:
+    """The device's secret rounding threshold for ``metric``: j in [0, 2**64), α = j / 2**64.
+
+    One per device and metric (every version of the metric shares it), from the HMAC stream
+    of ("alpha", metric), independent of every memoized answer.
+    """
+    return HmacBits(secret, _prefix(b"alpha", metric, "")).bits(ALPHA_BITS)
+
+
+def grid_point(scaled: Fraction, grid: int, alpha: int) -> int:
+    """α-point rounding of ``scaled`` in [0, 1] to a point g in [0, grid]: up from
+    floor(scaled * grid) exactly when the fraction exceeds α = alpha / 2**64. Exact."""
+    position = scaled * grid
+    low = position.numerator // position.denominator
+    fraction = position - low
+    return low + (fraction * (1 << ALPHA_BITS) > alpha)
+
+
+class Grid:
+    """α-point rounding of one 1BitMean's values, in integer arithmetic (the hot path of a
+    memoized numeric report): ``point(v, alpha) == grid_point(mechanism.scaled(v), grid,
+    alpha)`` for every v in range, exactly.
+
+    With v = n/d, lower = a/b and upper - lower = e/f, the position s m is
+    num/den = (n b - a d) f m / (d b e); it rounds up when (num mod den) 2**64 > alpha den.
+    """
+
+    __slots__ = ("_a", "_b", "_e", "_f", "_grid")
+
+    def __init__(self, mechanism: BitMean, grid: int = DEFAULT_GRID) -> None:
+        span = mechanism.upper - mechanism.lower
+        self._a, self._b = mechanism.lower.numerator, mechanism.lower.denominator
+        self._e, self._f = span.numerator, span.denominator
+        self._grid = check_grid(grid)
+
+    def point(self, value: Fraction, alpha: int) -> int:
+        """The grid point ``value`` rounds to under threshold ``alpha``.
+
+        Raises:
+            InvalidParameterError: ``value`` outside [lower, upper] (never shown).
+        """
+        n, d = value.numerator, value.denominator
+        den = d * self._b * self._e
+        num = (n * self._b - self._a * d) * self._f * self._grid
+        if not 0 <= num <= self._grid * den:
+            raise InvalidParameterError("the value lies outside the metric's [lower, upper]")
+        low, rest = divmod(num, den)
+        return low + ((rest << ALPHA_BITS) > alpha * den)
+
+
+def grid_value(mechanism: BitMean, point: int, grid: int) -> Fraction:
+    """The value of grid point ``point``: lower + (upper - lower) point / grid, exact."""
+    return mechanism.lower + (mechanism.upper - mechanism.lower) * Fraction(point, grid)
+
+
+def memo_key(secret: bytes, metric: str, mechanism: ValueMechanism, value: int | Fraction,
+             grid: int = DEFAULT_GRID, alpha: int | None = None) -> int:
+    """What a memoized answer is keyed by: the category index itself, or the grid point a
+    numeric ``value`` (exact, in range) rounds to under the device's α for ``metric``."""
+    if not isinstance(mechanism, BitMean):
+        return int(value)
+    if alpha is None:
+        alpha = alpha_threshold(secret, metric)
+    return Grid(mechanism, grid).point(Fraction(value), alpha)
+
+
+def memo_answer(secret: bytes, metric: str, mechanism: ValueMechanism, key: int,
+                grid: int = DEFAULT_GRID) -> int:
+    """The device's permanent perturbed answer for (metric, mechanism, ``key``): a GRR index,
+    an OUE bitset (as an int) or a 1BitMean bit, for the category index or grid point ``key``
+    (``memo_key``).
+
+    Always the same for the same secret; over random secrets it follows ``mechanism`` exactly
+    for the category (or the grid point's value), and the answers of different keys are
+    independent.
+    """
+    rng = HmacBits(secret, _value_context(b"prr", metric, mechanism, key, grid))
+    if isinstance(mechanism, BitMean):
+        return mechanism.perturb(grid_value(mechanism, key, grid), rng)
+    return mechanism.perturb(key, rng)
+
+
+def value_tag(secret: bytes, metric: str, mechanism: ValueMechanism, key: int,
+              grid: int = DEFAULT_GRID) -> str:
+    """``spend_tag`` for a category index or grid point ``key``: an opaque 128-bit name (hex)
+    for the budget ledger, independent of the answer."""
+    return hmac.digest(secret, _value_context(b"tag", metric, mechanism, key, grid),
+                       "sha256")[:16].hex()
+
+
+def memo_value(secret: bytes, metric: str, mechanism: ValueMechanism, value: int | Fraction,
+               grid: int = DEFAULT_GRID) -> int:
+    """The device's permanent answer for a true ``value`` (a category index, or an exact
+    number in range, as ``MetricSpec.encode`` gives it), exactly as the client derives it:
+    ``memo_answer`` of ``memo_key``. For simulations of many devices (one secret each)."""
+    return memo_answer(secret, metric, mechanism, memo_key(secret, metric, mechanism, value, grid),
+                       grid)

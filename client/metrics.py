@@ -1,19 +1,28 @@
-"""The metric catalogue a client reports against: name -> mechanism.
+"""The metric catalogue a client reports against: name -> ``MetricSpec`` (kind, mechanism,
+and what the metric declares: categories, histogram edges, numeric bounds, clamp).
 
 The collector publishes its registered metrics at ``GET /v1/metrics``; ``parse_catalogue``
-turns that document into mechanisms, refusing any entry whose stated probabilities do not
-match its mechanism id exactly. An app may declare its metrics instead, in code
-(``coerce_catalogue``) or with the collector's own metrics TOML file (``load_metrics_file``).
+turns that document into specs, refusing any entry whose stated probabilities or declared
+fields do not match its mechanism id exactly. An entry of a kind or mechanism family this
+client does not know (a newer collector's) is skipped, not fatal: the other metrics keep
+working, and the skipped ones are named in ``skipped`` (the Reporter withholds them, says why
+once in the log, and counts their reports in ``stats().withheld``). An app may declare its
+metrics instead, in code (``coerce_catalogue``) or with the collector's own metrics TOML file
+(``load_metrics_file``).
 
 ``resolve`` decides which mechanism each metric is reported under, from what the app
 declared, what the collector serves, and the ε ceiling ``max_epsilon``:
 
-- no mechanism above ``max_epsilon`` is ever used (the metric is withheld instead);
+- no mechanism above ``max_epsilon`` is ever used (the metric is withheld instead), whatever
+  the metric's kind;
 - a declared mechanism is a privacy floor: a served mechanism with a larger ε is not used;
-  the declared one is (the collector accepts any registered, unretired version).
+  the declared one is (the collector accepts any registered, unretired version). Only a served
+  metric that asks the same question (same kind, categories, edges and bounds) can replace a
+  declared one.
 """
 from __future__ import annotations
 
+import logging
 import math
 import os
 import tomllib
@@ -22,13 +31,23 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
+from deniable.client.categorical import KaryRandomizedResponse, UnaryEncoding
 from deniable.client.errors import InvalidParameterError, UnknownMetricError, WireFormatError
-from deniable.client.kinds import Mechanism, MetricSpec
+from deniable.client.kinds import KINDS, Mechanism, MetricSpec, family, parse_mechanism
 from deniable.client.mechanism import RandomizedResponse
+from deniable.client.numeric import BitMean
 from deniable.client.period import DEFAULT_POLICY, CollectionPolicy, parse_policy
 from deniable.client.wire import is_metric_name
 
-Catalogue = dict[str, RandomizedResponse]
+log = logging.getLogger("deniable.client")
+
+Catalogue = dict[str, MetricSpec]
+"""name -> the metric's spec (its kind, mechanism and declaration)."""
+Declared = Mapping[str, "MetricSpec | Mechanism | str | Mapping[str, Any]"]
+"""What an app may declare per metric: a spec, a mechanism or its id (boolean and numeric
+only: a categorical id does not name its categories), or a declaration table as in the
+metrics TOML file (``kind``, ``categories``/``edges``/``lower``/``upper``, ``clamp`` and
+``mechanism`` or ``epsilon``)."""
 
 DEFAULT_MAX_EPSILON = math.log(9)
 """The default ε ceiling of one report, in nats: ln 9 ≈ 2.20. One report is then at most 9
@@ -68,11 +87,18 @@ def describe_metric(name: str, description: str, mechanism: Mechanism | MetricSp
     return entry
 
 
-def parse_catalogue(doc: Any) -> Catalogue:
-    """Parse a ``GET /v1/metrics`` document into name -> mechanism.
+def parse_catalogue(doc: Any, skipped: dict[str, str] | None = None) -> Catalogue:
+    """Parse a ``GET /v1/metrics`` document into name -> MetricSpec.
+
+    Args:
+        doc: the parsed JSON document.
+        skipped: if given, receives name -> why for each entry of a kind or mechanism family
+            this client does not know; such entries are left out of the catalogue (without
+            ``skipped`` a warning names them, once per process).
 
     Raises:
-        WireFormatError: the document is malformed, or an entry's P1/Q disagree with its id.
+        WireFormatError: the document is malformed, or an entry of a known kind is: its P1/Q
+            disagree with its id, or its declared fields (categories, edges, bounds) with it.
     """
     entries = doc.get("metrics") if isinstance(doc, dict) else None
     if not isinstance(entries, list):
@@ -80,19 +106,61 @@ def parse_catalogue(doc: Any) -> Catalogue:
     catalogue: Catalogue = {}
     for i, entry in enumerate(entries):
         try:
-            name = entry["name"]
-            mechanism = RandomizedResponse.from_id(entry["mechanism"])
-            stated = (Fraction(entry["p_yes_given_yes"]), Fraction(entry["p_yes_given_no"]))
-        except (KeyError, TypeError, ValueError, InvalidParameterError) as exc:
-            raise WireFormatError(f"metrics entry {i} is malformed: {exc}") from exc
+            name, mechanism_id = entry["name"], entry["mechanism"]
+            kind = entry.get("kind", "boolean")
+        except (KeyError, TypeError, AttributeError) as exc:
+            raise WireFormatError(f"metrics entry {i} is malformed: {exc!r}") from exc
         if not is_metric_name(name):
             raise WireFormatError(f"metrics entry {i} has an invalid name {name!r}")
-        if stated != (mechanism.p_yes_given_yes, mechanism.p_yes_given_no):
+        why = _unsupported(kind, mechanism_id)
+        if why is not None:
+            if skipped is not None:
+                skipped[name] = why
+            elif (name, why) not in _WARNED:
+                _WARNED.add((name, why))
+                log.warning("deniable: skipping metric %r: %s", name, why)
+            continue
+        catalogue[name] = _entry_spec(i, name, entry)
+    return catalogue
+
+
+_WARNED: set[tuple[str, str]] = set()
+
+
+def _unsupported(kind: object, mechanism_id: object) -> str | None:
+    """Why this client cannot report an entry of ``kind`` under ``mechanism_id``, or None."""
+    if not isinstance(kind, str) or kind not in KINDS:
+        return (f"its kind {str(kind)[:40]!r} is not one this client knows "
+                f"({', '.join(KINDS)}); upgrade the client to report it")
+    if not isinstance(mechanism_id, str):
+        return None  # malformed, not unknown: _entry_spec refuses it
+    try:
+        family(mechanism_id)
+    except InvalidParameterError:
+        return (f"its mechanism {mechanism_id[:80]!r} is not one this client knows; upgrade "
+                f"the client to report it")
+    return None
+
+
+def _entry_spec(i: int, name: str, entry: Mapping[str, Any]) -> MetricSpec:
+    """The spec of catalogue entry ``i``, checked against everything the entry states."""
+    try:
+        mechanism = parse_mechanism(entry["mechanism"])
+        kind = entry.get("kind", "boolean")
+        claims = []  # a boolean entry states P1, Q under their historical names (required)
+        if kind == "boolean":
+            claims.append((Fraction(entry["p_yes_given_yes"]), Fraction(entry["p_yes_given_no"])))
+        if kind != "boolean" or "p1" in entry or "q" in entry:
+            claims.append((Fraction(entry["p1"]), Fraction(entry["q"])))
+        spec = MetricSpec.from_document(entry, mechanism)
+    except (KeyError, TypeError, ValueError, ZeroDivisionError, InvalidParameterError) as exc:
+        raise WireFormatError(f"metrics entry {i} is malformed: {exc}") from exc
+    for stated in claims:
+        if stated != tuple(mechanism.channel):
             raise WireFormatError(
                 f"metric {name!r} states P1, Q = {stated[0]}, {stated[1]}, which do not match "
                 f"its mechanism {mechanism.id}")
-        catalogue[name] = mechanism
-    return catalogue
+    return spec
 
 
 def parse_policies(doc: Any) -> dict[str, CollectionPolicy]:
@@ -114,27 +182,73 @@ def parse_policies(doc: Any) -> dict[str, CollectionPolicy]:
     return policies
 
 
-def coerce_catalogue(metrics: Mapping[str, RandomizedResponse | str]) -> Catalogue:
-    """Build a catalogue from code: each value a mechanism or a mechanism id."""
+def coerce_catalogue(metrics: Declared) -> Catalogue:
+    """Build a catalogue from code. Each value is a ``MetricSpec``; a mechanism or its id
+    (a boolean metric's ``rr:``, or a numeric metric's ``bm:``, which carries its bounds);
+    or a declaration table as in the metrics TOML file.
+
+    Raises:
+        InvalidParameterError: an invalid name, or a declaration that does not hold (e.g. a
+            bare ``grr:``/``oue:`` id, which does not name its categories).
+    """
     catalogue: Catalogue = {}
-    for name, mechanism in metrics.items():
+    for name, declared in metrics.items():
         if not is_metric_name(name):
             raise InvalidParameterError(
                 f"metric names are lowercase letters, digits and '_', at most 64 characters. "
                 f"Got {name!r} instead.")
-        catalogue[name] = (mechanism if isinstance(mechanism, RandomizedResponse)
-                           else RandomizedResponse.from_id(mechanism))
+        catalogue[name] = declared_spec(name, declared)
     return catalogue
 
 
-def load_metrics_file(path: str | os.PathLike[str]) -> Catalogue:
-    """The metrics of a collector's metrics TOML file (``[metrics.<name>]`` with ``mechanism``).
+def declared_spec(name: str, declared: object) -> MetricSpec:
+    """The spec of one declared metric (see ``coerce_catalogue``)."""
+    if isinstance(declared, MetricSpec):
+        return declared
+    if isinstance(declared, Mapping):
+        return _table_spec(name, declared)
+    mechanism = parse_mechanism(declared) if isinstance(declared, str) else declared
+    if isinstance(mechanism, RandomizedResponse):
+        return MetricSpec("boolean", mechanism)
+    if isinstance(mechanism, BitMean):
+        return MetricSpec("numeric", mechanism)
+    if isinstance(mechanism, (KaryRandomizedResponse, UnaryEncoding)):
+        raise InvalidParameterError(
+            f"metric {name!r}: a categorical mechanism id does not name its categories; "
+            f"declare it as MetricSpec.build('categorical', categories=[...], "
+            f"mechanism={mechanism.id!r}) or as a table with its categories")
+    raise InvalidParameterError(
+        f"metric {name!r} must be declared as a MetricSpec, a mechanism, a mechanism id or a "
+        f"table. Got a {type(declared).__name__} instead.")
 
-    Other fields (description, retention, ...) are the collector's business and ignored.
+
+def _table_spec(name: str, table: Mapping[str, Any]) -> MetricSpec:
+    """A spec from a declaration table: ``kind`` (boolean by default), ``mechanism`` or
+    ``epsilon``, and the kind's fields."""
+    kind = table.get("kind", "boolean")
+    try:
+        return MetricSpec.build(kind, mechanism=table.get("mechanism"),
+                                epsilon=table.get("epsilon"),
+                                categories=table.get("categories", ()),
+                                edges=table.get("edges", ()), lower=table.get("lower"),
+                                upper=table.get("upper"), clamp=table.get("clamp", False))
+    except InvalidParameterError as exc:
+        raise InvalidParameterError(f"metric {name!r}: {exc}") from exc
+
+
+def load_metrics_file(path: str | os.PathLike[str],
+                      skipped: dict[str, str] | None = None) -> Catalogue:
+    """The metrics of a collector's metrics TOML file: each ``[metrics.<name>]`` table's
+    ``kind`` (boolean by default), ``mechanism`` or ``epsilon``, and its ``categories``,
+    ``edges``, ``lower``/``upper`` and ``clamp``.
+
+    Other fields (description, retention, ...) are the collector's business and ignored. A
+    table of a kind or mechanism family this client does not know is skipped (named in
+    ``skipped`` if given, else in a warning).
 
     Raises:
-        InvalidParameterError: the file cannot be read, is not TOML, or names a metric or
-            mechanism wrongly.
+        InvalidParameterError: the file cannot be read, is not TOML, or declares a metric
+            wrongly.
     """
     try:
         with open(path, "rb") as handle:
@@ -148,13 +262,29 @@ def load_metrics_file(path: str | os.PathLike[str]) -> Catalogue:
     if not isinstance(table, dict) or not table:
         raise InvalidParameterError(
             f"metrics file {os.fspath(path)} registers no [metrics.<name>] tables")
-    mechanisms: dict[str, RandomizedResponse | str] = {}
+    declared: dict[str, Mapping[str, Any]] = {}
     for name, spec in table.items():
-        if not isinstance(spec, dict) or not isinstance(spec.get("mechanism"), str):
+        mechanism, epsilon = (spec.get("mechanism"), spec.get("epsilon")) \
+            if isinstance(spec, dict) else (None, None)
+        if not isinstance(spec, dict) or not (isinstance(mechanism, str) or (
+                mechanism is None and isinstance(epsilon, (int, float))
+                and not isinstance(epsilon, bool))):
             raise InvalidParameterError(
-                f"{os.fspath(path)}: metrics.{name} must be a table with a mechanism string")
-        mechanisms[name] = spec["mechanism"]
-    return coerce_catalogue(mechanisms)
+                f"{os.fspath(path)}: metrics.{name} must be a table with a mechanism string "
+                f"or an epsilon")
+        why = _unsupported(spec.get("kind", "boolean"), mechanism) \
+            if mechanism is not None else _unsupported(spec.get("kind", "boolean"), "rr:")
+        if why is not None:
+            if skipped is not None:
+                skipped[name] = why
+            else:
+                log.warning("deniable: %s: skipping metric %r: %s", os.fspath(path), name, why)
+            continue
+        declared[name] = spec
+    try:
+        return coerce_catalogue(declared)
+    except InvalidParameterError as exc:
+        raise InvalidParameterError(f"{os.fspath(path)}: {exc}") from exc
 
 
 def check_max_epsilon(max_epsilon: object) -> float:
@@ -167,9 +297,11 @@ def check_max_epsilon(max_epsilon: object) -> float:
     return float(max_epsilon)
 
 
-def above_ceiling(mechanism: RandomizedResponse, max_epsilon: float) -> bool:
-    """Whether one report under ``mechanism`` loses more than ``max_epsilon`` nats."""
-    return mechanism.epsilon > max_epsilon
+def above_ceiling(mechanism: MetricSpec | Mechanism, max_epsilon: float) -> bool:
+    """Whether one report under ``mechanism`` (or a spec's) loses more than ``max_epsilon``
+    nats, whatever its kind."""
+    chosen = mechanism.mechanism if isinstance(mechanism, MetricSpec) else mechanism
+    return chosen.epsilon > max_epsilon
 
 
 @dataclass(frozen=True)
@@ -177,10 +309,11 @@ class Resolution:
     """What a reporter does with each metric.
 
     Attributes:
-        usable: metric -> the mechanism its reports follow.
+        usable: metric -> the spec (kind, mechanism) its reports follow.
         withheld: metric -> why it is not reported (its reports are counted, not queued).
         floored: metric -> a note: the collector registers a mechanism with a larger ε than
-            the app declared, so the declared mechanism is used.
+            the app declared (or a different question under the same name), so the declared
+            mechanism is used.
     """
 
     usable: Catalogue
@@ -190,40 +323,56 @@ class Resolution:
 
 def resolve(declared: Catalogue | None, served: Catalogue | None,
             max_epsilon: float) -> Resolution | None:
-    """Choose each metric's mechanism; None while neither catalogue is known.
+    """Choose each metric's spec; None while neither catalogue is known.
 
     With ``declared`` metrics, only those are reported. Each is reported under the served
-    mechanism if its likelihood ratio (hence its ε) is at most the declared one's, else under
-    the declared mechanism (the floor). Without, every served metric is reported under its
-    served mechanism. Either way a mechanism above ``max_epsilon`` is never used.
+    spec if it asks the same question (same kind, categories, edges and bounds) and its
+    likelihood ratio (hence its ε) is at most the declared one's, else under the declared
+    spec (the floor). Without, every served metric is reported under its served spec. Either
+    way a mechanism above ``max_epsilon`` is never used.
     """
     if declared is None and served is None:
         return None
     result = Resolution(usable={})
     source = declared if declared is not None else served
     assert source is not None
-    for name, mechanism in source.items():
-        chosen = mechanism
+    for name, spec in source.items():
+        chosen = spec
         offered = served.get(name) if (declared is not None and served is not None) else None
-        if offered is not None and offered != mechanism:
-            if offered.likelihood_ratio <= mechanism.likelihood_ratio:
+        if offered is not None and offered.mechanism != spec.mechanism:
+            if not _same_question(offered, spec):
+                result.floored[name] = (
+                    f"the collector registers it as a different {offered.kind} metric "
+                    f"({offered.mechanism.id}) than the declared {spec.kind} one "
+                    f"({spec.mechanism.id}); reporting under the declared one")
+            elif offered.mechanism.likelihood_ratio <= spec.mechanism.likelihood_ratio:
                 chosen = offered
             else:
                 result.floored[name] = (
-                    f"the collector registers {offered.id} (epsilon {offered.epsilon:.3g}), "
-                    f"above the declared {mechanism.id} (epsilon {mechanism.epsilon:.3g}); "
-                    f"reporting under the declared mechanism")
-        if above_ceiling(chosen, max_epsilon):
+                    f"the collector registers {offered.mechanism.id} (epsilon "
+                    f"{offered.mechanism.epsilon:.3g}), above the declared {spec.mechanism.id} "
+                    f"(epsilon {spec.mechanism.epsilon:.3g}); reporting under the declared "
+                    f"mechanism")
+        mechanism = chosen.mechanism
+        if above_ceiling(mechanism, max_epsilon):
             result.withheld[name] = (
-                f"its mechanism {chosen.id} has epsilon {chosen.epsilon:.3g}, above "
+                f"its mechanism {mechanism.id} has epsilon {mechanism.epsilon:.3g}, above "
                 f"max_epsilon {max_epsilon:.3g}; not reported")
             continue
         result.usable[name] = chosen
     return result
 
 
-def lookup(catalogue: Catalogue, metric: str) -> RandomizedResponse:
-    """The mechanism of ``metric``, or UnknownMetricError."""
+def _same_question(a: MetricSpec, b: MetricSpec) -> bool:
+    """Whether two specs take the same values: kind, categories, edges and numeric bounds."""
+    bounds = [(getattr(s.mechanism, "lower", None), getattr(s.mechanism, "upper", None))
+              for s in (a, b)]
+    return (a.kind, a.categories, a.edges, bounds[0]) == (b.kind, b.categories, b.edges,
+                                                           bounds[1])
+
+
+def lookup(catalogue: Catalogue, metric: str) -> MetricSpec:
+    """The spec of ``metric``, or UnknownMetricError."""
     try:
         return catalogue[metric]
     except KeyError:

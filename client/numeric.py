@@ -131,10 +131,33 @@ class BitMean:
         """P(report 1 | value), exact."""
         return self.a + (1 - 2 * self.a) * self.scaled(value)
 
+    @functools.cached_property
+    def _terms(self) -> tuple[int, int, int, int, int, int, int, int]:
+        span = self.upper - self.lower
+        return (self.lower.numerator, self.lower.denominator, self.upper.numerator,
+                self.upper.denominator, span.numerator, span.denominator,
+                self.a.numerator, self.a.denominator)
+
     def perturb(self, value: Fraction, rng: RandomBits | None = None) -> int:
-        """The reported bit for the exact ``value`` in [lower, upper]: one integer draw."""
-        probability = self.p_one(exact_number("value", value))
-        return int(below(rng, probability.denominator) < probability.numerator)
+        """The reported bit for the exact ``value`` in [lower, upper]: one integer draw.
+
+        P(1) = ``p_one(value)`` exactly, computed in integers as num / den without reducing
+        the fraction (``below(den) < num`` has probability num / den either way).
+        """
+        raw: object = value
+        if type(raw) is int:  # the common case, without building a Fraction
+            xn, xd = raw, 1
+        else:
+            exact = exact_number("value", value)
+            xn, xd = exact.numerator, exact.denominator
+        ln, ld, un, ud, sn, sd, an, ad = self._terms
+        offset = xn * ld - ln * xd  # (x - lower) xd ld, and xd, ld > 0
+        if offset < 0 or xn * ud > un * xd:
+            self.scaled(Fraction(xn, xd))  # raises, with the usual message
+        # p = a + (1 - 2a) s,  s = offset sd / (xd ld sn)
+        scale = xd * ld * sn
+        num = an * scale + (ad - 2 * an) * offset * sd
+        return int(below(rng, ad * scale) < num)
 
     def counts_of(self, payload: object) -> tuple[int, int]:
         """One report's counter increments (n, ones) from its wire ``bit``."""

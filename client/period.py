@@ -5,11 +5,13 @@ A metric's **collection policy** is declared in the collector's registry and ser
 catalogue (``GET /v1/metrics``); the analysis reads the same declaration to give intervals
 that hold over time (docs/analysis.md). It has three parts:
 
-- ``memoization``: ``"memoized"`` (the default: a device sends the same perturbed bit for the
-  same true value every time), ``"instantaneous"`` (memoized, then re-perturbed with fresh
+- ``memoization``: ``"memoized"`` (the default: a device sends the same perturbed answer for
+  the same true value every time; a numeric metric's, for the same grid point of its value),
+  ``"instantaneous"`` (memoized, then re-perturbed with fresh
   coins by the instantaneous layer ``instantaneous`` on every report) or ``"fresh"`` (fresh
   coins every report);
-- ``instantaneous``: the instantaneous layer's mechanism, only with ``"instantaneous"``;
+- ``instantaneous``: the instantaneous layer's mechanism, only with ``"instantaneous"``
+  (boolean metrics only: a device withholds a metric of another kind served with one);
 - ``period``: ``"hour"``, ``"day"`` (the default) or ``"week"``: at most one report per device
   per UTC period.
 

@@ -1,12 +1,20 @@
-"""The on-device queue: perturbed bits in SQLite (WAL mode), sealed into batches with fixed ids.
+"""The on-device queue: perturbed reports in SQLite (WAL mode), sealed into batches with fixed ids.
 
-Only ``(metric, mechanism id, perturbed bit)`` triples are ever stored; true values never reach
-this module. The tables::
+Only ``(metric, mechanism id, perturbed payload)`` triples are ever stored; true values never
+reach this module. The payload is the report's wire value: a bit (``rr:``, ``bm:``), a category
+index (``grr:``) or an OUE bitset's hex (``oue:``). The tables::
 
-    pending(seq, metric, mechanism, bit, queued_at)   committed reports not yet in a batch
+    pending(seq, metric, mechanism, bit, queued_at, payload)
+                                                      committed reports not yet in a batch:
+                                                      ``bit`` for the one-bit kinds, ``payload``
+                                                      (an int or text, NULL for bits) for the
+                                                      others (schema 2 added it to schema 1's
+                                                      table in place; nothing is rewritten)
     batches(seq, batch_id, body, n_reports, ...)      sealed batches: the exact bytes to POST
     dead_letter(batch_id, body, status, reason, ...)  batches the collector refused (400/409/413/422)
     ledger(metric, mechanism, handed_*, sent_*)       perturbed bits handed over and sent
+                                                      (``*_ones`` counts ones of the one-bit
+                                                      kinds; categorical reports count in n only)
     counters(name, value)                             sent, dropped, dead_lettered, ...
 
 Durability:
@@ -47,10 +55,12 @@ from deniable.client.wire import DEFAULT_MAX_REPORTS, encode_batch, new_batch_id
 log = logging.getLogger("deniable.client")
 
 Durability = Literal["group", "sync"]
-Item = tuple[str, str, int]
-"""One queued report: (metric, mechanism id, perturbed bit)."""
+Item = tuple[str, str, "int | str"]
+"""One queued report: (metric, mechanism id, perturbed payload: a bit or index, or hex)."""
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+"""1: reports were bits only. 2: ``pending.payload`` holds the other kinds' payloads; a
+schema-1 file is upgraded in place when opened (one ALTER TABLE, no rows rewritten)."""
 DEFAULT_COMMIT_INTERVAL = 0.05
 """Seconds the group committer gathers reports before one commit: the crash-loss window."""
 DEFAULT_MAX_BUFFER = 20_000
@@ -195,6 +205,9 @@ class DurableQueue:
                 raise QueueError(f"{target} holds queue schema {version}; this client "
                                  f"understands up to {SCHEMA_VERSION}")
             db.executescript(_SCHEMA)
+            columns = {row[1] for row in db.execute("PRAGMA table_info(pending)")}
+            if "payload" not in columns:  # a new file, or schema 1: add it in place
+                db.execute("ALTER TABLE pending ADD COLUMN payload")
             db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
             row = db.execute("SELECT MIN(queued_at) FROM pending").fetchone()
             self._oldest_pending = row[0]
@@ -296,8 +309,8 @@ class DurableQueue:
             with _write_transaction(db):
                 if items:
                     db.executemany(
-                        "INSERT INTO pending (metric, mechanism, bit, queued_at) "
-                        "VALUES (?, ?, ?, ?)", [(m, k, b, now) for m, k, b in items])
+                        "INSERT INTO pending (metric, mechanism, bit, payload, queued_at) "
+                        "VALUES (?, ?, ?, ?, ?)", [_row(item, now) for item in items])
                     db.executemany(
                         "INSERT INTO ledger (metric, mechanism, handed_n, handed_ones) "
                         "VALUES (?, ?, ?, ?) ON CONFLICT (metric, mechanism) DO UPDATE SET "
@@ -335,7 +348,7 @@ class DurableQueue:
         aged = seal_all or (oldest is not None and now - oldest >= self.max_batch_age)
         while count >= self.batch_size or (aged and count > 0):
             rows = _one_mechanism_per_metric(db.execute(
-                "SELECT seq, metric, mechanism, bit, queued_at FROM pending "
+                "SELECT seq, metric, mechanism, COALESCE(payload, bit), queued_at FROM pending "
                 "ORDER BY seq LIMIT ?", (self.batch_size,)).fetchall())
             batch_id = new_batch_id()
             body = json.dumps(encode_batch(batch_id, ((m, k, b) for _, m, k, b, _ in rows)),
@@ -415,7 +428,7 @@ class DurableQueue:
                         "UPDATE ledger SET sent_n = sent_n + ?, sent_ones = sent_ones + ? "
                         "WHERE metric = ? AND mechanism = ?",
                         [(n, ones, m, k) for m, k, n, ones in _tally(
-                            (r["metric"], r["mechanism"], r["bit"]) for r in reports)])
+                            (r["metric"], r["mechanism"], r.get("bit", 0)) for r in reports)])
             if self._in_flight == batch_id:
                 self._in_flight = None
             return row is not None
@@ -591,8 +604,22 @@ def _take_batch(db: sqlite3.Connection, batch_id: str) -> tuple[bytes, int] | No
     return bytes(row[0]), int(row[1])
 
 
-def _one_mechanism_per_metric(rows: list[tuple[int, str, str, int, float]]
-                              ) -> list[tuple[int, str, str, int, float]]:
+def _row(item: Item, now: float) -> tuple[str, str, int, int | str | None, float]:
+    """The pending row of a report: a one-bit kind's bit in ``bit`` (``payload`` NULL, as
+    schema 1 stored it); another kind's index or hex in ``payload`` (``bit`` 0)."""
+    metric, mechanism, value = item
+    if _is_bit(mechanism):
+        return metric, mechanism, value, None, now  # type: ignore[return-value]
+    return metric, mechanism, 0, value, now
+
+
+def _is_bit(mechanism_id: str) -> bool:
+    """Whether reports under ``mechanism_id`` carry one bit (``rr:`` and ``bm:``)."""
+    return mechanism_id.startswith(("rr:", "bm:"))
+
+
+def _one_mechanism_per_metric(rows: list[tuple[int, str, str, int | str, float]]
+                              ) -> list[tuple[int, str, str, int | str, float]]:
     """The longest prefix of ``rows`` that uses one mechanism per metric (at least one row).
 
     A metric's mechanism changes when the catalogue does; a batch never mixes two versions
@@ -605,11 +632,13 @@ def _one_mechanism_per_metric(rows: list[tuple[int, str, str, int, float]]
     return rows
 
 
-def _tally(reports: Iterable[tuple[str, str, int]]) -> list[tuple[str, str, int, int]]:
-    """(metric, mechanism, n, ones) for each (metric, mechanism) among the reports."""
+def _tally(reports: Iterable[tuple[str, str, int | str]]) -> list[tuple[str, str, int, int]]:
+    """(metric, mechanism, n, ones) for each (metric, mechanism) among the reports; ``ones``
+    counts the ones of one-bit kinds only (0 for categorical reports)."""
     n: Counter[tuple[str, str]] = Counter()
     ones: Counter[tuple[str, str]] = Counter()
     for metric, mechanism, bit in reports:
         n[(metric, mechanism)] += 1
-        ones[(metric, mechanism)] += bit
+        if _is_bit(mechanism):
+            ones[(metric, mechanism)] += int(bit)
     return [(m, k, count, ones[(m, k)]) for (m, k), count in n.items()]

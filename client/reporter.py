@@ -2,25 +2,32 @@
 
     with Reporter("https://telemetry.example.com", queue_path=data_dir / "deniable.db") as r:
         r.report("feature_x_enabled", True)   # perturbed here; True never leaves this call
+        r.report("os", "android")             # categorical: one of the declared categories
+        r.report("crashes", 3)                # histogram: a number, put in its bucket
+        r.report("startup_ms", 812.5)         # numeric: a number in the declared range
 
-The true value is used once, inside ``_perturb``; only the perturbed bit is queued, stored,
-logged or sent. Neither ``Reporter()`` nor ``report()`` ever waits on the network:
-``report()`` costs a few microseconds (group commit) and returns. A committer thread writes
-reports to SQLite, a sender thread uploads sealed batches, and a catalogue thread fetches
-``GET /v1/metrics`` (see ``deniable.client.queue``, ``.sender`` and ``.catalogue``, and
-docs/client.md for the guarantees and the table of network conditions).
+The true value is checked (``MetricSpec.encode``) and used once, inside ``_perturb``
+(booleans) or ``_perturb_value`` (every other kind); only the perturbed payload (a bit, a
+category index or an OUE bitset) is queued, stored, logged or sent. Neither ``Reporter()`` nor
+``report()`` ever waits on the network: ``report()`` costs a few microseconds (group commit)
+and returns. A committer thread writes reports to SQLite, a sender thread uploads sealed
+batches, and a catalogue thread fetches ``GET /v1/metrics`` (see ``deniable.client.queue``,
+``.sender`` and ``.catalogue``, and docs/client.md for the guarantees and the table of network
+conditions).
 """
 from __future__ import annotations
 
 import atexit
 import json
 import logging
+import math
 import os
 import threading
 import time
 import weakref
 from collections.abc import Collection, Mapping
 from dataclasses import replace
+from fractions import Fraction
 from types import TracebackType
 from typing import Any
 
@@ -34,11 +41,15 @@ from deniable.client.errors import (
 )
 from deniable.client.budget import DEFAULT_MAX_METRIC_EPSILON, Budget
 from deniable.client.catalogue import DEFAULT_CATALOGUE_REFRESH, CatalogueFetcher
+from deniable.client.categorical import UnaryEncoding
+from deniable.client.kinds import Mechanism, MetricSpec
 from deniable.client.longitudinal import LongitudinalGuard, PrivacyLoss
 from deniable.client.mechanism import RandomizedResponse
+from deniable.client.memo import ValueMechanism
 from deniable.client.metrics import (
     DEFAULT_MAX_EPSILON,
     Catalogue,
+    Declared,
     Resolution,
     above_ceiling,
     check_max_epsilon,
@@ -80,6 +91,8 @@ DEFAULT_EXIT_TIMEOUT = 2.0
 """Seconds the atexit hook waits for uploads (all open reporters together): short, so an
 offline app still exits promptly."""
 _CATALOGUE_META = "catalogue"
+_VALUE_TYPES = (bool, int, float, Fraction, str)
+"""What some kind's ``report()`` takes: bool, number, or category label."""
 
 # Every open Reporter, for the atexit flush and for restarting threads after a fork.
 _OPEN: weakref.WeakSet[Reporter] = weakref.WeakSet()
@@ -87,7 +100,9 @@ _OPEN_LOCK = threading.Lock()
 
 
 class Reporter:
-    """Reports boolean telemetry under randomized response, durably and exactly once.
+    """Reports telemetry under local differential privacy, durably and exactly once: boolean
+    metrics under randomized response, categorical and histogram metrics under k-ary
+    randomized response or optimized unary encoding, numeric metrics under 1BitMean.
 
     Construction never waits on the network. The metrics come from, in this order: the
     ``metrics`` the app declares; else the catalogue cached in the queue file by an earlier
@@ -96,9 +111,12 @@ class Reporter:
 
     Args:
         collector_url: the collector's base URL.
-        metrics: the metrics the app declares: name -> mechanism (or mechanism id), or the
-            path of the collector's metrics TOML file. A declared mechanism is a privacy
-            floor: a mechanism the collector registers with a larger epsilon is never used.
+        metrics: the metrics the app declares: name -> ``MetricSpec``, mechanism, mechanism
+            id (boolean ``rr:`` or numeric ``bm:``) or declaration table (as in the metrics
+            file: ``kind``, ``categories``, ``edges``, ``lower``/``upper``, ``clamp``,
+            ``mechanism`` or ``epsilon``); or the path of the collector's metrics TOML file.
+            A declared mechanism is a privacy floor: a mechanism the collector registers with
+            a larger epsilon is never used.
             If omitted, the collector's ``GET /v1/metrics`` is used (and cached in the queue
             file, so an offline restart can use the last one fetched).
         batch_size: reports per uploaded batch, in [1, 1000].
@@ -142,9 +160,13 @@ class Reporter:
         budgets: metric -> Budget (epsilon per period). A report that would exceed its
             metric's budget raises BudgetExceededError. Metrics without one are not capped.
         irr: metric -> an instantaneous layer (a RandomizedResponse or its id) that
-            re-perturbs the memoized answer on every report, as RAPPOR's IRR does.
+            re-perturbs the memoized answer on every report, as RAPPOR's IRR does. Boolean
+            metrics only: for another kind it is refused (``InvalidParameterError`` for a
+            declared metric, else the metric is withheld, with the reason).
         fresh: metrics reported with fresh coins on every report instead of a memoized
-            answer (each report then costs its full epsilon; use with a budget).
+            answer (each report then costs its full epsilon; use with a budget). Numeric
+            metrics are memoized by alpha-point rounding to a grid of 33 points unless fresh
+            (deniable.client.memo).
         max_metric_epsilon: cap, in nats, on what one metric name's memoized answers may
             cost over every version (mechanism) ever reported; past it the metric's new
             answers are not reported (a warning, ``stats().cap_refused``). Default ln 81;
@@ -167,8 +189,7 @@ class Reporter:
     """
 
     def __init__(self, collector_url: str,
-                 metrics: Mapping[str, RandomizedResponse | str] | str | os.PathLike[str]
-                 | None = None, *,
+                 metrics: Declared | str | os.PathLike[str] | None = None, *,
                  batch_size: int = DEFAULT_BATCH_SIZE,
                  queue_path: str | os.PathLike[str] | None = None,
                  durability: Durability = "group",
@@ -204,7 +225,9 @@ class Reporter:
         self._timeout = timeout
         self._token = token
         self._verify = _check_verify(verify, insecure_skip_verify)
-        self._declared = _declared_catalogue(metrics, self.max_epsilon)
+        self._declared_skipped: dict[str, str] = {}  # declared tables of unknown kinds
+        self._served_skipped: dict[str, str] = {}    # served entries of unknown kinds
+        self._declared = _declared_catalogue(metrics, self.max_epsilon, self._declared_skipped)
         self._queue = DurableQueue(queue_path, durability=durability, batch_size=batch_size,
                                    commit_interval=commit_interval, max_batch_age=max_batch_age,
                                    max_queued_reports=max_queued_reports,
@@ -237,7 +260,9 @@ class Reporter:
             raise
         # What report() routes by; replaced whole (never mutated) when the catalogue changes.
         self._resolution: Resolution | None = None
-        self._entries: dict[str, tuple[RandomizedResponse, str]] = {}
+        # name -> (mechanism, its id, None for a boolean metric else its spec).
+        self._entries: dict[str, tuple[Mechanism, str, MetricSpec | None]] = {}
+        self._specs: Catalogue = {}
         self._ready = threading.Event()
         self._noted: set[str] = set()           # log lines already written once
         self._apply(resolve(self._declared, self._cached_catalogue(), self.max_epsilon))
@@ -253,9 +278,15 @@ class Reporter:
     # -- configuration ---------------------------------------------------------------------
 
     @property
-    def metrics(self) -> Catalogue:
+    def metrics(self) -> dict[str, Mechanism]:
         """The metrics this reporter reports now: name -> the mechanism used (a copy)."""
-        return {name: mechanism for name, (mechanism, _) in self._entries.items()}
+        return {name: mechanism for name, (mechanism, _, _) in self._entries.items()}
+
+    @property
+    def specs(self) -> Catalogue:
+        """The metrics this reporter reports now: name -> its ``MetricSpec`` (kind,
+        mechanism, categories, edges, bounds), a copy."""
+        return dict(self._specs)
 
     @property
     def ready(self) -> bool:
@@ -296,14 +327,19 @@ class Reporter:
         try:
             doc = json.loads(cached)
             self._follow_registry(doc)
-            return parse_catalogue(doc)
+            skipped: dict[str, str] = {}
+            served = parse_catalogue(doc, skipped)
+            self._served_skipped = skipped
+            return served
         except (ValueError, DeniableError) as exc:
             log.warning("deniable: ignoring the cached catalogue (%s)", exc)
             return None
 
     def _on_catalogue_document(self, document: Any) -> None:
         """A fetched catalogue (on the catalogue thread): parse, cache, apply."""
-        served = parse_catalogue(document)   # raises on a malformed document: retried later
+        skipped: dict[str, str] = {}
+        served = parse_catalogue(document, skipped)  # raises if malformed: retried later
+        self._served_skipped = skipped
         self._follow_registry(document)
         if not self._queue.closed:
             self._queue.set_meta(_CATALOGUE_META, json.dumps(document))
@@ -332,17 +368,27 @@ class Reporter:
         """Route reports by ``resolution``: build each metric's layers, note what changed."""
         if resolution is None:
             return
-        for name, mechanism in list(resolution.usable.items()):
+        for name, spec in list(resolution.usable.items()):
             try:
-                self._guard.layers(name, mechanism)
+                self._guard.layers(name, spec.mechanism)
             except InvalidParameterError as exc:  # e.g. an irr layer this mechanism defeats
                 del resolution.usable[name]
                 resolution.withheld[name] = str(exc)
+        # Entries of kinds this client does not know: withheld, said once, counted.
+        unknown = dict(self._declared_skipped)
+        if self._declared is None:
+            unknown.update(self._served_skipped)
+        for name, why in unknown.items():
+            if name not in resolution.usable:
+                resolution.withheld.setdefault(name, why)
         for name, why in resolution.withheld.items():
             self._note(f"deniable: metric {name!r} is withheld: {why}")
         for name, why in resolution.floored.items():
             self._note(f"deniable: privacy floor for metric {name!r}: {why}")
-        self._entries = {name: (m, m.id) for name, m in resolution.usable.items()}
+        self._specs = dict(resolution.usable)
+        self._entries = {name: (spec.mechanism, spec.mechanism.id,
+                                None if spec.kind == "boolean" else spec)
+                         for name, spec in resolution.usable.items()}
         self._resolution = resolution
         self._ready.set()
 
@@ -354,39 +400,55 @@ class Reporter:
 
     # -- reporting -------------------------------------------------------------------------
 
-    def report(self, metric: str, true_value: bool) -> None:
-        """Perturb ``true_value`` for ``metric`` and queue the perturbed bit.
+    def report(self, metric: str, true_value: object) -> None:
+        """Perturb ``true_value`` for ``metric`` and queue the perturbed report.
 
-        Never touches the network. In ``"sync"`` durability, returns once the bit is
+        ``true_value`` is what the metric's kind takes: a bool (boolean), one of the declared
+        category labels (categorical), a number put in its bucket (histogram) or a number in
+        [lower, upper] (numeric); ints, floats and Fractions are read exactly. Numbers out of
+        range are clamped only if the metric declares ``clamp``.
+
+        Never touches the network. In ``"sync"`` durability, returns once the report is
         committed to the queue file. Until a catalogue is known, and for a withheld metric
-        (above ``max_epsilon``), the report is dropped and counted in ``stats()``
-        (``not_ready``, ``withheld``): nothing of it is kept. A report that needs a new
-        memoized answer for a metric past its cap over versions (``max_metric_epsilon``) is
-        not queued either: it returns normally and is counted in ``stats().cap_refused`` (a
-        warning said why, once).
+        (above ``max_epsilon``, or of a kind this client does not know), the report is dropped
+        and counted in ``stats()`` (``not_ready``, ``withheld``): nothing of it is kept. A
+        report that needs a new memoized answer for a metric past its cap over versions
+        (``max_metric_epsilon``) is not queued either: it returns normally and is counted in
+        ``stats().cap_refused`` (a warning said why, once).
 
         Raises:
             UnknownMetricError: a metric the known catalogue lacks (or an invalid name).
-            InvalidParameterError: ``true_value`` is not a bool (or 0/1).
+            InvalidParameterError: ``true_value`` is not what the metric takes: not a bool (or
+                0/1); an unknown category; NaN, an infinity, a number out of range (without
+                ``clamp``) or not a number. The message never shows the value; nothing is
+                queued or charged.
             BudgetExceededError: the privacy budget refused the report (counted in
                 ``stats().budget_refused``; nothing was queued).
-            QueueError: the reporter is closed, or (sync) the bit could not be committed.
+            QueueError: the reporter is closed, or (sync) the report could not be committed.
         """
-        # One test for both values (a chain of `is True or is False` costs a false value one
-        # more step: a timing difference that `deniable audit` measures).
+        entry = self._entries.get(metric)
+        if entry is None:  # its kind is unknown here: only a value no kind takes is refused
+            if not isinstance(true_value, _VALUE_TYPES):
+                raise InvalidParameterError(
+                    f"true_value must be a bool, a category label (str) or a number. "
+                    f"Got a {type(true_value).__name__} instead.")
+            self._not_routed(metric)
+            return
+        mechanism, mechanism_id, spec = entry
+        if spec is not None:
+            self._report_value(metric, mechanism, mechanism_id, spec, true_value)
+            return
+        # A boolean metric: the constant-time path. One test for both values (a chain of
+        # `is True or is False` costs a false value one more step: a timing difference that
+        # `deniable audit` measures).
         if true_value.__class__ is not bool and true_value not in (0, 1):
             raise InvalidParameterError(
                 f"true_value must be a bool. Got a {type(true_value).__name__} instead.")
-        entry = self._entries.get(metric)
-        if entry is None:
-            self._not_routed(metric)
-            return
-        mechanism, mechanism_id = entry
         if self._periods is not None and not self._periods.admit(metric,
                                                                  self._policy(metric)):
             return  # one report per period: this period's is already queued
         try:
-            bit = self._perturb(metric, mechanism, true_value)
+            bit = self._perturb(metric, mechanism, true_value)  # type: ignore[arg-type]
         except MetricCapError:
             return  # counted in the privacy state (stats().cap_refused); the ledger warned
         except BudgetExceededError:
@@ -395,6 +457,27 @@ class Reporter:
             self._queue.count_budget_refused()
             raise
         self._put((metric, mechanism_id, bit))
+
+    def _report_value(self, metric: str, mechanism: Mechanism, mechanism_id: str,
+                      spec: MetricSpec, true_value: object) -> None:
+        """``report`` for the kinds beyond boolean: check the value at the call, then as a
+        boolean report (period, privacy layer, queue)."""
+        encoded = _encode(metric, spec, true_value)
+        if self._periods is not None and not self._periods.admit(metric,
+                                                                 self._policy(metric)):
+            return
+        try:
+            answer = self._perturb_value(metric, mechanism, encoded)  # type: ignore[arg-type]
+        except MetricCapError:
+            return
+        except BudgetExceededError:
+            if self._periods is not None:
+                self._periods.release(metric, self._policy(metric))
+            self._queue.count_budget_refused()
+            raise
+        payload: int | str = (mechanism.encode_bits(answer)
+                              if isinstance(mechanism, UnaryEncoding) else answer)
+        self._put((metric, mechanism_id, payload))
 
     def _not_routed(self, metric: str) -> None:
         """A report of a metric with no route: count it, or raise for a programming error."""
@@ -413,7 +496,7 @@ class Reporter:
             raise UnknownMetricError(
                 f"{metric!r} is not a metric name: lowercase letters, digits and '_', at "
                 f"most 64 characters")
-        lookup(self.metrics, metric)  # raises UnknownMetricError
+        lookup(self.specs, metric)  # raises UnknownMetricError
         raise AssertionError("unreachable")
 
     def _perturb(self, metric: str, mechanism: RandomizedResponse, true_value: bool) -> int:
@@ -424,6 +507,15 @@ class Reporter:
         which ``report()`` counts and lets propagate.
         """
         return self._guard.perturb(metric, mechanism, true_value)
+
+    def _perturb_value(self, metric: str, mechanism: ValueMechanism,
+                       value: int | Fraction) -> int:
+        """The one place a categorical, histogram or numeric value (already encoded: a
+        category index or an exact number in range) becomes a perturbed answer: a GRR index,
+        an OUE bitset (an int) or a 1BitMean bit. Memoized by default (per category; numbers
+        by alpha-point rounding), fresh if the metric is. May raise ``BudgetExceededError``.
+        """
+        return self._guard.perturb_value(metric, mechanism, value)
 
     def _policy(self, metric: str) -> CollectionPolicy:
         policy = self._policies.get(metric)
@@ -436,8 +528,8 @@ class Reporter:
         value reveals, for ``metric`` on this device (``PrivacyLoss``), under the mechanism
         its reports follow now (``stats().floored_metrics`` says if the declared floor
         applies)."""
-        mechanism = lookup(self.metrics, metric)
-        return self._guard.privacy_loss(metric, mechanism)
+        spec = lookup(self.specs, metric)
+        return self._guard.privacy_loss(metric, spec.mechanism)
 
     # -- introspection ---------------------------------------------------------------------
 
@@ -584,21 +676,52 @@ def _check_verify(verify: Verify, insecure_skip_verify: bool) -> bool | str:
     return path
 
 
-def _declared_catalogue(metrics: Mapping[str, RandomizedResponse | str] | str
-                        | os.PathLike[str] | None, max_epsilon: float) -> Catalogue | None:
+def _declared_catalogue(metrics: Declared | str | os.PathLike[str] | None, max_epsilon: float,
+                        skipped: dict[str, str]) -> Catalogue | None:
     """The app's declared metrics (a mapping or a metrics TOML file), checked against the
-    ceiling: declaring a mechanism above ``max_epsilon`` is a programming error."""
+    ceiling: declaring a mechanism above ``max_epsilon`` is a programming error. A file's
+    metrics of kinds this client does not know go to ``skipped``."""
     if metrics is None:
         return None
-    declared = (load_metrics_file(metrics) if isinstance(metrics, (str, os.PathLike))
+    declared = (load_metrics_file(metrics, skipped) if isinstance(metrics, (str, os.PathLike))
                 else coerce_catalogue(metrics))
-    above = sorted(f"{name} ({m.id}, epsilon {m.epsilon:.3g})"
-                   for name, m in declared.items() if above_ceiling(m, max_epsilon))
+    above = sorted(f"{name} ({s.mechanism.id}, epsilon {s.mechanism.epsilon:.3g})"
+                   for name, s in declared.items() if above_ceiling(s, max_epsilon))
     if above:
         raise InvalidParameterError(
             f"declared metrics above max_epsilon {max_epsilon:.3g}: {', '.join(above)}. "
             f"Choose a more private mechanism, or raise max_epsilon knowingly.")
     return declared
+
+
+def _encode(metric: str, spec: MetricSpec, value: object) -> int | Fraction:
+    """``spec.encode(value)``, refused with a message that never shows the value (it is the
+    secret): only its type, and what the metric takes."""
+    try:
+        encoded = spec.encode(value)
+        assert not isinstance(encoded, bool)  # not a boolean metric
+        return encoded
+    except InvalidParameterError:
+        pass  # raised below, outside the handler: the original message is not chained
+    if spec.kind == "categorical":
+        shown = ", ".join(spec.categories[:8]) + (", ..." if len(spec.categories) > 8 else "")
+        why = (f"takes one of its declared categories ({shown}); the value given is not one"
+               if isinstance(value, str) else
+               f"takes one of its declared categories (a str). Got a {type(value).__name__}")
+    elif isinstance(value, bool) or not isinstance(value, (int, float, Fraction)):
+        why = (f"takes a number (int, float or Fraction). Got a {type(value).__name__}")
+    elif isinstance(value, float) and not math.isfinite(value):
+        why = "takes a finite number; NaN and infinities are refused"
+    else:
+        low, high = ((spec.edges[0], spec.edges[-1]) if spec.kind == "histogram" else
+                     (spec.mechanism.lower, spec.mechanism.upper))  # type: ignore[union-attr]
+        why = (f"takes a number in [{_text(low)}, {_text(high)}] and does not declare clamp; "
+               f"the value given lies outside")
+    raise InvalidParameterError(f"metric {metric!r} ({spec.kind}) {why}. Nothing was reported.")
+
+
+def _text(value: Fraction) -> str:
+    return str(value.numerator) if value.denominator == 1 else f"{float(value):g}"
 
 
 def _close_all_at_exit() -> None:

@@ -64,11 +64,13 @@ class Stats:
 
 @dataclass(frozen=True)
 class LedgerEntry:
-    """Perturbed bits of one metric that were handed over to the queue and that were sent.
+    """Perturbed reports of one metric that were handed over to the queue and that were sent.
 
     ``handed_n``/``handed_ones`` count every report committed to the queue (with its perturbed
-    bit); ``sent_n``/``sent_ones`` those acknowledged by the collector. Only perturbed bits are
-    counted: the true values were never stored.
+    bit); ``sent_n``/``sent_ones`` those acknowledged by the collector. Only perturbed reports
+    are counted: the true values were never stored. ``*_ones`` counts the ones of the one-bit
+    kinds (boolean ``rr:``, numeric ``bm:``); a categorical or histogram metric's reports count
+    in ``n`` only (its ``*_ones`` stay 0: its per-category counts are the collector's).
     """
 
     metric: str

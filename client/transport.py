@@ -20,7 +20,8 @@ from requests.adapters import HTTPAdapter
 from urllib3.util.retry import Retry
 
 from deniable.client.errors import InvalidParameterError, UploadError, WireFormatError
-from deniable.client.metrics import Catalogue, parse_catalogue
+from deniable.client.kinds import Mechanism
+from deniable.client.metrics import parse_catalogue
 from deniable.client.wire import MEDIA_TYPE, METRICS_PATH, REPORTS_PATH
 
 DEFAULT_TIMEOUT = (3.05, 10.0)
@@ -89,9 +90,11 @@ class Transport:
         if token:
             self._headers["Authorization"] = f"Bearer {token}"
 
-    def fetch_catalogue(self) -> Catalogue:
-        """GET /v1/metrics and parse it into name -> mechanism."""
-        return parse_catalogue(self.fetch_catalogue_document())
+    def fetch_catalogue(self) -> dict[str, Mechanism]:
+        """GET /v1/metrics and parse it into name -> mechanism (``parse_catalogue`` gives the
+        whole ``MetricSpec`` of each)."""
+        return {name: spec.mechanism
+                for name, spec in parse_catalogue(self.fetch_catalogue_document()).items()}
 
     def fetch_catalogue_document(self) -> Any:
         """GET /v1/metrics and return the parsed JSON document, unvalidated."""

@@ -12,13 +12,17 @@ from math import comb
 import numpy as np
 import pytest
 
-from deniable.analysis.audit import (Audit, Subject, Upload, builtin_subjects, client_device,
-                                     enumerate_ones, float_random_uses, traffic_problems)
-from deniable.analysis.bounds import (betainc, clopper_pearson, count_events,
-                                      epsilon_lower_bound, welch_t)
+from deniable.analysis.audit import (Audit, KindSubject, Subject, Upload, builtin_subjects,
+                                     check_kind_exact, client_device, enumerate_coin,
+                                     enumerate_ones, exact_ratio, float_random_uses,
+                                     traffic_problems)
+from deniable.analysis.bounds import (betainc, chi_square_sf, chi_square_test, clopper_pearson,
+                                      count_events, epsilon_lower_bound, welch_t)
 from deniable.cli.main import main
 from deniable.client import Reporter
-from deniable.client.mechanism import RandomizedResponse
+from deniable.client.categorical import KaryRandomizedResponse, UnaryEncoding
+from deniable.client.mechanism import RandomizedResponse, below
+from deniable.client.numeric import BitMean
 from deniable.client.randomness import SYSTEM_BITS
 
 TWO_COIN = RandomizedResponse.from_id("rr:1/2:1/2")
@@ -57,6 +61,20 @@ def test_epsilon_bound_exceeds_the_true_epsilon_rarely() -> None:
 def test_events_count_ones_among_k_reports() -> None:
     events = count_events([0, 4, 4, 2], k=4)
     assert events["ones=4"] == 2 and events["ones>=2"] == 3 and events["ones<=0"] == 1
+
+
+@pytest.mark.parametrize("statistic, dof, tail", [
+    (3.841458820694124, 1, 0.05), (18.307038053275146, 10, 0.05), (124.34211340400407, 100, 0.05),
+    (0.5, 2, math.exp(-0.25)), (20.0, 4, 11 * math.exp(-10)),  # even dof: closed forms
+    (30.0, 6, math.exp(-15) * (1 + 15 + 15 ** 2 / 2)), (0.0, 3, 1.0)])
+def test_chi_square_tail_matches_published_values(statistic: float, dof: int, tail: float) -> None:
+    assert chi_square_sf(statistic, dof) == pytest.approx(tail, rel=1e-4)
+
+
+def test_chi_square_test_names_the_worst_cell() -> None:
+    test = chi_square_test({"a": 600, "b": 400}, {"a": 0.5, "b": 0.5})
+    assert test.dof == 1 and test.statistic == pytest.approx(40.0)
+    assert test.worst == ("a", pytest.approx(100 / math.sqrt(250)))  # 100 over sqrt(n p (1 - p))
 
 
 def test_welch_t_detects_a_shift() -> None:
@@ -98,7 +116,9 @@ def test_every_builtin_mechanism_passes_every_check() -> None:
     assert failures == []
     checks = {(r.subject, r.check) for r in results}
     for subject in builtin_subjects():
-        for check in ("epsilon", "distribution", "repeated x4", "exact", "timing", "traffic"):
+        expected = ("epsilon", "distribution", "exact") if isinstance(subject, KindSubject) \
+            else ("epsilon", "distribution", "repeated x4", "exact", "timing", "traffic")
+        for check in expected:
             assert (subject.name, check) in checks
     tight = [r.tightness for r in results if r.check == "epsilon"]
     assert all(t is not None and 0.8 < t <= 1 for t in tight)
@@ -223,3 +243,162 @@ def test_the_command_scans_what_a_collector_holds(redis_client, redis_url: str, 
     scan = [r for r in json.loads(capsys.readouterr().out)["results"] if r["check"] == "redis scan"][0]
     assert scan["passed"] is False
     assert "dn:v1:b:" in scan["detail"] and "log line 1" in scan["detail"]
+
+
+# -- categorical and numeric kinds ------------------------------------------------------------
+
+TAG = "0123abcd"
+KIND_SUBJECTS = [s for s in builtin_subjects() if isinstance(s, KindSubject)]
+
+
+def test_the_builtins_cover_every_new_mechanism() -> None:
+    assert {type(s.mechanism) for s in KIND_SUBJECTS} == {KaryRandomizedResponse, UnaryEncoding,
+                                                          BitMean}
+
+
+@pytest.mark.parametrize("mechanism_id, ratio", [
+    ("grr:6:1/2:" + TAG, Fraction(5)),                  # p / q = (1/2) / (1/10)
+    ("grr:2:3/4:" + TAG, Fraction(3)),                  # the two-coin scheme
+    ("oue:64:1/4:" + TAG, Fraction(3)),                 # (1 - q) / q
+    ("bm:1/4:0:1000", Fraction(3)),                     # (1 - a) / a
+    ("bm:1/10:-5/2:7", Fraction(9)),
+])
+def test_the_exact_ratio_is_the_worst_case_of_the_ids_distributions(
+        mechanism_id: str, ratio: Fraction) -> None:
+    assert exact_ratio(mechanism_id) == ratio
+
+
+def test_a_coin_enumerated_over_every_byte_is_exact() -> None:
+    assert enumerate_coin(Fraction(2_977_044_472, 2 ** 32)) == (Fraction(2_977_044_472, 2 ** 32), 0)
+    ones, unread = enumerate_coin(Fraction(1, 3), levels=3)
+    assert ones <= Fraction(1, 3) <= ones + unread and unread == Fraction(1, 256 ** 3)
+
+
+@pytest.mark.parametrize("subject", KIND_SUBJECTS, ids=lambda s: s.name)
+def test_the_shipped_kinds_pass_with_tight_bounds(subject: KindSubject) -> None:
+    results = {r.check: r for r in Audit(trials=40_000).check_kind_reports(subject)}
+    results["exact"] = check_kind_exact(subject)
+    assert all(r.passed for r in results.values()), [r.detail for r in results.values()]
+    tightness = results["epsilon"].tightness
+    assert tightness is not None and 0.85 < tightness <= 1
+
+
+class LeakyGRR(KaryRandomizedResponse):
+    """Claims its p, but keeps the true category with probability p + shift."""
+
+    shift = Fraction(0)
+
+    def perturb(self, index: int, rng=None) -> int:  # type: ignore[no-untyped-def, override]
+        p = self.p + self.shift
+        if below(rng, p.denominator) < p.numerator:
+            return index
+        other = below(rng, self.d - 1)
+        return other + (other >= index)
+
+
+class LeakyOUE(UnaryEncoding):
+    """Claims its q, but sets the other bits with probability q + shift."""
+
+    shift = Fraction(0)
+
+    def perturb(self, index: int, rng=None) -> int:  # type: ignore[no-untyped-def, override]
+        q = self.q + self.shift
+        bits = sum((below(rng, q.denominator) < q.numerator) << i for i in range(self.d))
+        return (bits & ~(1 << index)) | (below(rng, 2) << index)
+
+
+class LeakyBitMean(BitMean):
+    """Claims its a, but draws P(1 | x) with a + shift."""
+
+    shift = Fraction(0)
+
+    def perturb(self, value, rng=None) -> int:  # type: ignore[no-untyped-def, override]
+        s = self.scaled(Fraction(value))
+        a = self.a + self.shift
+        p = a + (1 - 2 * a) * s
+        return int(below(rng, p.denominator) < p.numerator)
+
+
+def _leaky(cls: type, shift: Fraction, *args: object) -> KindSubject:
+    leaky = type(cls.__name__, (cls,), {"shift": shift})(*args)
+    return KindSubject("leaky", "leaky", leaky)
+
+
+@pytest.mark.parametrize("shift", [Fraction(1, 100), Fraction(-1, 100)])
+@pytest.mark.parametrize("make", [
+    lambda shift: _leaky(LeakyGRR, shift, 6, Fraction(1, 2), TAG),
+    lambda shift: _leaky(LeakyOUE, shift, 8, Fraction(1, 4), TAG),
+    lambda shift: _leaky(LeakyBitMean, shift, Fraction(1, 4), 0, 100),
+], ids=["grr", "oue", "bitmean"])
+def test_a_kind_off_by_one_percent_either_way_is_caught(make, shift: Fraction) -> None:  # type: ignore[no-untyped-def]
+    # 1/100 on a probability near 1/2 or 1/4 is 7 to 10 standard errors at 100,000 reports.
+    results = {r.check: r for r in Audit(trials=100_000).check_kind_reports(make(shift))}
+    assert not results["distribution"].passed, results["distribution"].detail
+
+
+def test_a_kind_that_leaks_more_than_it_claims_fails_the_epsilon_check() -> None:
+    # Claims p = 1/2 at d = 6 (epsilon ln 5) but keeps with 3/5: epsilon ln 7.5.
+    subject = _leaky(LeakyGRR, Fraction(1, 10), 6, Fraction(1, 2), TAG)
+    result = Audit(trials=50_000).check_kind_reports(subject)[0]
+    assert result.check == "epsilon" and not result.passed
+    assert result.bound is not None and result.bound > math.log(6)
+
+
+class MisclaimedGRR(KaryRandomizedResponse):
+    """Its id says one thing, its stated likelihood ratio another."""
+
+    @property
+    def likelihood_ratio(self) -> Fraction:  # type: ignore[override]
+        return Fraction(4)
+
+
+def test_a_claim_that_is_not_the_ids_worst_case_fails_the_exact_check() -> None:
+    honest = KindSubject("grr", "grr", KaryRandomizedResponse(6, Fraction(1, 2), TAG))
+    wrong = KindSubject("grr", "grr", MisclaimedGRR(6, Fraction(1, 2), TAG))
+    assert check_kind_exact(honest).passed
+    result = check_kind_exact(wrong)
+    assert not result.passed and "likelihood ratio 4" in result.detail
+
+
+def test_the_command_audits_every_kind_of_a_metrics_file(
+        tmp_path, capsys: pytest.CaptureFixture[str]) -> None:  # type: ignore[no-untyped-def]
+    path = tmp_path / "metrics.toml"
+    path.write_text(
+        '[metrics.dark_mode]\nmechanism = "rr:3/4:1/2"\n'
+        '[metrics.os_family]\nkind = "categorical"\nepsilon = 2.0\n'
+        'categories = ["android", "ios", "windows", "macos", "linux", "other"]\n'
+        '[metrics.latency_ms]\nkind = "histogram"\nedges = [0, 10, 100, 1000]\n'
+        'mechanism = "oue:3:1/4:' + "{tag}" + '"\n'
+        '[metrics.minutes]\nkind = "numeric"\nlower = 0\nupper = 240\nepsilon = 1.0\n')
+    from deniable.client.categorical import domain_tag
+    path.write_text(path.read_text().replace("{tag}", domain_tag(["0", "10", "100", "1000"])))
+    status = main(["audit", "--metrics-file", str(path), "os_family", "latency_ms", "minutes",
+                   "--trials", "3000", "--json"])
+    doc = json.loads(capsys.readouterr().out)
+    assert status == 0 and doc["passed"] is True, doc
+    rows = {(r["subject"], r["check"]) for r in doc["results"]}
+    for metric in ("os_family", "latency_ms", "minutes"):
+        assert {(metric, "epsilon"), (metric, "distribution"), (metric, "exact")} <= rows
+
+
+def test_the_command_refuses_a_metrics_file_whose_declaration_does_not_match(
+        tmp_path, capsys: pytest.CaptureFixture[str]) -> None:  # type: ignore[no-untyped-def]
+    path = tmp_path / "metrics.toml"
+    path.write_text('[metrics.os_family]\nkind = "categorical"\ncategories = ["a", "b"]\n'
+                    'mechanism = "grr:3:1/2:0123abcd"\n')
+    assert main(["audit", "--metrics-file", str(path), "--all"]) == 1
+    assert "cannot read metrics file" in capsys.readouterr().err
+
+
+def test_the_command_audits_the_kinds_a_collector_serves(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    from deniable.analysis.audit import capturing_collector
+    from deniable.client.kinds import MetricSpec
+    spec = MetricSpec.build("categorical", epsilon=1.0, categories=["a", "b", "c", "d"])
+    numeric = MetricSpec.build("numeric", epsilon=1.0, lower=-5, upper=5)
+    with capturing_collector({"letters": spec, "offset": numeric}) as (url, _):  # type: ignore[dict-item]
+        status = main(["audit", "--url", url, "--all", "--trials", "2000", "--json"])
+    doc = json.loads(capsys.readouterr().out)
+    assert status == 0 and doc["passed"] is True, doc
+    checked = {(r["subject"], r["check"]) for r in doc["results"]}
+    assert {("letters", "exact"), ("offset", "epsilon"), ("offset", "distribution")} <= checked

@@ -13,8 +13,9 @@ import pytest
 
 from deniable.client import InvalidParameterError, RandomizedResponse, Reporter, UnknownMetricError
 from deniable.client.errors import UploadError, WireFormatError
-from deniable.client.metrics import (DEFAULT_MAX_EPSILON, describe_metric, load_metrics_file,
-                                     resolve)
+from deniable.client.kinds import MetricSpec
+from deniable.client.metrics import (DEFAULT_MAX_EPSILON, coerce_catalogue, describe_metric,
+                                     load_metrics_file, resolve)
 from deniable.client.queue import DurableQueue
 from deniable.client.transport import status_kind
 from deniable.client.wire import decode_batch, decode_compact_batch, encode_batch, new_batch_id
@@ -39,7 +40,7 @@ def test_the_default_ceiling_admits_what_the_project_ships_and_nothing_far_above
     assert ln9.likelihood_ratio == 9
     just_above = RandomizedResponse.from_id("rr:801/1000:1/2")
     shipped = {"a": LN3, "b": LN7, "c": ln9, "d": just_above, "e": HUGE}
-    resolution = resolve(None, shipped, DEFAULT_MAX_EPSILON)
+    resolution = resolve(None, coerce_catalogue(shipped), DEFAULT_MAX_EPSILON)
     assert resolution is not None
     assert set(resolution.usable) == {"a", "b", "c"}
     assert set(resolution.withheld) == {"d", "e"} and "max_epsilon" in resolution.withheld["e"]
@@ -47,16 +48,17 @@ def test_the_default_ceiling_admits_what_the_project_ships_and_nothing_far_above
 
 def test_a_declared_mechanism_is_a_floor_and_a_more_private_one_is_taken() -> None:
     more_private = RandomizedResponse.from_id("rr:1/4:1/2")
-    declared = {"x": LN3, "y": LN3, "z": LN7}
-    served = {"x": LN7, "y": more_private, "z": LN7, "other": LN3}
+    declared = coerce_catalogue({"x": LN3, "y": LN3, "z": LN7})
+    served = coerce_catalogue({"x": LN7, "y": more_private, "z": LN7, "other": LN3})
     resolution = resolve(declared, served, DEFAULT_MAX_EPSILON)
     assert resolution is not None
-    assert resolution.usable == {"x": LN3, "y": more_private, "z": LN7}  # never "other"
+    assert resolution.usable == coerce_catalogue(
+        {"x": LN3, "y": more_private, "z": LN7})  # never "other"
     assert set(resolution.floored) == {"x"} and "rr:3/4:1/2" in resolution.floored["x"]
     assert resolve(declared, None, DEFAULT_MAX_EPSILON).usable == declared  # type: ignore[union-attr]
     assert resolve(None, None, DEFAULT_MAX_EPSILON) is None
     lowered = resolve(declared, served, math.log(2))
-    assert lowered is not None and lowered.usable == {"y": more_private}
+    assert lowered is not None and lowered.usable == {"y": MetricSpec("boolean", more_private)}
 
 
 def test_max_epsilon_must_be_a_positive_number() -> None:
@@ -74,7 +76,7 @@ def test_the_collectors_metrics_toml_file_declares_metrics(tmp_path: Path) -> No
     path = tmp_path / "metrics.toml"
     path.write_text('[metrics.dark_mode]\ndescription = "D"\nmechanism = "rr:3/4:1/2"\n'
                     'retention_days = 30\nsome_future_field = 1\n')
-    assert load_metrics_file(path) == {"dark_mode": LN7}
+    assert load_metrics_file(path) == {"dark_mode": MetricSpec("boolean", LN7)}
     for text in ("not toml [", "[other]\n", '[metrics.x]\nmechanism = 3\n',
                  '[metrics.Bad]\nmechanism = "rr:1/2:1/2"\n'):
         path.write_text(text)
@@ -96,8 +98,8 @@ def test_reports_before_any_catalogue_are_counted_once_logged_and_kept_nowhere(
         for i in range(5):
             reporter.report("dark_mode", i % 2 == 0)
         # Programming errors still raise at once, catalogue or not.
-        with pytest.raises(InvalidParameterError):
-            reporter.report("dark_mode", "yes")  # type: ignore[arg-type]
+        with pytest.raises(InvalidParameterError):  # no kind of metric takes None
+            reporter.report("dark_mode", None)
         with pytest.raises(UnknownMetricError):
             reporter.report("Not A Name", True)
         stats = reporter.stats()

@@ -136,8 +136,18 @@ class Breakdown:
     @property
     def dimensions_note(self) -> str:
         """The plain statement every output carries about what the dimensions are."""
-        return (f"{self.by} is a public dimension: sent and counted in clear, NOT protected "
-                "by local differential privacy; the metric's value is, in every cell.")
+        names = self.by.replace(",", ", ")
+        return (f"{names} {'are public dimensions' if ',' in self.by else 'is a public dimension'}"
+                ": sent and counted in clear, NOT protected by local differential privacy; the "
+                "metric's value is, in every cell.")
+
+    @property
+    def not_stated_reason(self) -> str:
+        """What the "not stated" row counts, in words."""
+        if "," in self.by:
+            return (f"reports that did not state every one of {self.by.replace(',', ', ')}: "
+                    "counted in the total only")
+        return f"reports that did not state {self.by}: counted in the total only"
 
 
 class BreakdownError(SourceError):

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from deniable.analysis.breakdown import NOT_STATED, Breakdown, cell_row
-from deniable.analysis.report import _plain, flags, summary_rows, text_table
+from deniable.analysis.report import _p, _plain, flags, summary_rows, text_table
 from deniable.collector.window import category_flags
 
 BREAKDOWN_COLUMNS = ("metric", "kind", "by", "value", "label", "n", "suppressed", "reason",
@@ -63,7 +63,7 @@ def breakdown_rows(b: Breakdown) -> list[dict[str, Any]]:
                 "lower", "upper", "flags")}})
     rows.append({**common, "value": NOT_STATED, "label": "", "n": b.not_stated,
                  "suppressed": False,
-                 "reason": f"reports that did not state {b.by}: counted in the total only",
+                 "reason": b.not_stated_reason,
                  "flags": "no estimate"})
     return rows
 
@@ -123,7 +123,7 @@ def breakdown_table(b: Breakdown) -> str:
                          flags(s)])
     stated = [NOT_STATED, *(["-"] if categorical else []), f"{b.not_stated:,}",
               *["-"] * (len(columns) - (4 if categorical else 3)),
-              f"no estimate: reports that did not state {b.by}"]
+              "no estimate: " + b.not_stated_reason]
     rows.append(stated)
     out = text_table(_title(b), columns, rows)
     out += comparisons_table(b)
@@ -150,7 +150,7 @@ def comparisons_table(b: Breakdown) -> str:
                (f"p ({first.correction})", "right"), ("significant", "left")]
     rows = [[f"{_short(c.b)} - {_short(c.a)}", *([c.category or ""] if first.category else []),
              f"{c.difference:+.4g}", f"[{c.ci_low:+.4g}, {c.ci_high:+.4g}]",
-             f"{c.p_value:.3g}", f"{c.p_adjusted:.3g}",
+             _p(c.p_value), _p(c.p_adjusted),
              "yes" if c.significant else "no"] for c in shown]
     title = (f"Comparisons between {b.by} values: {len(significant)} of {len(listed)} "
              f"significant at {first.alpha:g} ({first.correction.capitalize()} over every pair"

@@ -13,6 +13,7 @@ import json
 from collections.abc import Iterator
 
 import pytest
+import redis
 
 from deniable.analysis import HTTPSource, RedisSource
 from deniable.analysis.breakdown import breakdown
@@ -53,6 +54,7 @@ def collector(redis_url: str, tmp_path_factory: pytest.TempPathFactory
                     reporter.report("adoption_e2e", i % 100 < share * 100)
                 assert reporter.flush(30)
         yield process
+    redis.Redis.from_url(redis_url).flushdb()  # leave no metrics behind for other modules
 
 
 def test_report_by_gives_each_version_its_share_and_finds_the_difference(  # type: ignore[no-untyped-def]

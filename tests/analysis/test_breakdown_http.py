@@ -7,6 +7,7 @@ import json
 from collections.abc import Iterator
 
 import pytest
+import redis
 import requests
 
 from deniable.analysis import HTTPSource, RedisSource
@@ -55,6 +56,7 @@ def collector(redis_url: str, tmp_path_factory: pytest.TempPathFactory
         os_id = next(m["mechanism"] for m in mechanism["metrics"] if m["name"] == "os_http")
         _post(process.url, [("os_http", os_id, 1, {"platform": "ios"})] * 120)
         yield process
+    redis.Redis.from_url(redis_url).flushdb()  # leave no metrics behind for other modules
 
 
 def _post(url: str, reports: list[tuple]) -> None:  # type: ignore[type-arg]

@@ -7,6 +7,8 @@ from html.parser import HTMLParser
 from pathlib import Path
 from urllib.parse import urlencode
 
+import redis
+
 from deniable.analysis import HTTPSource
 from deniable.analysis.breakdown import breakdown
 from deniable.collector.server import CollectorProcess
@@ -84,3 +86,4 @@ def test_the_dashboard_draws_a_breakdown_with_its_suppressed_cell(redis_url: str
                 assert row["estimate"] == f"{cell.summary.estimate:.4f}"
         assert dom.rows["not stated"]["n"] == str(want.not_stated)
         assert any("single people out" in note for note in dom.notes)
+    redis.Redis.from_url(redis_url).flushdb()  # leave no metrics behind for other modules

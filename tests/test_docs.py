@@ -193,3 +193,42 @@ def test_the_collector_loads_the_readmes_metrics_file(tmp_path: Path) -> None:
     loaded = load_metrics_file(path)
     for name, spec in declared_kinds().items():
         assert loaded[name].mechanism.id == spec.mechanism.id, name
+
+
+def test_the_readmes_dimensions_load_as_declared_and_its_calls_state_listed_values(
+        tmp_path: Path) -> None:
+    """The README's metrics file declares public dimensions the collector's registry loads as
+    written, and the values its client examples state are ones those dimensions count."""
+    from deniable.collector.registry import load_metrics_file
+
+    block = next(b for b in re.findall(r"```toml\n(.*?)```", README, re.S) if ".dimensions." in b)
+    path = tmp_path / "metrics.toml"
+    path.write_text(block)
+    loaded = load_metrics_file(path)
+    declaring = {name: table for name, table in tomllib.loads(block)["metrics"].items()
+                 if "dimensions" in table}
+    assert declaring
+    for name, table in declaring.items():
+        expected = {"dimensions": {d: {"values": spec["values"], "other": spec.get("other", False)}
+                                   for d, spec in table["dimensions"].items()}}
+        if "combinations" in table:
+            expected["combinations"] = [sorted(c) for c in table["combinations"]]
+        assert loaded[name].dimensions.describe() == expected, name
+    dims = loaded["feature_x_enabled"].dimensions
+    stated = [ast.literal_eval(found) for found in
+              re.findall(r"\bdims?(?:ensions)?=(\{[^}]*\})", README)]
+    assert len(stated) >= 2  # Reporter(dimensions=...) and report(..., dims=...)
+    for values in stated:
+        assert dims.normalize(values) == values  # listed values: counted as they are
+
+
+def test_the_suppression_threshold_the_docs_give_is_the_analysis_default() -> None:
+    """docs/privacy.md: under rr:1/2:1/2 a share from n = k reports has a standard error of up
+    to 1/sqrt(n), a 95% margin of ±0.20 at the default k."""
+    from deniable.analysis.breakdown import DEFAULT_MIN_REPORTS
+
+    p1, q = (float(x) for x in RandomizedResponse().channel)
+    worst = math.sqrt(0.25 / (p1 - q) ** 2 / DEFAULT_MIN_REPORTS)  # yes-rate 1/2
+    assert f"n = {DEFAULT_MIN_REPORTS} the 95% interval is up to ±{Z95 * worst:.2f}" in PRIVACY
+    assert f"default {DEFAULT_MIN_REPORTS})" in PRIVACY
+    assert f"(default {DEFAULT_MIN_REPORTS})" in README

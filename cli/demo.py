@@ -311,7 +311,8 @@ def register(commands: argparse._SubParsersAction) -> None:  # type: ignore[type
                         help="simulated devices (default %(default)s)")
     parser.add_argument("--other-devices", type=positive_int, default=10_000,
                         help="how many of the devices also report the categorical, histogram "
-                             "and numeric metrics (default %(default)s; at most --devices)")
+                             "and numeric metrics, and new_editor with public dimensions "
+                             "(default %(default)s; at most --devices)")
     parser.add_argument("--batch-size", type=positive_int, default=1000,
                         help="reports per uploaded batch, at most 1000 (default %(default)s)")
     parser.add_argument("--seed", type=int, default=None,

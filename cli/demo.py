@@ -369,6 +369,12 @@ def run(args: argparse.Namespace) -> int:
     from deniable.analysis.timeseries import floor
     from deniable.collector.embedded import RedisServer
     from deniable.collector.server import CollectorProcess
+    # Imported before the Ctrl-C handler is set: an interrupt raised while an extension
+    # module runs its init (numpy.random's does, on first use) can be swallowed there, and
+    # the demo would then run on.
+    import numpy.random  # noqa: F401
+    import deniable.client.memo  # noqa: F401
+    import deniable.client.reporter  # noqa: F401
 
     if args.batch_size > 1000:
         raise SystemExit("deniable demo: error: --batch-size must be at most 1000")

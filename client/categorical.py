@@ -458,6 +458,186 @@ class UnaryEncoding:
         return _variance(self.channel, f, n)
 
 
+_SS_ID = re.compile(r"^ss:([0-9]{1,4}):([0-9]{1,4}):([0-9/]{1,41}):([0-9a-f]{8})\Z")
+
+
+@dataclass(frozen=True)
+class SubsetSelection:
+    """k-subset selection (SS; Wang et al. 2016, Ye & Barg 2018) over ``d`` categories.
+
+    A report is a set S of exactly k of the d categories (on the wire a bitset, as OUE's),
+    with P(S) proportional to r if the true category is in S and to 1 otherwise. So the true
+    category is in S with probability P1 = k r / (k r + d - k), and any other one with
+    probability Q = k ((k - 1) r + d - k) / ((d - 1) (k r + d - k)). epsilon = ln r exactly:
+    two true categories i, j change P(S) by the factor r at most (S holds i but not j).
+    Between GRR (small d) and OUE (large d), the best k ~ d / (e^eps + 1) beats both for
+    middling d (e.g. d = 8 at eps 0.5 or 1).
+
+    Args:
+        d: the number of categories, 2..1024.
+        k: the size of every reported subset, 1..d-1.
+        r: the likelihood ratio, exact, above 1.
+        tag: ``domain_tag`` of the category labels.
+    """
+
+    d: int
+    k: int
+    r: Fraction
+    tag: str
+
+    kind = "categorical"
+
+    def __post_init__(self) -> None:
+        check_size(self.d)
+        _check_tag(self.tag)
+        if isinstance(self.k, bool) or not isinstance(self.k, int) or not 1 <= self.k < self.d:
+            raise InvalidParameterError(
+                f"k (the subset size) must be an int in [1, d - 1] = [1, {self.d - 1}]. "
+                f"Got {self.k!r} instead.")
+        if isinstance(self.r, (bool, float)) or not isinstance(self.r, (Fraction, int)):
+            raise InvalidParameterError(f"r must be an exact Fraction. Got {self.r!r}.")
+        r = Fraction(self.r)
+        if not r > 1:
+            raise InvalidParameterError(
+                f"r (the likelihood ratio) must exceed 1 (no information at 1). Got {r}.")
+        object.__setattr__(self, "r", r)
+
+    @classmethod
+    def from_id(cls, mechanism_id: str) -> SubsetSelection:
+        """Parse ``ss:<d>:<k>:<r>:<tag>`` (canonical spelling only)."""
+        match = _SS_ID.match(mechanism_id) if isinstance(mechanism_id, str) else None
+        if match is None:
+            raise InvalidParameterError(
+                "a subset-selection id looks like 'ss:<d>:<k>:<r>:<tag>', e.g. "
+                f"'ss:8:3:3/2:0a1b2c3d'. Got {str(mechanism_id)[:80]!r}.")
+        d_text, k_text = match.group(1), match.group(2)
+        if str(int(d_text)) != d_text or str(int(k_text)) != k_text:
+            raise InvalidParameterError(f"d and k must have no leading zeros. "
+                                        f"Got {mechanism_id!r}.")
+        return cls(check_size(int(d_text)), int(k_text),
+                   fraction_field("r", match.group(3), whole=True), match.group(4))
+
+    @classmethod
+    def from_epsilon(cls, epsilon: float, d: int, tag: str,
+                     k: int | None = None) -> SubsetSelection:
+        """The SS with r = m / 2**32 for the largest m whose exact ln r is at most
+        ``epsilon`` (decided exactly, never on rounded floats), and the given ``k``, or else
+        the k in 1..d-1 with the smallest exact variance for a rare category (f -> 0)."""
+        target, d = epsilon_target(epsilon), check_size(d)
+        den = 1 << DENOMINATOR_BITS
+
+        def admissible(m: int) -> bool:
+            return not log_ratio_exceeds(Fraction(m, den), target)
+
+        high = 2 * den
+        while admissible(high):  # exact doubling: no float bound on e^eps
+            high *= 2
+        m = largest_admissible(den + 1, high, admissible)
+        if m is None:
+            raise InvalidParameterError(f"epsilon {epsilon} is too small for subset selection.")
+        r = Fraction(m, den)
+        if k is None:
+            k = min(range(1, d), key=lambda size: (_rare_variance(cls._channel(d, size, r)),
+                                                   size))
+        return cls(d, k, r, tag)
+
+    @staticmethod
+    def _channel(d: int, k: int, r: Fraction) -> tuple[Fraction, Fraction]:
+        total = k * r + d - k
+        return k * r / total, k * ((k - 1) * r + d - k) / ((d - 1) * total)
+
+    @property
+    def id(self) -> str:
+        return f"ss:{self.d}:{self.k}:{fraction_text(self.r)}:{self.tag}"
+
+    @property
+    def width(self) -> int:
+        """Counter slots per hour: n, then one per category."""
+        return self.d + 1
+
+    @functools.cached_property
+    def channel(self) -> tuple[Fraction, Fraction]:
+        """(P1, Q) of each category's bit: (k r / (k r + d - k),
+        k ((k - 1) r + d - k) / ((d - 1) (k r + d - k)))."""
+        return self._channel(self.d, self.k, self.r)
+
+    @property
+    def likelihood_ratio(self) -> Fraction:
+        """r: the most one report moves the odds between two true categories."""
+        return self.r
+
+    @functools.cached_property
+    def epsilon(self) -> float:
+        """ln r, in nats."""
+        return natural_log(self.r)
+
+    @functools.cached_property
+    def hex_digits(self) -> int:
+        """Length of the wire bitset: ceil(d / 4) hex digits."""
+        return -(-self.d // 4)
+
+    @functools.cached_property
+    def _include_coin(self) -> ByteCoin:
+        return ByteCoin(self.channel[0])
+
+    def perturb(self, index: int, rng: RandomBits | None = None) -> int:
+        """The reported subset (bitset, bit i = category i) for the true ``index``.
+
+        The true category is included with probability exactly P1 (``ByteCoin`` on fresh
+        bytes); the other k - 1 (or k) members are a uniform draw without replacement from
+        the d - 1 other categories (a partial Fisher-Yates shuffle with ``below``, exact).
+        Given the coin, every subset of that kind is equally likely, so P(S) is
+        proportional to r or 1 as stated.
+        """
+        if index.__class__ is not int or not 0 <= index < self.d:
+            _check_index(index, self.d)
+        source = SYSTEM_BITS if rng is None else rng
+        read = byte_source(rng)
+        keep = self._include_coin.decide(read(1), read)[0] == _ONE
+        d = self.d
+        others = list(range(d - 1))  # the d - 1 others: index's place holds d - 1
+        if index < d - 1:
+            others[index] = d - 1
+        take = self.k - 1 if keep else self.k
+        bits = (1 << index) if keep else 0
+        for t in range(take):
+            j = t + below(source, d - 1 - t)
+            others[t], others[j] = others[j], others[t]
+            bits |= 1 << others[t]
+        return bits
+
+    def encode_bits(self, bits: int) -> str:
+        """The wire spelling of a subset: lowercase hex, exactly ``hex_digits`` long."""
+        return format(bits, f"0{self.hex_digits}x")
+
+    def counts_of(self, payload: object) -> tuple[int, ...]:
+        """One report's counter increments (n, then per category) from its wire ``bits``:
+        ``hex_digits`` lowercase hex digits with exactly k of the d bits set."""
+        if type(payload) is not str or len(payload) != self.hex_digits or not _HEX.match(payload):
+            raise InvalidParameterError(
+                f"bits must be {self.hex_digits} lowercase hex digits (bit i = category i).")
+        bits = int(payload, 16)
+        if bits >> self.d:
+            raise InvalidParameterError(f"bits sets a bit at or above d = {self.d}.")
+        if bits.bit_count() != self.k:
+            raise InvalidParameterError(f"bits must set exactly k = {self.k} categories.")
+        row = [0] * (self.d + 1)
+        row[0] = 1
+        while bits:
+            low = bits & -bits
+            row[low.bit_length()] = 1
+            bits ^= low
+        return tuple(row)
+
+    def variance(self, f: float, n: int) -> float:
+        """Exact variance of the unbiased estimate of a category whose true share is f."""
+        return _variance(self.channel, f, n)
+
+
+BITSET_MECHANISMS = (UnaryEncoding, SubsetSelection)
+"""The mechanisms whose reports are bitsets (an int in memory, hex on the wire)."""
+
+
 _HEX = re.compile(r"^[0-9a-f]+\Z")
 _ONE, _ZERO, _UNDECIDED = ord("1"), ord("0"), ord("?")
 POOL_BYTES = 1 << 16
@@ -682,25 +862,43 @@ def _variance(channel: tuple[Fraction, Fraction], f: float, n: int) -> float:
     return pi * (1 - pi) / (n * (p1 - q) ** 2)
 
 
-CategoricalMechanism = KaryRandomizedResponse | UnaryEncoding
+CategoricalMechanism = KaryRandomizedResponse | UnaryEncoding | SubsetSelection
+
+
+def _rare_variance(channel: tuple[Fraction, Fraction]) -> Fraction:
+    """n times the exact variance of a rare category's estimate (f -> 0): Q (1 - Q) / (P1 - Q)^2."""
+    p1, q = channel
+    return q * (1 - q) / (p1 - q) ** 2
 
 
 def choose_categorical(epsilon: float, d: int, tag: str) -> tuple[CategoricalMechanism, str]:
-    """GRR or OUE for ``d`` categories at ``epsilon``, whichever has the smaller exact variance
-    for a rare category (f -> 0, the usual case in telemetry), and why in plain words.
+    """GRR, OUE or subset selection for ``d`` categories at ``epsilon``, whichever has the
+    smallest exact variance for a rare category (f -> 0, the usual case in telemetry), and
+    why in plain words.
 
     At equal epsilon GRR's variance is (d - 2 + e^eps) / (n (e^eps - 1)^2) and OUE's is
-    4 e^eps / (n (e^eps - 1)^2): GRR wins while d < 3 e^eps + 2 (Wang et al. 2017).
+    4 e^eps / (n (e^eps - 1)^2): GRR wins while d < 3 e^eps + 2 (Wang et al. 2017). Subset
+    selection with its best k (about d / (e^eps + 1)) is never worse than either up to the
+    rounding of its parameters, and strictly better in between; with k = 1 or d - 1 it is
+    GRR itself, so it is chosen only for 2 <= k <= d - 2 and a strictly smaller variance.
     """
     grr = KaryRandomizedResponse.from_epsilon(epsilon, d, tag)
     oue = UnaryEncoding.from_epsilon(epsilon, d, tag)
-    v_grr, v_oue = grr.variance(0.0, 1), oue.variance(0.0, 1)
+    ss = SubsetSelection.from_epsilon(epsilon, d, tag)
+    v_grr, v_oue, v_ss = (_rare_variance(m.channel) for m in (grr, oue, ss))
+    threshold = 3 * math.exp(float(epsilon)) + 2
+    if 2 <= ss.k <= d - 2 and v_ss < min(v_grr, v_oue):
+        return ss, (f"subset selection of k = {ss.k} of the {d} categories: at epsilon "
+                    f"{epsilon:g} its variance per report ({float(v_ss):.4g}) is below k-ary "
+                    f"randomized response's ({float(v_grr):.4g}) and unary encoding's "
+                    f"({float(v_oue):.4g}); each report names a set of {ss.k} categories, "
+                    f"the true one among them more often than chance")
     if v_grr <= v_oue:
         return grr, (f"k-ary randomized response: with d = {d} categories at epsilon "
-                     f"{epsilon:g} its variance per report ({v_grr:.4g}) is below unary "
-                     f"encoding's ({v_oue:.4g}); GRR wins while d < 3e^eps + 2 = "
-                     f"{3 * math.exp(float(epsilon)) + 2:.1f}")
+                     f"{epsilon:g} its variance per report ({float(v_grr):.4g}) is below unary "
+                     f"encoding's ({float(v_oue):.4g}); GRR wins while d < 3e^eps + 2 = "
+                     f"{threshold:.1f}")
     return oue, (f"optimized unary encoding: with d = {d} categories at epsilon {epsilon:g} "
-                 f"its variance per report ({v_oue:.4g}) is below k-ary randomized "
-                 f"response's ({v_grr:.4g}); OUE wins once d >= 3e^eps + 2 = "
-                 f"{3 * math.exp(float(epsilon)) + 2:.1f}")
+                 f"its variance per report ({float(v_oue):.4g}) is below k-ary randomized "
+                 f"response's ({float(v_grr):.4g}); OUE wins once d >= 3e^eps + 2 = "
+                 f"{threshold:.1f}")

@@ -41,7 +41,7 @@ from deniable.client.errors import (
 )
 from deniable.client.budget import DEFAULT_MAX_METRIC_EPSILON, Budget
 from deniable.client.catalogue import DEFAULT_CATALOGUE_REFRESH, CatalogueFetcher
-from deniable.client.categorical import UnaryEncoding
+from deniable.client.categorical import BITSET_MECHANISMS
 from deniable.client.kinds import Mechanism, MetricSpec
 from deniable.client.longitudinal import LongitudinalGuard, PrivacyLoss
 from deniable.client.mechanism import RandomizedResponse
@@ -476,7 +476,7 @@ class Reporter:
             self._queue.count_budget_refused()
             raise
         payload: int | str = (mechanism.encode_bits(answer)
-                              if isinstance(mechanism, UnaryEncoding) else answer)
+                              if isinstance(mechanism, BITSET_MECHANISMS) else answer)
         self._put((metric, mechanism_id, payload))
 
     def _not_routed(self, metric: str) -> None:

@@ -57,7 +57,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from deniable.client.categorical import KaryRandomizedResponse, UnaryEncoding
+from deniable.client.categorical import KaryRandomizedResponse, SubsetSelection, UnaryEncoding
 from deniable.client.composition import split
 from deniable.client.dimensions import DIMENSION_NAME, NONE, Dimensions
 from deniable.client.errors import DeniableError, InvalidParameterError
@@ -128,7 +128,7 @@ def spec_of(mechanism: Mechanism | MetricSpec) -> MetricSpec:
         return MetricSpec("boolean", mechanism)
     if isinstance(mechanism, BitMean):
         return MetricSpec("numeric", mechanism)
-    if isinstance(mechanism, (KaryRandomizedResponse, UnaryEncoding)):
+    if isinstance(mechanism, (KaryRandomizedResponse, UnaryEncoding, SubsetSelection)):
         raise InvalidParameterError(f"mechanism {mechanism.id} needs its declared categories "
                                     "(register a MetricSpec)")
     raise InvalidParameterError(f"not a mechanism: {mechanism!r}")

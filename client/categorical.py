@@ -37,7 +37,7 @@ import sys
 import weakref
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Generic, TypeVar
 from fractions import Fraction
 
 from deniable.client.errors import InvalidParameterError
@@ -185,7 +185,7 @@ class KaryRandomizedResponse:
         return natural_log(self.likelihood_ratio)
 
     @functools.cached_property
-    def _pool(self) -> Pool:
+    def _pool(self) -> Pool[int]:
         if self.d > 256:  # one stream of shifts, added to the index at report time
             return Pool(lambda _: self.shift_block(POOL_BYTES // 8), 1)
         per_refill = max(256, POOL_BYTES // 4 // self.d)
@@ -360,7 +360,7 @@ class UnaryEncoding:
         return ByteCoin(self.q)
 
     @functools.cached_property
-    def _pools(self) -> tuple[Pool, Pool]:
+    def _pools(self) -> tuple[Pool[int], Pool[int]]:
         per_block = max(1, POOL_BYTES // (8 * mask_bytes(self.d)))
         return (Pool(lambda _: self.mask_block(per_block), 1),
                 Pool(lambda _: os.urandom(per_block).translate(_TOP_BIT), 1))
@@ -580,18 +580,25 @@ class SubsetSelection:
     def _include_coin(self) -> ByteCoin:
         return ByteCoin(self.channel[0])
 
+    def __reduce__(self) -> tuple[type, tuple[int, int, Fraction, str]]:
+        # A copy or pickle is rebuilt from the fields: it never carries answers drawn ahead.
+        return type(self), (self.d, self.k, self.r, self.tag)
+
     def perturb(self, index: int, rng: RandomBits | None = None) -> int:
         """The reported subset (bitset, bit i = category i) for the true ``index``.
 
         The true category is included with probability exactly P1 (``ByteCoin`` on fresh
-        bytes); the other k - 1 (or k) members are a uniform draw without replacement from
-        the d - 1 other categories (a partial Fisher-Yates shuffle with ``below``, exact).
-        Given the coin, every subset of that kind is equally likely, so P(S) is
-        proportional to r or 1 as stated.
+        bytes); the other k - 1 (or k) members are a uniformly random set of that size from
+        the d - 1 other categories. Given the coin every such set is equally likely, so P(S)
+        is proportional to r or 1 as stated. With an injected ``rng`` the set is a partial
+        Fisher-Yates shuffle with ``below`` (exact by rejection). With the system source it
+        is drawn from blocks read ahead from ``os.urandom`` (``_pooled``), each random byte
+        serving one report only.
         """
         if index.__class__ is not int or not 0 <= index < self.d:
             _check_index(index, self.d)
-        source = SYSTEM_BITS if rng is None else rng
+        if rng is None or rng is SYSTEM_BITS:
+            return self._pooled(index)
         read = byte_source(rng)
         keep = self._include_coin.decide(read(1), read)[0] == _ONE
         d = self.d
@@ -601,10 +608,67 @@ class SubsetSelection:
         take = self.k - 1 if keep else self.k
         bits = (1 << index) if keep else 0
         for t in range(take):
-            j = t + below(source, d - 1 - t)
+            j = t + below(rng, d - 1 - t)
             others[t], others[j] = others[j], others[t]
             bits |= 1 << others[t]
         return bits
+
+    @functools.cached_property
+    def _pools(self) -> tuple[Pool[int], Pool[int], Pool[bytes]]:
+        """(include coins as ASCII '0'/'1', uniform 16-bit words, d-byte marks), each read
+        ahead from ``os.urandom`` in blocks; a mark is 1 with probability about k / d."""
+        d, coin = self.d, self._include_coin
+        cut = min(255, max(1, round(256 * self.k / d)))
+        table = bytes(1 if b < cut else 0 for b in range(256))
+        per_block = max(64, POOL_BYTES // d)
+
+        def marks(_: int) -> Iterator[bytes]:
+            block = os.urandom(per_block * d).translate(table)
+            return map(block.__getitem__, map(slice, range(0, len(block), d),
+                                              range(d, len(block) + d, d)))
+        return (Pool(lambda _: coin.decide(os.urandom(POOL_BYTES // 8), os.urandom), 1),
+                Pool(lambda _: array.array("H", os.urandom(POOL_BYTES)), 1),
+                Pool(marks, 1))
+
+    def _pooled(self, index: int) -> int:
+        """``perturb`` with the system source. Exact by symmetry: the marks of the d - 1
+        other categories are independent and identically distributed; while there are too
+        many, a uniformly random marked one is cleared, and while too few, a uniformly random
+        unmarked other one is marked (uniform positions: 16-bit words below a multiple of d,
+        reduced mod d; unsuitable positions are drawn again). Each step treats the others
+        alike, so the final set's law is invariant under permuting them: uniform over the
+        sets of its size."""
+        coins, words, marks = self._pools
+        try:
+            keep = next(coins.streams[0]) == _ONE
+        except StopIteration:
+            keep = coins.refill(0) == _ONE
+        try:
+            member = bytearray(next(marks.streams[0]))
+        except StopIteration:
+            member = bytearray(marks.refill(0))
+        member[index] = 0
+        d, want = self.d, self.k - keep
+        have, limit = member.count(1), 65536 - 65536 % d
+        stream = words.streams[0]
+        while have != want:
+            try:
+                w = next(stream)
+            except StopIteration:
+                w = words.refill(0)
+                stream = words.streams[0]
+            if w >= limit:
+                continue
+            j = w % d
+            if have > want:
+                if member[j]:
+                    member[j] = 0
+                    have -= 1
+            elif not member[j] and j != index:
+                member[j] = 1
+                have += 1
+        member[index] = keep
+        return int(member.translate(_MARK_TO_ASCII)[::-1], 2)
 
     def encode_bits(self, bits: int) -> str:
         """The wire spelling of a subset: lowercase hex, exactly ``hex_digits`` long."""
@@ -644,10 +708,12 @@ POOL_BYTES = 1 << 16
 """Random bytes per refill of a mechanism's pool (system source only)."""
 _KEEP_TO_MASK = bytes(0 if b == _ONE else 0xFF for b in range(256))
 _TOP_BIT = bytes(b >> 7 for b in range(256))
+_MARK_TO_ASCII = bytes(_ONE if b else _ZERO for b in range(256))
 _LOW_BITS = {d: bytes(b & ((1 << d) - 1) for b in range(256)) for d in range(1, 8)}
 _OTHER_TABLES = {m: bytes(1 + b % m for b in range(256)) for m in range(1, 256)}
 assert array.array("H").itemsize == 2
-_POOLS: weakref.WeakSet[Pool] = weakref.WeakSet()
+_POOLS: weakref.WeakSet[Pool[Any]] = weakref.WeakSet()
+_T = TypeVar("_T")
 
 
 def mask_bytes(d: int) -> int:
@@ -668,7 +734,7 @@ def _repeated_mask(d: int, width: int, n: int) -> int:
     return int.from_bytes(((1 << d) - 1).to_bytes(width, "little") * n, "little")
 
 
-class Pool:
+class Pool(Generic[_T]):
     """Random parts of reports drawn ahead from ``os.urandom``: each value serves one report.
 
     ``streams[i]`` yields the values of stream i (e.g. one per true value); ``refill(i)``
@@ -680,12 +746,12 @@ class Pool:
 
     __slots__ = ("_make", "streams", "__weakref__")
 
-    def __init__(self, make: Callable[[int], Iterable[int]], count: int) -> None:
+    def __init__(self, make: Callable[[int], Iterable[_T]], count: int) -> None:
         self._make = make
-        self.streams: list[Iterator[int]] = [iter(()) for _ in range(count)]
+        self.streams: list[Iterator[_T]] = [iter(()) for _ in range(count)]
         _POOLS.add(self)
 
-    def refill(self, i: int) -> int:
+    def refill(self, i: int) -> _T:
         """Draw a new block for stream i; return its first value (the caller's report)."""
         stream = iter(self._make(i))
         first = next(stream)

@@ -29,6 +29,7 @@ from __future__ import annotations
 import array
 import functools
 import hashlib
+import itertools
 import json
 import math
 import os
@@ -614,6 +615,28 @@ class SubsetSelection:
         return bits
 
     @functools.cached_property
+    def _tables(self) -> tuple[list[int], list[int]] | None:
+        """Every set of k and of k - 1 of the d - 1 other positions (bitsets over positions
+        0..d-2), if there are at most ``SUBSET_TABLE_LIMIT`` of each; else None."""
+        m = self.d - 1
+        if max(math.comb(m, self.k), math.comb(m, self.k - 1)) > SUBSET_TABLE_LIMIT:
+            return None
+        return ([sum(1 << p for p in c) for c in itertools.combinations(range(m), self.k)],
+                [sum(1 << p for p in c) for c in itertools.combinations(range(m), self.k - 1)])
+
+    @functools.cached_property
+    def _table_pools(self) -> tuple[Pool[int], tuple[Pool[int], Pool[int]], list[int]]:
+        """(include coins as ASCII '0'/'1', uniform indices into each table, the masks of
+        the positions below each category)."""
+        tables, coin = self._tables, self._include_coin
+        assert tables is not None
+        sizes = len(tables[0]), len(tables[1])
+        return (Pool(lambda _: coin.decide(os.urandom(POOL_BYTES // 8), os.urandom), 1),
+                (Pool(lambda _: uniform_block(sizes[0]), 1),
+                 Pool(lambda _: uniform_block(sizes[1]), 1)),
+                [(1 << i) - 1 for i in range(self.d)])
+
+    @functools.cached_property
     def _pools(self) -> tuple[Pool[int], Pool[int], Pool[bytes]]:
         """(include coins as ASCII '0'/'1', uniform 16-bit words, d-byte marks), each read
         ahead from ``os.urandom`` in blocks; a mark is 1 with probability about k / d."""
@@ -631,13 +654,30 @@ class SubsetSelection:
                 Pool(marks, 1))
 
     def _pooled(self, index: int) -> int:
-        """``perturb`` with the system source. Exact by symmetry: the marks of the d - 1
+        """``perturb`` with the system source. With few enough sets (``_tables``): a uniform
+        row (``uniform_block``) of the table of sets of the size the coin asks for, over
+        positions 0..d-2, position p standing for category p below ``index`` and p + 1 from
+        it on (a bijection onto the others). Otherwise exact by symmetry: the marks of the d - 1
         other categories are independent and identically distributed; while there are too
         many, a uniformly random marked one is cleared, and while too few, a uniformly random
         unmarked other one is marked (uniform positions: 16-bit words below a multiple of d,
         reduced mod d; unsuitable positions are drawn again). Each step treats the others
         alike, so the final set's law is invariant under permuting them: uniform over the
         sets of its size."""
+        tables = self._tables
+        if tables is not None:  # a uniform row of a table of every set, moved past index
+            coins, indices, below_mask = self._table_pools
+            try:
+                kept = next(coins.streams[0]) == _ONE
+            except StopIteration:
+                kept = coins.refill(0) == _ONE
+            source = indices[kept]
+            try:
+                row = next(source.streams[0])
+            except StopIteration:
+                row = source.refill(0)
+            chosen, low = tables[kept][row], below_mask[index]
+            return (chosen & low) | ((chosen & ~low) << 1) | (kept << index)
         coins, words, marks = self._pools
         try:
             keep = next(coins.streams[0]) == _ONE
@@ -696,6 +736,23 @@ class SubsetSelection:
     def variance(self, f: float, n: int) -> float:
         """Exact variance of the unbiased estimate of a category whose true share is f."""
         return _variance(self.channel, f, n)
+
+
+SUBSET_TABLE_LIMIT = 4096
+"""Subset selection keeps a table of every set when there are at most this many of each size."""
+
+
+def uniform_block(size: int, read: Callable[[int], bytes] = os.urandom) -> bytes | list[int]:
+    """Independent uniform integers in [0, size), exactly: bytes (size <= 256) or 16-bit words
+    (size <= 65536) below the largest multiple of size, reduced mod size; the others dropped."""
+    if size == 1:
+        return bytes(POOL_BYTES // 8)
+    if size <= 256:
+        limit = 256 - 256 % size
+        return read(POOL_BYTES // 8).translate(bytes(b % size for b in range(256)),
+                                               bytes(range(limit, 256)))
+    limit = 65536 - 65536 % size
+    return [w % size for w in array.array("H", read(POOL_BYTES // 4)) if w < limit]
 
 
 BITSET_MECHANISMS = (UnaryEncoding, SubsetSelection)

@@ -24,7 +24,8 @@ import pytest
 
 from deniable.client import InvalidParameterError, Reporter, WireFormatError
 from deniable.client.categorical import (KaryRandomizedResponse, SubsetSelection,
-                                         UnaryEncoding, choose_categorical, domain_tag)
+                                         UnaryEncoding, choose_categorical, domain_tag,
+                                         uniform_block)
 from deniable.client.kinds import MetricSpec, parse_mechanism, payload_field, width
 from deniable.client.mechanism import log_ratio_exceeds
 from deniable.client.wire import decode_batch, encode_batch, new_batch_id
@@ -255,7 +256,7 @@ def _passes(counts: Counter[Any], expected: dict[Any, Fraction], n: int) -> None
     assert statistic < _chi_square_upper(len(expected) - 1), statistic
 
 
-@pytest.mark.parametrize("d, k, index", [(5, 2, 1), (6, 3, 5), (4, 1, 0)])
+@pytest.mark.parametrize("d, k, index", [(5, 2, 1), (6, 3, 5), (4, 1, 0), (2, 1, 1)])
 def test_pooled_reports_follow_the_definition_subset_by_subset(d: int, k: int, index: int
                                                               ) -> None:
     ss = SubsetSelection(d, k, Fraction(5, 2), TAG)
@@ -263,12 +264,13 @@ def test_pooled_reports_follow_the_definition_subset_by_subset(d: int, k: int, i
     _passes(Counter(ss.perturb(index) for _ in range(n)), definition(ss, index), n)
 
 
-@pytest.mark.parametrize("index", [1, 40])
-def test_pooled_reports_over_many_categories_follow_the_definition(index: int) -> None:
-    """d = 64: the joint law of categories 0..3 (index inside or outside them) and the
-    subset size, from the counts of subsets."""
-    ss = SubsetSelection.from_epsilon(1.0, 64, TAG)
-    d, k, r = ss.d, ss.k, ss.r
+@pytest.mark.parametrize("d, index", [(64, 1), (64, 40), (16, 2), (16, 11)])
+def test_pooled_reports_over_many_categories_follow_the_definition(d: int, index: int) -> None:
+    """The joint law of categories 0..3 (index inside or outside them), from the counts of
+    subsets: d = 16 draws rows of a table of every set, d = 64 marks and corrects."""
+    ss = SubsetSelection.from_epsilon(1.0, d, TAG)
+    assert (ss._tables is None) == (d == 64)
+    k, r = ss.k, ss.r
     z = math.comb(d - 1, k - 1) * r + math.comb(d - 1, k)
 
     def comb(a: int, b: int) -> int:
@@ -297,7 +299,20 @@ def test_a_copy_never_carries_answers_drawn_ahead() -> None:
     ss = SubsetSelection(8, 3, Fraction(2), TAG)
     ss.perturb(0)
     for twin in (copy.copy(ss), copy.deepcopy(ss), pickle.loads(pickle.dumps(ss))):
-        assert twin == ss and "_pools" not in vars(twin)
+        assert twin == ss and not {"_pools", "_table_pools"} & set(vars(twin))
+
+
+@pytest.mark.parametrize("size", [1, 7, 21, 256, 455, 4096])
+def test_uniform_blocks_map_every_accepted_draw_to_each_value_equally_often(size: int) -> None:
+    # Feed every byte (or 16-bit word) once: each value in [0, size) comes out equally often.
+    width = 1 if size <= 256 else 2
+    every = b"".join(w.to_bytes(width, "little") for w in range(256 ** width))
+    out = uniform_block(size, lambda n: every)  # more than asked: every draw, once
+    if size == 1:
+        assert set(out) == {0}
+        return
+    counts = Counter(out)
+    assert set(counts) == set(range(size)) and len(set(counts.values())) == 1
 
 
 # -- the real client -----------------------------------------------------------------------

@@ -13,7 +13,7 @@ Metrics are registered in a TOML file loaded at start::
     [metrics.os]                 # a categorical metric: one of 2..1024 declared labels
     kind = "categorical"
     categories = ["android", "ios", "windows", "macos", "linux", "other"]
-    epsilon = 2.0                # GRR or OUE, chosen by exact variance (``choice`` says why)
+    epsilon = 2.0                # GRR, OUE or SS, chosen by exact variance (``choice`` says why)
 
     [metrics.startup_ms]         # a histogram: a number put in [e_i, e_i+1) buckets
     kind = "histogram"

@@ -7,9 +7,11 @@ biased simplex projection), and a numeric metric's mean and total (``estimate_me
 Time series (``series``, ``rolling``), comparisons with multiplicity corrections (``compare``),
 planning in devices (``plan``), intervals that hold over windows of several reporting periods
 (``deniable.analysis.window``, from each metric's collection policy), and outputs: terminal tables, JSON, CSV, pandas (``to_frame``) and a
-self-contained HTML report (``render_html``).
+self-contained HTML report (``render_html``). Breakdowns by public dimension
+(``breakdown``): an estimate per value, small cells suppressed.
 """
 from deniable.analysis.analyze import Analysis, analyze
+from deniable.analysis.breakdown import DEFAULT_MIN_REPORTS, Breakdown, Cell, breakdown
 from deniable.analysis.categorical import (CategoryEstimates, estimate_categories,
                                            project_to_simplex)
 from deniable.analysis.compare import (Comparison, bonferroni, compare_categories,
@@ -24,7 +26,7 @@ from deniable.analysis.plan import Plan, plan
 from deniable.analysis.sources import HTTPSource, MetricCounts, MetricInfo, RedisSource
 from deniable.analysis.timeseries import TimeSeries, rolling, rollup, series
 
-__all__ = ["Analysis", "CategoryEstimates", "Comparison", "Estimates", "HTTPSource",
+__all__ = ["DEFAULT_MIN_REPORTS", "Breakdown", "Cell", "breakdown", "Analysis", "CategoryEstimates", "Comparison", "Estimates", "HTTPSource",
            "MeanEstimate", "MetricCounts", "MetricInfo", "MetricSection", "MetricSummary",
            "Plan", "RedisSource", "TimeSeries", "analyze", "bonferroni", "compare_categories",
            "compare_metrics", "compare_windows", "correct", "debias", "difference",

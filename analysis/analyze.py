@@ -4,9 +4,10 @@ multiplicity."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
+from deniable.analysis.breakdown import DEFAULT_MIN_REPORTS, Breakdown, breakdown
 from deniable.analysis.compare import (Comparison, ComparisonError, compare_categories,
                                        compare_windows, correct)
 from deniable.analysis.estimate import is_categorical, summarize
@@ -24,13 +25,16 @@ class Analysis:
     split: datetime
     sections: list[MetricSection]
     comparisons: list[Comparison]
+    breakdowns: list[Breakdown] = field(default_factory=list)
+    """Per metric that declares dimensions: a breakdown by each (or by ``by`` alone)."""
 
 
 def analyze(source: CountsSource, metrics: Sequence[str] | None = None, *,
             start: datetime | None = None, end: datetime | None = None,
             granularity: str = "day", confidence: float = 0.95, split: datetime | None = None,
             correction: str = "holm", alpha: float = 0.05, rolling_window: int | None = None,
-            version: int | None = None) -> Analysis:
+            version: int | None = None, by: str | None = None,
+            min_reports: int | None = None) -> Analysis:
     """Read each metric's counts over [start, end) (default: the last 7 days) and analyse them.
 
     The comparison is [split, end) minus [start, split) per metric; ``split`` defaults to the
@@ -40,6 +44,11 @@ def analyze(source: CountsSource, metrics: Sequence[str] | None = None, *,
     category of every metric. ``rolling_window``
     pools each bucket with the ones before it (``timeseries.rolling``); ``version`` reads that
     version of every metric named. Every interval follows its metric's collection policy.
+
+    Breakdowns (current version only, sources with ``breakdown_counts``): each metric that
+    declares dimensions is broken down by each of them, or by ``by`` alone when given (metrics
+    that do not declare it are skipped), cells under ``min_reports`` reports suppressed
+    (``analysis.breakdown``). Their comparisons are corrected within each breakdown.
     """
     start, end = default_range(start, end)
     if split is None:
@@ -51,6 +60,7 @@ def analyze(source: CountsSource, metrics: Sequence[str] | None = None, *,
     if read_ahead is not None:  # RedisSource: many metrics per round trip
         read_ahead(names, start, end)
     sections, raw = [], []
+    breakdowns: list[Breakdown] = []
     for name in names:
         counts = source.counts(name, start, end, version=version)
         ts = series(counts, granularity, start, end, confidence)
@@ -67,4 +77,13 @@ def analyze(source: CountsSource, metrics: Sequence[str] | None = None, *,
                                            confidence=confidence))
         except ComparisonError:
             pass
-    return Analysis(start, end, split, sections, correct(raw, correction, alpha))
+        dims = counts.metric.dimensions
+        if version is None and dims and hasattr(source, "breakdown_counts"):
+            wanted = ([by] if by is not None and (dims.get(by) is not None or
+                                                  tuple(by.split(",")) in dims.combinations)
+                      else [] if by is not None else list(dims.names))
+            breakdowns.extend(breakdown(source, name, b, start, end,  # type: ignore[arg-type]
+                                        min_reports=min_reports or DEFAULT_MIN_REPORTS,
+                                        confidence=confidence, alpha=alpha,
+                                        correction=correction) for b in wanted)
+    return Analysis(start, end, split, sections, correct(raw, correction, alpha), breakdowns)

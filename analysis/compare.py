@@ -85,8 +85,11 @@ class Comparison:
 
 
 def difference(a: Estimate, b: Estimate, *, label: str = "", name_a: str = "a",
-               name_b: str = "b", alpha: float = 0.05, confidence: float = 0.95) -> Comparison:
-    """Compare two estimates (from ``RandomizedResponse.estimate``); see the module docstring."""
+               name_b: str = "b", alpha: float = 0.05, confidence: float = 0.95,
+               metric: str = "", category: str | None = None,
+               kind: str = "boolean") -> Comparison:
+    """Compare two estimates (from ``RandomizedResponse.estimate``); see the module docstring.
+    ``metric``, ``category`` and ``kind`` only label the result."""
     if a.n == 0 or b.n == 0:
         raise ComparisonError(f"{label or 'comparison'}: a side has no reports "
                               f"(n_a={a.n}, n_b={b.n})")
@@ -102,7 +105,7 @@ def difference(a: Estimate, b: Estimate, *, label: str = "", name_a: str = "a",
                       estimate_a=a.unclipped, estimate_b=b.unclipped, difference=d, stderr=se,
                       ci_low=d - half, ci_high=d + half, z=z, p_value=p, p_adjusted=p,
                       significant=bool(p <= alpha), correction="none", alpha=alpha,
-                      confidence=confidence)
+                      confidence=confidence, metric=metric, category=category, kind=kind)
 
 
 def compare_windows(counts: MetricCounts, before: tuple[datetime, datetime],

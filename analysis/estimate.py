@@ -227,7 +227,7 @@ def summarize(counts: MetricCounts, confidence: float = 0.95, *,
     ``start`` and ``end`` name the range the counts cover, for the outputs."""
     metric = counts.metric
     policy = metric.policy
-    periods = max(periods_in(counts.starts, counts.n, policy), 1)
+    periods = max(periods_in(counts.hours, counts.n, policy), 1)  # type: ignore[arg-type]
     total = counts.values.sum(axis=0, dtype=np.int64).reshape(1, -1)
     if not len(counts.hours):
         total = np.zeros((1, counts.width), np.int64)

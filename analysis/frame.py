@@ -5,6 +5,7 @@ import dataclasses
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from deniable.analysis.breakdown import Breakdown
 from deniable.analysis.compare import Comparison
 from deniable.analysis.estimate import MetricSummary
 from deniable.analysis.categorical import CategoryEstimates
@@ -15,8 +16,8 @@ from deniable.analysis.timeseries import TimeSeries
 if TYPE_CHECKING:
     import pandas as pd
 
-Framable = TimeSeries | MetricSummary | Comparison | CategoryEstimates | MeanEstimate
-_TYPES = (TimeSeries, MetricSummary, Comparison, CategoryEstimates, MeanEstimate)
+Framable = TimeSeries | MetricSummary | Comparison | CategoryEstimates | MeanEstimate | Breakdown
+_TYPES = (TimeSeries, MetricSummary, Comparison, CategoryEstimates, MeanEstimate, Breakdown)
 
 
 def to_frame(data: Framable | Sequence[Framable]) -> pd.DataFrame:
@@ -29,7 +30,9 @@ def to_frame(data: Framable | Sequence[Framable]) -> pd.DataFrame:
     ``ci_high``) and the simultaneous one (``sim_low``, ``sim_high``). Summaries get one row
     per metric (per category for categorical ones), comparisons one per comparison (with
     ``category`` where it is one category's share), CategoryEstimates one per category and a
-    MeanEstimate one row.
+    MeanEstimate one row. A Breakdown gives ``breakdown_report.breakdown_rows``: one row per
+    cell (per cell and category), suppressed cells with ``suppressed`` True, ``reason`` and
+    no estimate, then the "not stated" row.
 
     Raises:
         ImportError: pandas is not installed (``pip install 'deniable[analysis]'``).
@@ -42,7 +45,11 @@ def to_frame(data: Framable | Sequence[Framable]) -> pd.DataFrame:
     items = [data] if isinstance(data, _TYPES) else list(data)  # type: ignore[arg-type]
     rows: list[dict[str, Any]] = []
     for item in items:
-        if isinstance(item, TimeSeries):
+        if isinstance(item, Breakdown):
+            from deniable.analysis.breakdown_report import breakdown_rows
+
+            rows.extend(breakdown_rows(item))
+        elif isinstance(item, TimeSeries):
             rows.extend(series_rows(item))
         elif isinstance(item, MetricSummary):
             rows.extend(summary_rows(item))
@@ -53,7 +60,7 @@ def to_frame(data: Framable | Sequence[Framable]) -> pd.DataFrame:
             rows.append(dataclasses.asdict(item))
         else:
             raise TypeError(f"to_frame takes TimeSeries, MetricSummary, Comparison, "
-                            f"CategoryEstimates or MeanEstimate objects. "
+                            f"CategoryEstimates, MeanEstimate or Breakdown objects. "
                             f"Got {type(item).__name__} instead.")
     frame = pd.DataFrame(rows)
     for column in ("start", "end", "range_from", "range_to"):

@@ -9,6 +9,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -461,14 +462,80 @@ def _section(section: MetricSection, policy_refs: dict[str, str], page_cuts: str
     return "".join(parts)
 
 
+def _breakdowns(breakdowns: Sequence[Any]) -> str:
+    """The "by" sections: per breakdown, a table of cells (suppressed ones say why), the
+    "not stated" count, the significant comparisons and the notes. Plain HTML, no script."""
+    from deniable.analysis.breakdown_report import breakdown_rows
+
+    if not breakdowns:
+        return ""
+    parts = ["<h2>Breakdowns</h2>", '<p class="note">Each value of a public dimension is a '
+             "cell: its reports pooled over the range and debiased. Dimensions are sent and "
+             "counted in clear: they are <b>not</b> protected by local differential privacy "
+             "(the metric\u2019s value is, in every cell). Cells with too few reports are "
+             "suppressed: no estimate is shown, because such an estimate is mostly noise and a "
+             "tiny cell can single people out; suppressed cells are never compared.</p>"]
+    for b in breakdowns:
+        name = html.escape(b.metric)
+        pct = f"{b.confidence:.0%}"
+        categorical = b.kind in ("categorical", "histogram")
+        head = (f"<tr><th>{html.escape(b.by)}</th>" + ("<th>category</th>" if categorical
+                                                        else "")
+                + f"<th>n</th><th>estimate</th><th>{pct} CI</th>"
+                + (f"<th>{pct} simultaneous</th>" if categorical else "") + "<th>notes</th></tr>")
+        rows = []
+        for r in breakdown_rows(b):
+            est = r.get("estimate")
+            shown = est is not None
+            fmt = "{:.6g}" if b.kind == "numeric" else "{:.4f}"
+            ci = (f"[{fmt.format(r['ci_low'])}, {fmt.format(r['ci_high'])}]" if shown else "-")
+            sim = (f"[{r['sim_low']:.4f}, {r['sim_high']:.4f}]" if shown and categorical
+                   and r.get("sim_low") is not None else "-")
+            note = ("SUPPRESSED: " + r["reason"] if r["suppressed"] else
+                    r["reason"] if r["value"] == "not stated" else r.get("flags") or "")
+            klass = ' class="suppressed"' if r["suppressed"] else ""
+            rows.append(f"<tr{klass}><td>{html.escape(str(r['value']))}</td>"
+                        + (f"<td>{html.escape(str(r.get('category') or ''))}</td>"
+                           if categorical else "")
+                        + f"<td>{r['n']:,}</td><td>{fmt.format(est) if shown else '-'}</td>"
+                        f"<td>{ci}</td>" + (f"<td>{sim}</td>" if categorical else "")
+                        + f"<td>{html.escape(note)}</td></tr>")
+        significant = [c for c in b.comparisons if c.significant]
+        compared = (f"{len(significant)} of {len(b.comparisons)} pairwise comparisons "
+                    f"significant ({b.comparisons[0].correction.capitalize()} over every pair"
+                    f"{' and category' if categorical else ''})"
+                    + (": " + "; ".join(
+                        html.escape(f"{_value_of(c.b)} - {_value_of(c.a)}"
+                                    + (f" [{c.category}]" if c.category else "")
+                                    + f" {c.difference:+.4g} (p adj. {c.p_adjusted:.3g})")
+                        for c in significant[:20]) if significant else "")
+                    if b.comparisons else "No comparisons: fewer than two cells with an "
+                    "estimate")
+        parts.append(
+            f'<section class="breakdown" id="by-{name}-{html.escape(b.by)}" '
+            f'data-metric="{name}" data-by="{html.escape(b.by)}"><h3>{name} by '
+            f"{html.escape(b.by)} <small>{b.kind}, n = {b.total.n:,}, cells under "
+            f"{b.min_reports:,} reports suppressed</small></h3><table>{head}{''.join(rows)}"
+            f"</table><p><small>{compared}.</small></p>"
+            + (f'<p class="note"><small>{html.escape(b.note)}</small></p>' if b.note else "")
+            + "</section>")
+    return "".join(parts)
+
+
+def _value_of(label: str) -> str:
+    return ", ".join(part.partition("=")[2] for part in label.split(","))
+
+
 def render_html(sections: Sequence[MetricSection], comparisons: Sequence[Comparison] = (),
-                title: str = "Deniable report", generated_at: datetime | None = None) -> str:
+                title: str = "Deniable report", generated_at: datetime | None = None, *,
+                breakdowns: Sequence[Any] = ()) -> str:
     """The whole report as one HTML document (UTF-8 text), with nothing fetched from anywhere.
 
     It opens with an overview, one row per metric (estimate, interval, trend on a fixed axis,
     the corrected change flag), then each metric's chart, summary and bucket table, drawn by
     the page's own script when the metric is opened. A thousand metrics with a year of days
-    write in about a second and weigh a few MB.
+    write in about a second and weigh a few MB. ``breakdowns`` (``analysis.breakdown``) add
+    a "by" section per breakdown, saying which cells were suppressed and why.
     """
     generated_at = generated_at or datetime.now(timezone.utc)
     changes = {c.label: c for c in comparisons}
@@ -503,6 +570,7 @@ def render_html(sections: Sequence[MetricSection], comparisons: Sequence[Compari
         policy_refs, legend = _policies(sections)
         parts.append(legend)
     parts.extend(_section(section, policy_refs, page_cuts) for section in sections)
+    parts.append(_breakdowns(breakdowns))
     mechanisms = {section.series.metric.mechanism.id: section.series.metric.mechanism
                   for section in sections}
     if mechanisms:

@@ -17,6 +17,7 @@ import numpy as np
 import requests
 from numpy.typing import NDArray
 
+from deniable.client.dimensions import NONE, DimensionError, Dimensions
 from deniable.client.errors import DeniableError, InvalidParameterError
 from deniable.client.kinds import Mechanism, MetricSpec, parse_mechanism
 from deniable.client.mechanism import RandomizedResponse
@@ -43,6 +44,8 @@ class MetricInfo:
     policy: CollectionPolicy = DEFAULT_POLICY
     version: int | None = None
     spec: MetricSpec = None  # type: ignore[assignment]
+    dimensions: Dimensions = NONE
+    """The metric's public dimensions (current declaration; none when it declares none)."""
 
     def __post_init__(self) -> None:
         if self.spec is None:
@@ -204,7 +207,45 @@ def _info(name: str, description: str, doc: dict[str, Any]) -> MetricInfo:
     except (InvalidParameterError, KeyError) as exc:
         raise SourceError(f"{name}: {exc}") from exc
     return MetricInfo(name, description, mechanism, policy, doc.get("version"),
-                      spec_of(doc, mechanism))
+                      spec_of(doc, mechanism), dimensions_of(doc))
+
+
+def dimensions_of(doc: Any) -> Dimensions:
+    """The public dimensions of a catalogue, registry or counts document (its ``dimensions``
+    and ``combinations`` fields, ``Dimensions.describe``'s shape): lenient, absent = none.
+
+    Raises:
+        SourceError: a declaration that does not parse.
+    """
+    if not isinstance(doc, dict) or not doc.get("dimensions"):
+        return NONE
+    try:
+        return Dimensions.parse(doc.get("dimensions"), doc.get("combinations") or ())
+    except InvalidParameterError as exc:
+        raise SourceError(f"cannot read the metric's dimensions: {exc}") from exc
+
+
+def series_labels(dimensions: Dimensions, metric: str, by: str) -> list[str]:
+    """Every series label of ``by`` (a dimension, or a declared combination ``a,b``).
+
+    Raises:
+        SourceError: ``by`` is neither; the message names what the metric declares.
+    """
+    try:
+        return dimensions.all_series(by)
+    except DimensionError as exc:
+        declared = (f"it declares {', '.join(dimensions.names)}"
+                    + (f" and the combinations "
+                       f"{', '.join(','.join(c) for c in dimensions.combinations)}"
+                       if dimensions.combinations else "")
+                    if dimensions else "it declares no dimensions")
+        raise SourceError(f"{metric}: {by!r} is not a dimension or declared combination "
+                          f"of this metric ({declared})") from exc
+
+
+def _by(by: str) -> str:
+    """A ``by`` in its one spelling: dimension names sorted."""
+    return ",".join(sorted(part.strip() for part in by.split(",")))
 
 
 class HTTPSource:
@@ -257,11 +298,60 @@ class HTTPSource:
         elif doc["mechanism"] != info.mechanism.id:
             raise SourceError(f"{metric}: counts are for {doc['mechanism']}, "
                               f"not {info.mechanism.id}")
-        width = info.mechanism.width
-        buckets = doc["buckets"]
-        return MetricCounts(info, [datetime.fromisoformat(b["start"]) for b in buckets],
-                            values=np.array([_bucket_values(b, width) for b in buckets],
-                                            dtype=np.int64).reshape(-1, width))
+        return _counts_of(info, doc["buckets"])
+
+    def dimensions(self, metric: str) -> Dimensions:
+        """The metric's public dimensions, as the catalogue declares them (none if absent)."""
+        info = self.metrics().get(metric)
+        if info is None:
+            raise SourceError(f"the collector lists no active metric {metric!r}")
+        return info.dimensions
+
+    def series_counts(self, metric: str, label: str, start: datetime | None = None,
+                      end: datetime | None = None) -> MetricCounts:
+        """Counts of one dimension series (``platform=ios``) of the current version."""
+        info = self._active(metric)
+        start, end = default_range(start, end)
+        doc = self._get(f"/v1/metrics/{metric}/counts",
+                        {"from": start.isoformat(), "to": end.isoformat(), "series": label})
+        self._check_mechanism(info, doc)
+        return _counts_of(info, doc["buckets"])
+
+    def breakdown_counts(self, metric: str, by: str, start: datetime | None = None,
+                         end: datetime | None = None) -> dict[str, MetricCounts]:
+        """Counts of every series of ``by`` (a dimension or a declared combination ``a,b``),
+        label -> counts, in the declaration's order, from one ``?by=`` request."""
+        info = self._active(metric)
+        by = _by(by)
+        labels = series_labels(info.dimensions, metric, by)
+        start, end = default_range(start, end)
+        doc = self._get(f"/v1/metrics/{metric}/counts",
+                        {"from": start.isoformat(), "to": end.isoformat(), "by": by})
+        self._check_mechanism(info, doc)
+        found = doc.get("series")
+        if not isinstance(found, dict):
+            raise SourceError(f"{metric}: the collector sent no series for by={by}")
+        return {label: _counts_of(info, found.get(label, [])) for label in labels}
+
+    def _active(self, metric: str) -> MetricInfo:
+        info = self.metrics().get(metric)
+        if info is None:
+            raise SourceError(f"the collector lists no active metric {metric!r}")
+        return info
+
+    @staticmethod
+    def _check_mechanism(info: MetricInfo, doc: dict[str, Any]) -> None:
+        if doc.get("mechanism") != info.mechanism.id:
+            raise SourceError(f"{info.name}: counts are for {doc.get('mechanism')}, "
+                              f"not {info.mechanism.id}")
+
+
+def _counts_of(info: MetricInfo, buckets: list[dict[str, Any]]) -> MetricCounts:
+    """MetricCounts of a counts document's buckets."""
+    width = info.mechanism.width
+    return MetricCounts(info, [datetime.fromisoformat(b["start"]) for b in buckets],
+                        values=np.array([_bucket_values(b, width) for b in buckets],
+                                        dtype=np.int64).reshape(-1, width))
 
 
 class RedisSource:
@@ -282,6 +372,7 @@ class RedisSource:
 
         self._store = Store(connect(redis_url, cluster=None))  # a Redis Cluster too
         file_metrics = load_metrics_file(metrics_file) if metrics_file else {}
+        self._file_metrics = file_metrics
         self._registry = LiveRegistry(self._store.client, file_metrics, cache_seconds=60)
         self._plan: tuple[list[str], datetime, datetime, float] | None = None
         self._ahead: dict[str, tuple[str, list[tuple[keys.Month, bytes | None]]]] = {}
@@ -335,7 +426,79 @@ class RedisSource:
                 spec = _version_spec(version, entry) if version is not None \
                     else spec_of({}, m.mechanism)
             found[m.name] = MetricInfo(m.name, m.description, m.mechanism, m.policy,
-                                       m.version, spec)
+                                       m.version, spec, self._dimensions_of(m.name, entry))
+        return found
+
+    def _dimensions_of(self, metric: str, entry: Any) -> Dimensions:
+        """A metric's dimensions: its registry entry's (``dimensions``/``combinations`` in
+        the entry's JSON), else the metrics file's; none when neither declares any."""
+        found = getattr(entry, "dimensions", None)
+        if isinstance(found, Dimensions) and found:
+            return found
+        if entry is not None and not isinstance(found, Dimensions):
+            # A registry that does not parse dimensions itself: read its JSON leniently.
+            import json
+
+            raw = self._store.client.hget(keys.registry(), metric)
+            try:
+                doc = json.loads(raw) if raw else None
+            except ValueError:
+                doc = None
+            parsed = dimensions_of(doc)
+            if parsed:
+                return parsed
+        declared = getattr(self._file_metrics.get(metric), "dimensions", None)
+        return declared if isinstance(declared, Dimensions) else NONE
+
+    def dimensions(self, metric: str) -> Dimensions:
+        """The metric's public dimensions (current declaration; none if it declares none)."""
+        entry = self._registry.entry(metric)
+        if entry is None:
+            raise SourceError(f"the collector's registry has no metric {metric!r}")
+        return self._dimensions_of(metric, entry)
+
+    def _current(self, metric: str, start: datetime | None, end: datetime | None
+                 ) -> tuple[MetricInfo, int, int]:
+        """(the current version's MetricInfo, first hour, end hour) of a read."""
+        entry = self._registry.entry(metric)
+        if entry is None:
+            raise SourceError(f"the collector's registry has no metric {metric!r}")
+        found = entry.current
+        info = MetricInfo(metric, entry.description, found.mechanism, found.policy,
+                          found.version, _version_spec(found, entry),
+                          self._dimensions_of(metric, entry))
+        start, end = default_range(start, end)
+        first, end_hour = keys.hour_range(start, end)
+        first = max(first, keys.visible_from(datetime.now(timezone.utc), entry.retention_days))
+        return info, first, end_hour
+
+    def series_counts(self, metric: str, label: str, start: datetime | None = None,
+                      end: datetime | None = None) -> MetricCounts:
+        """Counts of one dimension series (``platform=ios``) of the current version."""
+        info, first, end_hour = self._current(metric, start, end)
+        months = self._store.month_strings(metric, info.mechanism.id, first, end_hour,
+                                           series=label)
+        hours, values = decode_months(months, keys.width(info.mechanism.id), first, end_hour)
+        return MetricCounts(info, hours, values=values)
+
+    def breakdown_counts(self, metric: str, by: str, start: datetime | None = None,
+                         end: datetime | None = None) -> dict[str, MetricCounts]:
+        """Counts of every series of ``by`` (a dimension or a declared combination ``a,b``)
+        of the current version, label -> counts in the declaration's order: every series'
+        months in one pipelined round trip (``Store.month_strings_by_series``).
+
+        Raises:
+            SourceError: an unknown metric, or ``by`` it does not declare.
+        """
+        info, first, end_hour = self._current(metric, start, end)
+        labels = series_labels(info.dimensions, metric, _by(by))
+        width = keys.width(info.mechanism.id)
+        read = self._store.month_strings_by_series(metric, info.mechanism.id, labels, first,
+                                                   end_hour)
+        found = {}
+        for label in labels:
+            hours, values = decode_months(read[label], width, first, end_hour)
+            found[label] = MetricCounts(info, hours, values=values)
         return found
 
     def counts(self, metric: str, start: datetime | None = None,
@@ -347,7 +510,8 @@ class RedisSource:
             raise SourceError(f"the collector's registry has no metric {metric!r}"
                               + (f" with a version {version}" if version is not None else ""))
         info = MetricInfo(metric, entry.description, found.mechanism, found.policy,
-                          found.version, _version_spec(found, entry))
+                          found.version, _version_spec(found, entry),
+                          self._dimensions_of(metric, entry))
         start, end = default_range(start, end)
         first, end_hour = keys.hour_range(start, end)
         first = max(first, keys.visible_from(datetime.now(timezone.utc), entry.retention_days))

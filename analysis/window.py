@@ -67,8 +67,10 @@ def period_ids(starts: Sequence[datetime] | IntArray, policy: CollectionPolicy) 
 def periods_in(starts: Sequence[datetime], n: IntArray,
                policy: CollectionPolicy = DEFAULT_POLICY) -> int:
     """How many reporting periods have reports among these hour buckets."""
-    ids = period_ids(starts, policy)
-    return int(np.unique(ids[np.asarray(n) > 0]).size)
+    ids = period_ids(starts, policy)[np.asarray(n) > 0]
+    if ids.size > 1 and bool(np.all(ids[1:] >= ids[:-1])):  # hours in order: count the steps
+        return int(np.count_nonzero(ids[1:] != ids[:-1])) + 1
+    return int(np.unique(ids).size)
 
 
 def bucket_periods(hour_starts: Sequence[datetime], hour_n: IntArray,

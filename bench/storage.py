@@ -14,10 +14,22 @@ a quick look). In one run, on one private redis-server:
 4. prints Redis bytes per metric per day (INFO used_memory delta, and the counters strings'
    MEMORY USAGE; target <= 2 KB for a boolean metric);
 5. times the HTML report (``render_html``) and prints its size.
+
+Breakdowns (issue 13; ``--breakdown-metrics 100 --values 10``, ``--only-breakdown`` to skip
+the above): a second set of boolean metrics, each with a year of hourly counts in its total
+and in one series per value of one public dimension (``app_version=v0`` ... ``v9``, written by
+the same ingest script into ``keys.series_counters`` strings), then
+
+6. times ``breakdown(RedisSource(url), metric, "app_version")`` for every metric plus the
+   terminal breakdown tables (estimates per value, suppression, not stated, Holm-corrected
+   pairs): the time from Redis to the breakdown report;
+7. prints Redis bytes per metric per day per value (MEMORY USAGE of the series strings; the
+   same target per counted series as per metric: <= 2 KB).
 """
 from __future__ import annotations
 
 import argparse
+import json
 from concurrent.futures import ThreadPoolExecutor
 import secrets
 import sys
@@ -25,13 +37,18 @@ import tempfile
 import time
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import redis
 
 from deniable.analysis import RedisSource, analyze, render_html
+from deniable.analysis.breakdown import breakdown
+from deniable.analysis.breakdown_report import render_breakdowns
 from deniable.analysis.estimate import debias
 from deniable.analysis.report import render_table
+from deniable.client.dimensions import Dimensions
+from deniable.client.kinds import MetricSpec
 from deniable.client.mechanism import RandomizedResponse
 from deniable.collector import keys
 from deniable.collector.embedded import RedisServer
@@ -74,6 +91,128 @@ def build(store: Store, names: list[str], first_hour: int, hours: int,
     return time.perf_counter() - began
 
 
+DIMENSION = "app_version"
+
+
+def register_breakdown_metrics(client: redis.Redis, names: list[str], retention_days: int,
+                               values: int) -> None:
+    """Registry entries (the live registry's JSON, as the admin API stores them) for metrics
+    that declare one public dimension of ``values`` values (v0, v1, ...)."""
+    dims = Dimensions.parse({DIMENSION: {"values": [f"v{v}" for v in range(values)]}})
+    spec = MetricSpec.build("boolean", mechanism=MECHANISM)
+    for i, name in enumerate(names):
+        version = {"version": 1, "mechanism": MECHANISM,
+                   "registered": "2026-01-01T00:00:00+00:00", "memoization": "memoized",
+                   "instantaneous": None, "period": "day", **spec.describe()}
+        client.hset(keys.registry(), name, json.dumps({
+            "name": name, "description": f"bench breakdown metric {i}",
+            "retention_days": retention_days, "retired": None, "versions": [version],
+            **dims.describe()}))
+    client.set(keys.registry_generation(), secrets.token_hex(8))
+
+
+def add_hours_to(store: Store, key_of: Any, metric: str, counts: dict[int, tuple[int, int]],
+                 retention_days: int, now: datetime) -> None:
+    """``Store.add_hours`` into any counters strings of one metric (``key_of(month)``: the
+    total's or a series'): the ingest script's own write, one call, claimed once."""
+    width = keys.width(MECHANISM)
+    by_month: dict[keys.Month, list[int]] = {}
+    for hour, increments in counts.items():
+        month = keys.month_of(hour)
+        first = keys.counter_index(month, hour, 0, width)
+        pairs = by_month.setdefault(month, [])
+        for slot, by in enumerate(increments):
+            pairs.extend((first + slot, by))
+    script_keys = [keys.batch_applied(metric, f"bench-{secrets.token_hex(8)}")]
+    args: list[str | int] = ["1", keys.expire_at_hour(now, 3600)]
+    for month, pairs in by_month.items():
+        script_keys.append(key_of(month))
+        args.extend((month.size_bytes(width), keys.counters_expire_at(month, retention_days),
+                     len(pairs) // 2, *pairs))
+    outcome = store._ingest(keys=script_keys, args=args)  # the ingest script (ingest.lua)
+    assert int(outcome) in (0, 1), outcome
+
+
+def build_breakdown(store: Store, names: list[str], first_hour: int, hours: int,
+                    retention_days: int, values: int, seed: int) -> float:
+    """Each metric: per hour, Poisson(12) reports per value (value v3 says yes more often)
+    and Poisson(6) that state no value; the total is their sum. Seconds taken."""
+    now = datetime.now(timezone.utc)
+    index = np.arange(first_hour, first_hour + hours).tolist()
+
+    def write(i: int) -> None:
+        rng = np.random.default_rng(seed * 100_003 + i)
+        total_n = np.zeros(hours, np.int64)
+        total_ones = np.zeros(hours, np.int64)
+        for v in range(values):
+            truth = 0.6 if v == 3 else 0.3
+            n = rng.poisson(12, hours)
+            ones = rng.binomial(n, 0.25 + 0.5 * truth)
+            total_n += n
+            total_ones += ones
+            label = f"{DIMENSION}=v{v}"
+            add_hours_to(store, lambda month, label=label: keys.series_counters(
+                names[i], MECHANISM, label, month), names[i],
+                {h: (a, b) for h, a, b in zip(index, n.tolist(), ones.tolist()) if a},
+                retention_days, now)
+        silent = rng.poisson(6, hours)
+        total_n += silent
+        total_ones += rng.binomial(silent, 0.4)
+        add_hours_to(store, lambda month: keys.counters(names[i], MECHANISM, month), names[i],
+                     {h: (a, b) for h, a, b in zip(index, total_n.tolist(),
+                                                   total_ones.tolist()) if a},
+                     retention_days, now)
+
+    began = time.perf_counter()
+    with ThreadPoolExecutor(2) as pool:
+        list(pool.map(write, range(len(names))))
+    return time.perf_counter() - began
+
+
+def bench_breakdown(server: RedisServer, tmp: str, count: int, values: int, days: int,
+                    start: datetime, end: datetime, seed: int) -> None:
+    """Steps 6 and 7 of the module docstring."""
+    names = [f"by_metric_{i:04d}" for i in range(count)]
+    hours = days * 24
+    first_hour, _ = keys.hour_range(start, end)
+    retention = days + 40
+    client = redis.Redis.from_url(server.url)
+    register_breakdown_metrics(client, names, retention, values)
+    store = Store(connect(server.url))
+    print(f"breakdown bench: {count} boolean metrics x {hours} hourly buckets ({days} days) x "
+          f"{values} values of {DIMENSION}")
+    built = build_breakdown(store, names, first_hour, hours, retention, values, seed)
+    print(f"  built through the ingest script in {built:.1f} s")
+    series = total = 0
+    for key in client.scan_iter(match=f"{keys.PREFIX}:{{by_metric_*", count=1000):
+        size = int(client.memory_usage(key, samples=0) or 0)
+        if b"}:d:" in key:
+            series += size
+        elif keys.parse_counters(key.decode()) is not None:
+            total += size
+    print(f"  Redis bytes per metric per day per value: {series / count / days / values:.0f} B "
+          f"(MEMORY USAGE of the series strings; the total's: {total / count / days:.0f} B per "
+          f"metric per day); target <= 2048 B per counted series")
+    runs = []
+    for _ in range(3):  # a fresh source each time: nothing read is reused
+        source = RedisSource(server.url)
+        source.metrics()
+        began = time.perf_counter()
+        found = [breakdown(source, name, DIMENSION, start, end, min_reports=100)
+                 for name in names]
+        table = render_breakdowns(found, "table")
+        runs.append(time.perf_counter() - began)
+    assert all(len(b.cells) == values for b in found) and table
+    differs = sum(any(c.significant and "v3" in (c.a + c.b) for c in b.comparisons)
+                  for b in found)
+    print(f"  Redis -> breakdown report ({count} metrics x {values} values: per-value "
+          f"estimates with intervals, not stated, {len(found[0].comparisons)} Holm-corrected "
+          f"pairs each, tables): {min(runs):.2f} s (best of 3; first {runs[0]:.2f} s); "
+          f"{min(runs) / count * 1000:.1f} ms per metric; v3 found to differ in "
+          f"{differs}/{count} metrics")
+    client.close()
+
+
 def numpy_floor(arrays: list[tuple[np.ndarray, np.ndarray, np.ndarray]], first_hour: int,
                 end_hour: int, split_hour: int) -> float:
     """The same sums and debiasing over arrays already in memory; seconds taken."""
@@ -96,6 +235,11 @@ def main() -> int:
     parser.add_argument("--metrics", type=int, default=1000, help="boolean metrics (1000)")
     parser.add_argument("--days", type=int, default=365, help="days of hourly data (365)")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--breakdown-metrics", type=int, default=100,
+                        help="metrics broken down by one dimension (100; 0 skips)")
+    parser.add_argument("--values", type=int, default=10, help="values of that dimension (10)")
+    parser.add_argument("--only-breakdown", action="store_true",
+                        help="run only the breakdown bench")
     args = parser.parse_args()
     names = metric_names(args.metrics)
     hours = args.days * 24
@@ -104,6 +248,11 @@ def main() -> int:
     first_hour, end_hour = keys.hour_range(start, end)
     retention = args.days + 40
     with tempfile.TemporaryDirectory() as tmp, RedisServer(Path(tmp) / "redis") as server:
+        if args.breakdown_metrics:
+            bench_breakdown(server, tmp, args.breakdown_metrics, args.values, args.days, start,
+                            end, args.seed)
+        if args.only_breakdown:
+            return 0
         metrics_file = Path(tmp) / "metrics.toml"
         write_metrics_file(metrics_file, names, retention)
         client = redis.Redis.from_url(server.url)

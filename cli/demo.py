@@ -16,10 +16,20 @@ Each simulated device has its own device secret, and its answer for a value is t
 client derives from it (``deniable.client.memo.memo_bit``): the same bit every day. The
 intervals therefore count devices, not reports (docs/analysis.md), and the demo checks that
 they cover the true shares.
+
+The first 10,000 devices (``--other-devices``) also report three metrics of the other
+kinds, through the same client calls
+(``reporter.report("os", "android")``, ``reporter.report("startup_ms", 812.5)``): their OS
+(categorical, six categories; on day four some Android users move to iOS), their crashes in
+the past week (a histogram) and their start-up time in ms (numeric; a faster release on day
+four). Their answers are memoized as the client memoizes them (``memo_key``, ``memo_answer``:
+per category, and numbers by alpha-point rounding), each device from its own secret. The
+demo prints each category's, bucket's and day's truth beside its estimate and interval.
 """
 from __future__ import annotations
 
 import argparse
+import json
 import random
 import signal
 import sys
@@ -50,7 +60,8 @@ def _population_reporter(devices: int, *args: object, **kwargs: object) -> objec
 
     import numpy as np
 
-    from deniable.client.memo import memo_bit, new_secret
+    from deniable.client.memo import alpha_threshold, memo_answer, memo_bit, memo_key, new_secret
+    from deniable.client.numeric import BitMean
     from deniable.client.reporter import Reporter
 
     class Population(Reporter):
@@ -59,6 +70,17 @@ def _population_reporter(devices: int, *args: object, **kwargs: object) -> objec
             self.device = 0
             self._seed = new_secret()
             self._answers: dict[str, np.ndarray] = {}
+            self._secrets: dict[int, bytes] = {}
+            self._alphas: dict[tuple[str, int], int] = {}        # (metric, device)
+            self._values: dict[tuple[str, int, int], int] = {}  # (metric, device, key)
+            self._keys: dict[tuple[str, int], tuple[Any, int]] = {}  # last value, its key
+
+        def _secret(self) -> bytes:
+            secret = self._secrets.get(self.device)
+            if secret is None:
+                secret = hmac.digest(self._seed, self.device.to_bytes(8, "big"), "sha256")
+                self._secrets[self.device] = secret
+            return secret
 
         def _perturb(self, metric: str, mechanism: object, true_value: bool) -> int:
             answers = self._answers.get(metric)
@@ -66,10 +88,32 @@ def _population_reporter(devices: int, *args: object, **kwargs: object) -> objec
                 answers = self._answers.setdefault(metric, np.full((devices, 2), -1, np.int8))
             bit = int(answers[self.device, int(true_value)])
             if bit < 0:
-                secret = hmac.digest(self._seed, self.device.to_bytes(8, "big"), "sha256")
-                bit = memo_bit(secret, metric, mechanism, int(true_value))  # type: ignore[arg-type]
+                bit = memo_bit(self._secret(), metric, mechanism,  # type: ignore[arg-type]
+                               int(true_value))
                 answers[self.device, int(true_value)] = bit
             return bit
+
+        def _perturb_value(self, metric: str, mechanism: Any, value: Any) -> int:
+            """A category index or an exact number: this device's memoized answer, keyed as
+            the client keys it (the category, or the number's alpha-point grid point)."""
+            device = self.device
+            last = self._keys.get((metric, device))
+            if last is not None and last[0] == value:
+                key = last[1]
+            else:
+                alpha = None
+                if isinstance(mechanism, BitMean):  # the device's secret threshold, once
+                    alpha = self._alphas.get((metric, device))
+                    if alpha is None:
+                        alpha = alpha_threshold(self._secret(), metric)
+                        self._alphas[(metric, device)] = alpha
+                key = memo_key(self._secret(), metric, mechanism, value, alpha=alpha)
+                self._keys[(metric, device)] = (value, key)
+            answer = self._values.get((metric, device, key))
+            if answer is None:
+                answer = memo_answer(self._secret(), metric, mechanism, key)
+                self._values[(metric, device, key)] = answer
+            return answer
 
     return Population()
 
@@ -105,11 +149,83 @@ METRICS = (
 DAY = 86_400
 
 
+@dataclass(frozen=True)
+class KindMetric:
+    """A demo metric of a kind beyond boolean, declared as in a metrics TOML file."""
+
+    name: str
+    description: str
+    declaration: dict[str, Any]
+
+    def toml(self) -> str:
+        lines = [f"[metrics.{self.name}]", f"description = {json.dumps(self.description)}"]
+        lines += [f"{key} = {json.dumps(value)}" for key, value in self.declaration.items()]
+        return "\n".join(lines) + "\n\n"
+
+
+OS = ("android", "ios", "windows", "macos", "linux", "other")
+OS_SHARES = (0.40, 0.27, 0.15, 0.10, 0.05, 0.03)
+OS_MOVE = 0.06
+"""From day four, this share of all devices moves from android to ios (0.40 -> 0.34 and
+0.27 -> 0.33)."""
+CRASH_EDGES = (0, 1, 2, 5, 10, 100)
+STARTUP_RANGE = (0, 5_000)
+STARTUP_SPEEDUP = 0.8
+"""From day four a faster release multiplies every start-up time by this."""
+KIND_METRICS = (
+    KindMetric("os", "Operating system (from day four some Android users move to iOS)",
+               {"kind": "categorical", "categories": list(OS), "epsilon": 2.0}),
+    KindMetric("crashes_per_week", "Crashes in the past seven days",
+               {"kind": "histogram", "edges": list(CRASH_EDGES), "clamp": True,
+                "epsilon": 2.0}),
+    KindMetric("startup_ms", "Start-up time in ms (a faster release on day four)",
+               {"kind": "numeric", "lower": STARTUP_RANGE[0], "upper": STARTUP_RANGE[1],
+                "clamp": True, "epsilon": 1.0}),
+)
+
+
+class KindPopulation:
+    """Each simulated device's true OS, weekly crashes and start-up time, day by day.
+
+    The OS and the crash count are constant per device (the OS changes once, on day four,
+    for the devices that move); the start-up time drifts by up to 5% a day around the
+    device's own typical time, and drops by 20% from day four.
+    """
+
+    def __init__(self, devices: int, seed: int | None, shift_day: int) -> None:
+        import numpy as np
+
+        rng = np.random.default_rng(seed)
+        self.shift_day = shift_day
+        self.os = np.searchsorted(np.cumsum(OS_SHARES), rng.random(devices) * sum(OS_SHARES),
+                                  side="right").astype(np.int64)
+        android = self.os == 0
+        self.moves = android & (rng.random(devices) < OS_MOVE / OS_SHARES[0])
+        self.crashes = np.minimum(rng.geometric(0.45, devices) - 1, 150).astype(np.int64)
+        self.typical_ms = np.exp(rng.normal(np.log(800.0), 0.6, devices))
+        self._rng = rng
+
+    def os_on(self, day: int) -> Any:
+        return self.os if day < self.shift_day else \
+            self.os + self.moves.astype(self.os.dtype)  # android (0) -> ios (1)
+
+    def startup_on(self, day: int) -> Any:
+        import numpy as np
+
+        daily = self.typical_ms * (1 + self._rng.uniform(-0.05, 0.05, self.typical_ms.shape))
+        if day >= self.shift_day:
+            daily = daily * STARTUP_SPEEDUP
+        return np.round(daily, 1)
+
+
 def register(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     parser = commands.add_parser("demo", help=HELP, description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--devices", type=positive_int, default=100_000,
                         help="simulated devices (default %(default)s)")
+    parser.add_argument("--other-devices", type=positive_int, default=10_000,
+                        help="how many of the devices also report the categorical, histogram "
+                             "and numeric metrics (default %(default)s; at most --devices)")
     parser.add_argument("--batch-size", type=positive_int, default=1000,
                         help="reports per uploaded batch, at most 1000 (default %(default)s)")
     parser.add_argument("--seed", type=int, default=None,
@@ -129,7 +245,7 @@ def _metrics_toml(folder: Path) -> Path:
     path = folder / "metrics.toml"
     path.write_text("".join(
         f'[metrics.{m.name}]\ndescription = "{m.description}"\nmechanism = "{m.mechanism}"\n\n'
-        for m in METRICS))
+        for m in METRICS) + "".join(m.toml() for m in KIND_METRICS))
     return path
 
 
@@ -189,6 +305,9 @@ def run(args: argparse.Namespace) -> int:
             propensity = {m.name: [population.random() for _ in range(args.devices)]
                           for m in METRICS}
             true_yes = {m.name: 0 for m in METRICS}
+            others = min(args.other_devices, args.devices)
+            kinds = KindPopulation(others, args.seed, shift_day)
+            truth: dict[str, list[Any]] = {m.name: [] for m in KIND_METRICS}  # per day
             day_starts = []
             columns = (TextColumn("[bold]3.[/] devices report, day by day"), BarColumn(),
                        MofNCompleteColumn(), TimeElapsedColumn())
@@ -200,12 +319,20 @@ def run(args: argparse.Namespace) -> int:
                     clock_file.write_text(str(offset))  # the collector files today's reports here
                     day_starts.append(datetime.now(timezone.utc) + timedelta(seconds=offset))
                     rates = [(m.name, m.rate(day, shift_day)) for m in METRICS]
+                    os_today, startup_today = kinds.os_on(day), kinds.startup_on(day)
+                    keep_truth(truth, os_today, kinds.crashes, startup_today)
+                    os_labels = [OS[i] for i in os_today.tolist()]
+                    crashes, startup = kinds.crashes.tolist(), startup_today.tolist()
                     for device in range(args.devices):
                         reporter.device = device  # type: ignore[attr-defined]
                         for name, rate in rates:
-                            truth = propensity[name][device] < rate  # the simulated person
-                            true_yes[name] += truth
-                            reporter.report(name, truth)  # perturbed on the "device"
+                            true_bit = propensity[name][device] < rate  # the simulated person
+                            true_yes[name] += true_bit
+                            reporter.report(name, true_bit)  # perturbed on the "device"
+                        if device < others:  # a sample also reports the other kinds
+                            reporter.report("os", os_labels[device])
+                            reporter.report("crashes_per_week", crashes[device])
+                            reporter.report("startup_ms", startup[device])
                         if device % 1000 == 999:
                             progress.update(task, completed=day * args.devices + device + 1)
                             if interrupts.pending:
@@ -276,9 +403,116 @@ def run(args: argparse.Namespace) -> int:
             console.print(f"Significant changes from day {shift_day + 1} on (Holm-corrected, "
                           f"alpha 0.05): {', '.join(shifted) or 'none'}. The true shift: "
                           f"dark_mode 0.50 -> 0.56.")
-            args.html.write_text(render_html(analysis.sections, analysis.comparisons,
+            # The HTML report shows every metric, the other kinds too (bar charts with
+            # intervals, the mean over time), Holm-corrected across all of them together.
+            everything = analyze(source, [m.name for m in (*METRICS, *KIND_METRICS)],
+                                 start=start, end=end, granularity="day",
+                                 split=floor(day_starts[shift_day], "day"))
+            args.html.write_text(render_html(everything.sections, everything.comparisons,
                                              title=f"Deniable demo: {args.devices:,} devices "
                                                    f"over {days} days"), encoding="utf-8")
+            print_other_kinds(console, source, truth, day_starts, shift_day, start, end,
+                              others)
             console.print(f"[bold]4.[/] HTML report: {args.html.resolve()} "
                           f"({time.monotonic() - started:.1f} s)")
     return 0
+
+
+def keep_truth(truth: dict[str, list[Any]], os_today: Any, crashes: Any, startup: Any) -> None:
+    """Record one day's true category shares, bucket shares and mean (as reported: clamped)."""
+    import numpy as np
+
+    devices = len(os_today)
+    truth["os"].append(np.bincount(os_today, minlength=len(OS)) / devices)
+    buckets = np.clip(np.searchsorted(CRASH_EDGES, crashes, side="right") - 1,
+                      0, len(CRASH_EDGES) - 2)
+    truth["crashes_per_week"].append(np.bincount(buckets, minlength=len(CRASH_EDGES) - 1)
+                                     / devices)
+    truth["startup_ms"].append(float(np.clip(startup, *STARTUP_RANGE).mean()))
+
+
+def daily_counts(counts: Any, day_starts: list[Any]) -> Any:
+    """The metric's counters summed per simulated day, shape (days, width): each hour bucket
+    goes to the day whose (shifted) upload hour is nearest."""
+    import numpy as np
+
+    from deniable.collector.keys import hour_index
+
+    day_hours = np.array([hour_index(s) for s in day_starts], dtype=np.int64)
+    values = np.asarray(counts.values, dtype=np.int64)
+    per_day = np.zeros((len(day_starts), values.shape[1]), dtype=np.int64)
+    nearest = np.abs(np.asarray(counts.hours)[:, None] - day_hours[None, :]).argmin(axis=1)
+    np.add.at(per_day, nearest, values)
+    return per_day
+
+
+def print_other_kinds(console: Any, source: Any, truth: dict[str, list[Any]],
+                      day_starts: list[Any], shift_day: int, start: Any, end: Any,
+                      devices: int) -> None:
+    """Truth beside estimate and interval for the categorical, histogram and numeric metrics.
+
+    Categories and buckets: the reports of one day before the change (the last day before
+    it) and of the last day. Memoized devices with an unchanged value repeat the same answer
+    every day, so pooling more days would add reports but no information; one day's
+    reports are one report per device, which the intervals assume. Numbers: each day's mean.
+    """
+    from rich.table import Table
+
+    from deniable.analysis.categorical import estimate_categories
+    from deniable.analysis.numeric import estimate_mean
+
+    days = len(day_starts)
+    before, after = shift_day - 1, days - 1
+    inside = total = 0
+    console.print(f"{devices:,} of the devices also reported, every day, their OS (categorical), "
+                  "their crashes in the past week (histogram) and their start-up time "
+                  "(numeric), memoized: per category, and numbers by alpha-point rounding.")
+    for metric in KIND_METRICS[:2]:
+        counts = source.counts(metric.name, start=start, end=end)
+        spec = counts.metric.spec
+        per_day = daily_counts(counts, day_starts)
+        estimates = [estimate_categories(per_day[d], spec.mechanism, spec.labels)
+                     for d in (before, after)]
+        family = spec.mechanism.id.split(":")[0].upper()
+        table = Table(title=f"{metric.name} ({spec.kind}, {family}, "
+                            f"epsilon {spec.mechanism.epsilon:.3f}): share of devices, day "
+                            f"{before + 1} and day {after + 1}")
+        for header in ("category" if spec.kind == "categorical" else "bucket",
+                       f"true, day {before + 1}", "estimate", "95% CI",
+                       f"true, day {after + 1}", "estimate", "95% CI"):
+            table.add_column(header, justify="left" if header in ("category", "bucket")
+                             else "right", no_wrap=True)
+        for i, label in enumerate(spec.labels):
+            cells = [label]
+            for d, e in zip((before, after), estimates):
+                true_share = float(truth[metric.name][d][i])
+                hit = e.ci_low[i] <= true_share <= e.ci_high[i]
+                inside, total = inside + hit, total + 1
+                cells += [f"{true_share:.4f}", f"{e.value[i]:.4f}",
+                          f"[{e.ci_low[i]:.4f}, {e.ci_high[i]:.4f}]"
+                          + ("" if hit else " [red]miss[/]")]
+            table.add_row(*cells)
+        console.print(table)
+    counts = source.counts("startup_ms", start=start, end=end)
+    mechanism = counts.metric.spec.mechanism
+    per_day = daily_counts(counts, day_starts)
+    table = Table(title=f"startup_ms (numeric, 1BitMean, epsilon {mechanism.epsilon:.3f}): "
+                        f"mean per day, ms in [{STARTUP_RANGE[0]}, {STARTUP_RANGE[1]}]")
+    for header in ("day", "reports", "true mean", "estimate", "95% CI"):
+        table.add_column(header, justify="right", no_wrap=True)
+    for d in range(days):
+        e = estimate_mean(int(per_day[d, 0]), int(per_day[d, 1]), mechanism)
+        true_mean = truth["startup_ms"][d]
+        hit = e.ci_low <= true_mean <= e.ci_high
+        inside, total = inside + hit, total + 1
+        table.add_row(f"{d + 1}", f"{e.n:,}", f"{true_mean:.1f}", f"{e.mean:.1f}",
+                      f"[{e.ci_low:.1f}, {e.ci_high:.1f}]" + ("" if hit else " [red]miss[/]"))
+    console.print(table)
+    console.print(
+        f"{inside} of {total} true values fall inside their 95% intervals (marginal: each "
+        f"holds with probability 95%, so about one in twenty may miss; an unchanged category's "
+        f"two days repeat the same memoized answers, so its misses come in pairs). The true "
+        f"changes from day {shift_day + 1}: os android {OS_SHARES[0]:.2f} -> "
+        f"{OS_SHARES[0] - OS_MOVE:.2f}, ios {OS_SHARES[1]:.2f} -> {OS_SHARES[1] + OS_MOVE:.2f}; "
+        f"start-up times x{STARTUP_SPEEDUP}. A device's start-up time drifts a little every "
+        "day, yet mostly repeats one memoized answer: the daily estimates move together.")

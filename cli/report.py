@@ -59,6 +59,15 @@ def register(commands: argparse._SubParsersAction) -> None:  # type: ignore[type
                         help="categorical and histogram metrics: also show the projection of "
                              "the shares onto the probability simplex (non-negative, sum 1). "
                              "BIASED, flagged as such; the unbiased shares stay the estimate")
+    parser.add_argument("--by", metavar="DIMENSION",
+                        help="break each metric down by a public dimension it declares (or a "
+                             "declared combination, e.g. app_version,platform): an estimate "
+                             "per value, pairwise comparisons (Holm), small cells suppressed; "
+                             "without --metric, every metric that declares it")
+    parser.add_argument("--min-reports", type=positive_int, metavar="K",
+                        help="with --by (or --html): suppress cells with fewer than K reports "
+                             "(default 100): such an estimate is mostly noise and a tiny cell "
+                             "can single people out")
     parser.add_argument("--version", type=positive_int, metavar="N",
                         help="with --metric: read version N of the metrics named (older "
                              "versions and retired metrics stay readable)")
@@ -91,6 +100,11 @@ def _check_options(args: argparse.Namespace) -> None:
         error("--metrics-file goes with --redis-url")
     if args.simplex and args.every:
         error("--simplex applies to pooled estimates: leave out --every")
+    if args.by and (args.every or args.version is not None or args.simplex):
+        error("--by gives one pooled estimate per value of the current version: leave out "
+              "--every, --version and --simplex")
+    if args.min_reports is not None and not (args.by or args.html):
+        error("--min-reports applies to breakdowns: add --by DIMENSION (or --html FILE)")
 
 
 def _redis_errors() -> tuple[type[BaseException], ...]:
@@ -166,6 +180,8 @@ def run(args: argparse.Namespace) -> int:
         args.parser.error(f"--split {args.split.isoformat()} lies outside the range "
                           f"[{start.isoformat()}, {end.isoformat()})")
     source, known = _open_source(args)
+    if args.by:
+        return _run_by(args, source, known, start, end)
     names = args.metrics or sorted(known)
     all_counts = []
     unknown = []
@@ -195,8 +211,54 @@ def run(args: argparse.Namespace) -> int:
         analysis = analyze(source, names, start=start, end=end,
                            granularity=args.every or "day", confidence=args.confidence,
                            split=args.split, correction=args.correction or "holm",
-                           rolling_window=args.rolling, version=args.version)
-        args.html.write_text(render_html(analysis.sections, analysis.comparisons),
-                             encoding="utf-8")
+                           rolling_window=args.rolling, version=args.version,
+                           min_reports=args.min_reports)
+        args.html.write_text(render_html(analysis.sections, analysis.comparisons,
+                                         breakdowns=analysis.breakdowns), encoding="utf-8")
         print(f"wrote {args.html}", file=sys.stderr)
     return 0
+
+
+def _run_by(args: argparse.Namespace, source: Any, known: dict[str, Any], start: datetime,
+            end: datetime) -> int:
+    """``--by``: each metric broken down by one dimension, small cells suppressed."""
+    from deniable.analysis import analyze, render_html
+    from deniable.analysis.breakdown import DEFAULT_MIN_REPORTS, breakdown
+    from deniable.analysis.breakdown_report import render_breakdowns
+    from deniable.analysis.sources import SourceError
+
+    by = ",".join(sorted(part.strip() for part in args.by.split(",")))
+    min_reports = args.min_reports or DEFAULT_MIN_REPORTS
+    if args.metrics:
+        unknown = [n for n in args.metrics if n not in known]
+        if unknown:
+            args.parser.error(f"unknown metric(s): {', '.join(unknown)}; known: "
+                              f"{', '.join(known) or 'none'}")
+        names = list(args.metrics)
+    else:
+        names = [n for n in sorted(known) if _declares(known[n], by)]
+        if not names:
+            args.parser.error(f"no metric declares the dimension {by!r}")
+    try:
+        found = [breakdown(source, name, by, start, end, min_reports=min_reports,
+                           confidence=args.confidence) for name in names]
+    except _redis_errors() as exc:
+        raise SourceError(f"cannot read counts: {exc}") from exc
+    sys.stdout.write(render_breakdowns(found, args.format))
+    if args.html:
+        analysis = analyze(source, names, start=start, end=end, granularity="day",
+                           confidence=args.confidence, split=args.split,
+                           correction=args.correction or "holm", by=by,
+                           min_reports=min_reports)
+        args.html.write_text(render_html(analysis.sections, analysis.comparisons,
+                                         breakdowns=analysis.breakdowns), encoding="utf-8")
+        print(f"wrote {args.html}", file=sys.stderr)
+    return 0
+
+
+def _declares(info: Any, by: str) -> bool:
+    """Whether a metric declares ``by`` (a dimension, or a combination ``a,b``)."""
+    dims = getattr(info, "dimensions", None)
+    if not dims:
+        return False
+    return dims.get(by) is not None or tuple(by.split(",")) in dims.combinations

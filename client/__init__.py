@@ -3,10 +3,13 @@
 It perturbs every true value on the device under local differential privacy (randomized
 response for booleans; k-ary randomized response or optimized unary encoding for categories
 and histogram buckets; 1BitMean for numbers, see ``MetricSpec``), so only perturbed reports
-ever leave the process. It depends on the standard library and ``requests`` only.
+ever leave the process. It depends on the standard library and ``requests`` only. Public
+dimensions (``Dimensions``: app version, platform, ...) travel beside them in clear, from
+closed allow-lists; they are not protected by local differential privacy.
 """
 from __future__ import annotations
 
+from deniable.client.dimensions import DimensionError, Dimensions
 from deniable.client.errors import (
     BudgetExceededError,
     DeniableError,
@@ -27,6 +30,8 @@ __all__ = [
     "Budget",
     "BudgetExceededError",
     "DeniableError",
+    "DimensionError",
+    "Dimensions",
     "Estimate",
     "IN_MEMORY",
     "InvalidParameterError",

@@ -10,6 +10,11 @@ once in the log, and counts their reports in ``stats().withheld``). An app may d
 metrics instead, in code (``coerce_catalogue``) or with the collector's own metrics TOML file
 (``load_metrics_file``).
 
+A metric may also declare public dimensions (``deniable.client.dimensions``): the catalogue
+entry's ``dimensions``/``combinations``, or the same keys of a declaration table. They are
+parsed beside the specs (``parse_catalogue``'s and ``coerce_catalogue``'s ``dimensions``
+argument); a served entry whose dimensions do not parse is skipped like an unknown kind.
+
 ``resolve`` decides which mechanism each metric is reported under, from what the app
 declared, what the collector serves, and the ε ceiling ``max_epsilon``:
 
@@ -32,6 +37,7 @@ from fractions import Fraction
 from typing import Any
 
 from deniable.client.categorical import KaryRandomizedResponse, SubsetSelection, UnaryEncoding
+from deniable.client.dimensions import Dimensions
 from deniable.client.errors import InvalidParameterError, UnknownMetricError, WireFormatError
 from deniable.client.kinds import KINDS, Mechanism, MetricSpec, family, parse_mechanism
 from deniable.client.mechanism import RandomizedResponse
@@ -48,6 +54,9 @@ Declared = Mapping[str, "MetricSpec | Mechanism | str | Mapping[str, Any]"]
 only: a categorical id does not name its categories), or a declaration table as in the
 metrics TOML file (``kind``, ``categories``/``edges``/``lower``/``upper``, ``clamp`` and
 ``mechanism`` or ``epsilon``)."""
+
+AllDimensions = dict[str, Dimensions]
+"""name -> the public dimensions a metric declares (metrics that declare none are absent)."""
 
 DEFAULT_MAX_EPSILON = math.log(9)
 """The default ε ceiling of one report, in nats: ln 9 ≈ 2.20. One report is then at most 9
@@ -87,14 +96,18 @@ def describe_metric(name: str, description: str, mechanism: Mechanism | MetricSp
     return entry
 
 
-def parse_catalogue(doc: Any, skipped: dict[str, str] | None = None) -> Catalogue:
+def parse_catalogue(doc: Any, skipped: dict[str, str] | None = None,
+                    dimensions: AllDimensions | None = None) -> Catalogue:
     """Parse a ``GET /v1/metrics`` document into name -> MetricSpec.
 
     Args:
         doc: the parsed JSON document.
         skipped: if given, receives name -> why for each entry of a kind or mechanism family
-            this client does not know; such entries are left out of the catalogue (without
-            ``skipped`` a warning names them, once per process).
+            this client does not know, or whose public dimensions do not parse; such entries
+            are left out of the catalogue (without ``skipped`` a warning names them, once
+            per process).
+        dimensions: if given, receives name -> Dimensions for each kept entry that declares
+            public dimensions.
 
     Raises:
         WireFormatError: the document is malformed, or an entry of a known kind is: its P1/Q
@@ -113,6 +126,9 @@ def parse_catalogue(doc: Any, skipped: dict[str, str] | None = None) -> Catalogu
         if not is_metric_name(name):
             raise WireFormatError(f"metrics entry {i} has an invalid name {name!r}")
         why = _unsupported(kind, mechanism_id)
+        declared = _entry_dimensions(entry) if why is None else Dimensions()
+        if isinstance(declared, str):
+            why, declared = declared, Dimensions()
         if why is not None:
             if skipped is not None:
                 skipped[name] = why
@@ -121,7 +137,30 @@ def parse_catalogue(doc: Any, skipped: dict[str, str] | None = None) -> Catalogu
                 log.warning("deniable: skipping metric %r: %s", name, why)
             continue
         catalogue[name] = _entry_spec(i, name, entry)
+        if declared and dimensions is not None:
+            dimensions[name] = declared
     return catalogue
+
+
+def _entry_dimensions(entry: Mapping[str, Any]) -> Dimensions | str:
+    """The public dimensions a catalogue entry declares, or why they do not parse."""
+    try:
+        return table_dimensions(entry)
+    except InvalidParameterError as exc:
+        return (f"its public dimensions are malformed ({str(exc)[:200]}); fix the "
+                f"registration, or upgrade the client, to report it")
+
+
+def table_dimensions(table: Mapping[str, Any]) -> Dimensions:
+    """The public dimensions of a catalogue entry or declaration table (its ``dimensions``
+    and ``combinations``); empty when it declares none.
+
+    Raises:
+        InvalidParameterError: they do not parse (``Dimensions.parse``).
+    """
+    if table.get("dimensions") is None and not table.get("combinations"):
+        return Dimensions()
+    return Dimensions.parse(table.get("dimensions"), table.get("combinations") or ())
 
 
 _WARNED: set[tuple[str, str]] = set()
@@ -182,14 +221,17 @@ def parse_policies(doc: Any) -> dict[str, CollectionPolicy]:
     return policies
 
 
-def coerce_catalogue(metrics: Declared) -> Catalogue:
+def coerce_catalogue(metrics: Declared, dimensions: AllDimensions | None = None
+                     ) -> Catalogue:
     """Build a catalogue from code. Each value is a ``MetricSpec``; a mechanism or its id
     (a boolean metric's ``rr:``, or a numeric metric's ``bm:``, which carries its bounds);
-    or a declaration table as in the metrics TOML file.
+    or a declaration table as in the metrics TOML file, which may declare public
+    ``dimensions`` and ``combinations`` too (put in ``dimensions`` if given).
 
     Raises:
         InvalidParameterError: an invalid name, or a declaration that does not hold (e.g. a
-            bare ``grr:``/``oue:`` id, which does not name its categories).
+            bare ``grr:``/``oue:`` id, which does not name its categories, or malformed
+            dimensions).
     """
     catalogue: Catalogue = {}
     for name, declared in metrics.items():
@@ -198,6 +240,13 @@ def coerce_catalogue(metrics: Declared) -> Catalogue:
                 f"metric names are lowercase letters, digits and '_', at most 64 characters. "
                 f"Got {name!r} instead.")
         catalogue[name] = declared_spec(name, declared)
+        if isinstance(declared, Mapping):
+            try:
+                found = table_dimensions(declared)
+            except InvalidParameterError as exc:
+                raise InvalidParameterError(f"metric {name!r}: {exc}") from exc
+            if found and dimensions is not None:
+                dimensions[name] = found
     return catalogue
 
 
@@ -237,10 +286,12 @@ def _table_spec(name: str, table: Mapping[str, Any]) -> MetricSpec:
 
 
 def load_metrics_file(path: str | os.PathLike[str],
-                      skipped: dict[str, str] | None = None) -> Catalogue:
+                      skipped: dict[str, str] | None = None,
+                      dimensions: AllDimensions | None = None) -> Catalogue:
     """The metrics of a collector's metrics TOML file: each ``[metrics.<name>]`` table's
     ``kind`` (boolean by default), ``mechanism`` or ``epsilon``, and its ``categories``,
-    ``edges``, ``lower``/``upper`` and ``clamp``.
+    ``edges``, ``lower``/``upper`` and ``clamp``; and its public ``dimensions`` and
+    ``combinations`` (put in ``dimensions`` if given).
 
     Other fields (description, retention, ...) are the collector's business and ignored. A
     table of a kind or mechanism family this client does not know is skipped (named in
@@ -282,7 +333,7 @@ def load_metrics_file(path: str | os.PathLike[str],
             continue
         declared[name] = spec
     try:
-        return coerce_catalogue(declared)
+        return coerce_catalogue(declared, dimensions)
     except InvalidParameterError as exc:
         raise InvalidParameterError(f"{os.fspath(path)}: {exc}") from exc
 

@@ -1,15 +1,19 @@
 """The on-device queue: perturbed reports in SQLite (WAL mode), sealed into batches with fixed ids.
 
-Only ``(metric, mechanism id, perturbed payload)`` triples are ever stored; true values never
-reach this module. The payload is the report's wire value: a bit (``rr:``, ``bm:``), a category
-index (``grr:``) or an OUE bitset's hex (``oue:``). The tables::
+Only ``(metric, mechanism id, perturbed payload[, public dims])`` reports are ever stored; true
+values never reach this module. The payload is the report's wire value: a bit (``rr:``,
+``bm:``), a category index (``grr:``) or an OUE bitset's hex (``oue:``). The dims are the
+report's public dimension values (in clear, not protected by local DP), as compact JSON text
+(``dims_text``), empty for none. The tables::
 
-    pending(seq, metric, mechanism, bit, queued_at, payload)
+    pending(seq, metric, mechanism, bit, queued_at, payload, dims)
                                                       committed reports not yet in a batch:
                                                       ``bit`` for the one-bit kinds, ``payload``
                                                       (an int or text, NULL for bits) for the
                                                       others (schema 2 added it to schema 1's
-                                                      table in place; nothing is rewritten)
+                                                      table in place; nothing is rewritten),
+                                                      ``dims`` ('' for none; schema 3 added it
+                                                      in place the same way)
     batches(seq, batch_id, body, n_reports, ...)      sealed batches: the exact bytes to POST
     dead_letter(batch_id, body, status, reason, ...)  batches the collector refused (400/409/413/422)
     ledger(metric, mechanism, handed_*, sent_*)       perturbed bits handed over and sent
@@ -42,10 +46,10 @@ import sqlite3
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from deniable.client.doorbell import Doorbell
 from deniable.client.errors import InvalidParameterError, QueueError
@@ -55,12 +59,14 @@ from deniable.client.wire import DEFAULT_MAX_REPORTS, encode_batch, new_batch_id
 log = logging.getLogger("deniable.client")
 
 Durability = Literal["group", "sync"]
-Item = tuple[str, str, "int | str"]
-"""One queued report: (metric, mechanism id, perturbed payload: a bit or index, or hex)."""
+Item = tuple[str, str, "int | str"] | tuple[str, str, "int | str", str]
+"""One queued report: (metric, mechanism id, perturbed payload: a bit or index, or hex), and
+optionally its public dimensions as ``dims_text`` gives them ('' for none)."""
 
-SCHEMA_VERSION = 2
-"""1: reports were bits only. 2: ``pending.payload`` holds the other kinds' payloads; a
-schema-1 file is upgraded in place when opened (one ALTER TABLE, no rows rewritten)."""
+SCHEMA_VERSION = 3
+"""1: reports were bits only. 2: ``pending.payload`` holds the other kinds' payloads.
+3: ``pending.dims`` holds each report's public dimensions. An older file is upgraded in place
+when opened (one ALTER TABLE per step, no rows rewritten)."""
 DEFAULT_COMMIT_INTERVAL = 0.05
 """Seconds the group committer gathers reports before one commit: the crash-loss window."""
 DEFAULT_MAX_BUFFER = 20_000
@@ -68,8 +74,8 @@ DEFAULT_MAX_BUFFER = 20_000
 DEFAULT_MAX_BATCH_AGE = 15.0
 """Seconds the oldest pending report waits before a partial batch is sealed."""
 DEFAULT_MAX_QUEUED_REPORTS = 1_000_000
-"""Cap on reports held in the queue (about 60 MB of SQLite at most); the oldest batches are
-dropped beyond it."""
+"""Cap on reports held in the queue (about 60 MB of SQLite at most, plus the dims text of
+reports that carry public dimensions); the oldest batches are dropped beyond it."""
 DEFAULT_MAX_QUEUE_AGE = 7 * 24 * 3600.0
 """Seconds a report may wait in the queue before it is dropped: 7 days, the collector's
 batch-id memory, so a re-sent batch is always still recognised."""
@@ -208,6 +214,8 @@ class DurableQueue:
             columns = {row[1] for row in db.execute("PRAGMA table_info(pending)")}
             if "payload" not in columns:  # a new file, or schema 1: add it in place
                 db.execute("ALTER TABLE pending ADD COLUMN payload")
+            if "dims" not in columns:  # a new file, or schema 1 or 2: add it in place
+                db.execute("ALTER TABLE pending ADD COLUMN dims TEXT NOT NULL DEFAULT ''")
             db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
             row = db.execute("SELECT MIN(queued_at) FROM pending").fetchone()
             self._oldest_pending = row[0]
@@ -309,8 +317,8 @@ class DurableQueue:
             with _write_transaction(db):
                 if items:
                     db.executemany(
-                        "INSERT INTO pending (metric, mechanism, bit, payload, queued_at) "
-                        "VALUES (?, ?, ?, ?, ?)", [_row(item, now) for item in items])
+                        "INSERT INTO pending (metric, mechanism, bit, payload, queued_at, "
+                        "dims) VALUES (?, ?, ?, ?, ?, ?)", [_row(item, now) for item in items])
                     db.executemany(
                         "INSERT INTO ledger (metric, mechanism, handed_n, handed_ones) "
                         "VALUES (?, ?, ?, ?) ON CONFLICT (metric, mechanism) DO UPDATE SET "
@@ -348,11 +356,13 @@ class DurableQueue:
         aged = seal_all or (oldest is not None and now - oldest >= self.max_batch_age)
         while count >= self.batch_size or (aged and count > 0):
             rows = _one_mechanism_per_metric(db.execute(
-                "SELECT seq, metric, mechanism, COALESCE(payload, bit), queued_at FROM pending "
-                "ORDER BY seq LIMIT ?", (self.batch_size,)).fetchall())
+                "SELECT seq, metric, mechanism, COALESCE(payload, bit), queued_at, dims "
+                "FROM pending ORDER BY seq LIMIT ?", (self.batch_size,)).fetchall())
             batch_id = new_batch_id()
-            body = json.dumps(encode_batch(batch_id, ((m, k, b) for _, m, k, b, _ in rows)),
-                              separators=(",", ":")).encode()
+            parsed: dict[str, dict[str, str] | None] = {"": None}
+            body = json.dumps(encode_batch(batch_id, (
+                (m, k, b, parsed[d] if d in parsed else parsed.setdefault(d, json.loads(d)))
+                for _, m, k, b, _, d in rows)), separators=(",", ":")).encode()
             db.execute("INSERT INTO batches (batch_id, body, n_reports, sealed_at, oldest_at) "
                        "VALUES (?, ?, ?, ?, ?)",
                        (batch_id, body, len(rows), now, min(r[4] for r in rows)))
@@ -604,13 +614,23 @@ def _take_batch(db: sqlite3.Connection, batch_id: str) -> tuple[bytes, int] | No
     return bytes(row[0]), int(row[1])
 
 
-def _row(item: Item, now: float) -> tuple[str, str, int, int | str | None, float]:
+def dims_text(dims: Mapping[str, str] | None) -> str:
+    """A report's public dimension values as the queue stores them: compact JSON with sorted
+    names, '' for none."""
+    if not dims:
+        return ""
+    return json.dumps(dict(sorted(dims.items())), separators=(",", ":"))
+
+
+def _row(item: Item, now: float) -> tuple[str, str, int, int | str | None, float, str]:
     """The pending row of a report: a one-bit kind's bit in ``bit`` (``payload`` NULL, as
-    schema 1 stored it); another kind's index or hex in ``payload`` (``bit`` 0)."""
-    metric, mechanism, value = item
+    schema 1 stored it); another kind's index or hex in ``payload`` (``bit`` 0); its dims
+    text ('' for none)."""
+    metric, mechanism, value = item[0], item[1], item[2]
+    dims = item[3] if len(item) > 3 else ""
     if _is_bit(mechanism):
-        return metric, mechanism, value, None, now  # type: ignore[return-value]
-    return metric, mechanism, 0, value, now
+        return metric, mechanism, value, None, now, dims  # type: ignore[return-value]
+    return metric, mechanism, 0, value, now, dims
 
 
 def _is_bit(mechanism_id: str) -> bool:
@@ -618,26 +638,27 @@ def _is_bit(mechanism_id: str) -> bool:
     return mechanism_id.startswith(("rr:", "bm:"))
 
 
-def _one_mechanism_per_metric(rows: list[tuple[int, str, str, int | str, float]]
-                              ) -> list[tuple[int, str, str, int | str, float]]:
+def _one_mechanism_per_metric(rows: list[tuple[int, str, str, int | str, float, str]]
+                              ) -> list[tuple[int, str, str, int | str, float, str]]:
     """The longest prefix of ``rows`` that uses one mechanism per metric (at least one row).
 
     A metric's mechanism changes when the catalogue does; a batch never mixes two versions
     of one metric, which the collector would refuse (it sums a batch per metric).
     """
     seen: dict[str, str] = {}
-    for i, (_, metric, mechanism, _, _) in enumerate(rows):
+    for i, (_, metric, mechanism, *_) in enumerate(rows):
         if seen.setdefault(metric, mechanism) != mechanism:
             return rows[:i]
     return rows
 
 
-def _tally(reports: Iterable[tuple[str, str, int | str]]) -> list[tuple[str, str, int, int]]:
-    """(metric, mechanism, n, ones) for each (metric, mechanism) among the reports; ``ones``
-    counts the ones of one-bit kinds only (0 for categorical reports)."""
+def _tally(reports: Iterable[tuple[Any, ...]]) -> list[tuple[str, str, int, int]]:
+    """(metric, mechanism, n, ones) for each (metric, mechanism) among the reports (items or
+    (metric, mechanism, bit) triples); ``ones`` counts the ones of one-bit kinds only (0 for
+    categorical reports)."""
     n: Counter[tuple[str, str]] = Counter()
     ones: Counter[tuple[str, str]] = Counter()
-    for metric, mechanism, bit in reports:
+    for metric, mechanism, bit, *_ in reports:
         n[(metric, mechanism)] += 1
         if _is_bit(mechanism):
             ones[(metric, mechanism)] += int(bit)

@@ -5,6 +5,7 @@
         r.report("os", "android")             # categorical: one of the declared categories
         r.report("crashes", 3)                # histogram: a number, put in its bucket
         r.report("startup_ms", 812.5)         # numeric: a number in the declared range
+        r.report("dark_mode", True, dims={"platform": "ios"})  # public dimensions, in clear
 
 The true value is checked (``MetricSpec.encode``) and used once, inside ``_perturb``
 (booleans) or ``_perturb_value`` (every other kind); only the perturbed payload (a bit, a
@@ -14,6 +15,13 @@ and returns. A committer thread writes reports to SQLite, a sender thread upload
 batches, and a catalogue thread fetches ``GET /v1/metrics`` (see ``deniable.client.queue``,
 ``.sender`` and ``.catalogue``, and docs/client.md for the guarantees and the table of network
 conditions).
+
+Public dimensions (``deniable.client.dimensions``: app version, platform, ...) are NOT
+protected by local differential privacy: they travel in clear, from the closed allow-lists
+each metric declares. ``Reporter(dimensions=...)`` sets device-wide values, attached to the
+reports of every metric that declares that dimension; ``report(..., dims=...)`` overrides them
+per call. They are checked at the call (``other`` applied where declared), before any privacy
+budget is spent.
 """
 from __future__ import annotations
 
@@ -42,12 +50,15 @@ from deniable.client.errors import (
 from deniable.client.budget import DEFAULT_MAX_METRIC_EPSILON, Budget
 from deniable.client.catalogue import DEFAULT_CATALOGUE_REFRESH, CatalogueFetcher
 from deniable.client.categorical import BITSET_MECHANISMS
+from deniable.client.dimensions import (
+    DIMENSION_NAME, NONE, DimensionError, Dimensions, check_stated)
 from deniable.client.kinds import Mechanism, MetricSpec
 from deniable.client.longitudinal import LongitudinalGuard, PrivacyLoss
 from deniable.client.mechanism import RandomizedResponse
 from deniable.client.memo import ValueMechanism
 from deniable.client.metrics import (
     DEFAULT_MAX_EPSILON,
+    AllDimensions,
     Catalogue,
     Declared,
     Resolution,
@@ -69,6 +80,7 @@ from deniable.client.queue import (
     DEFAULT_MAX_QUEUED_REPORTS,
     DurableQueue,
     Durability,
+    dims_text,
 )
 from deniable.client.randomness import RandomBits
 from deniable.client.sender import (
@@ -91,12 +103,41 @@ DEFAULT_EXIT_TIMEOUT = 2.0
 """Seconds the atexit hook waits for uploads (all open reporters together): short, so an
 offline app still exits promptly."""
 _CATALOGUE_META = "catalogue"
+_SEEN_DIMS = 1024
+"""Per-call dims combinations whose queued text each metric remembers."""
 _VALUE_TYPES = (bool, int, float, Fraction, str)
 """What some kind's ``report()`` takes: bool, number, or category label."""
 
 # Every open Reporter, for the atexit flush and for restarting threads after a fork.
 _OPEN: weakref.WeakSet[Reporter] = weakref.WeakSet()
 _OPEN_LOCK = threading.Lock()
+
+
+class _DimensionRoute:
+    """How one metric's reports get their public dimensions: the metric's ``Dimensions``,
+    the device-wide values it declares (as given), and their queued text, or why they are
+    refused (``error``, naming ``field``)."""
+
+    __slots__ = ("dimensions", "device", "text", "error", "field", "seen")
+
+    def __init__(self, metric: str, dimensions: Dimensions,
+                 device: Mapping[str, str]) -> None:
+        self.dimensions = dimensions
+        self.device = {name: value for name, value in device.items()
+                       if dimensions.get(name) is not None}
+        self.text = ""
+        self.error: str | None = None
+        self.field = ""
+        self.seen: dict[tuple[tuple[str, str], ...], str] = {}
+        """Per-call dims (as given) -> their queued text: values come from short lists."""
+        try:
+            self.text = dims_text(dimensions.normalize(self.device))
+        except DimensionError as exc:
+            self.field = exc.field
+            self.error = (f"metric {metric!r}: the device-wide value of dimension "
+                          f"{exc.field!r} (Reporter(dimensions=...)) is refused: {exc}; "
+                          f"give a listed value with report(..., dims={{{exc.field!r}: ...}}) "
+                          f"or fix Reporter(dimensions=...). Nothing was reported.")
 
 
 class Reporter:
@@ -181,10 +222,17 @@ class Reporter:
             calls are no-ops counted in ``stats().period_skipped``). False reports every
             call: only for load tests, or one Reporter standing in for many simulated
             devices; estimates are then shares of reports, not of devices.
+        dimensions: device-wide public dimension values, e.g. ``{"app_version": "2.4",
+            "platform": "android"}``: attached, in clear (NOT protected by local DP), to
+            each report of a metric that declares that dimension, and to no other. A value
+            a metric's allow-list refuses (and that it does not count as ``other``) makes
+            that metric's ``report()`` raise InvalidParameterError, unless the call gives
+            its own value; a warning says so once (``stats().dimension_problems``).
 
     Raises:
-        InvalidParameterError: an option out of range, an invalid declared catalogue, or a
-            declared mechanism above ``max_epsilon``.
+        InvalidParameterError: an option out of range, an invalid declared catalogue, a
+            declared mechanism above ``max_epsilon``, or ``dimensions`` that are not a
+            mapping of dimension names to str values.
         QueueError: the queue file cannot be opened.
     """
 
@@ -215,7 +263,8 @@ class Reporter:
                  rng: RandomBits | None = None,
                  max_metric_epsilon: float = DEFAULT_MAX_METRIC_EPSILON,
                  policies: Mapping[str, CollectionPolicy] | None = None,
-                 one_per_period: bool = True) -> None:
+                 one_per_period: bool = True,
+                 dimensions: Mapping[str, str] | None = None) -> None:
         self.collector_url = collector_url
         self.batch_size = batch_size
         self.close_timeout = close_timeout
@@ -227,7 +276,12 @@ class Reporter:
         self._verify = _check_verify(verify, insecure_skip_verify)
         self._declared_skipped: dict[str, str] = {}  # declared tables of unknown kinds
         self._served_skipped: dict[str, str] = {}    # served entries of unknown kinds
-        self._declared = _declared_catalogue(metrics, self.max_epsilon, self._declared_skipped)
+        self._device_dims = _check_device_dimensions(dimensions)
+        self._declared_dims: AllDimensions = {}
+        # The served catalogue's metric names and dimensions; None while none is known.
+        self._served_dims: tuple[frozenset[str], AllDimensions] | None = None
+        self._declared = _declared_catalogue(metrics, self.max_epsilon, self._declared_skipped,
+                                             self._declared_dims)
         self._queue = DurableQueue(queue_path, durability=durability, batch_size=batch_size,
                                    commit_interval=commit_interval, max_batch_age=max_batch_age,
                                    max_queued_reports=max_queued_reports,
@@ -260,9 +314,13 @@ class Reporter:
             raise
         # What report() routes by; replaced whole (never mutated) when the catalogue changes.
         self._resolution: Resolution | None = None
-        # name -> (mechanism, its id, None for a boolean metric else its spec).
-        self._entries: dict[str, tuple[Mechanism, str, MetricSpec | None]] = {}
+        # name -> (mechanism, its id, None for a boolean metric else its spec, its dimension
+        # route or None if it declares no dimensions).
+        self._entries: dict[str, tuple[Mechanism, str, MetricSpec | None,
+                                       _DimensionRoute | None]] = {}
         self._specs: Catalogue = {}
+        self._dimensions: AllDimensions = {}
+        self._dimension_problems: dict[str, str] = {}
         self._ready = threading.Event()
         self._noted: set[str] = set()           # log lines already written once
         self._apply(resolve(self._declared, self._cached_catalogue(), self.max_epsilon))
@@ -280,13 +338,20 @@ class Reporter:
     @property
     def metrics(self) -> dict[str, Mechanism]:
         """The metrics this reporter reports now: name -> the mechanism used (a copy)."""
-        return {name: mechanism for name, (mechanism, _, _) in self._entries.items()}
+        return {name: entry[0] for name, entry in self._entries.items()}
 
     @property
     def specs(self) -> Catalogue:
         """The metrics this reporter reports now: name -> its ``MetricSpec`` (kind,
         mechanism, categories, edges, bounds), a copy."""
         return dict(self._specs)
+
+    @property
+    def dimensions(self) -> AllDimensions:
+        """The public dimensions each metric reported now declares: name -> ``Dimensions``
+        (metrics that declare none are absent), a copy. The collector's declaration when
+        its catalogue lists the metric (it refuses any other), else the app's."""
+        return dict(self._dimensions)
 
     @property
     def ready(self) -> bool:
@@ -328,8 +393,9 @@ class Reporter:
             doc = json.loads(cached)
             self._follow_registry(doc)
             skipped: dict[str, str] = {}
-            served = parse_catalogue(doc, skipped)
-            self._served_skipped = skipped
+            dims: AllDimensions = {}
+            served = parse_catalogue(doc, skipped, dims)
+            self._served_skipped, self._served_dims = skipped, (frozenset(served), dims)
             return served
         except (ValueError, DeniableError) as exc:
             log.warning("deniable: ignoring the cached catalogue (%s)", exc)
@@ -338,8 +404,9 @@ class Reporter:
     def _on_catalogue_document(self, document: Any) -> None:
         """A fetched catalogue (on the catalogue thread): parse, cache, apply."""
         skipped: dict[str, str] = {}
-        served = parse_catalogue(document, skipped)  # raises if malformed: retried later
-        self._served_skipped = skipped
+        dims: AllDimensions = {}
+        served = parse_catalogue(document, skipped, dims)  # raises if malformed: retried later
+        self._served_skipped, self._served_dims = skipped, (frozenset(served), dims)
         self._follow_registry(document)
         if not self._queue.closed:
             self._queue.set_meta(_CATALOGUE_META, json.dumps(document))
@@ -385,12 +452,33 @@ class Reporter:
             self._note(f"deniable: metric {name!r} is withheld: {why}")
         for name, why in resolution.floored.items():
             self._note(f"deniable: privacy floor for metric {name!r}: {why}")
+        routes = self._dimension_routes(resolution.usable)
+        self._dimension_problems = {name: route.error for name, route in routes.items()
+                                    if route.error is not None}
+        for why in self._dimension_problems.values():
+            self._note(f"deniable: {why}")
+        self._dimensions = {name: route.dimensions for name, route in routes.items()}
         self._specs = dict(resolution.usable)
         self._entries = {name: (spec.mechanism, spec.mechanism.id,
-                                None if spec.kind == "boolean" else spec)
+                                None if spec.kind == "boolean" else spec, routes.get(name))
                          for name, spec in resolution.usable.items()}
         self._resolution = resolution
         self._ready.set()
+
+    def _dimension_routes(self, usable: Catalogue) -> dict[str, _DimensionRoute]:
+        """Each usable metric's dimension route (metrics that declare none are absent). The
+        collector checks dims against its own registry, so its declaration wins for a metric
+        its catalogue lists; the app's applies otherwise (no catalogue fetched yet)."""
+        served = self._served_dims
+        routes = {}
+        for name in usable:
+            if served is not None and name in served[0]:
+                declared = served[1].get(name, NONE)
+            else:
+                declared = self._declared_dims.get(name, NONE)
+            if declared:
+                routes[name] = _DimensionRoute(name, declared, self._device_dims)
+        return routes
 
     def _note(self, line: str) -> None:
         """Log ``line`` as a warning, once per reporter."""
@@ -400,13 +488,20 @@ class Reporter:
 
     # -- reporting -------------------------------------------------------------------------
 
-    def report(self, metric: str, true_value: object) -> None:
+    def report(self, metric: str, true_value: object,
+               dims: Mapping[str, str] | None = None) -> None:
         """Perturb ``true_value`` for ``metric`` and queue the perturbed report.
 
         ``true_value`` is what the metric's kind takes: a bool (boolean), one of the declared
         category labels (categorical), a number put in its bucket (histogram) or a number in
         [lower, upper] (numeric); ints, floats and Fractions are read exactly. Numbers out of
         range are clamped only if the metric declares ``clamp``.
+
+        ``dims`` gives public dimension values for this report (e.g. ``{"platform":
+        "ios"}``), over the device-wide ``Reporter(dimensions=...)``; only dimensions the
+        metric declares are attached. They travel in clear: they are NOT protected by local
+        differential privacy. A value off the list counts as ``other`` where the dimension
+        declares it.
 
         Never touches the network. In ``"sync"`` durability, returns once the report is
         committed to the queue file. Until a catalogue is known, and for a withheld metric
@@ -422,6 +517,10 @@ class Reporter:
                 0/1); an unknown category; NaN, an infinity, a number out of range (without
                 ``clamp``) or not a number. The message never shows the value; nothing is
                 queued or charged.
+            DimensionError: (an InvalidParameterError) a dimension the metric does not
+                declare, a value that is not a str, or a value off its list (without
+                ``other``), per call or device-wide; ``field`` names the dimension. Nothing
+                is queued or charged.
             BudgetExceededError: the privacy budget refused the report (counted in
                 ``stats().budget_refused``; nothing was queued).
             QueueError: the reporter is closed, or (sync) the report could not be committed.
@@ -432,11 +531,15 @@ class Reporter:
                 raise InvalidParameterError(
                     f"true_value must be a bool, a category label (str) or a number. "
                     f"Got a {type(true_value).__name__} instead.")
+            if dims is not None:
+                check_stated(dims)
             self._not_routed(metric)
             return
-        mechanism, mechanism_id, spec = entry
+        mechanism, mechanism_id, spec, route = entry
+        # Public dimensions first: a refused one spends nothing (no period, no budget).
+        stated = "" if route is None and not dims else _stated_dims(metric, route, dims)
         if spec is not None:
-            self._report_value(metric, mechanism, mechanism_id, spec, true_value)
+            self._report_value(metric, mechanism, mechanism_id, spec, true_value, stated)
             return
         # A boolean metric: the constant-time path. One test for both values (a chain of
         # `is True or is False` costs a false value one more step: a timing difference that
@@ -456,10 +559,10 @@ class Reporter:
                 self._periods.release(metric, self._policy(metric))
             self._queue.count_budget_refused()
             raise
-        self._put((metric, mechanism_id, bit))
+        self._put((metric, mechanism_id, bit, stated))
 
     def _report_value(self, metric: str, mechanism: Mechanism, mechanism_id: str,
-                      spec: MetricSpec, true_value: object) -> None:
+                      spec: MetricSpec, true_value: object, stated: str) -> None:
         """``report`` for the kinds beyond boolean: check the value at the call, then as a
         boolean report (period, privacy layer, queue)."""
         encoded = _encode(metric, spec, true_value)
@@ -477,7 +580,7 @@ class Reporter:
             raise
         payload: int | str = (mechanism.encode_bits(answer)
                               if isinstance(mechanism, BITSET_MECHANISMS) else answer)
-        self._put((metric, mechanism_id, payload))
+        self._put((metric, mechanism_id, payload, stated))
 
     def _not_routed(self, metric: str) -> None:
         """A report of a metric with no route: count it, or raise for a programming error."""
@@ -546,7 +649,8 @@ class Reporter:
             key_refused=(self._sender.key_refused
                          or self._fetcher.last_kind == "key_refused"),
             last_error=self.last_error,
-            period_skipped=self._periods.skipped if self._periods is not None else 0)
+            period_skipped=self._periods.skipped if self._periods is not None else 0,
+            dimension_problems=dict(self._dimension_problems))
 
     def ledger(self) -> dict[str, LedgerEntry]:
         """metric -> perturbed bits committed to the queue (handed over) and sent."""
@@ -677,14 +781,17 @@ def _check_verify(verify: Verify, insecure_skip_verify: bool) -> bool | str:
 
 
 def _declared_catalogue(metrics: Declared | str | os.PathLike[str] | None, max_epsilon: float,
-                        skipped: dict[str, str]) -> Catalogue | None:
+                        skipped: dict[str, str], dimensions: AllDimensions
+                        ) -> Catalogue | None:
     """The app's declared metrics (a mapping or a metrics TOML file), checked against the
     ceiling: declaring a mechanism above ``max_epsilon`` is a programming error. A file's
-    metrics of kinds this client does not know go to ``skipped``."""
+    metrics of kinds this client does not know go to ``skipped``; the public dimensions
+    declared go to ``dimensions``."""
     if metrics is None:
         return None
-    declared = (load_metrics_file(metrics, skipped) if isinstance(metrics, (str, os.PathLike))
-                else coerce_catalogue(metrics))
+    declared = (load_metrics_file(metrics, skipped, dimensions)
+                if isinstance(metrics, (str, os.PathLike))
+                else coerce_catalogue(metrics, dimensions))
     above = sorted(f"{name} ({s.mechanism.id}, epsilon {s.mechanism.epsilon:.3g})"
                    for name, s in declared.items() if above_ceiling(s, max_epsilon))
     if above:
@@ -692,6 +799,72 @@ def _declared_catalogue(metrics: Declared | str | os.PathLike[str] | None, max_e
             f"declared metrics above max_epsilon {max_epsilon:.3g}: {', '.join(above)}. "
             f"Choose a more private mechanism, or raise max_epsilon knowingly.")
     return declared
+
+
+def _check_device_dimensions(dimensions: object) -> dict[str, str]:
+    """``Reporter(dimensions=...)``: a mapping of dimension names to str values (whether a
+    metric's list allows a value is known only with the catalogue)."""
+    if dimensions is None:
+        return {}
+    if not isinstance(dimensions, Mapping):
+        raise InvalidParameterError(
+            f"dimensions must map dimension names to str values, e.g. {{'platform': "
+            f"'android'}}. Got a {type(dimensions).__name__} instead.")
+    for name, value in dimensions.items():
+        if not isinstance(name, str) or not DIMENSION_NAME.match(name):
+            raise DimensionError(
+                f"dimensions: {name!r} is not a dimension name (lowercase letters, digits "
+                f"and '_', at most 32 characters)", str(name))
+        if not isinstance(value, str):
+            raise DimensionError(
+                f"dimensions: dimension {name!r} takes a str value. Got a "
+                f"{type(value).__name__} instead.", name)
+    return dict(dimensions)
+
+
+def _stated_dims(metric: str, route: _DimensionRoute | None,
+                 dims: Mapping[str, str] | None) -> str:
+    """The queued dims text of one report of ``metric``: the device-wide values the metric
+    declares, overridden by ``dims``, normalized by its ``Dimensions``.
+
+    Raises:
+        DimensionError: a dimension the metric does not declare, a value that is not a str,
+            or one off its list without ``other``; ``field`` names the dimension.
+    """
+    if not dims:
+        if route is not None and route.error is not None:
+            raise DimensionError(route.error, route.field)
+        return route.text if route is not None else ""
+    if route is not None and type(dims) is dict:  # the common case: seen before
+        try:
+            text = route.seen.get(tuple(dims.items()))
+        except TypeError:  # an unhashable value: refused below
+            text = None
+        if text is not None:
+            return text
+    check_stated(dims)
+    for name, value in dims.items():
+        if not isinstance(value, str):
+            raise DimensionError(
+                f"metric {metric!r}: dimension {name!r} takes a str value. Got a "
+                f"{type(value).__name__} instead. Nothing was reported.", str(name))
+    key = tuple(dims.items())
+    if route is not None:
+        declared, merged = route.dimensions, {**route.device, **dims}
+    else:
+        declared, merged = NONE, dict(dims)
+    try:
+        text = dims_text(declared.normalize(merged))
+    except DimensionError as exc:
+        if route is not None and route.error is not None and exc.field not in dims:
+            raise DimensionError(route.error, route.field) from None
+        raise DimensionError(f"metric {metric!r}: {exc}. Nothing was reported.",
+                             exc.field) from None
+    assert route is not None  # NONE refuses every dimension
+    if len(route.seen) >= _SEEN_DIMS:
+        route.seen.clear()  # bounded, whatever values an app passes (others map to "other")
+    route.seen[key] = text
+    return text
 
 
 def _encode(metric: str, spec: MetricSpec, value: object) -> int | Fraction:

@@ -42,6 +42,9 @@ class Stats:
         key_refused: the collector refused the ingest key (401/403) on the latest attempt;
             the data stays queued until a valid key is given.
         last_error: the latest upload or catalogue failure, as text (None after success).
+        dimension_problems: metric -> why its device-wide dimension values
+            (``Reporter(dimensions=...)``) are refused by its allow-list: its ``report()``
+            raises unless the call gives its own value.
 
     New fields always come with a default, so code that builds or compares ``Stats`` keeps
     working as they are added.
@@ -60,6 +63,7 @@ class Stats:
     last_error: str | None = None
     cap_refused: int = 0
     period_skipped: int = 0
+    dimension_problems: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,12 @@ mechanism's debiasing line, the window interval of the metric's collection polic
 ``rollup.py``) with a read key, so the browser only draws. The collector never
 imports ``deniable.analysis``.
 
+Breakdowns (``GET /dashboard/breakdown``): a metric that declares public dimensions gets a
+"by" choice; the server pools each value's series over the range and debiases it with the same
+maths, and suppresses cells with fewer than ``min_reports`` reports (default 100, as
+``deniable.analysis.breakdown.DEFAULT_MIN_REPORTS``): their estimate is never sent, only n and
+the reason.
+
 Register it with ``dashboard.init_app(app)``. The read key is given in the URL fragment
 (``/dashboard#token=...``, which browsers never send to the server) or typed into the page's
 key form; the script keeps it in the tab's ``sessionStorage``, removes it from the URL at once
@@ -156,6 +162,100 @@ def data() -> Response:
                     "estimand": window.estimand(policy, every_period, kind=spec.kind)},
         "note": _note(mechanism, summary.n, summary.confidence),
     }
+    if bounds is not None:
+        body["lower"], body["upper"] = bounds
+    return Response(orjson.dumps(body), mimetype="application/json")
+
+
+MIN_REPORTS = 100
+"""Cells with fewer reports than this show no estimate (the analysis' default too)."""
+
+
+@bp.get("/breakdown")
+@require("read")
+def breakdown() -> Response:
+    """One metric broken down by a dimension it declares, pooled over [from, to), as JSON.
+
+    Query: ``metric``, ``by`` (a dimension, or a declared combination ``a,b``),
+    ``from``/``to``, ``min_reports`` (default 100). Each cell: ``label``, ``value``, ``n``,
+    ``suppressed`` and ``reason``, and (shown cells only) the estimate of the metric's kind;
+    then ``not_stated`` (total n - the cells' n) and ``note`` naming what was suppressed.
+    """
+    from deniable.client.dimensions import DimensionError, series_values
+    from deniable.collector.store import hour_counts
+
+    name = request.args.get("metric", "")
+    metric = _registry().get(name)
+    if metric is None:
+        raise APIError(404, f"no metric named {name!r} is registered",
+                       parameters={"metric": "must name a registered metric"})
+    dims = getattr(metric, "dimensions", None)
+    by = ",".join(sorted(request.args.get("by", "").split(",")))
+    try:
+        if not dims:
+            raise DimensionError("none", by)
+        labels = dims.all_series(by)
+    except DimensionError as exc:
+        declared = ", ".join(dims.names) if dims else "none"
+        raise APIError(404, f"metric {name!r} has no dimension or declared combination {by!r}",
+                       parameters={"by": f"dimensions: {declared}"}) from exc
+    min_reports = whole_number("min_reports", MIN_REPORTS, 1, 10 ** 9)
+    start, end = time_range()
+    store = current_app.extensions["deniable.store"]
+    first, end_hour = keys.hour_range(start, end)
+    if metric.retention_days is not None:
+        from datetime import datetime, timezone
+
+        first = max(first, keys.visible_from(datetime.now(timezone.utc), metric.retention_days))
+    mechanism, policy, spec = metric.mechanism, metric.policy, _spec(metric)
+    with storage_guard():
+        read = store.month_strings_by_series(metric.name, mechanism.id, [None, *labels], first,
+                                             end_hour)
+    confidence = 0.95
+    categorical = spec.kind in ("categorical", "histogram")
+    bounds = ((float(mechanism.lower), float(mechanism.upper))  # type: ignore[union-attr]
+              if spec.kind == "numeric" else None)
+    cells, stated = [], 0
+    total_n = sum(h.n for h in hour_counts(read[None], first, end_hour, mechanism.width))
+    for label in labels:
+        hours = hour_counts(read[label], first, end_hour, mechanism.width)
+        n = sum(h.n for h in hours)
+        stated += n
+        values = series_values(label)
+        cell: dict[str, Any] = {"label": label, "value": ", ".join(values.values()), "n": n,
+                                "suppressed": n < min_reports, "reason": None}
+        if n < min_reports:
+            cell["reason"] = (f"fewer than {min_reports:,} reports ({n:,}): such an estimate "
+                              "is mostly noise and a tiny cell can single people out")
+            cells.append(cell)
+            continue
+        periods = max(window.bucket_periods([keys.hour_index(h.start) for h in hours],
+                                            [h.n for h in hours], [0] * len(hours), 1,
+                                            policy)[0], 1)
+        total = [sum(h.counts[j] for h in hours) for j in range(mechanism.width)]
+        if categorical:
+            cats = window.category_estimates(mechanism, policy, total, periods, confidence)
+            cell["categories"] = [{"category": c, **k} for c, k in zip(spec.labels, cats)]
+        else:
+            e = window.window_estimate(window.channel_rr(mechanism), policy, total[1], n,
+                                       periods, confidence)
+            if bounds is not None:
+                e = window.scaled(e, *bounds)
+            cell.update(estimate=_finite(e.value), ci_low=e.ci_low, ci_high=e.ci_high,
+                        clipped=e.clipped, wide=e.wide)
+        cells.append(cell)
+    hidden = [c for c in cells if c["suppressed"]]
+    note = (f"{len(hidden)} cell{'s' if len(hidden) != 1 else ''} suppressed ("
+            + ", ".join(f"{c['value']}: n = {c['n']:,}" for c in hidden)
+            + f"): each has fewer than {min_reports:,} reports; such an estimate is mostly "
+            "noise and a tiny cell can single people out." if hidden else "")
+    body: dict[str, Any] = {
+        "metric": metric.name, "kind": spec.kind, "by": by, "min_reports": min_reports,
+        "confidence": confidence, "from": start.isoformat(), "to": end.isoformat(),
+        "n": total_n, "not_stated": max(total_n - stated, 0), "cells": cells, "note": note,
+        "dimensions": f"{by} is a public dimension: sent and counted in clear, not protected "
+                      "by local differential privacy (the metric's value is, in every cell).",
+        "categories": list(spec.labels) if categorical else None}
     if bounds is not None:
         body["lower"], body["upper"] = bounds
     return Response(orjson.dumps(body), mimetype="application/json")

@@ -63,7 +63,7 @@ from deniable.client.period import DEFAULT_POLICY, CollectionPolicy, parse_polic
 from deniable.client.wire import Batch, decode_batch, decode_compact_batch, is_metric_name
 from deniable.collector import keys
 from deniable.collector.errors import CollectorError
-from deniable.collector.registry import Metric, check_policy, spec_of
+from deniable.collector.registry import Metric, check_policy, spec_for, spec_of
 
 log = logging.getLogger("deniable.collector")
 MAX_RETENTION_DAYS = 3650
@@ -95,11 +95,7 @@ class Version:
     spec: MetricSpec = None  # type: ignore[assignment]  # None: built from the mechanism
 
     def __post_init__(self) -> None:
-        if self.spec is None:
-            object.__setattr__(self, "spec", spec_of(self.mechanism))
-        elif self.spec.mechanism != self.mechanism:
-            raise InvalidParameterError(f"mechanism {self.mechanism.id} is not the spec's "
-                                        f"{self.spec.mechanism.id}")
+        object.__setattr__(self, "spec", spec_for(self.mechanism, self.spec))
 
     def describe(self) -> dict[str, Any]:
         return {"version": self.version, "registered": self.registered,

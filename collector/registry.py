@@ -101,11 +101,7 @@ class Metric:
     dimensions: Dimensions = NONE
 
     def __post_init__(self) -> None:
-        if self.spec is None:
-            object.__setattr__(self, "spec", spec_of(self.mechanism))
-        elif self.spec.mechanism != self.mechanism:
-            raise InvalidParameterError(f"mechanism {self.mechanism.id} is not the spec's "
-                                        f"{self.spec.mechanism.id}")
+        object.__setattr__(self, "spec", spec_for(self.mechanism, self.spec))
 
     def describe(self) -> dict[str, Any]:
         """This metric's entry in ``GET /v1/metrics``, with its dimensions if it declares any
@@ -113,6 +109,22 @@ class Metric:
         return {**describe_metric(self.name, self.description, self.spec, self.policy,
                                   self.version),
                 **self.dimensions.describe()}
+
+
+def spec_for(mechanism: Mechanism, spec: MetricSpec | None) -> MetricSpec:
+    """``spec``, checked to be ``mechanism``'s; or, if None, the spec of the bare mechanism
+    (``spec_of``). Metrics and registry versions hold both and agree through this.
+
+    Raises:
+        InvalidParameterError: the spec is another mechanism's, or a categorical mechanism
+            comes without its declaration.
+    """
+    if spec is None:
+        return spec_of(mechanism)
+    if spec.mechanism != mechanism:
+        raise InvalidParameterError(f"mechanism {mechanism.id} is not the spec's "
+                                    f"{spec.mechanism.id}")
+    return spec
 
 
 def spec_of(mechanism: Mechanism | MetricSpec) -> MetricSpec:

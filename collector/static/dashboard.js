@@ -16,6 +16,7 @@
   const keyForm = document.getElementById("key");
   const form = document.getElementById("range");
   const params = new URLSearchParams(location.search);
+  const meta = {};  // metric name -> its catalogue entry (dimensions, combinations)
 
   function el(name, attrs, parent, ns) {
     const node = ns ? document.createElementNS(SVGNS, name) : document.createElement(name);
@@ -166,6 +167,74 @@
     return t;
   }
 
+  // Breakdowns: one row per value of a public dimension (or a declared combination); cells
+  // under min_reports reports come back without an estimate, only n and the reason.
+  function breakdownTable(doc) {
+    const box = el("div", {class: "breakdown", "data-by": doc.by});
+    el("h3", {}, box).textContent = `By ${doc.by} (cells under ` +
+      `${doc.min_reports.toLocaleString("en")} reports suppressed)`;
+    const t = el("table", {class: "breakdown"}, box), pct = `${Math.round(doc.confidence * 100)}%`;
+    const cats = doc.categories, digits = doc.kind === "numeric" ? 2 : 4;
+    const head = el("tr", {}, el("thead", {}, t));
+    for (const h of [doc.by, ...(cats ? ["category"] : []), "n",
+                     cats ? "share (unbiased)" : doc.kind === "numeric" ? "mean" : "estimate",
+                     `${pct} CI`, ...(cats ? [`${pct} CI simultaneous`] : []), "notes"])
+      el("th", {}, head).textContent = h;
+    const body = el("tbody", {}, t);
+    const row = (cells, attrs) => {
+      const tr = el("tr", attrs, body);
+      cells.forEach(([field, text]) => {
+        el("td", field ? {"data-field": field} : {}, tr).textContent = text;
+      });
+      return tr;
+    };
+    for (const c of doc.cells) {
+      const attrs = {"data-label": c.label, "data-suppressed": c.suppressed ? "1" : "0"};
+      if (c.suppressed) {
+        row([[null, c.value], ...(cats ? [[null, "-"]] : []), ["n", String(c.n)],
+             ["estimate", "-"], ["ci", "-"], ...(cats ? [["sim", "-"]] : []),
+             ["flags", `SUPPRESSED: ${c.reason}`]], Object.assign(attrs, {class: "suppressed"}));
+      } else if (cats) {
+        c.categories.forEach((k, i) => row([
+          [null, i ? "" : c.value], [null, k.category], ["n", i ? "" : String(c.n)],
+          ["estimate", fmt(k.estimate, 4)], ["ci", `[${fmt(k.ci_low, 4)}, ${fmt(k.ci_high, 4)}]`],
+          ["sim", `[${fmt(k.sim_low, 4)}, ${fmt(k.sim_high, 4)}]`], ["flags", k.flags || ""]],
+          i ? {} : attrs));
+      } else {
+        row([[null, c.value], ["n", String(c.n)], ["estimate", fmt(c.estimate, digits)],
+             ["ci", `[${fmt(c.ci_low, digits)}, ${fmt(c.ci_high, digits)}]`],
+             ["flags", (c.clipped ? "clipped; " : "") + (c.wide ? "too few reports" : "")]],
+            attrs);
+      }
+    }
+    row([[null, "not stated"], ...(cats ? [[null, "-"]] : []), ["n", String(doc.not_stated)],
+         ["estimate", "-"], ["ci", "-"], ...(cats ? [["sim", "-"]] : []),
+         ["flags", `no estimate: reports that did not state ${doc.by}`]],
+        {"data-label": "not stated"});
+    if (doc.note) el("p", {class: "note suppression"}, box).textContent = doc.note;
+    el("p", {class: "note"}, box).textContent = doc.dimensions;
+    return box;
+  }
+
+  function declares(name, by) {
+    const m = meta[name];
+    if (!by || !m || !m.dimensions) return false;
+    const names = by.split(",").sort();
+    if (names.length === 1) return names[0] in m.dimensions;
+    return (m.combinations || []).some(c => c.slice().sort().join(",") === names.join(","));
+  }
+
+  async function showBreakdown(name, query, section) {
+    const q = new URLSearchParams();
+    for (const key of ["from", "to", "by", "min_reports"]) if (query[key]) q.set(key, query[key]);
+    q.set("metric", name);
+    const r = await fetch(`${document.getElementById("charts").dataset.breakdown}?${q}`,
+                          {headers: auth()});
+    const doc = await r.json();
+    if (!r.ok) throw new Error(doc.detail || r.statusText);
+    section.appendChild(breakdownTable(doc));
+  }
+
   async function show(name, query, into) {
     const section = el("section", {class: "metric", "data-metric": name}, into);
     el("h2", {}, section).textContent = name;
@@ -187,6 +256,7 @@
           `${s.estimand}. ${doc.intervals}. Shares are unbiased, not clipped or projected.`;
         el("p", {class: "note"}, section).textContent = doc.note;
         section.appendChild(categoryTable(doc));
+        if (declares(name, query.by)) await showBreakdown(name, query, section);
         return;
       }
       section.appendChild(chart(doc));
@@ -201,6 +271,7 @@
           : "") +
         (s.wide ? " (too few reports)" : "") + `; the ${s.estimand}.`;
       el("p", {class: "note"}, section).textContent = doc.note;
+      if (declares(name, query.by)) await showBreakdown(name, query, section);
       section.appendChild(table(doc));
     } catch (err) {
       el("p", {class: "error"}, section).textContent = `Could not load ${name}: ${err.message}`;
@@ -218,6 +289,19 @@
     }
     if (!r.ok) throw new Error(doc.detail || r.statusText);
     nav.textContent = "";
+    // The "by" choice: every dimension and declared combination of any metric.
+    const choices = new Set();
+    for (const m of doc.metrics) {
+      meta[m.name] = m;
+      for (const d of Object.keys(m.dimensions || {})) choices.add(d);
+      for (const c of m.combinations || []) choices.add(c.slice().sort().join(","));
+    }
+    const by = form.by;
+    by.textContent = "";
+    el("option", {value: ""}, by).textContent = "(none)";
+    for (const c of Array.from(choices).sort()) el("option", {value: c}, by).textContent = c;
+    by.value = params.get("by") || "";
+    document.getElementById("by-choice").hidden = choices.size === 0;
     for (const m of doc.metrics) {
       const label = el("label", {}, nav);
       el("input", {type: "checkbox", name: "metric", value: m.name, checked: ""}, label);
@@ -238,7 +322,7 @@
       return;
     }
     const query = {};
-    for (const key of ["from", "to", "every", "rolling"]) {
+    for (const key of ["from", "to", "every", "rolling", "by", "min_reports"]) {
       const v = params.get(key); if (v) query[key] = v;
     }
     const chosen = params.getAll("metric");
@@ -260,6 +344,7 @@
   form.to.value = toInput(params.get("to"));
   if (params.get("every")) form.every.value = params.get("every");
   if (params.get("rolling")) form.rolling.value = params.get("rolling");
+  if (params.get("min_reports")) form.min_reports.value = params.get("min_reports");
   form.addEventListener("submit", ev => {
     ev.preventDefault();
     const next = new URLSearchParams();
@@ -267,6 +352,9 @@
     if (form.to.value) next.set("to", fromInput(form.to.value));
     next.set("every", form.every.value);
     if (form.rolling.value !== "1") next.set("rolling", form.rolling.value);
+    if (form.by.value) next.set("by", form.by.value);
+    if (form.by.value && form.min_reports.value && form.min_reports.value !== "100")
+      next.set("min_reports", form.min_reports.value);
     document.querySelectorAll("#metrics input:checked").forEach(b => next.append("metric", b.value));
     location.search = next.toString();
   });

@@ -17,7 +17,7 @@ from deniable.client.kinds import MetricSpec
 from deniable.client.metrics import (DEFAULT_MAX_EPSILON, coerce_catalogue, describe_metric,
                                      load_metrics_file, parse_catalogue, resolve)
 from deniable.client.period import CollectionPolicy
-from deniable.client.queue import DurableQueue
+from deniable.client.queue import SCHEMA_VERSION, DurableQueue
 from deniable.client.mechanism import RandomizedResponse
 from tests.servers import recording_collector
 
@@ -216,7 +216,7 @@ def test_a_schema_1_queue_file_is_upgraded_in_place_and_keeps_its_reports(tmp_pa
     assert (ledger["dark"].sent_n, ledger["dark"].sent_ones) == (1, 1)
     queue.close()
     with sqlite3.connect(path) as db:
-        assert db.execute("PRAGMA user_version").fetchone()[0] == 2
+        assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
     db.close()
 
 

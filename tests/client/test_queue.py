@@ -51,7 +51,7 @@ def test_only_metric_mechanism_and_perturbed_bit_are_stored(tmp_path: Path) -> N
         columns = [row[1] for row in db.execute("PRAGMA table_info(pending)")]
         rows = db.execute("SELECT metric, mechanism, bit FROM pending").fetchall()
     db.close()
-    assert columns == ["seq", "metric", "mechanism", "bit", "queued_at", "payload"]
+    assert columns == ["seq", "metric", "mechanism", "bit", "queued_at", "payload", "dims"]
     assert rows == [("dark_mode", "rr:3/4:1/2", 1)]
 
 

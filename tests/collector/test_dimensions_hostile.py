@@ -16,9 +16,8 @@ import redis
 
 from deniable.client.wire import encode_batch, new_batch_id
 from deniable.collector import keys
-from deniable.collector.app import create_app
 from deniable.collector.store import Store
-from tests.conftest import OPEN, snapshot
+from tests.conftest import snapshot
 
 RR = "rr:1/2:1/2"
 BATCH_ID = "0123456789abcdef0123456789abcdef"
@@ -40,21 +39,12 @@ mechanism = "{RR}"
 
 
 @pytest.fixture(scope="module")
-def dims_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def metrics_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("dims-hostile") / "metrics.toml"
     path.write_text(METRICS)
     return path
 
 
-@pytest.fixture()
-def app(redis_url: str, dims_file: Path, redis_client: redis.Redis):  # type: ignore[no-untyped-def]
-    return create_app({"REDIS_URL": redis_url, "METRICS_FILE": str(dims_file),
-                       "TESTING": True, **OPEN})
-
-
-@pytest.fixture()
-def http(app):  # type: ignore[no-untyped-def]
-    return app.test_client()
 
 
 def report(dims: object, metric: str = "flag", bit: int = 1) -> dict:

@@ -52,21 +52,12 @@ DARK_MODE = {"dimensions": {"app_version": {"values": ["2.3", "2.4", "2.5"], "ot
 
 
 @pytest.fixture()
-def dims_file(tmp_path: Path) -> Path:
+def metrics_file(tmp_path: Path) -> Path:
     path = tmp_path / "metrics.toml"
     path.write_text(DIMENSIONS_TOML)
     return path
 
 
-@pytest.fixture()
-def app(redis_url: str, dims_file: Path, redis_client: redis.Redis):  # type: ignore[no-untyped-def]
-    return create_app({"REDIS_URL": redis_url, "METRICS_FILE": str(dims_file),
-                       "TESTING": True, **OPEN})
-
-
-@pytest.fixture()
-def http(app):  # type: ignore[no-untyped-def]
-    return app.test_client()
 
 
 def catalogue(http) -> dict[str, dict]:  # type: ignore[no-untyped-def]
@@ -85,8 +76,8 @@ def summed(buckets: list[dict]) -> list[int]:
 
 # -- declaring -----------------------------------------------------------------------------
 
-def test_the_metrics_file_declares_dimensions_and_combinations(dims_file: Path) -> None:
-    metrics = load_metrics_file(dims_file)
+def test_the_metrics_file_declares_dimensions_and_combinations(metrics_file: Path) -> None:
+    metrics = load_metrics_file(metrics_file)
     dark = metrics["dark_mode"].dimensions
     assert dark.names == ("app_version", "platform")
     assert dark.get("app_version").other and not dark.get("platform").other  # type: ignore[union-attr]
@@ -299,9 +290,9 @@ def test_the_registry_entry_round_trips_and_one_without_dimensions_is_unchanged(
 
 
 def test_the_registry_wins_over_the_file_for_dimensions_and_says_so(
-        redis_url: str, redis_client: redis.Redis, dims_file: Path, tmp_path: Path,
+        redis_url: str, redis_client: redis.Redis, metrics_file: Path, tmp_path: Path,
         caplog: pytest.LogCaptureFixture) -> None:
-    create_app({"REDIS_URL": redis_url, "METRICS_FILE": str(dims_file), "TESTING": True,
+    create_app({"REDIS_URL": redis_url, "METRICS_FILE": str(metrics_file), "TESTING": True,
                 **OPEN})
     changed = tmp_path / "changed.toml"
     changed.write_text(DIMENSIONS_TOML.replace('"2.3", "2.4", "2.5"', '"2.3", "2.4"'))

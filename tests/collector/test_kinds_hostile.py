@@ -49,21 +49,12 @@ def test_the_shapes_are_the_ones_meant() -> None:
 
 
 @pytest.fixture(scope="module")
-def kinds_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def metrics_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("kinds") / "metrics.toml"
     path.write_text(metrics_toml())
     return path
 
 
-@pytest.fixture()
-def app(redis_url: str, kinds_file: Path, redis_client: redis.Redis):  # type: ignore[no-untyped-def]
-    return create_app({"REDIS_URL": redis_url, "METRICS_FILE": str(kinds_file),
-                       "TESTING": True, **OPEN})
-
-
-@pytest.fixture()
-def http(app):  # type: ignore[no-untyped-def]
-    return app.test_client()
 
 
 def report(metric: str, mechanism: str, **payload: object) -> dict:
@@ -192,11 +183,11 @@ def big_batch(batch_id: str, n: int) -> tuple[bytes, list[int]]:
 
 
 @pytest.fixture()
-def limited(redis_url: str, kinds_file: Path,  # type: ignore[no-untyped-def]
+def limited(redis_url: str, metrics_file: Path,  # type: ignore[no-untyped-def]
             redis_client: redis.Redis) -> Iterator[tuple]:
     """A collector whose body limit is exactly one full batch of d = 1024 reports."""
     full, expected = big_batch(BATCH_ID, 1000)
-    app = create_app({"REDIS_URL": redis_url, "METRICS_FILE": str(kinds_file), "TESTING": True,
+    app = create_app({"REDIS_URL": redis_url, "METRICS_FILE": str(metrics_file), "TESTING": True,
                       **OPEN, "MAX_BODY_BYTES": len(full)})
     yield app.test_client(), full, expected
 

@@ -14,10 +14,9 @@ from deniable.client.categorical import domain_tag
 from deniable.client.kinds import MetricSpec, parse_mechanism
 from deniable.client.wire import encode_batch, new_batch_id
 from deniable.collector import keys
-from deniable.collector.app import create_app
 from deniable.collector.live_registry import Entry
 from deniable.collector.registry import RegistryError, declare, load_metrics_file
-from tests.conftest import OPEN, snapshot
+from tests.conftest import snapshot
 
 OS = ["android", "ios", "windows", "macos", "linux", "other"]
 KINDS_TOML = f"""\
@@ -45,16 +44,11 @@ mechanism = "rr:1/2:1/2"
 
 
 @pytest.fixture()
-def kinds_file(tmp_path: Path) -> Path:
+def metrics_file(tmp_path: Path) -> Path:
     path = tmp_path / "metrics.toml"
     path.write_text(KINDS_TOML)
     return path
 
-
-@pytest.fixture()
-def http(redis_url: str, kinds_file: Path, redis_client: redis.Redis):  # type: ignore[no-untyped-def]
-    return create_app({"REDIS_URL": redis_url, "METRICS_FILE": str(kinds_file),
-                       "TESTING": True, **OPEN}).test_client()
 
 
 def catalogue(http) -> dict[str, dict]:  # type: ignore[no-untyped-def]
@@ -67,8 +61,8 @@ def hour() -> datetime:
 
 # -- declaring -----------------------------------------------------------------------------
 
-def test_the_metrics_file_declares_each_kind(kinds_file: Path) -> None:
-    metrics = load_metrics_file(kinds_file)
+def test_the_metrics_file_declares_each_kind(metrics_file: Path) -> None:
+    metrics = load_metrics_file(metrics_file)
     assert {n: m.spec.kind for n, m in metrics.items()} == {
         "os": "categorical", "startup_ms": "histogram", "crashes": "numeric",
         "dark_mode": "boolean"}

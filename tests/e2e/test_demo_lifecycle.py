@@ -45,7 +45,7 @@ def wait_for_ports(demo: subprocess.Popen[str], timeout: float = 30) -> tuple[in
 
 @pytest.mark.slow
 def test_the_demo_reports_every_metric_and_stops_its_servers() -> None:
-    demo = run_demo("--devices", "20000")
+    demo = run_demo("--devices", "20000", "--other-devices", "5000")
     redis_port, collector_port = wait_for_ports(demo)
     output, _ = demo.communicate(timeout=120)
     assert demo.returncode == 0, output
@@ -53,6 +53,15 @@ def test_the_demo_reports_every_metric_and_stops_its_servers() -> None:
         assert metric in output
     assert re.search(r"\d of 3 true shares fall inside their 95%\s+intervals", output)
     assert re.search(r"intervals\s+count\s+20,000\s+devices,\s+not\s+140,000\s+reports", output)
+    # The other kinds: every category, bucket and day, truth beside estimate and interval.
+    assert re.search(r"5,000\s+of\s+the\s+devices\s+also\s+reported", output)
+    for title in ("os (categorical", "crashes_per_week (histogram", "startup_ms (numeric"):
+        assert title in output
+    for label in ("android", "ios", "windows", "macos", "linux", "other", "[10, 100]"):
+        assert label in output
+    assert len(re.findall(r"│\s+\d\s+│\s+5,000\s+│", output)) == 7  # one row per day
+    assert re.search(r"\d+\s+of\s+29\s+true\s+values\s+fall\s+inside\s+their\s+95%\s+intervals",
+                     output)
     assert not port_open(redis_port) and not port_open(collector_port)
 
 

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from deniable.client.errors import InvalidParameterError, WireFormatError
+from deniable.client.kinds import MetricSpec
 from deniable.client.memo import _context, memo_bit
 from deniable.client.mechanism import RandomizedResponse, z_score
 from deniable.client.metrics import describe_metric, parse_catalogue
@@ -175,6 +176,29 @@ def catalogue_entries() -> dict[str, Any]:
     return {"good": good, "parsed": {name: m.mechanism.id for name, m in parsed.items()}, "bad": bad}
 
 
+def catalogue_kind_entries() -> dict[str, Any]:
+    """A catalogue as a collector serving every metric kind writes it, and the boolean
+    metrics in it: the web client reports boolean metrics only and leaves the others out."""
+    specs = [
+        ("dark_mode", MetricSpec.build("boolean", mechanism="rr:1/2:1/2")),
+        ("os", MetricSpec.build("categorical", epsilon=2.0, categories=[
+            "android", "ios", "windows", "macos", "linux", "other"])),
+        ("locale", MetricSpec.build("categorical", epsilon=1.0,
+                                    categories=[f"l{i}" for i in range(64)])),
+        ("crashes_per_week", MetricSpec.build("histogram", epsilon=2.0,
+                                              edges=[0, 1, 2, 5, 10, 100], clamp=True)),
+        ("startup_ms", MetricSpec.build("numeric", epsilon=1.0, lower=0, upper=10_000,
+                                        clamp=True)),
+        ("notifications_on", MetricSpec.build("boolean", mechanism="rr:3/4:1/2")),
+    ]
+    doc = {"metrics": [describe_metric(name, f"the {name} metric", spec)
+                       for name, spec in specs]}
+    return {"doc": doc,
+            "boolean": {name: spec.mechanism.id for name, spec in specs
+                        if spec.kind == "boolean"},
+            "skipped": {name: spec.kind for name, spec in specs if spec.kind != "boolean"}}
+
+
 def estimate_entries() -> list[dict[str, Any]]:
     out = []
     cases = [("rr:1/2:1/2", 50, 100, 0.95), ("rr:1/2:1/2", 0, 10, 0.95),
@@ -201,6 +225,7 @@ SECTIONS: dict[str, Callable[[random.Random], Any]] = {
     "memo": memo_entries,
     "wire": wire_entries,
     "catalogue": lambda rng: catalogue_entries(),
+    "catalogue_kinds": lambda rng: catalogue_kind_entries(),
     "estimates": lambda rng: estimate_entries(),
 }
 

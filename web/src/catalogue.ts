@@ -9,8 +9,15 @@ export type Catalogue = Map<string, RandomizedResponse>;
 /**
  * Parse a GET /v1/metrics document, refusing any entry whose stated P1 and Q do not match its
  * mechanism id exactly (as the Python client's parse_catalogue).
+ *
+ * The web client reports boolean metrics only: an entry of another kind (categorical,
+ * histogram, numeric, or one this version does not know) is left out of the catalogue and
+ * passed to `skipped` (its name and kind), so a collector that serves other kinds keeps every
+ * boolean metric working. A boolean entry has kind "boolean" (or none, as from collectors
+ * before metric kinds) and an `rr:` mechanism.
  */
-export function parseCatalogue(doc: unknown): Catalogue {
+export function parseCatalogue(doc: unknown,
+                               skipped?: (name: string, kind: string) => void): Catalogue {
   const entries = doc !== null && typeof doc === "object" ?
     (doc as {metrics?: unknown}).metrics : undefined;
   if (!Array.isArray(entries)) {
@@ -19,6 +26,11 @@ export function parseCatalogue(doc: unknown): Catalogue {
   const catalogue: Catalogue = new Map();
   entries.forEach((entry: unknown, i) => {
     const e = (entry ?? {}) as Record<string, unknown>;
+    const kind = e.kind ?? "boolean";
+    if (kind !== "boolean" || (typeof e.mechanism === "string" && !e.mechanism.startsWith("rr:"))) {
+      skipped?.(String(e.name), String(kind));
+      return;
+    }
     let mechanism: RandomizedResponse;
     try {
       mechanism = RandomizedResponse.fromId(e.mechanism as string);

@@ -18,7 +18,7 @@
  * - When the page is hidden, everything queued is sealed and sent with `fetch(keepalive)`.
  */
 import {type Catalogue, declareCatalogue, lookup, parseCatalogue} from "./catalogue.js";
-import {InvalidParameterError, QueueError, UploadError} from "./errors.js";
+import {InvalidParameterError, QueueError, UnknownMetricError, UploadError} from "./errors.js";
 import {cmp} from "./fraction.js";
 import {RandomizedResponse} from "./mechanism.js";
 import {memoBit} from "./memo.js";
@@ -125,6 +125,8 @@ export class Reporter {
   private readonly counts = {noCatalogue: 0, early: 0, unknown: 0};
   private readonly mismatch: Stats["mechanismMismatch"] = {};
   private readonly logged = new Set<string>();
+  /** Metrics the collector serves in kinds this client does not report: name -> kind. */
+  private otherKinds = new Map<string, string>();
   private initDone = false;
   private readonly initialised: Promise<void>;
   private closed = false;
@@ -208,11 +210,17 @@ export class Reporter {
    * Perturb `trueValue` for `metric` and queue the perturbed bit. Never touches the network.
    *
    * @throws InvalidParameterError `trueValue` is not a boolean (or 0/1), or `metric` not a string.
-   * @throws UnknownMetricError a catalogue is known and does not hold `metric`.
+   * @throws UnknownMetricError a catalogue is known and does not hold `metric`, or the
+   *   collector serves `metric` in a kind this client does not report (categorical,
+   *   histogram, numeric: the web client reports boolean metrics only for now).
    * @throws QueueError the reporter is closed.
    */
   report(metric: string, trueValue: boolean): void {
     if (this.closed) throw new QueueError("the reporter is closed");
+    const kind = this.otherKinds.get(metric);
+    if (kind !== undefined) {
+      throw new UnknownMetricError(`${JSON.stringify(metric)} is ${kind}: boolean metrics only`);
+    }
     if (typeof trueValue !== "boolean" && trueValue !== 0 && trueValue !== 1) {
       throw new InvalidParameterError(
         `trueValue must be a boolean. Got a ${typeof trueValue} instead.`);
@@ -379,7 +387,7 @@ export class Reporter {
     if (this.catalogue === null) {
       try {
         const cached = await this.store.get<unknown>(CATALOGUE_KEY);
-        if (cached !== undefined) this.catalogue = parseCatalogue(cached);
+        if (cached !== undefined) this.catalogue = this.parse(cached);
       } catch {
         // a bad cache is no catalogue
       }
@@ -396,7 +404,7 @@ export class Reporter {
     clearTimeout(this.refreshTimer);
     try {
       const doc = await this.transport.request("GET", METRICS_PATH);
-      const fetched = parseCatalogue(doc);
+      const fetched = this.parse(doc);
       if (this.declared === null) {
         this.catalogue = fetched;
         await this.store.set(CATALOGUE_KEY, doc).catch(() => undefined);
@@ -411,6 +419,19 @@ export class Reporter {
     if (!this.stopping) {
       this.refreshTimer = timer(() => void this.refresh(), this.opts.refreshInterval);
     }
+  }
+
+  /**
+   * A catalogue document's boolean metrics. Metrics of other kinds are left out, remembered
+   * (so reporting one throws a clear error) and logged once per set of such metrics.
+   */
+  private parse(doc: unknown): Catalogue {
+    const other = new Map<string, string>();
+    const catalogue = parseCatalogue(doc, (name, kind) => other.set(name, kind));
+    this.otherKinds = other;
+    const listed = [...other].map(([name, kind]) => `${name} (${kind})`).sort().join(", ");
+    if (listed) this.once(`kinds:${listed}`, `deniable: boolean metrics only; left out ${listed}`);
+    return catalogue;
   }
 
   /** Declared metrics are a privacy floor: never a mechanism with a larger epsilon. */

@@ -42,11 +42,11 @@ export async function startServer(answer) {
   };
 }
 
-/** A collector-like answer: the catalogue on GET, 202 on POST, counting each batch id once. */
-export function collectorLike() {
+/** A collector-like answer: the catalogue (CATALOGUE by default) on GET, 202 on POST, counting each batch id once. */
+export function collectorLike(catalogue = CATALOGUE) {
   const seen = new Map();
   const answer = (req, body) => {
-    if (req.method === "GET") return [200, {}, JSON.stringify(CATALOGUE)];
+    if (req.method === "GET") return [200, {}, JSON.stringify(catalogue)];
     const doc = JSON.parse(body);
     if (seen.has(doc.batch_id)) return [200, {}, JSON.stringify({duplicate: true})];
     seen.set(doc.batch_id, doc.reports);

@@ -36,6 +36,32 @@ test("bad input throws at the call and sends nothing", async (t) => {
                 InvalidParameterError);
 });
 
+test("a collector serving other metric kinds leaves every boolean metric working", async (t) => {
+  const mixed = JSON.parse(readFileSync(
+    new URL("../../tests/vectors/vectors.json", import.meta.url))).catalogue_kinds;
+  const c = collectorLike(mixed.doc);
+  const server = await startServer(c.answer);
+  t.after(() => server.close());
+  const lines = [];
+  const r = new Reporter(server.url, {log: (line) => lines.push(line), refreshInterval: 20,
+                                      store: new MemoryStore()});
+  assert.equal(await r.waitReady(5000), true);
+  assert.deepEqual(r.metrics, mixed.boolean);
+  for (let i = 0; i < 30; i++) r.report(i % 2 ? "dark_mode" : "notifications_on", i % 3 === 0);
+  for (const [metric, value] of [["os", "android"], ["startup_ms", 812.5], ["os", true]]) {
+    assert.throws(() => r.report(metric, value), (e) => e instanceof UnknownMetricError &&
+                  /boolean metrics only/.test(e.message) && !e.message.includes("android"));
+  }
+  await sleep(100);  // several catalogue refreshes: still logged once
+  assert.equal(await r.close(5000), true);
+  assert.equal(c.counted().length, 30);
+  assert.ok(c.counted().every((x) => x.mechanism.startsWith("rr:") && (x.bit === 0 || x.bit === 1)));
+  assert.ok(server.gets.length >= 3, `${server.gets.length} catalogue fetches`);
+  const notes = lines.filter((line) => line.includes("boolean metrics only"));
+  assert.equal(notes.length, 1, lines.join("\n"));
+  for (const name of Object.keys(mixed.skipped)) assert.ok(notes[0].includes(name), name);
+});
+
 test("reports arrive exactly once, in batches of the wire format, with the key", async (t) => {
   const c = collectorLike();
   const server = await startServer(c.answer);

@@ -110,6 +110,24 @@ test("vectors: catalogues parse alike, and tampered ones are refused", () => {
   }
 });
 
+test("vectors: a catalogue of every kind keeps its boolean metrics and leaves the rest out", () => {
+  const v = vectors.catalogue_kinds;
+  const skipped = {};
+  const parsed = parseCatalogue(v.doc, (name, kind) => { skipped[name] = kind; });
+  assert.deepEqual(Object.fromEntries([...parsed].map(([k, m]) => [k, m.id])), v.boolean);
+  assert.deepEqual(skipped, v.skipped);
+  // Without a callback the other kinds are left out all the same.
+  assert.deepEqual([...parseCatalogue(v.doc).keys()], Object.keys(v.boolean));
+  // A tampered boolean entry beside them is still refused.
+  const tampered = structuredClone(v.doc);
+  tampered.metrics.find((e) => e.name === "dark_mode").p_yes_given_yes = "7/8";
+  assert.throws(() => parseCatalogue(tampered), WireFormatError);
+  // An entry that calls itself boolean but is not randomized response is left out too.
+  const odd = {metrics: [{...v.doc.metrics.find((e) => e.name === "startup_ms"),
+                          kind: "boolean"}]};
+  assert.equal(parseCatalogue(odd).size, 0);
+});
+
 test("vectors: estimator values", () => {
   for (const v of vectors.estimates) {
     const m = RandomizedResponse.fromId(v.mechanism);

@@ -1,0 +1,174 @@
+"""Breakdowns for analysts: terminal tables, JSON and CSV (and pandas rows).
+
+Every output names the suppressed cells and why (fewer than ``min_reports`` reports: such an
+estimate is mostly noise and a tiny cell can single people out), shows the "not stated" count,
+and says that the dimension itself is public: sent and counted in clear, not protected by
+local differential privacy.
+"""
+from __future__ import annotations
+
+import csv
+import dataclasses
+import io
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from deniable.analysis.breakdown import NOT_STATED, Breakdown, cell_row
+from deniable.analysis.report import _p, _plain, flags, summary_rows, text_table
+from deniable.collector.window import category_flags
+
+BREAKDOWN_COLUMNS = ("metric", "kind", "by", "value", "label", "n", "suppressed", "reason",
+                     "category", "estimate", "stderr", "ci_low", "ci_high", "sim_low",
+                     "sim_high", "lower", "upper", "flags", "confidence", "min_reports",
+                     "start", "end")
+COMPARISON_ROWS = 30
+"""The terminal table lists every comparison up to this many, else the significant ones."""
+
+
+def breakdown_document(b: Breakdown) -> dict[str, Any]:
+    """One breakdown, JSON-ready: its cells (``estimate`` null when suppressed, with
+    ``reason``), ``not_stated``, the comparisons, and the notes in words."""
+    return {"metric": b.metric, "kind": b.kind, "by": b.by, "from": _plain(b.start),
+            "to": _plain(b.end), "confidence": b.confidence, "min_reports": b.min_reports,
+            "n": b.total.n, "not_stated": b.not_stated,
+            "suppressed": [c.label for c in b.suppressed],
+            "suppression": b.note or None, "dimensions": b.dimensions_note,
+            "cells": [cell_row(b, c) for c in b.cells],
+            "comparisons": [{k: _plain(v) for k, v in dataclasses.asdict(c).items()}
+                            for c in b.comparisons]}
+
+
+def to_json(breakdowns: Sequence[Breakdown]) -> str:
+    """{"breakdowns": [breakdown_document, ...]}; NaN is written as null."""
+    return json.dumps({"breakdowns": [breakdown_document(b) for b in breakdowns]}, indent=2)
+
+
+def breakdown_rows(b: Breakdown) -> list[dict[str, Any]]:
+    """Flat rows (CSV, pandas): one per cell, one per (cell, category) of a categorical
+    metric; a suppressed cell is one row with no estimate and its ``reason``; then the
+    "not stated" row (n only)."""
+    common = {"metric": b.metric, "kind": b.kind, "by": b.by, "confidence": b.confidence,
+              "min_reports": b.min_reports, "start": _plain(b.start), "end": _plain(b.end)}
+    rows: list[dict[str, Any]] = []
+    for cell in b.cells:
+        head = {**common, "value": cell.value, "label": cell.label, "n": cell.n,
+                "suppressed": cell.suppressed, "reason": cell.reason}
+        if cell.summary is None:
+            rows.append({**head, "flags": "suppressed: " + cell.reason})
+            continue
+        for r in summary_rows(cell.summary):
+            rows.append({**head, **{k: r.get(k) for k in (
+                "category", "estimate", "stderr", "ci_low", "ci_high", "sim_low", "sim_high",
+                "lower", "upper", "flags")}})
+    rows.append({**common, "value": NOT_STATED, "label": "", "n": b.not_stated,
+                 "suppressed": False,
+                 "reason": b.not_stated_reason,
+                 "flags": "no estimate"})
+    return rows
+
+
+def to_csv(breakdowns: Sequence[Breakdown]) -> str:
+    """CSV with a header of BREAKDOWN_COLUMNS, ``breakdown_rows`` of each breakdown."""
+    out = io.StringIO()
+    writer = csv.DictWriter(out, fieldnames=BREAKDOWN_COLUMNS, extrasaction="ignore",
+                            lineterminator="\n")
+    writer.writeheader()
+    for b in breakdowns:
+        writer.writerows(breakdown_rows(b))
+    return out.getvalue()
+
+
+def _title(b: Breakdown) -> str:
+    return (f"{b.metric} by {b.by} ({b.kind}, n = {b.total.n:,}, {b.start:%Y-%m-%d %H:%M} to "
+            f"{b.end:%Y-%m-%d %H:%M} UTC, cells under {b.min_reports:,} reports suppressed)")
+
+
+def _fmt(x: float, numeric: bool) -> str:
+    return f"{x:.6g}" if numeric else f"{x:.4f}"
+
+
+def breakdown_table(b: Breakdown) -> str:
+    """One breakdown as an aligned table, then its comparisons and notes."""
+    pct = f"{b.confidence:.0%}"
+    numeric = b.kind == "numeric"
+    categorical = b.kind in ("categorical", "histogram")
+    if categorical:
+        columns = [(b.by, "left"), ("category", "left"), ("n", "right"),
+                   ("share (unbiased)", "right"), (f"{pct} CI per category", "right"),
+                   (f"{pct} CI simultaneous", "right"), ("notes", "left")]
+    else:
+        columns = [(b.by, "left"), ("n", "right"), ("mean" if numeric else "estimate", "right"),
+                   (f"{pct} CI", "right"), ("notes", "left")]
+    rows: list[list[str]] = []
+    for cell in b.cells:
+        s = cell.summary
+        if s is None:
+            rows.append([cell.value, *(["-"] if categorical else []), f"{cell.n:,}",
+                         *["-"] * (len(columns) - (4 if categorical else 3)),
+                         "SUPPRESSED: " + cell.reason])
+            continue
+        if s.categories is not None:
+            cats = s.categories
+            for i, label in enumerate(cats.labels):
+                v = float(cats.value[i])
+                rows.append([cell.value if i == 0 else "", label, f"{cell.n:,}" if i == 0 else "",
+                             f"{v:+.4f}", f"[{cats.ci_low[i]:.4f}, {cats.ci_high[i]:.4f}]",
+                             f"[{cats.sim_low[i]:.4f}, {cats.sim_high[i]:.4f}]",
+                             category_flags(v, cats.n, float(cats.ci_low[i]),
+                                            float(cats.ci_high[i]))])
+        else:
+            rows.append([cell.value, f"{cell.n:,}", _fmt(s.estimate, numeric),
+                         f"[{_fmt(s.ci_low, numeric)}, {_fmt(s.ci_high, numeric)}]",
+                         flags(s)])
+    stated = [NOT_STATED, *(["-"] if categorical else []), f"{b.not_stated:,}",
+              *["-"] * (len(columns) - (4 if categorical else 3)),
+              "no estimate: " + b.not_stated_reason]
+    rows.append(stated)
+    out = text_table(_title(b), columns, rows)
+    out += comparisons_table(b)
+    notes = [b.note, b.dimensions_note]
+    if numeric and b.total.lower is not None:
+        notes.append(f"{b.metric}: means in [{b.total.lower:g}, {b.total.upper:g}].")
+    if categorical and b.total.categories is not None:
+        notes.append(f"{b.metric}: {b.total.categories.interval_note}.")
+    return out + "".join(f"{n}\n" for n in notes if n)
+
+
+def comparisons_table(b: Breakdown) -> str:
+    """The pairwise comparisons: all of them up to COMPARISON_ROWS, else the significant."""
+    if not b.comparisons:
+        return (f"No comparisons: fewer than two cells with an estimate.\n"
+                if len([c for c in b.cells if not c.suppressed]) < 2 else "")
+    listed = list(b.comparisons)
+    significant = [c for c in listed if c.significant]
+    shown = listed if len(listed) <= COMPARISON_ROWS else significant
+    first = listed[0]
+    pct = f"{first.confidence:.0%}"
+    columns = [("b - a", "left"), *([("category", "left")] if first.category else []),
+               ("difference", "right"), (f"{pct} CI", "right"), ("p", "right"),
+               (f"p ({first.correction})", "right"), ("significant", "left")]
+    rows = [[f"{_short(c.b)} - {_short(c.a)}", *([c.category or ""] if first.category else []),
+             f"{c.difference:+.4g}", f"[{c.ci_low:+.4g}, {c.ci_high:+.4g}]",
+             _p(c.p_value), _p(c.p_adjusted),
+             "yes" if c.significant else "no"] for c in shown]
+    title = (f"Comparisons between {b.by} values: {len(significant)} of {len(listed)} "
+             f"significant at {first.alpha:g} ({first.correction.capitalize()} over every pair"
+             f"{' and category' if first.category else ''})"
+             + ("" if shown is listed else "; the significant ones:"))
+    return text_table(title, columns, rows) if shown else title + "\n"
+
+
+def _short(label: str) -> str:
+    return ", ".join(part.partition("=")[2] for part in label.split(","))
+
+
+def render_breakdowns(breakdowns: Sequence[Breakdown], fmt: str) -> str:
+    """Render in ``table``, ``json`` or ``csv``."""
+    if fmt == "json":
+        return to_json(breakdowns)
+    if fmt == "csv":
+        return to_csv(breakdowns)
+    if fmt == "table":
+        return "\n".join(breakdown_table(b) for b in breakdowns)
+    raise ValueError(f"format must be table, json or csv. Got {fmt!r} instead.")

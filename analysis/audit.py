@@ -63,8 +63,9 @@ from typing import Any, Literal, Protocol
 from deniable.analysis.bounds import (chi_square_test, count_events, epsilon_lower_bound,
                                       welch_t)
 from deniable.client import randomness
-from deniable.client.categorical import (ByteCoin, KaryRandomizedResponse, UnaryEncoding,
-                                         domain_tag, parse_categorical_id)
+from deniable.client.categorical import (BITSET_MECHANISMS, ByteCoin, KaryRandomizedResponse,
+                                         SubsetSelection, UnaryEncoding, domain_tag,
+                                         parse_categorical_id)
 from deniable.client.kinds import Mechanism, MetricSpec
 from deniable.client.longitudinal import LongitudinalGuard
 from deniable.client.mechanism import RandomizedResponse
@@ -193,7 +194,11 @@ def builtin_subjects() -> list[Subject | KindSubject]:
         KindSubject.of("os_grr_ln5", MetricSpec.build(
             "categorical", mechanism=f"grr:6:1/2:{domain_tag(OS_LABELS)}", categories=OS_LABELS)),
         KindSubject.of("oue_d64_eps2", MetricSpec.build(
-            "categorical", epsilon=2.0, categories=[f"c{i}" for i in range(64)])),
+            "categorical", mechanism=UnaryEncoding.from_epsilon(
+                2.0, 64, domain_tag([f"c{i}" for i in range(64)])),
+            categories=[f"c{i}" for i in range(64)])),
+        KindSubject.of("ss_d8_eps1", MetricSpec.build(
+            "categorical", epsilon=1.0, categories=[f"c{i}" for i in range(8)])),
         KindSubject.of("bitmean_ln3", MetricSpec.build("numeric", mechanism="bm:1/4:0:1000",
                                                        lower=0, upper=1000)),
     ]
@@ -215,7 +220,7 @@ def catalogue_subjects(catalogue: Mapping[str, RandomizedResponse | Mechanism | 
     return subjects
 
 
-KindMechanism = KaryRandomizedResponse | UnaryEncoding | BitMean
+KindMechanism = KaryRandomizedResponse | UnaryEncoding | SubsetSelection | BitMean
 
 
 @dataclass(frozen=True)
@@ -626,7 +631,7 @@ def kind_events(mechanism: KindMechanism, outputs: list[int]) -> dict[str, int]:
     if isinstance(mechanism, KaryRandomizedResponse):
         zero, one = outputs.count(0), outputs.count(1)
         return {"report=0": zero, "report=1": one, "report other": n - zero - one}
-    if isinstance(mechanism, UnaryEncoding):
+    if isinstance(mechanism, BITSET_MECHANISMS):
         pairs = [0, 0, 0, 0]
         for bits in outputs:
             pairs[bits & 3] += 1
@@ -677,6 +682,8 @@ def kind_distribution(mechanism: KindMechanism, value: Fraction | int,
         return ok, (f"true {value}: P(own) observed {counts[value] / n:.5f} vs {float(p):.5f}; "
                     f"chi-square {test.statistic:.1f} on {test.dof} dof, p = {test.p_value:.2g}"
                     f" (worst cell {test.worst[0]}: {test.worst[1]:+.1f} SE)")
+    if isinstance(mechanism, SubsetSelection):
+        return _subset_distribution(mechanism, value, outputs)
     half, q = mechanism.channel
     bits = _bit_counts(outputs, d)
     statistic = 0.0
@@ -711,6 +718,11 @@ def exact_ratio(mechanism_id: str) -> Fraction:
         bm = BitMean.from_id(mechanism_id)
         ends = [bm.a, 1 - bm.a]  # P(1 | lower) = a, P(1 | upper) = 1 - a; linear between
         return max(max(ends) / min(ends), max(1 - e for e in ends) / min(1 - e for e in ends))
+    if mechanism_id.startswith("ss:"):
+        # P(S | i) = w / Z with w = r if i is in S, else 1, and the same Z for every i (each
+        # input has C(d-1, k-1) subsets holding it): the ratio is r or 1/r or 1.
+        r = SubsetSelection.from_id(mechanism_id).r
+        return max(r, 1 / r)
     prefix, d, probability, _ = parse_categorical_id(mechanism_id)
     if prefix == "grr":
         p, q = probability, (1 - probability) / (d - 1)
@@ -747,7 +759,10 @@ def check_kind_exact(subject: KindSubject) -> CheckResult:
             if mechanism.p_one(x) != mechanism.a + (1 - 2 * mechanism.a) * s:
                 problems.append(f"P(1|{x}) is {mechanism.p_one(x)}, not a + (1 - 2a) s")
     else:
-        p = mechanism.p if isinstance(mechanism, KaryRandomizedResponse) else mechanism.q
+        if isinstance(mechanism, SubsetSelection):
+            problems.extend(_subset_channel_problems(mechanism))
+        p = mechanism.p if isinstance(mechanism, KaryRandomizedResponse) else \
+            mechanism.q if isinstance(mechanism, UnaryEncoding) else mechanism.channel[0]
         drawn, unread = enumerate_coin(p)
         if not drawn <= p <= drawn + unread:
             problems.append(f"its coin draws 1 with probability in [{drawn}, {drawn + unread}]"
@@ -765,6 +780,59 @@ def check_kind_exact(subject: KindSubject) -> CheckResult:
                 problems.append("the fair bit is not fair")
     return CheckResult(subject.name, "exact", not problems,
                        "; ".join(problems) if problems else "; ".join(notes))
+
+
+def _subset_weight(mechanism: SubsetSelection, value: int, b0: int, b1: int) -> Fraction:
+    """P(bits 0 and 1 of a subset are b0, b1 | true ``value``), counted from the definition
+    (P(S) = r or 1 over Z = C(d-1, k-1) r + C(d-1, k))."""
+    d, k, r = mechanism.d, mechanism.k, mechanism.r
+
+    def comb(n: int, m: int) -> int:
+        return math.comb(n, m) if 0 <= m <= n else 0
+    rest = k - b0 - b1  # members among the other d - 2 categories
+    if value in (0, 1):
+        weight = (r if (b0, b1)[value] else 1) * comb(d - 2, rest)
+    else:
+        weight = r * comb(d - 3, rest - 1) + comb(d - 3, rest)
+    return weight / (comb(d - 1, k - 1) * r + comb(d - 1, k))
+
+
+def _subset_channel_problems(mechanism: SubsetSelection) -> list[str]:
+    """The channel the mechanism debiases with against the counts of the definition."""
+    own = sum(_subset_weight(mechanism, 0, 1, b1) for b1 in (0, 1))
+    other = sum(_subset_weight(mechanism, 0, b0, 1) for b0 in (0, 1))
+    if mechanism.channel != (own, other):
+        return [f"claims channel {mechanism.channel}, the definition gives ({own}, {other})"]
+    return []
+
+
+def _subset_distribution(mechanism: SubsetSelection, value: int,
+                         outputs: list[int]) -> tuple[bool, str]:
+    """Subset selection: every report sets exactly k bits; each category's inclusion count
+    fits its marginal (P1 or Q; the bits are dependent, so Bonferroni over the d normal
+    tests); bits 0 and 1 jointly fit their exact probabilities (chi-square)."""
+    n, d = len(outputs), mechanism.d
+    p1, q = mechanism.channel
+    wrong_size = sum(bits.bit_count() != mechanism.k for bits in outputs)
+    bits = _bit_counts(outputs, d)
+    worst = (0, 0.0)
+    for i, count in enumerate(bits):
+        p = float(p1 if i == value else q)
+        z = (count - n * p) / math.sqrt(n * p * (1 - p))
+        if abs(z) > abs(worst[1]):
+            worst = (i, z)
+    p_bits = min(1.0, d * math.erfc(abs(worst[1]) / math.sqrt(2)))
+    pairs = kind_events(mechanism, outputs)
+    joint = {key: float(_subset_weight(mechanism, value, int(key[5]), int(key[12])))
+             for key in pairs}
+    pair_test = chi_square_test({k: v for k, v in pairs.items() if joint[k] > 0},
+                                {k: v for k, v in joint.items() if v > 0})
+    ok = not wrong_size and min(p_bits, pair_test.p_value) >= CHI_SQUARE_ALPHA / 2
+    return ok, (f"true {value}: {wrong_size} reports not of size {mechanism.k}; category "
+                f"{value} included {bits[value] / n:.5f} vs {float(p1):.5f}, others' mean "
+                f"{(sum(bits) - bits[value]) / (n * (d - 1)):.5f} vs {float(q):.5f}; per-"
+                f"category Bonferroni p = {p_bits:.2g} (worst {worst[0]}: {worst[1]:+.1f} SE), "
+                f"categories 0 and 1 jointly p = {pair_test.p_value:.2g}")
 
 
 def enumerate_coin(p: Fraction, levels: int = 6) -> tuple[Fraction, Fraction]:

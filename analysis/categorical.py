@@ -145,7 +145,7 @@ def category_arrays(values: NDArray[np.int64], mechanism: Mechanism, confidence:
 
     Args:
         values: counter slots, shape (buckets, d + 1); slot 0 is n.
-        mechanism: the GRR or OUE mechanism that perturbed the reports.
+        mechanism: the GRR, OUE or SS mechanism that perturbed the reports.
         periods: reporting periods pooled per bucket, shape (buckets,); 1 by default.
     """
     values = np.asarray(values, dtype=np.int64)
@@ -174,7 +174,7 @@ def estimate_categories(counts: Sequence[int] | NDArray[np.int64], mechanism: Me
 
     Args:
         counts: the counter slots, shape (d + 1,): n, then each category's count.
-        mechanism: the GRR or OUE mechanism that perturbed the reports.
+        mechanism: the GRR, OUE or SS mechanism that perturbed the reports.
         labels: the d category labels (default "0", "1", ...).
         confidence: the level of both the per-category and the simultaneous intervals.
         policy, periods: the metric's collection policy and the reporting periods the counts

@@ -5,8 +5,9 @@
 
 1. Accuracy, for epsilon in {0.5, 1, 2, 4}, d in {2, 8, 64, 1024}, and two populations of
    ``--n`` users (Zipf with exponent 1.1, and uniform) whose category counts are fixed:
-   - ours: the mechanism ``choose_categorical`` picks (GRR or OUE, exact p or q = k/2**32),
-     debiased per category as the analysis does, f = (c/n - Q) / (P1 - Q). Its MSE (mean over
+   - ours: the mechanism ``choose_categorical`` picks (GRR, OUE or subset selection, by exact
+     variance; exact p, q or r = m/2**32), debiased per category as the analysis does,
+     f = (c/n - Q) / (P1 - Q). Its MSE (mean over
      categories of the squared error, averaged over ``--trials`` trials) over the exact
      theoretical variance for this fixed population,
      mean_i [n_i P1 (1 - P1) + (n - n_i) Q (1 - Q)] / (n^2 (P1 - Q)^2), with a 95% CI: 1.00
@@ -26,7 +27,7 @@
    independent binomials, Bin(n_i, P1) + Bin(n - n_i, Q); GRR's are exact too (each report
    keeps its category with probability P1 - Q and is otherwise uniform over all d, which is
    GRR, so counts = Bin(n_i, P1 - Q) + Multinomial(rest, 1/d)). For OLH and subset selection
-   the simulation draws each category's count from its exact marginal, independently across
+   (theirs and ours) the simulation draws each category's count from its exact marginal, independently across
    categories; that gives the exact expected MSE (the MSE reads only the marginals), but
    their CIs ignore the correlation between categories. The simulation's randomness is
    numpy's (it plays the population, not a client); the same seed serves ours and each peer,
@@ -59,8 +60,8 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from deniable.client.categorical import (KaryRandomizedResponse, UnaryEncoding,
-                                         choose_categorical)
+from deniable.client.categorical import (BITSET_MECHANISMS, KaryRandomizedResponse,
+                                         SubsetSelection, UnaryEncoding, choose_categorical)
 from deniable.client.numeric import BitMean
 
 # Run as a script, bench/ is first on sys.path, and its coverage.py would shadow the package
@@ -129,6 +130,8 @@ class Protocol:
 def ours(epsilon: float, d: int) -> tuple[Protocol, Any]:
     mechanism, _ = choose_categorical(epsilon, d, TAG)
     p1, q = (float(x) for x in mechanism.channel)
+    if isinstance(mechanism, SubsetSelection):  # exact marginals, as the peers' SS
+        return Protocol(f"SS{mechanism.k}", (p1, q), "marginal"), mechanism
     family = "grr" if isinstance(mechanism, KaryRandomizedResponse) else "oue"
     return Protocol(f"{family.upper()}", (p1, q), family), mechanism
 
@@ -233,7 +236,7 @@ def bench_accuracy(args: argparse.Namespace) -> dict[str, Any]:
     points = [(e, d, pop) for e in args.epsilons for d in args.sizes for pop in ("zipf", "uniform")]
     print(f"\n1. Accuracy: n = {args.n:,} users, {args.trials:,} trials per point; ratios are "
           f"MSE over MSE (95% CI)")
-    header = (f"{'eps':>4} {'d':>5} {'pop':7} {'ours':4} {'MSE/theory':>22} "
+    header = (f"{'eps':>4} {'d':>5} {'pop':7} {'ours':5} {'MSE/theory':>22} "
               f"{'pure-ldp best':>14} {'ours/theirs':>22} {'exact':>6} "
               f"{'mfl best':>9} {'ours/theirs':>22} {'exact':>6} "
               f"{'ours/mfl default':>17} {'bias z ours':>11} {'mfl default':>11}")
@@ -255,7 +258,7 @@ def bench_accuracy(args: argparse.Namespace) -> dict[str, Any]:
         mine = mse_rows(mine_estimates, truth)
         vs_theory = mean_ci(mine, theory)
         summary["theory"].append(vs_theory[0])
-        cells = [f"{epsilon:>4g} {d:>5} {pop:7} {protocol.name:4} {ci_text(vs_theory):>22}"]
+        cells = [f"{epsilon:>4g} {d:>5} {pop:7} {protocol.name:5} {ci_text(vs_theory):>22}"]
         mine_estimates_bias = ""
         for peer, make in (("pure-ldp", peers.get("pure-ldp")),
                            ("multi-freq-ldpy", peers.get("multi-freq-ldpy"))):
@@ -298,7 +301,7 @@ def real_perturbation_check(args: argparse.Namespace) -> None:
         rows = []
         for t in range(args.real_trials):
             reported = np.zeros(d, dtype=np.int64)
-            if isinstance(mechanism, UnaryEncoding):
+            if isinstance(mechanism, BITSET_MECHANISMS):
                 tally = [0] * d
                 for v in values:
                     bits = mechanism.perturb(v)
@@ -355,11 +358,14 @@ def speed_subjects(d: int, epsilon: float) -> dict[str, tuple[str, Call | None, 
     Each call is the peer's own entry point, as direct as its API allows (no wrapper)."""
     grr = KaryRandomizedResponse.from_epsilon(epsilon, d, TAG)
     oue = UnaryEncoding.from_epsilon(epsilon, d, TAG)
+    ss = SubsetSelection.from_epsilon(epsilon, d, TAG)
     grr.perturb(0)  # the first report builds the fast path and installs it as .perturb
     oue.perturb(0)
+    ss.perturb(0)
     subjects: dict[str, tuple[str, Call | None, int, str]] = {
         "deniable GRR": ("GRR", grr.perturb, 0, ""),
         "deniable OUE": ("OUE", oue.perturb, 0, ""),
+        "deniable SS": ("SS", ss.perturb, 0, ""),
     }
     try:
         from pure_ldp.frequency_oracles.direct_encoding import DEClient
@@ -371,11 +377,14 @@ def speed_subjects(d: int, epsilon: float) -> dict[str, tuple[str, Call | None, 
         subjects["pure-ldp"] = ("", None, 0, f"{type(exc).__name__}: {exc}")
     try:
         from multi_freq_ldpy.pure_frequency_oracles.GRR import GRR_Client
+        from multi_freq_ldpy.pure_frequency_oracles.SS import SS_Client
         from multi_freq_ldpy.pure_frequency_oracles.UE import UE_Client
         subjects["multi-freq-ldpy GRR"] = (
             "GRR", functools.partial(GRR_Client, k=d, epsilon=epsilon), 0, "")
         subjects["multi-freq-ldpy OUE"] = (
             "OUE", functools.partial(UE_Client, k=d, epsilon=epsilon, optimal=True), 0, "")
+        subjects["multi-freq-ldpy SS"] = (
+            "SS", functools.partial(SS_Client, k=d, epsilon=epsilon), 0, "")
     except Exception as exc:
         subjects["multi-freq-ldpy"] = ("", None, 0, f"{type(exc).__name__}: {exc}")
     return subjects
@@ -415,7 +424,7 @@ def bench_speed(args: argparse.Namespace) -> list[tuple[int, str, float]]:
             for name, (_, call, first, _) in live.items():
                 assert call is not None
                 best[name] = max(best[name], rate(call, d, first, args.seconds))
-        for protocol in ("GRR", "OUE"):
+        for protocol in ("GRR", "OUE", "SS"):
             mine = best[f"deniable {protocol}"]
             peers = {n: r for n, r in best.items() if live[n][0] == protocol
                      and not n.startswith("deniable")}

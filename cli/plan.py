@@ -13,7 +13,7 @@ of the same devices add nothing, so the devices needed do not shrink with --peri
 --collector each metric's own collection policy is used; otherwise --memoization (and
 --instantaneous). --epsilon means symmetric randomized response at the largest epsilon not
 above the one given (RandomizedResponse.from_epsilon); with --categories D, the categorical
-mechanism chosen for D categories at that epsilon (GRR or OUE, by exact variance), and the
+mechanism chosen for D categories at that epsilon (GRR, OUE or SS, by exact variance), and the
 margin is on each category's share (--simultaneous: on all D at once, Bonferroni); with
 --range LOWER UPPER, 1BitMean, and the margin is on the mean, in the range's units.
 """

@@ -1,6 +1,7 @@
-"""Categorical mechanisms: k-ary randomized response and optimized unary encoding.
+"""Categorical mechanisms: k-ary randomized response, optimized unary encoding and subset
+selection.
 
-Both report one of ``d`` categories (a category list declared with the metric; its digest,
+Each reports one of ``d`` categories (a category list declared with the metric; its digest,
 the *tag*, is part of the id, so a changed list is a new metric version). Each is defined
 here once, beside its exact epsilon, its ``from_epsilon`` and the per-category channel
 (P1, Q) the analysis debiases with:
@@ -11,9 +12,13 @@ here once, beside its exact epsilon, its ``from_epsilon`` and the per-category c
 - ``UnaryEncoding`` (OUE, Wang et al., USENIX Security 2017), ``oue:<d>:<q>:<tag>``: one bit
   per category; the true category's bit is 1 with probability 1/2, every other bit is 1 with
   probability q (about 1 / (e^epsilon + 1)). epsilon = ln((1 - q) / q).
+- ``SubsetSelection`` (SS, Wang et al. 2016, Ye & Barg 2018), ``ss:<d>:<k>:<r>:<tag>``: a set
+  of k categories, P(S) proportional to r if it holds the true one, else to 1; on the wire a
+  bitset as OUE's. epsilon = ln r. With k ~ d / (e^epsilon + 1) it has the smallest variance
+  of the three for middling d (e.g. d = 8 at epsilon 0.5 or 1, d = 64 below epsilon 4).
 
 Counters: per hour, slot 0 counts reports and slot 1 + i counts how often category i was
-reported (GRR) or had its bit set (OUE). For either, the expected count of slot i is
+reported (GRR) or had its bit set (OUE, SS). For each, the expected count of slot i is
 n (Q + f_i (P1 - Q)), with (P1, Q) = ``channel``: so f_i = (c_i / n - Q) / (P1 - Q), exactly
 as a boolean metric's share, and the variance is pi (1 - pi) / (n (P1 - Q)^2).
 
@@ -29,6 +34,7 @@ from __future__ import annotations
 import array
 import functools
 import hashlib
+import itertools
 import json
 import math
 import os
@@ -37,7 +43,7 @@ import sys
 import weakref
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Generic, TypeVar
 from fractions import Fraction
 
 from deniable.client.errors import InvalidParameterError
@@ -185,7 +191,7 @@ class KaryRandomizedResponse:
         return natural_log(self.likelihood_ratio)
 
     @functools.cached_property
-    def _pool(self) -> Pool:
+    def _pool(self) -> Pool[int]:
         if self.d > 256:  # one stream of shifts, added to the index at report time
             return Pool(lambda _: self.shift_block(POOL_BYTES // 8), 1)
         per_refill = max(256, POOL_BYTES // 4 // self.d)
@@ -360,7 +366,7 @@ class UnaryEncoding:
         return ByteCoin(self.q)
 
     @functools.cached_property
-    def _pools(self) -> tuple[Pool, Pool]:
+    def _pools(self) -> tuple[Pool[int], Pool[int]]:
         per_block = max(1, POOL_BYTES // (8 * mask_bytes(self.d)))
         return (Pool(lambda _: self.mask_block(per_block), 1),
                 Pool(lambda _: os.urandom(per_block).translate(_TOP_BIT), 1))
@@ -458,16 +464,318 @@ class UnaryEncoding:
         return _variance(self.channel, f, n)
 
 
+_SS_ID = re.compile(r"^ss:([0-9]{1,4}):([0-9]{1,4}):([0-9/]{1,41}):([0-9a-f]{8})\Z")
+
+
+@dataclass(frozen=True)
+class SubsetSelection:
+    """k-subset selection (SS; Wang et al. 2016, Ye & Barg 2018) over ``d`` categories.
+
+    A report is a set S of exactly k of the d categories (on the wire a bitset, as OUE's),
+    with P(S) proportional to r if the true category is in S and to 1 otherwise. So the true
+    category is in S with probability P1 = k r / (k r + d - k), and any other one with
+    probability Q = k ((k - 1) r + d - k) / ((d - 1) (k r + d - k)). epsilon = ln r exactly:
+    two true categories i, j change P(S) by the factor r at most (S holds i but not j).
+    Between GRR (small d) and OUE (large d), the best k ~ d / (e^eps + 1) beats both for
+    middling d (e.g. d = 8 at eps 0.5 or 1).
+
+    Args:
+        d: the number of categories, 2..1024.
+        k: the size of every reported subset, 1..d-1.
+        r: the likelihood ratio, exact, above 1.
+        tag: ``domain_tag`` of the category labels.
+    """
+
+    d: int
+    k: int
+    r: Fraction
+    tag: str
+
+    kind = "categorical"
+
+    def __post_init__(self) -> None:
+        check_size(self.d)
+        _check_tag(self.tag)
+        if isinstance(self.k, bool) or not isinstance(self.k, int) or not 1 <= self.k < self.d:
+            raise InvalidParameterError(
+                f"k (the subset size) must be an int in [1, d - 1] = [1, {self.d - 1}]. "
+                f"Got {self.k!r} instead.")
+        if isinstance(self.r, (bool, float)) or not isinstance(self.r, (Fraction, int)):
+            raise InvalidParameterError(f"r must be an exact Fraction. Got {self.r!r}.")
+        r = Fraction(self.r)
+        if not r > 1:
+            raise InvalidParameterError(
+                f"r (the likelihood ratio) must exceed 1 (no information at 1). Got {r}.")
+        object.__setattr__(self, "r", r)
+
+    @classmethod
+    def from_id(cls, mechanism_id: str) -> SubsetSelection:
+        """Parse ``ss:<d>:<k>:<r>:<tag>`` (canonical spelling only)."""
+        match = _SS_ID.match(mechanism_id) if isinstance(mechanism_id, str) else None
+        if match is None:
+            raise InvalidParameterError(
+                "a subset-selection id looks like 'ss:<d>:<k>:<r>:<tag>', e.g. "
+                f"'ss:8:3:3/2:0a1b2c3d'. Got {str(mechanism_id)[:80]!r}.")
+        d_text, k_text = match.group(1), match.group(2)
+        if str(int(d_text)) != d_text or str(int(k_text)) != k_text:
+            raise InvalidParameterError(f"d and k must have no leading zeros. "
+                                        f"Got {mechanism_id!r}.")
+        return cls(check_size(int(d_text)), int(k_text),
+                   fraction_field("r", match.group(3), whole=True), match.group(4))
+
+    @classmethod
+    def from_epsilon(cls, epsilon: float, d: int, tag: str,
+                     k: int | None = None) -> SubsetSelection:
+        """The SS with r = m / 2**32 for the largest m whose exact ln r is at most
+        ``epsilon`` (decided exactly, never on rounded floats), and the given ``k``, or else
+        the k in 1..d-1 with the smallest exact variance for a rare category (f -> 0)."""
+        target, d = epsilon_target(epsilon), check_size(d)
+        den = 1 << DENOMINATOR_BITS
+
+        def admissible(m: int) -> bool:
+            return not log_ratio_exceeds(Fraction(m, den), target)
+
+        high = 2 * den
+        while admissible(high):  # exact doubling: no float bound on e^eps
+            high *= 2
+        m = largest_admissible(den + 1, high, admissible)
+        if m is None:
+            raise InvalidParameterError(f"epsilon {epsilon} is too small for subset selection.")
+        r = Fraction(m, den)
+        if k is None:
+            k = min(range(1, d), key=lambda size: (_rare_variance(cls._channel(d, size, r)),
+                                                   size))
+        return cls(d, k, r, tag)
+
+    @staticmethod
+    def _channel(d: int, k: int, r: Fraction) -> tuple[Fraction, Fraction]:
+        total = k * r + d - k
+        return k * r / total, k * ((k - 1) * r + d - k) / ((d - 1) * total)
+
+    @property
+    def id(self) -> str:
+        return f"ss:{self.d}:{self.k}:{fraction_text(self.r)}:{self.tag}"
+
+    @property
+    def width(self) -> int:
+        """Counter slots per hour: n, then one per category."""
+        return self.d + 1
+
+    @functools.cached_property
+    def channel(self) -> tuple[Fraction, Fraction]:
+        """(P1, Q) of each category's bit: (k r / (k r + d - k),
+        k ((k - 1) r + d - k) / ((d - 1) (k r + d - k)))."""
+        return self._channel(self.d, self.k, self.r)
+
+    @property
+    def likelihood_ratio(self) -> Fraction:
+        """r: the most one report moves the odds between two true categories."""
+        return self.r
+
+    @functools.cached_property
+    def epsilon(self) -> float:
+        """ln r, in nats."""
+        return natural_log(self.r)
+
+    @functools.cached_property
+    def hex_digits(self) -> int:
+        """Length of the wire bitset: ceil(d / 4) hex digits."""
+        return -(-self.d // 4)
+
+    @functools.cached_property
+    def _include_coin(self) -> ByteCoin:
+        return ByteCoin(self.channel[0])
+
+    def __reduce__(self) -> tuple[type, tuple[int, int, Fraction, str]]:
+        # A copy or pickle is rebuilt from the fields: it never carries answers drawn ahead.
+        return type(self), (self.d, self.k, self.r, self.tag)
+
+    def perturb(self, index: int, rng: RandomBits | None = None) -> int:
+        """The reported subset (bitset, bit i = category i) for the true ``index``.
+
+        The true category is included with probability exactly P1 (``ByteCoin`` on fresh
+        bytes); the other k - 1 (or k) members are a uniformly random set of that size from
+        the d - 1 other categories. Given the coin every such set is equally likely, so P(S)
+        is proportional to r or 1 as stated. With an injected ``rng`` the set is a partial
+        Fisher-Yates shuffle with ``below`` (exact by rejection). With the system source it
+        is drawn from blocks read ahead from ``os.urandom`` (``_pooled``), each random byte
+        serving one report only.
+        """
+        if index.__class__ is not int or not 0 <= index < self.d:
+            _check_index(index, self.d)
+        if rng is None or rng is SYSTEM_BITS:
+            return self._pooled(index)
+        read = byte_source(rng)
+        keep = self._include_coin.decide(read(1), read)[0] == _ONE
+        d = self.d
+        others = list(range(d - 1))  # the d - 1 others: index's place holds d - 1
+        if index < d - 1:
+            others[index] = d - 1
+        take = self.k - 1 if keep else self.k
+        bits = (1 << index) if keep else 0
+        for t in range(take):
+            j = t + below(rng, d - 1 - t)
+            others[t], others[j] = others[j], others[t]
+            bits |= 1 << others[t]
+        return bits
+
+    @functools.cached_property
+    def _tables(self) -> tuple[list[int], list[int]] | None:
+        """Every set of k and of k - 1 of the d - 1 other positions (bitsets over positions
+        0..d-2), if there are at most ``SUBSET_TABLE_LIMIT`` of each; else None."""
+        m = self.d - 1
+        if max(math.comb(m, self.k), math.comb(m, self.k - 1)) > SUBSET_TABLE_LIMIT:
+            return None
+        return ([sum(1 << p for p in c) for c in itertools.combinations(range(m), self.k)],
+                [sum(1 << p for p in c) for c in itertools.combinations(range(m), self.k - 1)])
+
+    @functools.cached_property
+    def _table_pools(self) -> tuple[Pool[int], tuple[Pool[int], Pool[int]], list[int]]:
+        """(include coins as ASCII '0'/'1', uniform indices into each table, the masks of
+        the positions below each category)."""
+        tables, coin = self._tables, self._include_coin
+        assert tables is not None
+        sizes = len(tables[0]), len(tables[1])
+        return (Pool(lambda _: coin.decide(os.urandom(POOL_BYTES // 8), os.urandom), 1),
+                (Pool(lambda _: uniform_block(sizes[0]), 1),
+                 Pool(lambda _: uniform_block(sizes[1]), 1)),
+                [(1 << i) - 1 for i in range(self.d)])
+
+    @functools.cached_property
+    def _pools(self) -> tuple[Pool[int], Pool[int], Pool[bytes]]:
+        """(include coins as ASCII '0'/'1', uniform 16-bit words, d-byte marks), each read
+        ahead from ``os.urandom`` in blocks; a mark is 1 with probability about k / d."""
+        d, coin = self.d, self._include_coin
+        cut = min(255, max(1, round(256 * self.k / d)))
+        table = bytes(1 if b < cut else 0 for b in range(256))
+        per_block = max(64, POOL_BYTES // d)
+
+        def marks(_: int) -> Iterator[bytes]:
+            block = os.urandom(per_block * d).translate(table)
+            return map(block.__getitem__, map(slice, range(0, len(block), d),
+                                              range(d, len(block) + d, d)))
+        return (Pool(lambda _: coin.decide(os.urandom(POOL_BYTES // 8), os.urandom), 1),
+                Pool(lambda _: array.array("H", os.urandom(POOL_BYTES)), 1),
+                Pool(marks, 1))
+
+    def _pooled(self, index: int) -> int:
+        """``perturb`` with the system source. With few enough sets (``_tables``): a uniform
+        row (``uniform_block``) of the table of sets of the size the coin asks for, over
+        positions 0..d-2, position p standing for category p below ``index`` and p + 1 from
+        it on (a bijection onto the others). Otherwise exact by symmetry: the marks of the d - 1
+        other categories are independent and identically distributed; while there are too
+        many, a uniformly random marked one is cleared, and while too few, a uniformly random
+        unmarked other one is marked (uniform positions: 16-bit words below a multiple of d,
+        reduced mod d; unsuitable positions are drawn again). Each step treats the others
+        alike, so the final set's law is invariant under permuting them: uniform over the
+        sets of its size."""
+        tables = self._tables
+        if tables is not None:  # a uniform row of a table of every set, moved past index
+            coins, indices, below_mask = self._table_pools
+            try:
+                kept = next(coins.streams[0]) == _ONE
+            except StopIteration:
+                kept = coins.refill(0) == _ONE
+            source = indices[kept]
+            try:
+                row = next(source.streams[0])
+            except StopIteration:
+                row = source.refill(0)
+            chosen, low = tables[kept][row], below_mask[index]
+            return (chosen & low) | ((chosen & ~low) << 1) | (kept << index)
+        coins, words, marks = self._pools
+        try:
+            keep = next(coins.streams[0]) == _ONE
+        except StopIteration:
+            keep = coins.refill(0) == _ONE
+        try:
+            member = bytearray(next(marks.streams[0]))
+        except StopIteration:
+            member = bytearray(marks.refill(0))
+        member[index] = 0
+        d, want = self.d, self.k - keep
+        have, limit = member.count(1), 65536 - 65536 % d
+        stream = words.streams[0]
+        while have != want:
+            try:
+                w = next(stream)
+            except StopIteration:
+                w = words.refill(0)
+                stream = words.streams[0]
+            if w >= limit:
+                continue
+            j = w % d
+            if have > want:
+                if member[j]:
+                    member[j] = 0
+                    have -= 1
+            elif not member[j] and j != index:
+                member[j] = 1
+                have += 1
+        member[index] = keep
+        return int(member.translate(_MARK_TO_ASCII)[::-1], 2)
+
+    def encode_bits(self, bits: int) -> str:
+        """The wire spelling of a subset: lowercase hex, exactly ``hex_digits`` long."""
+        return format(bits, f"0{self.hex_digits}x")
+
+    def counts_of(self, payload: object) -> tuple[int, ...]:
+        """One report's counter increments (n, then per category) from its wire ``bits``:
+        ``hex_digits`` lowercase hex digits with exactly k of the d bits set."""
+        if type(payload) is not str or len(payload) != self.hex_digits or not _HEX.match(payload):
+            raise InvalidParameterError(
+                f"bits must be {self.hex_digits} lowercase hex digits (bit i = category i).")
+        bits = int(payload, 16)
+        if bits >> self.d:
+            raise InvalidParameterError(f"bits sets a bit at or above d = {self.d}.")
+        if bits.bit_count() != self.k:
+            raise InvalidParameterError(f"bits must set exactly k = {self.k} categories.")
+        row = [0] * (self.d + 1)
+        row[0] = 1
+        while bits:
+            low = bits & -bits
+            row[low.bit_length()] = 1
+            bits ^= low
+        return tuple(row)
+
+    def variance(self, f: float, n: int) -> float:
+        """Exact variance of the unbiased estimate of a category whose true share is f."""
+        return _variance(self.channel, f, n)
+
+
+SUBSET_TABLE_LIMIT = 4096
+"""Subset selection keeps a table of every set when there are at most this many of each size."""
+
+
+def uniform_block(size: int, read: Callable[[int], bytes] = os.urandom) -> bytes | list[int]:
+    """Independent uniform integers in [0, size), exactly: bytes (size <= 256) or 16-bit words
+    (size <= 65536) below the largest multiple of size, reduced mod size; the others dropped."""
+    if size == 1:
+        return bytes(POOL_BYTES // 8)
+    if size <= 256:
+        limit = 256 - 256 % size
+        return read(POOL_BYTES // 8).translate(bytes(b % size for b in range(256)),
+                                               bytes(range(limit, 256)))
+    limit = 65536 - 65536 % size
+    return [w % size for w in array.array("H", read(POOL_BYTES // 4)) if w < limit]
+
+
+BITSET_MECHANISMS = (UnaryEncoding, SubsetSelection)
+"""The mechanisms whose reports are bitsets (an int in memory, hex on the wire)."""
+
+
 _HEX = re.compile(r"^[0-9a-f]+\Z")
 _ONE, _ZERO, _UNDECIDED = ord("1"), ord("0"), ord("?")
 POOL_BYTES = 1 << 16
 """Random bytes per refill of a mechanism's pool (system source only)."""
 _KEEP_TO_MASK = bytes(0 if b == _ONE else 0xFF for b in range(256))
 _TOP_BIT = bytes(b >> 7 for b in range(256))
+_MARK_TO_ASCII = bytes(_ONE if b else _ZERO for b in range(256))
 _LOW_BITS = {d: bytes(b & ((1 << d) - 1) for b in range(256)) for d in range(1, 8)}
 _OTHER_TABLES = {m: bytes(1 + b % m for b in range(256)) for m in range(1, 256)}
 assert array.array("H").itemsize == 2
-_POOLS: weakref.WeakSet[Pool] = weakref.WeakSet()
+_POOLS: weakref.WeakSet[Pool[Any]] = weakref.WeakSet()
+_T = TypeVar("_T")
 
 
 def mask_bytes(d: int) -> int:
@@ -488,7 +796,7 @@ def _repeated_mask(d: int, width: int, n: int) -> int:
     return int.from_bytes(((1 << d) - 1).to_bytes(width, "little") * n, "little")
 
 
-class Pool:
+class Pool(Generic[_T]):
     """Random parts of reports drawn ahead from ``os.urandom``: each value serves one report.
 
     ``streams[i]`` yields the values of stream i (e.g. one per true value); ``refill(i)``
@@ -500,12 +808,12 @@ class Pool:
 
     __slots__ = ("_make", "streams", "__weakref__")
 
-    def __init__(self, make: Callable[[int], Iterable[int]], count: int) -> None:
+    def __init__(self, make: Callable[[int], Iterable[_T]], count: int) -> None:
         self._make = make
-        self.streams: list[Iterator[int]] = [iter(()) for _ in range(count)]
+        self.streams: list[Iterator[_T]] = [iter(()) for _ in range(count)]
         _POOLS.add(self)
 
-    def refill(self, i: int) -> int:
+    def refill(self, i: int) -> _T:
         """Draw a new block for stream i; return its first value (the caller's report)."""
         stream = iter(self._make(i))
         first = next(stream)
@@ -682,25 +990,43 @@ def _variance(channel: tuple[Fraction, Fraction], f: float, n: int) -> float:
     return pi * (1 - pi) / (n * (p1 - q) ** 2)
 
 
-CategoricalMechanism = KaryRandomizedResponse | UnaryEncoding
+CategoricalMechanism = KaryRandomizedResponse | UnaryEncoding | SubsetSelection
+
+
+def _rare_variance(channel: tuple[Fraction, Fraction]) -> Fraction:
+    """n times the exact variance of a rare category's estimate (f -> 0): Q (1 - Q) / (P1 - Q)^2."""
+    p1, q = channel
+    return q * (1 - q) / (p1 - q) ** 2
 
 
 def choose_categorical(epsilon: float, d: int, tag: str) -> tuple[CategoricalMechanism, str]:
-    """GRR or OUE for ``d`` categories at ``epsilon``, whichever has the smaller exact variance
-    for a rare category (f -> 0, the usual case in telemetry), and why in plain words.
+    """GRR, OUE or subset selection for ``d`` categories at ``epsilon``, whichever has the
+    smallest exact variance for a rare category (f -> 0, the usual case in telemetry), and
+    why in plain words.
 
     At equal epsilon GRR's variance is (d - 2 + e^eps) / (n (e^eps - 1)^2) and OUE's is
-    4 e^eps / (n (e^eps - 1)^2): GRR wins while d < 3 e^eps + 2 (Wang et al. 2017).
+    4 e^eps / (n (e^eps - 1)^2): GRR wins while d < 3 e^eps + 2 (Wang et al. 2017). Subset
+    selection with its best k (about d / (e^eps + 1)) is never worse than either up to the
+    rounding of its parameters, and strictly better in between; with k = 1 or d - 1 it is
+    GRR itself, so it is chosen only for 2 <= k <= d - 2 and a strictly smaller variance.
     """
     grr = KaryRandomizedResponse.from_epsilon(epsilon, d, tag)
     oue = UnaryEncoding.from_epsilon(epsilon, d, tag)
-    v_grr, v_oue = grr.variance(0.0, 1), oue.variance(0.0, 1)
+    ss = SubsetSelection.from_epsilon(epsilon, d, tag)
+    v_grr, v_oue, v_ss = (_rare_variance(m.channel) for m in (grr, oue, ss))
+    threshold = 3 * math.exp(float(epsilon)) + 2
+    if 2 <= ss.k <= d - 2 and v_ss < min(v_grr, v_oue):
+        return ss, (f"subset selection of k = {ss.k} of the {d} categories: at epsilon "
+                    f"{epsilon:g} its variance per report ({float(v_ss):.4g}) is below k-ary "
+                    f"randomized response's ({float(v_grr):.4g}) and unary encoding's "
+                    f"({float(v_oue):.4g}); each report names a set of {ss.k} categories, "
+                    f"the true one among them more often than chance")
     if v_grr <= v_oue:
         return grr, (f"k-ary randomized response: with d = {d} categories at epsilon "
-                     f"{epsilon:g} its variance per report ({v_grr:.4g}) is below unary "
-                     f"encoding's ({v_oue:.4g}); GRR wins while d < 3e^eps + 2 = "
-                     f"{3 * math.exp(float(epsilon)) + 2:.1f}")
+                     f"{epsilon:g} its variance per report ({float(v_grr):.4g}) is below unary "
+                     f"encoding's ({float(v_oue):.4g}); GRR wins while d < 3e^eps + 2 = "
+                     f"{threshold:.1f}")
     return oue, (f"optimized unary encoding: with d = {d} categories at epsilon {epsilon:g} "
-                 f"its variance per report ({v_oue:.4g}) is below k-ary randomized "
-                 f"response's ({v_grr:.4g}); OUE wins once d >= 3e^eps + 2 = "
-                 f"{3 * math.exp(float(epsilon)) + 2:.1f}")
+                 f"its variance per report ({float(v_oue):.4g}) is below k-ary randomized "
+                 f"response's ({float(v_grr):.4g}); OUE wins once d >= 3e^eps + 2 = "
+                 f"{threshold:.1f}")

@@ -11,9 +11,10 @@ Four kinds, each with one mechanism family (ids in ``parse_mechanism``):
 kind            the true value                        mechanism                  wire field
 ==============  ====================================  =========================  ===========
 ``boolean``     a bool                                ``rr:`` randomized resp.   ``bit``
-``categorical`` one of 2..1024 declared labels        ``grr:`` or ``oue:``       ``index`` /
-                                                                                 ``bits``
-``histogram``   a number, put in declared buckets     ``grr:`` or ``oue:``       as above
+``categorical`` one of 2..1024 declared labels        ``grr:``, ``oue:`` or      ``index`` /
+                                                      ``ss:`` (subset select.)   ``bits``
+``histogram``   a number, put in declared buckets     ``grr:``, ``oue:`` or      as above
+                                                      ``ss:``
 ``numeric``     a number in [lower, upper]            ``bm:`` 1BitMean           ``bit``
 ==============  ====================================  =========================  ===========
 
@@ -33,23 +34,26 @@ from fractions import Fraction
 from typing import Any, Union
 
 from deniable.client.categorical import (MAX_CATEGORIES, MIN_CATEGORIES, KaryRandomizedResponse,
-                                         UnaryEncoding, choose_categorical, domain_tag)
+                                         SubsetSelection, UnaryEncoding, choose_categorical,
+                                         domain_tag)
 from deniable.client.errors import InvalidParameterError
 from deniable.client.mechanism import RandomizedResponse, fraction_text
 from deniable.client.numeric import BitMean, exact_number
 
-Mechanism = Union[RandomizedResponse, KaryRandomizedResponse, UnaryEncoding, BitMean]
+Mechanism = Union[RandomizedResponse, KaryRandomizedResponse, UnaryEncoding, SubsetSelection,
+                  BitMean]
 KINDS = ("boolean", "categorical", "histogram", "numeric")
 _PARSERS: dict[str, Callable[[str], Mechanism]] = {"rr": RandomizedResponse.from_id, "grr": KaryRandomizedResponse.from_id,
-            "oue": UnaryEncoding.from_id, "bm": BitMean.from_id}
-_FIELDS = {"rr": "bit", "grr": "index", "oue": "bits", "bm": "bit"}
-_FAMILY = {"boolean": ("rr",), "categorical": ("grr", "oue"), "histogram": ("grr", "oue"),
+            "oue": UnaryEncoding.from_id, "ss": SubsetSelection.from_id, "bm": BitMean.from_id}
+_FIELDS = {"rr": "bit", "grr": "index", "oue": "bits", "ss": "bits", "bm": "bit"}
+_FAMILY = {"boolean": ("rr",), "categorical": ("grr", "oue", "ss"),
+           "histogram": ("grr", "oue", "ss"),
            "numeric": ("bm",)}
 MAX_CATEGORY_LENGTH = 100
 
 
 def family(mechanism_id: str) -> str:
-    """The id's prefix: ``rr``, ``grr``, ``oue`` or ``bm`` (unchecked beyond that)."""
+    """The id's prefix: ``rr``, ``grr``, ``oue``, ``ss`` or ``bm`` (unchecked beyond that)."""
     prefix = mechanism_id.split(":", 1)[0] if isinstance(mechanism_id, str) else ""
     if prefix not in _PARSERS:
         raise InvalidParameterError(
@@ -147,7 +151,8 @@ class MetricSpec:
                 object.__setattr__(self, "categories", labels)
             _check_categories(labels)
             mechanism = self.mechanism
-            assert isinstance(mechanism, (KaryRandomizedResponse, UnaryEncoding))
+            assert isinstance(mechanism, (KaryRandomizedResponse, UnaryEncoding,
+                                          SubsetSelection))
             tag = domain_tag(self._tag_text())
             if mechanism.d != len(labels) or mechanism.tag != tag:
                 raise InvalidParameterError(
@@ -170,7 +175,7 @@ class MetricSpec:
               edges: Sequence[object] = (), lower: object = None, upper: object = None,
               clamp: bool = False) -> MetricSpec:
         """A spec from a declaration: either a ``mechanism`` (id or object) or an
-        ``epsilon`` (the mechanism is then chosen: GRR or OUE by exact variance).
+        ``epsilon`` (the mechanism is then chosen: GRR, OUE or SS by exact variance).
 
         Raises:
             InvalidParameterError: any part of the declaration that does not hold.

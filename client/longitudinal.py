@@ -46,6 +46,7 @@ policies, with these differences:
 from __future__ import annotations
 
 import logging
+import math
 import os
 import threading
 import time
@@ -60,7 +61,7 @@ from typing import cast
 from deniable.client.budget import DEFAULT_MAX_METRIC_EPSILON, Budget, MetricSpend, PrivacyLedger
 from deniable.client.composition import repeated_loss, split
 from deniable.client.errors import InvalidParameterError
-from deniable.client.categorical import KaryRandomizedResponse, UnaryEncoding
+from deniable.client.categorical import KaryRandomizedResponse, SubsetSelection, UnaryEncoding
 from deniable.client.mechanism import RandomizedResponse
 from deniable.client.memo import (DEFAULT_GRID, Grid, ValueMechanism, alpha_threshold,
                                   check_grid, memo_answer, memo_bit, new_secret, spend_tag,
@@ -75,7 +76,8 @@ log = logging.getLogger("deniable.client")
 
 _MAX_IDENTITY_ROUTES = 4096
 _BOOLS = (False, True)
-_MECHANISMS = (RandomizedResponse, KaryRandomizedResponse, UnaryEncoding, BitMean)
+_MECHANISMS = (RandomizedResponse, KaryRandomizedResponse, UnaryEncoding, SubsetSelection,
+               BitMean)
 AnyMechanism = RandomizedResponse | ValueMechanism
 _GUARDS: weakref.WeakSet[LongitudinalGuard] = weakref.WeakSet()
 
@@ -205,6 +207,10 @@ def _p_answers_differ(memo: AnyMechanism) -> Fraction:
     if isinstance(memo, UnaryEncoding):
         q = memo.q  # bits i and j agree with probability 1/2 each; the others q^2 + (1-q)^2
         return 1 - Fraction(1, 4) * (q * q + (1 - q) * (1 - q)) ** (memo.d - 2)
+    if isinstance(memo, SubsetSelection):  # sum over S of P(S | i) P(S | j), k-subsets S
+        d, k, r, c = memo.d, memo.k, memo.r, math.comb
+        return 1 - (c(d - 2, k - 2) * r * r + 2 * c(d - 2, k - 1) * r + c(d - 2, k)) / (
+            c(d - 1, k - 1) * r + c(d - 1, k)) ** 2
     p1, q = memo.channel
     return p1 * (1 - q) + q * (1 - p1)
 
@@ -325,7 +331,7 @@ class LongitudinalGuard:
         if not isinstance(mechanism, _MECHANISMS):
             raise InvalidParameterError(
                 f"mechanism must be a RandomizedResponse, KaryRandomizedResponse, "
-                f"UnaryEncoding or BitMean. Got {type(mechanism).__name__}.")
+                f"UnaryEncoding, SubsetSelection or BitMean. Got {type(mechanism).__name__}.")
         with self._lock:
             route = self._routes.get((metric, mechanism))
         if route is None:

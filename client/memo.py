@@ -42,12 +42,12 @@ import os
 from fractions import Fraction
 from typing import Union
 
-from deniable.client.categorical import KaryRandomizedResponse, UnaryEncoding
+from deniable.client.categorical import KaryRandomizedResponse, SubsetSelection, UnaryEncoding
 from deniable.client.errors import InvalidParameterError, PrivacyStateError
 from deniable.client.mechanism import RandomizedResponse
 from deniable.client.numeric import BitMean
 
-ValueMechanism = Union[KaryRandomizedResponse, UnaryEncoding, BitMean]
+ValueMechanism = Union[KaryRandomizedResponse, UnaryEncoding, SubsetSelection, BitMean]
 """The mechanisms of the kinds beyond boolean: memoized per value (``memo_answer``)."""
 
 SECRET_BYTES = 32

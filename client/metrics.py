@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
-from deniable.client.categorical import KaryRandomizedResponse, UnaryEncoding
+from deniable.client.categorical import KaryRandomizedResponse, SubsetSelection, UnaryEncoding
 from deniable.client.dimensions import Dimensions
 from deniable.client.errors import InvalidParameterError, UnknownMetricError, WireFormatError
 from deniable.client.kinds import KINDS, Mechanism, MetricSpec, family, parse_mechanism
@@ -261,7 +261,7 @@ def declared_spec(name: str, declared: object) -> MetricSpec:
         return MetricSpec("boolean", mechanism)
     if isinstance(mechanism, BitMean):
         return MetricSpec("numeric", mechanism)
-    if isinstance(mechanism, (KaryRandomizedResponse, UnaryEncoding)):
+    if isinstance(mechanism, (KaryRandomizedResponse, UnaryEncoding, SubsetSelection)):
         raise InvalidParameterError(
             f"metric {name!r}: a categorical mechanism id does not name its categories; "
             f"declare it as MetricSpec.build('categorical', categories=[...], "

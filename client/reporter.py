@@ -49,7 +49,7 @@ from deniable.client.errors import (
 )
 from deniable.client.budget import DEFAULT_MAX_METRIC_EPSILON, Budget
 from deniable.client.catalogue import DEFAULT_CATALOGUE_REFRESH, CatalogueFetcher
-from deniable.client.categorical import UnaryEncoding
+from deniable.client.categorical import BITSET_MECHANISMS
 from deniable.client.dimensions import (
     DIMENSION_NAME, NONE, DimensionError, Dimensions, check_stated)
 from deniable.client.kinds import Mechanism, MetricSpec
@@ -579,7 +579,7 @@ class Reporter:
             self._queue.count_budget_refused()
             raise
         payload: int | str = (mechanism.encode_bits(answer)
-                              if isinstance(mechanism, UnaryEncoding) else answer)
+                              if isinstance(mechanism, BITSET_MECHANISMS) else answer)
         self._put((metric, mechanism_id, payload, stated))
 
     def _not_routed(self, metric: str) -> None:

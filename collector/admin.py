@@ -7,8 +7,8 @@
 creates a metric or a new version (another mechanism: a changed category list, edges or bounds
 is one), 200 when it only updates the description/retention or changes nothing, 409 for a
 retired metric, a mechanism an older version used, or another policy or declaration for the
-current mechanism. With ``epsilon`` the collector chooses the mechanism (GRR or OUE for
-categories, by exact variance) and the answer says which and why (``choice``).
+current mechanism. With ``epsilon`` the collector chooses the mechanism (GRR, OUE or subset
+selection for categories, by exact variance) and the answer says which and why (``choice``).
 A body states the whole registration: ``dimensions`` left out means none. Changing only the
 dimensions (or description, retention) of the current mechanism is an update in place (200,
 no new version): ingest applies the new declaration from then on.

@@ -13,7 +13,7 @@ Metrics are registered in a TOML file loaded at start::
     [metrics.os]                 # a categorical metric: one of 2..1024 declared labels
     kind = "categorical"
     categories = ["android", "ios", "windows", "macos", "linux", "other"]
-    epsilon = 2.0                # GRR or OUE, chosen by exact variance (``choice`` says why)
+    epsilon = 2.0                # GRR, OUE or SS, chosen by exact variance (``choice`` says why)
 
     [metrics.startup_ms]         # a histogram: a number put in [e_i, e_i+1) buckets
     kind = "histogram"
@@ -57,7 +57,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from deniable.client.categorical import KaryRandomizedResponse, UnaryEncoding
+from deniable.client.categorical import KaryRandomizedResponse, SubsetSelection, UnaryEncoding
 from deniable.client.composition import split
 from deniable.client.dimensions import DIMENSION_NAME, NONE, Dimensions
 from deniable.client.errors import DeniableError, InvalidParameterError
@@ -140,7 +140,7 @@ def spec_of(mechanism: Mechanism | MetricSpec) -> MetricSpec:
         return MetricSpec("boolean", mechanism)
     if isinstance(mechanism, BitMean):
         return MetricSpec("numeric", mechanism)
-    if isinstance(mechanism, (KaryRandomizedResponse, UnaryEncoding)):
+    if isinstance(mechanism, (KaryRandomizedResponse, UnaryEncoding, SubsetSelection)):
         raise InvalidParameterError(f"mechanism {mechanism.id} needs its declared categories "
                                     "(register a MetricSpec)")
     raise InvalidParameterError(f"not a mechanism: {mechanism!r}")

@@ -319,6 +319,12 @@ def kind_note(mechanism: Any, n: int | None, confidence: float = 0.95,
                f"category's bit is 1 with probability 1/2, every other bit is 1 with "
                f"probability {float(mechanism.q):.1%}. ")
         what = "each category\u2019s share"
+    elif prefix == "ss":
+        p1, q = (float(x) for x in mechanism.channel)
+        how = (f"Every device sends a set of {mechanism.k} of the {mechanism.d} categories: it "
+               f"holds the true one with probability {p1:.1%}, and each other one with "
+               f"probability {q:.1%}. ")
+        what = "each category\u2019s share"
     else:
         low, high = (float(mechanism.lower), float(mechanism.upper)) if lower is None \
             else (lower, upper or 0.0)

@@ -20,7 +20,7 @@ from deniable.analysis.bounds import (betainc, chi_square_sf, chi_square_test, c
                                       count_events, epsilon_lower_bound, welch_t)
 from deniable.cli.main import main
 from deniable.client import Reporter
-from deniable.client.categorical import KaryRandomizedResponse, UnaryEncoding
+from deniable.client.categorical import KaryRandomizedResponse, SubsetSelection, UnaryEncoding
 from deniable.client.mechanism import RandomizedResponse, below
 from deniable.client.numeric import BitMean
 from deniable.client.randomness import SYSTEM_BITS
@@ -253,13 +253,14 @@ KIND_SUBJECTS = [s for s in builtin_subjects() if isinstance(s, KindSubject)]
 
 def test_the_builtins_cover_every_new_mechanism() -> None:
     assert {type(s.mechanism) for s in KIND_SUBJECTS} == {KaryRandomizedResponse, UnaryEncoding,
-                                                          BitMean}
+                                                          SubsetSelection, BitMean}
 
 
 @pytest.mark.parametrize("mechanism_id, ratio", [
     ("grr:6:1/2:" + TAG, Fraction(5)),                  # p / q = (1/2) / (1/10)
     ("grr:2:3/4:" + TAG, Fraction(3)),                  # the two-coin scheme
     ("oue:64:1/4:" + TAG, Fraction(3)),                 # (1 - q) / q
+    ("ss:8:3:5/3:" + TAG, Fraction(5, 3)),              # P(S) ~ r or 1: r
     ("bm:1/4:0:1000", Fraction(3)),                     # (1 - a) / a
     ("bm:1/10:-5/2:7", Fraction(9)),
 ])
@@ -319,6 +320,21 @@ class LeakyBitMean(BitMean):
         return int(below(rng, p.denominator) < p.numerator)
 
 
+class LeakySubsetSelection(SubsetSelection):
+    """Claims its r, but includes the true category with probability P1 + shift."""
+
+    shift = Fraction(0)
+
+    def perturb(self, index: int, rng=None) -> int:  # type: ignore[no-untyped-def, override]
+        p = self.channel[0] + self.shift
+        keep = below(rng, p.denominator) < p.numerator
+        others = [j for j in range(self.d) if j != index]
+        bits = keep << index
+        for _ in range(self.k - keep):
+            bits |= 1 << others.pop(below(rng, len(others)))
+        return bits
+
+
 def _leaky(cls: type, shift: Fraction, *args: object) -> KindSubject:
     leaky = type(cls.__name__, (cls,), {"shift": shift})(*args)
     return KindSubject("leaky", "leaky", leaky)
@@ -334,6 +350,17 @@ def test_a_kind_off_by_one_percent_either_way_is_caught(make, shift: Fraction) -
     # 1/100 on a probability near 1/2 or 1/4 is 7 to 10 standard errors at 100,000 reports.
     results = {r.check: r for r in Audit(trials=100_000).check_kind_reports(make(shift))}
     assert not results["distribution"].passed, results["distribution"].detail
+
+
+@pytest.mark.parametrize("shift", [Fraction(1, 50), Fraction(-1, 50)])
+def test_a_subset_selection_off_by_two_percent_either_way_is_caught(shift: Fraction) -> None:
+    # P1 = 1/2 (d = 8, k = 3, r = 5/3): 1/50 is 12.6 standard errors at 100,000 reports, far
+    # past the Bonferroni bound of about 5.4 over the 8 categories' inclusion rates.
+    subject = _leaky(LeakySubsetSelection, shift, 8, 3, Fraction(5, 3), TAG)
+    results = {r.check: r for r in Audit(trials=100_000).check_kind_reports(subject)}
+    assert not results["distribution"].passed, results["distribution"].detail
+    honest = KindSubject("ss", "ss", SubsetSelection(8, 3, Fraction(5, 3), TAG))
+    assert check_kind_exact(honest).passed
 
 
 def test_a_kind_that_leaks_more_than_it_claims_fails_the_epsilon_check() -> None:

@@ -70,11 +70,15 @@ def test_from_epsilon_never_exceeds_the_target_and_is_tight(epsilon: float) -> N
 
 
 def test_the_automatic_choice_follows_the_variance_crossover() -> None:
-    # GRR wins while d < 3 e^eps + 2: at eps = 1 that is d < 10.15.
-    assert isinstance(choose_categorical(1.0, 10, TAG)[0], KaryRandomizedResponse)
-    assert isinstance(choose_categorical(1.0, 11, TAG)[0], UnaryEncoding)
+    # Between GRR and OUE, GRR wins while d < 3 e^eps + 2: at eps = 1 that is d < 10.15.
+    for d, grr_wins in ((10, True), (11, False)):
+        grr, oue = (KaryRandomizedResponse.from_epsilon(1.0, d, TAG),
+                    UnaryEncoding.from_epsilon(1.0, d, TAG))
+        assert (grr.variance(0.0, 1) < oue.variance(0.0, 1)) == grr_wins
+    # Subset selection beats both from d = 5 at eps = 1 (tests/client/test_subset_selection.py).
+    assert isinstance(choose_categorical(1.0, 4, TAG)[0], KaryRandomizedResponse)
     mechanism, why = choose_categorical(1.0, 1024, TAG)
-    assert "unary encoding" in why and "1024" in why
+    assert mechanism.id.startswith("ss:1024:") and "subset selection" in why and "1024" in why
 
 
 def test_perturbed_outputs_take_only_legal_values() -> None:

@@ -15,6 +15,7 @@ import orjson
 import pytest
 import redis
 
+from deniable.client.categorical import UnaryEncoding, domain_tag
 from deniable.client.kinds import MetricSpec
 from deniable.client.wire import encode_batch
 from deniable.collector.app import create_app
@@ -22,9 +23,11 @@ from deniable.collector.store import Store
 from tests.conftest import OPEN, snapshot
 
 CAT = MetricSpec.build("categorical", epsilon=1.0, categories=list("abcde"))      # GRR, d = 5
-WIDE = MetricSpec.build("categorical", epsilon=0.1, categories=list("uvwxyz"))    # OUE, d = 6
-BIG = MetricSpec.build("categorical", epsilon=1.0,
-                       categories=[f"c{i}" for i in range(1024)])                # OUE, d = 1024
+WIDE = MetricSpec.build("categorical", categories=list("uvwxyz"),                # OUE, d = 6
+                        mechanism=UnaryEncoding.from_epsilon(0.1, 6, domain_tag(list("uvwxyz"))))
+BIG = MetricSpec.build("categorical", categories=[f"c{i}" for i in range(1024)],  # OUE, d = 1024
+                       mechanism=UnaryEncoding.from_epsilon(
+                           1.0, 1024, domain_tag([f"c{i}" for i in range(1024)])))
 NUM = MetricSpec.build("numeric", epsilon=1.0, lower=0, upper=10)                # 1BitMean
 FLAG = "rr:1/2:1/2"
 C, W, B, N = CAT.mechanism.id, WIDE.mechanism.id, BIG.mechanism.id, NUM.mechanism.id

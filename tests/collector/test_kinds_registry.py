@@ -147,11 +147,11 @@ def test_the_admin_api_chooses_grr_or_oue_and_says_why(http) -> None:  # type: i
     many = register(http, name="locale", kind="categorical",
                     categories=[f"l{i:02}" for i in range(64)], epsilon=1.0)
     assert (few.status_code, many.status_code) == (201, 201)
-    # GRR wins while d < 3 e^eps + 2 (10.15 at eps = 1): d = 3 is GRR, d = 64 is OUE.
+    # By exact variance at eps = 1: d = 3 is GRR, d = 64 subset selection (k = 17).
     assert few.json["metric"]["mechanism"].startswith("grr:3:")
     assert "k-ary randomized response" in few.json["metric"]["choice"]
-    assert many.json["metric"]["mechanism"].startswith("oue:64:")
-    assert "optimized unary encoding" in many.json["metric"]["choice"]
+    assert many.json["metric"]["mechanism"].startswith("ss:64:17:")
+    assert "subset selection" in many.json["metric"]["choice"]
     assert catalogue(http)["locale"]["choice"] == many.json["metric"]["choice"]
     # The same declaration again changes nothing; so does its mechanism given by id.
     again = register(http, name="theme", kind="categorical",

@@ -14,7 +14,7 @@ import pytest
 import redis
 import requests
 
-from deniable.client.categorical import UnaryEncoding
+from deniable.client.categorical import BITSET_MECHANISMS
 from deniable.client.kinds import MetricSpec, parse_mechanism
 from deniable.client.randomness import SecureBits
 from deniable.client.wire import encode_batch, new_batch_id
@@ -22,7 +22,7 @@ from deniable.collector.server import CollectorProcess
 from tests.conftest import OPEN_ENV, snapshot
 
 OS = ["android", "ios", "windows", "macos", "linux", "other"]
-EDGES = [0, *(2 ** i for i in range(6, 70))]  # 64 buckets: OUE at epsilon 1
+EDGES = [0, *(2 ** i for i in range(6, 70))]  # 64 buckets: SS (k = 17) at epsilon 1
 METRICS = f"""\
 [metrics.os]
 kind = "categorical"
@@ -62,7 +62,7 @@ def catalogue(url: str) -> dict[str, MetricSpec]:
 def payload(spec: MetricSpec, value: object, rng: SecureBits) -> int | str:
     """One report's wire payload for a true ``value``, as a device makes it."""
     perturbed = spec.mechanism.perturb(spec.encode(value), rng)  # type: ignore[arg-type]
-    if isinstance(spec.mechanism, UnaryEncoding):
+    if isinstance(spec.mechanism, BITSET_MECHANISMS):
         return spec.mechanism.encode_bits(perturbed)
     return perturbed
 
@@ -88,7 +88,7 @@ def test_every_kind_is_counted_exactly_over_http(collector: CollectorProcess,
     url = collector.url
     specs = catalogue(url)
     assert specs["os"].mechanism.id.startswith("grr:6:")
-    assert specs["startup_ms"].mechanism.id.startswith("oue:64:")
+    assert specs["startup_ms"].mechanism.id.startswith("ss:64:17:")
     assert specs["crashes"].mechanism.id.startswith("bm:")
     rng, truth = SecureBits(), random.Random(12)
     values = {"os": lambda: truth.choice(OS),
@@ -117,9 +117,11 @@ def test_every_kind_is_counted_exactly_over_http(collector: CollectorProcess,
         assert doc["kind"] == spec.kind and doc["labels"] == list(spec.labels)
         assert counts == tally(spec, sent[name]), name
         assert counts[0] == 900
-    # OUE sets many bits per report; GRR exactly one slot per report.
+    # SS sets k bits per report; GRR exactly one slot per report.
     _, os_counts = read_counts(url, "os")
     assert sum(os_counts[1:]) == 900
+    _, buckets = read_counts(url, "startup_ms")
+    assert sum(buckets[1:]) == 900 * 17
     _, numeric = read_counts(url, "crashes")
     assert len(numeric) == 2  # n and ones: 1BitMean is one bit
 

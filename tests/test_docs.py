@@ -15,8 +15,8 @@ from pathlib import Path
 from statistics import NormalDist
 from typing import Any
 
-from deniable.client.categorical import (KaryRandomizedResponse, UnaryEncoding,
-                                         choose_categorical)
+from deniable.client.categorical import (KaryRandomizedResponse, SubsetSelection,
+                                         UnaryEncoding, choose_categorical)
 from deniable.client.kinds import MetricSpec
 from deniable.client.mechanism import RandomizedResponse
 from deniable.client.numeric import BitMean
@@ -85,7 +85,8 @@ def categorical_price_rows() -> list[str]:
     for d in (8, 64, 1024):
         for epsilon in (1, 2, 4):
             mechanism, _ = choose_categorical(epsilon, d, "00000000")
-            name = "GRR" if isinstance(mechanism, KaryRandomizedResponse) else "OUE"
+            name = ("GRR" if isinstance(mechanism, KaryRandomizedResponse) else
+                    "SS" if isinstance(mechanism, SubsetSelection) else "OUE")
             cells = [f"{reports_for(mechanism.variance(f, 1)):,}" for f in (0.0, 0.1, 0.5)]
             rows.append(f"| {d} | {epsilon} | {name} | " + " | ".join(cells) + " |")
     return rows
@@ -114,7 +115,7 @@ def test_the_price_tables_are_what_the_exact_variances_give() -> None:
 
 
 README_PRICE_ROWS = {line for line in README.splitlines()
-                     if re.match(r"^\| (\d+ \| [124] \| (GRR|OUE)|[124] \| 1BitMean)", line)}
+                     if re.match(r"^\| (\d+ \| [124] \| (GRR|OUE|SS)|[124] \| 1BitMean)", line)}
 
 
 def test_the_readme_quotes_rows_of_the_computed_price_tables() -> None:

@@ -445,6 +445,26 @@ PATHS: dict[str, dict[str, Any]] = {
             "503": UNAVAILABLE,
         },
     }},
+    "/dashboard/breakdown": {"get": {
+        "operationId": "dashboardBreakdown",
+        "summary": "One metric broken down by a public dimension it declares, for the "
+                   "dashboard (read key); cells under min_reports are suppressed",
+        "parameters": [
+            {"name": "metric", "in": "query", "required": True, "schema": {"type": "string"}},
+            {"name": "by", "in": "query", "required": True, "schema": {"type": "string"}},
+            {"name": "min_reports", "in": "query", "required": False,
+             "schema": {"type": "integer", "minimum": 1, "maximum": 1000000000}},
+            *TIME_RANGE,
+        ],
+        "responses": {
+            "200": _json("One cell per value (label, n, suppressed, reason, and for shown cells "
+                         "the estimate of the metric's kind), the not-stated count and a note "
+                         "naming what was suppressed.", {"type": "object"}),
+            "404": _problem("No metric of that name, or no such dimension or combination."),
+            "422": _problem("A bad parameter; errors[] names it."),
+            "503": UNAVAILABLE,
+        },
+    }},
     "/dashboard/static/{filename}": {"get": {
         "operationId": "dashboardStatic",
         "summary": "The dashboard's script and style sheet",

@@ -18,6 +18,7 @@ import requests
 
 from deniable.analysis.sources import RedisSource
 from deniable.cli.main import main
+from deniable.client.categorical import UnaryEncoding, domain_tag
 from deniable.client.wire import encode_batch, new_batch_id
 from deniable.collector import auth, keys
 from deniable.collector.server import CollectorProcess
@@ -186,10 +187,13 @@ def test_a_categorical_metric_is_counted_per_category_on_the_cluster(collector,
     read = auth.create_key(cluster_client, "read", "analysts")
     names = {f"cl_cat_{new_batch_id()[:8]}": 3, f"cl_cat_{new_batch_id()[:8]}": 8}
     mechanisms = {}
-    for name, d in names.items():  # at epsilon 0.5, GRR for d = 3 and OUE for d = 8
+    for name, d in names.items():  # GRR for d = 3 (chosen at epsilon 0.5); OUE for d = 8
+        categories = [f"c{i}" for i in range(d)]
+        chosen = {"epsilon": 0.5} if d == 3 else {"mechanism": UnaryEncoding.from_epsilon(
+            0.5, d, domain_tag(categories)).id}
         created = requests.post(f"{collector.url}/v1/admin/metrics", headers=headers(admin),
-                                json={"name": name, "kind": "categorical", "epsilon": 0.5,
-                                      "categories": [f"c{i}" for i in range(d)]}, timeout=10)
+                                json={"name": name, "kind": "categorical", **chosen,
+                                      "categories": categories}, timeout=10)
         assert created.status_code == 201, created.text
         mechanisms[name] = created.json()["metric"]["mechanism"]
     grr, oue = names
@@ -328,7 +332,14 @@ def test_every_route_answers_on_the_cluster(collector, cluster_client,
         "/v1/admin/metrics": {"name": name, "mechanism": "rr:1/2:1/2"},
         "/v1/admin/metrics/<name>/retire": None,
     }
-    params = {"/dashboard/data": {"metric": "cl_metric_2"}}
+    dims_metric = f"cl_dims_{new_batch_id()[:8]}"  # for the breakdown route
+    created = requests.post(f"{collector.url}/v1/admin/metrics", headers=headers(roles["admin"]),
+                            timeout=10, json={"name": dims_metric, "mechanism": "rr:1/2:1/2",
+                                              "dimensions": {"platform": {"values": ["ios"]}}})
+    assert created.status_code == 201, created.text
+    time.sleep(1.1)  # every worker's registry cache (REGISTRY_CACHE_SECONDS=1)
+    params = {"/dashboard/data": {"metric": "cl_metric_2"},
+              "/dashboard/breakdown": {"metric": dims_metric, "by": "platform"}}
     seen = 0
     for rule in app.url_map.iter_rules():
         path = rule.rule.replace("<name>", name if "retire" in rule.rule else "cl_metric_2")

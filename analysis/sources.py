@@ -463,14 +463,14 @@ class RedisSource:
         entry = self._registry.entry(metric)
         if entry is None:
             raise SourceError(f"the collector's registry has no metric {metric!r}")
-        found = entry.current
-        info = MetricInfo(metric, entry.description, found.mechanism, found.policy,
+        info = self._info(metric, entry, entry.current)
+        return (info, *_visible_hours(start, end, entry.retention_days))
+
+    def _info(self, metric: str, entry: Any, found: Any) -> MetricInfo:
+        """The MetricInfo of one version of a registry entry."""
+        return MetricInfo(metric, entry.description, found.mechanism, found.policy,
                           found.version, _version_spec(found, entry),
                           self._dimensions_of(metric, entry))
-        start, end = default_range(start, end)
-        first, end_hour = keys.hour_range(start, end)
-        first = max(first, keys.visible_from(datetime.now(timezone.utc), entry.retention_days))
-        return info, first, end_hour
 
     def series_counts(self, metric: str, label: str, start: datetime | None = None,
                       end: datetime | None = None) -> MetricCounts:
@@ -509,12 +509,8 @@ class RedisSource:
         if entry is None or found is None:
             raise SourceError(f"the collector's registry has no metric {metric!r}"
                               + (f" with a version {version}" if version is not None else ""))
-        info = MetricInfo(metric, entry.description, found.mechanism, found.policy,
-                          found.version, _version_spec(found, entry),
-                          self._dimensions_of(metric, entry))
-        start, end = default_range(start, end)
-        first, end_hour = keys.hour_range(start, end)
-        first = max(first, keys.visible_from(datetime.now(timezone.utc), entry.retention_days))
+        info = self._info(metric, entry, found)
+        first, end_hour = _visible_hours(start, end, entry.retention_days)
         months = None
         if version is None:
             plan = self._plan
@@ -529,6 +525,15 @@ class RedisSource:
             months = self._store.month_strings(metric, info.mechanism.id, first, end_hour)
         hours, values = decode_months(months, keys.width(info.mechanism.id), first, end_hour)
         return MetricCounts(info, hours, values=values)
+
+
+def _visible_hours(start: datetime | None, end: datetime | None,
+                   retention_days: int) -> tuple[int, int]:
+    """[first, end) hour indexes of a read over [start, end) (default: the last 7 days), the
+    hours past the metric's retention left out."""
+    start, end = default_range(start, end)
+    first, end_hour = keys.hour_range(start, end)
+    return max(first, keys.visible_from(datetime.now(timezone.utc), retention_days)), end_hour
 
 
 def decode_months(months: Sequence[tuple[keys.Month, bytes | None]], width: int,

@@ -445,23 +445,39 @@ class UnaryEncoding:
 
     def counts_of(self, payload: object) -> tuple[int, ...]:
         """One report's counter increments (n, then per category) from its wire ``bits``."""
-        if type(payload) is not str or len(payload) != self.hex_digits or not _HEX.match(payload):
-            raise InvalidParameterError(
-                f"bits must be {self.hex_digits} lowercase hex digits (bit i = category i).")
-        bits = int(payload, 16)
-        if bits >> self.d:
-            raise InvalidParameterError(f"bits sets a bit at or above d = {self.d}.")
-        row = [0] * (self.d + 1)
-        row[0] = 1
-        while bits:
-            low = bits & -bits
-            row[low.bit_length()] = 1
-            bits ^= low
-        return tuple(row)
+        return bitset_row(bitset_of(payload, self.d), self.d)
 
     def variance(self, f: float, n: int) -> float:
         """Exact variance of the unbiased estimate of a category whose true share is f."""
         return _variance(self.channel, f, n)
+
+
+def bitset_of(payload: object, d: int) -> int:
+    """The bitset a wire ``bits`` field spells: exactly ceil(d / 4) lowercase hex digits, no
+    bit at or above d (OUE and subset selection share this spelling).
+
+    Raises:
+        InvalidParameterError: any other payload.
+    """
+    digits = -(-d // 4)
+    if type(payload) is not str or len(payload) != digits or not _HEX.match(payload):
+        raise InvalidParameterError(
+            f"bits must be {digits} lowercase hex digits (bit i = category i).")
+    bits = int(payload, 16)
+    if bits >> d:
+        raise InvalidParameterError(f"bits sets a bit at or above d = {d}.")
+    return bits
+
+
+def bitset_row(bits: int, d: int) -> tuple[int, ...]:
+    """One report's counter increments for a bitset: n = 1, then 1 for each set category."""
+    row = [0] * (d + 1)
+    row[0] = 1
+    while bits:
+        low = bits & -bits
+        row[low.bit_length()] = 1
+        bits ^= low
+    return tuple(row)
 
 
 _SS_ID = re.compile(r"^ss:([0-9]{1,4}):([0-9]{1,4}):([0-9/]{1,41}):([0-9a-f]{8})\Z")
@@ -722,21 +738,10 @@ class SubsetSelection:
     def counts_of(self, payload: object) -> tuple[int, ...]:
         """One report's counter increments (n, then per category) from its wire ``bits``:
         ``hex_digits`` lowercase hex digits with exactly k of the d bits set."""
-        if type(payload) is not str or len(payload) != self.hex_digits or not _HEX.match(payload):
-            raise InvalidParameterError(
-                f"bits must be {self.hex_digits} lowercase hex digits (bit i = category i).")
-        bits = int(payload, 16)
-        if bits >> self.d:
-            raise InvalidParameterError(f"bits sets a bit at or above d = {self.d}.")
+        bits = bitset_of(payload, self.d)
         if bits.bit_count() != self.k:
             raise InvalidParameterError(f"bits must set exactly k = {self.k} categories.")
-        row = [0] * (self.d + 1)
-        row[0] = 1
-        while bits:
-            low = bits & -bits
-            row[low.bit_length()] = 1
-            bits ^= low
-        return tuple(row)
+        return bitset_row(bits, self.d)
 
     def variance(self, f: float, n: int) -> float:
         """Exact variance of the unbiased estimate of a category whose true share is f."""

@@ -63,7 +63,8 @@ from deniable.client.period import DEFAULT_POLICY, CollectionPolicy, parse_polic
 from deniable.client.wire import Batch, decode_batch, decode_compact_batch, is_metric_name
 from deniable.collector import keys
 from deniable.collector.errors import CollectorError
-from deniable.collector.registry import Metric, check_policy, spec_for, spec_of
+from deniable.collector.registry import (Metric, check_policy, mechanism_field, spec_for,
+                                         spec_of)
 
 log = logging.getLogger("deniable.collector")
 MAX_RETENTION_DAYS = 3650
@@ -207,12 +208,7 @@ def validate(name: object, mechanism: object, description: object = "",
     if not is_metric_name(name):
         raise InvalidParameterError("name: lowercase letters, digits and '_', at most 64 "
                                     "characters, starting with a letter")
-    if not isinstance(mechanism, str):
-        raise InvalidParameterError("mechanism: must be a mechanism id such as 'rr:1/2:1/2'")
-    try:
-        parsed = parse_mechanism(mechanism)
-    except InvalidParameterError as exc:
-        raise InvalidParameterError(f"mechanism: {exc}") from exc
+    parsed = mechanism_field(mechanism)
     check_about(description, retention_days)
     return name, parsed, description, retention_days  # type: ignore[return-value]
 

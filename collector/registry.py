@@ -111,6 +111,20 @@ class Metric:
                 **self.dimensions.describe()}
 
 
+def mechanism_field(mechanism: object) -> Mechanism:
+    """A declaration's ``mechanism``: a canonical id of any kind.
+
+    Raises:
+        InvalidParameterError: naming the field (``mechanism: ...``).
+    """
+    if not isinstance(mechanism, str):
+        raise InvalidParameterError("mechanism: must be a mechanism id such as 'rr:1/2:1/2'")
+    try:
+        return parse_mechanism(mechanism)
+    except InvalidParameterError as exc:
+        raise InvalidParameterError(f"mechanism: {exc}") from exc
+
+
 def spec_for(mechanism: Mechanism, spec: MetricSpec | None) -> MetricSpec:
     """``spec``, checked to be ``mechanism``'s; or, if None, the spec of the bare mechanism
     (``spec_of``). Metrics and registry versions hold both and agree through this.
@@ -167,12 +181,7 @@ def declare(doc: Mapping[str, Any]) -> MetricSpec:
             "mechanism (an id such as 'rr:1/2:1/2') and epsilon (nats)")
     parsed: Mechanism | None = None
     if mechanism is not None:
-        if not isinstance(mechanism, str):
-            raise InvalidParameterError("mechanism: must be a mechanism id such as 'rr:1/2:1/2'")
-        try:
-            parsed = parse_mechanism(mechanism)
-        except InvalidParameterError as exc:
-            raise InvalidParameterError(f"mechanism: {exc}") from exc
+        parsed = mechanism_field(mechanism)
     elif isinstance(epsilon, bool) or not isinstance(epsilon, (int, float)) \
             or not math.isfinite(epsilon) or not 0 < epsilon <= MAX_EPSILON:
         raise InvalidParameterError(f"epsilon: must be a number of nats in (0, {MAX_EPSILON}]")

@@ -300,10 +300,20 @@ class DurableQueue:
 
     # -- committing and sealing ------------------------------------------------------------
 
-    def commit(self, *, seal_all: bool = False) -> None:
-        """Write the buffer to SQLite now; seal full (or, with ``seal_all``, all) batches."""
-        with self._db_lock:
+    def commit(self, *, seal_all: bool = False, timeout: float | None = None) -> bool:
+        """Write the buffer to SQLite now; seal full (or, with ``seal_all``, all) batches.
+
+        With ``timeout`` (seconds), give up if another thread holds the file that long (a
+        caller with a deadline, such as ``flush``); the buffer then waits for the next commit.
+        Returns whether the commit ran.
+        """
+        if not self._db_lock.acquire(timeout=-1 if timeout is None else max(0.0, timeout)):
+            return False
+        try:
             self._commit(seal=True, seal_all=seal_all)
+        finally:
+            self._db_lock.release()
+        return True
 
     def _commit(self, *, seal: bool, seal_all: bool = False) -> None:
         with self._buffer_lock:
@@ -520,22 +530,30 @@ class DurableQueue:
                                     "FROM dead_letter ORDER BY dead_at").fetchall()
         return [DeadLetter(*r) for r in rows]
 
-    def has_work(self) -> bool:
-        """Whether any report is buffered, pending or in a sealed batch."""
+    def has_work(self, timeout: float | None = None) -> bool:
+        """Whether any report is buffered, pending or in a sealed batch (True if the file is
+        busy for longer than ``timeout`` seconds: the caller then assumes work is left)."""
         return self._buffered_or(
-            "SELECT EXISTS (SELECT 1 FROM pending) OR EXISTS (SELECT 1 FROM batches)")
+            "SELECT EXISTS (SELECT 1 FROM pending) OR EXISTS (SELECT 1 FROM batches)", timeout)
 
-    def has_pending(self) -> bool:
-        """Whether any report is buffered or committed but not yet sealed into a batch."""
-        return self._buffered_or("SELECT EXISTS (SELECT 1 FROM pending)")
+    def has_pending(self, timeout: float | None = None) -> bool:
+        """Whether any report is buffered or committed but not yet sealed into a batch (False
+        if the file is busy for longer than ``timeout`` seconds)."""
+        return self._buffered_or("SELECT EXISTS (SELECT 1 FROM pending)", timeout, busy=False)
 
-    def _buffered_or(self, exists_query: str) -> bool:
-        """Whether the memory buffer holds a report, else whether ``exists_query`` holds."""
+    def _buffered_or(self, exists_query: str, timeout: float | None = None,
+                     busy: bool = True) -> bool:
+        """Whether the memory buffer holds a report, else whether ``exists_query`` holds;
+        ``busy`` if the file stays locked past ``timeout``."""
         with self._buffer_lock:
             if self._buffer:
                 return True
-        with self._db_lock:
+        if not self._db_lock.acquire(timeout=-1 if timeout is None else max(0.0, timeout)):
+            return busy
+        try:
             return bool(self._db.execute(exists_query).fetchone()[0] == 1)
+        finally:
+            self._db_lock.release()
 
     @property
     def closed(self) -> bool:

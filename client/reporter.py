@@ -692,18 +692,23 @@ class Reporter:
         if self._queue.closed:
             raise QueueError("the reporter is closed")
         deadline = time.monotonic() + (self.close_timeout if timeout is None else timeout)
-        self._queue.commit(seal_all=True)
+
+        def left() -> float:
+            return deadline - time.monotonic()
+
+        # Every wait on the queue file is bounded by the deadline: another thread's slow
+        # SQLite write (a loaded disk) never holds this call past it.
+        self._queue.commit(seal_all=True, timeout=left())
         self._sender.hurry()
         while True:
-            if not self._queue.has_work():
+            if not self._queue.has_work(timeout=left()):
                 return True
-            left = deadline - time.monotonic()
-            if left <= 0:
+            if left() <= 0:
                 return False
-            if self._queue.has_pending():  # reports arrived meanwhile (other threads)
-                self._queue.commit(seal_all=True)
+            if self._queue.has_pending(timeout=left()):  # reports arrived meanwhile
+                self._queue.commit(seal_all=True, timeout=left())
                 self._sender.hurry()
-            self._sender.wait_for_progress(min(left, 0.1))
+            self._sender.wait_for_progress(min(max(left(), 0.0), 0.1))
 
     def close(self, timeout: float | None = None) -> bool:
         """Flush with a deadline, stop the threads and close the queue. Idempotent.

@@ -233,3 +233,36 @@ def test_network_failures_name_themselves() -> None:
                                       "local issuer certificate")
     assert _tls_failure("h", requests.exceptions.SSLError("EOF")) == \
         "TLS handshake failed for host h (SSLError)"
+
+
+def test_flush_keeps_its_deadline_while_another_thread_holds_the_queue_file(
+        tmp_path: Path) -> None:
+    """A slow SQLite write elsewhere (a loaded disk) must not hold flush() past its deadline."""
+    import threading
+    with stalled_listener() as url:
+        reporter = Reporter(url, METRICS, queue_path=tmp_path / "q.db", one_per_period=False)
+        for i in range(20):
+            reporter.report("feature_x_enabled", i % 2 == 0)
+        queue = reporter._queue
+        held, release = threading.Event(), threading.Event()
+
+        def hold_the_file() -> None:
+            with queue._db_lock:  # as a commit stuck in fsync would
+                held.set()
+                release.wait(5)
+
+        holder = threading.Thread(target=hold_the_file)
+        holder.start()
+        try:
+            assert held.wait(5)
+            started = time.monotonic()
+            assert reporter.flush(timeout=0.3) is False
+            assert time.monotonic() - started < 0.3 + 0.25
+        finally:
+            release.set()
+            holder.join()
+        reporter.close(timeout=0)
+    with Reporter("http://127.0.0.1:9", METRICS, queue_path=tmp_path / "q.db",
+                  one_per_period=False) as again:
+        assert again.stats().queued == 20  # nothing was lost by giving up
+        again.close(timeout=0)

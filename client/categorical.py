@@ -359,7 +359,7 @@ class UnaryEncoding:
     @functools.cached_property
     def hex_digits(self) -> int:
         """Length of the wire bitset: ceil(d / 4) hex digits."""
-        return -(-self.d // 4)
+        return bitset_digits(self.d)
 
     @functools.cached_property
     def _coin(self) -> ByteCoin:
@@ -441,7 +441,7 @@ class UnaryEncoding:
 
     def encode_bits(self, bits: int) -> str:
         """The wire spelling of a bitset: lowercase hex, exactly ``hex_digits`` long."""
-        return format(bits, f"0{self.hex_digits}x")
+        return encode_bitset(bits, self.d)
 
     def counts_of(self, payload: object) -> tuple[int, ...]:
         """One report's counter increments (n, then per category) from its wire ``bits``."""
@@ -452,6 +452,16 @@ class UnaryEncoding:
         return _variance(self.channel, f, n)
 
 
+def bitset_digits(d: int) -> int:
+    """Length of a ``bits`` field for d categories: ceil(d / 4) lowercase hex digits."""
+    return -(-d // 4)
+
+
+def encode_bitset(bits: int, d: int) -> str:
+    """The wire spelling of a bitset over d categories (bit i = category i)."""
+    return format(bits, f"0{bitset_digits(d)}x")
+
+
 def bitset_of(payload: object, d: int) -> int:
     """The bitset a wire ``bits`` field spells: exactly ceil(d / 4) lowercase hex digits, no
     bit at or above d (OUE and subset selection share this spelling).
@@ -459,7 +469,7 @@ def bitset_of(payload: object, d: int) -> int:
     Raises:
         InvalidParameterError: any other payload.
     """
-    digits = -(-d // 4)
+    digits = bitset_digits(d)
     if type(payload) is not str or len(payload) != digits or not _HEX.match(payload):
         raise InvalidParameterError(
             f"bits must be {digits} lowercase hex digits (bit i = category i).")
@@ -596,7 +606,7 @@ class SubsetSelection:
     @functools.cached_property
     def hex_digits(self) -> int:
         """Length of the wire bitset: ceil(d / 4) hex digits."""
-        return -(-self.d // 4)
+        return bitset_digits(self.d)
 
     @functools.cached_property
     def _include_coin(self) -> ByteCoin:
@@ -733,7 +743,7 @@ class SubsetSelection:
 
     def encode_bits(self, bits: int) -> str:
         """The wire spelling of a subset: lowercase hex, exactly ``hex_digits`` long."""
-        return format(bits, f"0{self.hex_digits}x")
+        return encode_bitset(bits, self.d)
 
     def counts_of(self, payload: object) -> tuple[int, ...]:
         """One report's counter increments (n, then per category) from its wire ``bits``:

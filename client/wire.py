@@ -341,8 +341,9 @@ def _sum_clean_reports(reports: list[Any], registry: Mapping[str, str],
 
 
 def _sends_a_bit(mechanism: str) -> bool:
-    """Whether a registered mechanism's reports carry a ``bit`` (``rr:``, ``bm:``)."""
-    return mechanism.startswith(("rr:", "bm:"))
+    """Whether a registered mechanism's reports carry a ``bit`` (``rr:``, ``bm:``): asked of
+    ``kinds.payload_field``, the one table of payload fields."""
+    return payload_field(mechanism) == "bit"
 
 
 _COMPACT_HEAD = re.compile(rb'\{"batch_id":"([0-9a-f]{32})","reports":\[\{')

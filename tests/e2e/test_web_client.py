@@ -124,8 +124,10 @@ def test_node_reports_with_its_file_queue_and_the_python_clients_secret(
         assert done.returncode == 0, done.stderr[-3000:]
         return json.loads(done.stdout)
 
-    refused = run("dnk_revoked_key", 60, 800)  # kept in queue.json, not dead-lettered
-    assert refused["sent"] is False and refused["stats"]["keyRefused"] is True
+    # Kept in queue.json, not dead-lettered; the retry that close() abandons at its deadline
+    # must not clear the refusal an earlier answer gave.
+    refused = run("dnk_revoked_key", 60, 800)
+    assert refused["sent"] is False and refused["stats"]["keyRefused"] is True, refused
     assert refused["stats"]["queued"] == 120 and refused["stats"]["deadLettered"] == 0
     assert (tmp_path / "queue.json").stat().st_mode & 0o777 == 0o600
     sent = run(good.secret, 40, 10_000)

@@ -537,7 +537,9 @@ export class Reporter {
         return;
       }
       const config = e.status !== undefined && this.retry.configStatusCodes.includes(e.status);
-      this.keyRefused = e.authRefused;
+      // Only an answer says anything about the key: a timeout or an abandoned request (close)
+      // leaves an earlier refusal standing.
+      if (e.status !== undefined) this.keyRefused = e.authRefused;
       this.attempts++;
       const delay = backoffDelay(this.attempts, this.retry,
                                  config ? this.retry.maxAuthBackoff : this.retry.maxBackoff,

@@ -261,7 +261,7 @@ class MetricSpec:
                     + (f". Got a {type(value).__name__} instead." if not isinstance(value, str)
                        else " and it is not."))  # never echo the value: it is the secret
             return index
-        number = exact_number("the value", value)
+        number = exact_number("the value", value, secret=True)  # never echo the value
         low, high = (self.edges[0], self.edges[-1]) if self.kind == "histogram" else \
             (self.mechanism.lower, self.mechanism.upper)  # type: ignore[union-attr]
         if not low <= number <= high:

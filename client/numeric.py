@@ -30,18 +30,21 @@ DENOMINATOR_BITS = 32
 _ID = re.compile(r"^bm:([0-9/]{1,41}):(-?[0-9/]{1,42}):(-?[0-9/]{1,42})\Z")
 
 
-def exact_number(name: str, value: object) -> Fraction:
+def exact_number(name: str, value: object, *, secret: bool = False) -> Fraction:
     """A finite real number as an exact Fraction (a float at its exact binary value).
+
+    Args:
+        secret: ``value`` is a user's true value: the error names its type, never the value.
 
     Raises:
         InvalidParameterError: a bool, NaN, an infinity, or not a real number.
     """
+    shown = f"a {type(value).__name__}" if secret else f"{value!r} ({type(value).__name__})"
     if isinstance(value, bool) or not isinstance(value, (int, float, Fraction)):
         raise InvalidParameterError(
-            f"{name} must be a number (int, float or Fraction). "
-            f"Got {value!r} ({type(value).__name__}) instead.")
+            f"{name} must be a number (int, float or Fraction). Got {shown} instead.")
     if isinstance(value, float) and not math.isfinite(value):
-        raise InvalidParameterError(f"{name} must be a finite number. Got {value!r} instead.")
+        raise InvalidParameterError(f"{name} must be a finite number. Got {shown} instead.")
     return Fraction(value)
 
 

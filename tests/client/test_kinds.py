@@ -113,6 +113,10 @@ def test_specs_encode_values_and_refuse_what_they_do_not_declare() -> None:
     for bad in (math.nan, math.inf, "5", True, 0.2):
         with pytest.raises(InvalidParameterError):
             num.encode(bad)
+    for secret in ("4.25 hours asleep", [4.25]):  # a refused value is never echoed
+        with pytest.raises(InvalidParameterError) as refused:
+            num.encode(secret)
+        assert "4.25" not in str(refused.value) and type(secret).__name__ in str(refused.value)
     with pytest.raises(InvalidParameterError, match="does not match"):
         MetricSpec.build("categorical", mechanism="grr:6:1/2:00000000", categories=OS)
     with pytest.raises(InvalidParameterError):

@@ -124,7 +124,7 @@ def add_hours_to(store: Store, key_of: Any, metric: str, counts: dict[int, tuple
         for slot, by in enumerate(increments):
             pairs.extend((first + slot, by))
     script_keys = [keys.batch_applied(metric, f"bench-{secrets.token_hex(8)}")]
-    args: list[str | int] = ["1", keys.expire_at_hour(now, 3600)]
+    args: list[str | int] = ["1", keys.expire_at_hour(now, 3600), ""]
     for month, pairs in by_month.items():
         script_keys.append(key_of(month))
         args.extend((month.size_bytes(width), keys.counters_expire_at(month, retention_days),

@@ -1,14 +1,19 @@
 -- Claim a batch id, then add the batch's tallies to packed month counters: atomically,
 -- exactly once, all or nothing.
--- KEYS[1]: the batch id's claim. KEYS[2..]: month counters strings (distinct).
+-- KEYS[1]: the batch id's claim: a STRING, or with ARGV[3] a HASH holding claims as fields.
+-- KEYS[2..]: month counters strings (distinct).
 -- ARGV[1]: the claim's value (a keyed HMAC of the batch's content, or "1").
--- ARGV[2]: the claim's EXPIREAT (Unix s, on an hour boundary).
--- ARGV[3..]: per counters string, in KEYS order: its full size in bytes, its EXPIREAT, the
+-- ARGV[2]: the claim's EXPIREAT (Unix s, on an hour boundary; for a HASH, the whole hash's).
+-- ARGV[3]: "" (KEYS[1] is a STRING), or the claim's field in the HASH KEYS[1].
+-- ARGV[4..]: per counters string, in KEYS order: its full size in bytes, its EXPIREAT, the
 --   number m of increments, then m pairs (BITFIELD index, increment >= 0).
 -- Returns 1 applied; 0 the id already holds this value (a re-send: nothing changes);
 -- -1 the id holds another value (a reused id: nothing changes); -2 an increment would
 -- overflow a 32-bit counter (nothing changes).
-local claimed = redis.call('GET', KEYS[1])
+local field = ARGV[3]
+local claimed
+if field == '' then claimed = redis.call('GET', KEYS[1])
+else claimed = redis.call('HGET', KEYS[1], field) end
 if claimed then
   if claimed == ARGV[1] then return 0 end
   return -1
@@ -29,7 +34,7 @@ local function bitfield(key, head, ops, width)
 end
 
 -- Read every counter to change before writing anything: a failed batch leaves Redis unchanged.
-local a = 3
+local a = 4
 local plan = {}
 for i = 2, #KEYS do
   local size, expire_at, m = ARGV[a], ARGV[a + 1], tonumber(ARGV[a + 2])
@@ -57,7 +62,11 @@ for i = 2, #KEYS do
   plan[i] = {size, expire_at, incrs}
   a = a + 3 + 2 * m
 end
-redis.call('SET', KEYS[1], ARGV[1], 'EXAT', ARGV[2])
+if field == '' then redis.call('SET', KEYS[1], ARGV[1], 'EXAT', ARGV[2])
+else
+  redis.call('HSET', KEYS[1], field, ARGV[1])
+  redis.call('EXPIREAT', KEYS[1], ARGV[2])
+end
 for i = 2, #KEYS do
   local size, expire_at, incrs = plan[i][1], plan[i][2], plan[i][3]
   if redis.call('EXISTS', KEYS[i]) == 0 then

@@ -20,9 +20,16 @@ key                                                        type    holds
                                                                    digest)`` (128 bits, hex), or ``1``
                                                                    with no secret; expires on the first
                                                                    hour boundary after the batch-id TTL
-``dn:v1:{<metric>}:b:<batch id>``                          STRING  Redis Cluster only: the same value,
-                                                                   once the batch was added to this
-                                                                   metric's counters; same expiry
+``dn:v1:{<metric>}:bm:<claim expiry hour>``                HASH    Redis Cluster only: the batches added
+                                                                   to this metric's counters whose
+                                                                   claims expire at that hour (hours
+                                                                   since the epoch): field the batch
+                                                                   id's 16 bytes, value ``1``; expires
+                                                                   with those claims
+``dn:v1:{<metric>}:b:<id>``                                STRING  the claim of a bulk write to the
+                                                                   metric (``Store.add_hours``); on a
+                                                                   cluster, before the markers above,
+                                                                   also a batch's per-metric marker
 ``dn:v1:{registry}``                                       HASH    metric name -> JSON entry: current
                                                                    mechanism, retention, versions,
                                                                    retired time (see live_registry.py)
@@ -272,11 +279,42 @@ def batch(batch_id: str) -> str:
 
 
 def batch_applied(metric: str, batch_id: str) -> str:
-    """STRING, Redis Cluster only: the batch's claim value, once it was added to ``metric``.
+    """STRING: the claim of a bulk write to ``metric`` (``Store.add_hours``), in its slot.
+
+    Before the batch markers (``batch_markers``), a Redis Cluster also marked each metric a
+    batch was added to with one of these; a re-send still honours such a marker."""
+    return f"{PREFIX}:{{{metric}}}:b:{batch_id}"
+
+
+def batch_markers(metric: str, claim_expire_at: int) -> str:
+    """HASH, Redis Cluster only: the batches added to ``metric`` whose claims expire at
+    ``claim_expire_at`` (Unix s, an hour boundary): field the batch id's 16 bytes, value ``1``.
 
     A cluster applies a batch one metric (one slot) at a time; a re-send after a crash
-    completes the metrics these keys do not yet mark."""
-    return f"{PREFIX}:{{{metric}}}:b:{batch_id}"
+    completes the metrics not yet marked. The re-send finds the hash through its claim's own
+    expiry (EXPIRETIME), and the hash expires with those claims. One hash per metric per hour
+    costs ≈ 80 B per marker where a key per marker cost ≈ 160 B (bench/soak.py --cluster)."""
+    return f"{PREFIX}:{{{metric}}}:bm:{claim_expire_at // HOUR_SECONDS}"
+
+
+BATCH_MARKERS_PATTERN = f"{PREFIX}:{{*}}:bm:*"
+"""SCAN pattern of every marker hash."""
+
+
+def parse_batch_markers(key: str) -> tuple[str, int] | None:
+    """(metric, claim expiry in Unix s) of a ``batch_markers`` key; None for any other key."""
+    head = f"{PREFIX}:{{"
+    if not key.startswith(head) or "}:bm:" not in key:
+        return None
+    metric, _, label = key[len(head):].rpartition("}:bm:")
+    if not label.isdigit() or not metric:
+        return None
+    return metric, int(label) * HOUR_SECONDS
+
+
+def marker_field(batch_id: str) -> bytes:
+    """A batch id (32 hex digits) as its ``batch_markers`` field: the 16 bytes it spells."""
+    return bytes.fromhex(batch_id)
 
 
 def registry() -> str:

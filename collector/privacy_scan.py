@@ -99,7 +99,13 @@ def scan_redis_with_ids(client: redis.Redis | redis.cluster.RedisCluster, *,
         kind = _classify(key)
         findings.extend(_key_findings(key, kind))
         kind_type = _text(client.type(key))
-        values = _values(client, key, kind_type)
+        if kind == "batch_markers" and kind_type == "hash":
+            markers = client.hgetall(key)
+            values = [_text(v) for v in markers.values()]
+            identifiers.update(bytes(f).hex() for f in markers)
+            findings.extend(_marker_findings(key, markers))
+        else:
+            values = _values(client, key, kind_type)
         for value in values:
             for address in _addresses(value):
                 findings.append(Finding("value", key, f"holds an IP address ({address})"))
@@ -111,7 +117,7 @@ def scan_redis_with_ids(client: redis.Redis | redis.cluster.RedisCluster, *,
             records[key] = value
             findings.extend(_record_findings(key, value))
         expiry = _expire_at_ms(client, key)
-        if kind in ("counters", "batch", "batch_applied", "counters_v1"):
+        if kind in ("counters", "batch", "batch_applied", "batch_markers", "counters_v1"):
             if expiry is None:
                 findings.append(Finding("ttl", key, "has no expiry (retention is not enforced)"))
             elif not _on_hour(expiry):
@@ -157,10 +163,12 @@ def scan_log_lines(lines: Iterable[str], identifiers: Iterable[str] = ()) -> lis
 
 
 def _classify(key: str) -> str:
-    """Which layout entry ``key`` is: counters, counters_v1, batch, batch_applied, registry,
-    registry_gen, api_key, api_key_index, rate_limit; or "unknown"."""
+    """Which layout entry ``key`` is: counters, counters_v1, batch, batch_applied,
+    batch_markers, registry, registry_gen, api_key, api_key_index, rate_limit; or "unknown"."""
     if keys.parse_counters(key) is not None or keys.parse_series_counters(key) is not None:
         return "counters"  # a dimension series is counters too; its label is allow-listed
+    if keys.parse_batch_markers(key) is not None:
+        return "batch_markers"
     if keys.parse_counters_v1(key) is not None:
         return "counters_v1"
     if key in (keys.registry(), keys.registry_generation(), keys.api_key_index()):
@@ -194,6 +202,13 @@ def _key_findings(key: str, kind: str) -> list[Finding]:
             found.append(Finding("key", key, "a rate-limit subject that is neither a keyed "
                                              "hash nor a key id"))
     return found
+
+
+def _marker_findings(key: str, markers: Mapping[bytes, bytes]) -> list[Finding]:
+    """A marker hash holds only batch ids (16 bytes each) marked ``1``."""
+    if all(len(f) == 16 and v == b"1" for f, v in markers.items()):
+        return []
+    return [Finding("value", key, "holds a marker that is not a 16-byte batch id marked '1'")]
 
 
 def _record_findings(key: str, value: str) -> list[Finding]:

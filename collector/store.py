@@ -231,8 +231,10 @@ class Store:
 
         On Redis Cluster a script may only touch one slot. The batch id is claimed first (an
         atomic SET NX, so of two batches reusing one id, exactly one wins), then each metric is
-        applied by the same script in its own ``{metric}`` slot, marked by a per-metric key.
-        A re-send after a crash between the two completes the metrics not yet marked. There a
+        applied by the same script in its own ``{metric}`` slot, marked as a field of that
+        metric's marker hash for the claim's expiry hour (``keys.batch_markers``). A re-send
+        after a crash between the two finds the hash through the claim's EXPIRETIME and
+        completes the metrics not yet marked. There a
         batch is atomic per metric: an overflow fails its metric (CounterOverflowError, nothing
         of that metric written) after the metrics before it were counted.
         """
@@ -242,7 +244,7 @@ class Store:
             return self._add_batch_per_metric(batch, received_at, retention_days, record,
                                               claim_expire_at)
         script_keys = [keys.batch(batch.batch_id)]
-        args: list[str | int] = [record, claim_expire_at]
+        args: list[str | int | bytes] = [record, claim_expire_at, ""]
         hour = keys.hour_index(received_at)
         month = keys.month_of(hour)
         for metric, tally in batch.tallies.items():
@@ -261,16 +263,34 @@ class Store:
                               retention_days: Mapping[str, int], record: str,
                               claim_expire_at: int) -> Outcome:
         claim = keys.batch(batch.batch_id)
-        if not self.client.set(claim, record, nx=True, exat=claim_expire_at):
-            stored = self.client.get(claim)
+        legacy: set[str] = set()
+        for attempt in range(2):  # a second SET NX if the claim expired between SET and GET
+            if self.client.set(claim, record, nx=True, exat=claim_expire_at):
+                break
+            # A re-send (or a reused id): its markers live in the hashes of its claim's expiry.
+            with script_errors():
+                pipe = self.client.pipeline()
+                pipe.get(claim)
+                pipe.expiretime(claim)
+                stored, expires = pipe.execute()
+            if stored is None and attempt == 0:
+                continue
             if stored is not None and stored != record.encode():
                 return Outcome.CONFLICT
+            if stored is not None and expires > 0:
+                claim_expire_at = int(expires)
+            legacy = self._legacy_markers(batch)
+            break
+        field = keys.marker_field(batch.batch_id)
         hour = keys.hour_index(received_at)
         month = keys.month_of(hour)
         results = []
         for metric, tally in batch.tallies.items():
-            script_keys = [keys.batch_applied(metric, batch.batch_id)]
-            script_args: list[str | int] = [record, claim_expire_at]
+            if metric in legacy:  # marked by a collector from before the marker hashes
+                results.append(0)
+                continue
+            script_keys = [keys.batch_markers(metric, claim_expire_at)]
+            script_args: list[str | int | bytes] = ["1", claim_expire_at, field]
             for key, counts in _strings_of(metric, tally, month):
                 script_keys.append(key)
                 script_args.extend(_counter_args(month, hour, tally.mechanism,
@@ -283,9 +303,22 @@ class Store:
                 results.append(int(self._ingest(keys=script_keys, args=script_args)))
         if -2 in results:
             raise CounterOverflowError(f"batch {batch.batch_id}: a counter would overflow")
-        if -1 in results:  # the id expired and was reused between the claim and the write
+        if -1 in results:  # a marker holding another value: never written so; refuse, count none
             return Outcome.CONFLICT
         return Outcome.APPLIED if 1 in results else Outcome.DUPLICATE
+
+    def _legacy_markers(self, batch: Batch) -> set[str]:
+        """The metrics of ``batch`` that a collector from before the marker hashes marked as
+        added (``keys.batch_applied``; only re-sends read them, and nothing writes them any
+        more, so the check cannot race). Needed until those markers expire (the batch-id TTL
+        after the upgrade)."""
+        metrics = list(batch.tallies)
+        with script_errors():
+            pipe = self.client.pipeline()
+            for metric in metrics:
+                pipe.exists(keys.batch_applied(metric, batch.batch_id))
+            found = pipe.execute()
+        return {metric for metric, exists in zip(metrics, found) if exists}
 
     def add_hours(self, metric: str, mechanism_id: str, hours: Mapping[int, tuple[int, ...]],
                   retention_days: int, claim_id: str, received_at: datetime,
@@ -312,7 +345,7 @@ class Store:
             for slot, by in enumerate(increments):
                 pairs.extend((first + slot, by))
         script_keys = [keys.batch_applied(metric, claim_id)]
-        args: list[str | int] = ["1", keys.expire_at_hour(received_at, claim_ttl_seconds)]
+        args: list[str | int] = ["1", keys.expire_at_hour(received_at, claim_ttl_seconds), ""]
         for month, pairs in by_month.items():
             script_keys.append(keys.counters(metric, mechanism_id, month))
             args.extend((month.size_bytes(keys.width(mechanism_id)),

@@ -6,7 +6,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 from collections.abc import Iterator
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 
 import pytest
 import redis.cluster
@@ -82,15 +82,25 @@ def test_a_batch_over_many_slots_is_counted_once_per_metric(cluster_url: str) ->
             assert store.counts(metric, "rr:1/2:1/2", keys.bucket_start(now),
                                 keys.bucket_start(now) + keys.BUCKET)[0].n == 3
 
+        # Each metric marks the batch in its marker hash for the claim's expiry hour: one field
+        # (the id's 16 bytes, value 1) per batch, no key per batch and metric.
+        expire_at = keys.expire_at_hour(now, 3600)
+        assert client.expiretime(keys.batch(batch.batch_id)) == expire_at
+        for metric in METRICS:
+            markers = keys.batch_markers(metric, expire_at)
+            assert client.hget(markers, keys.marker_field(batch.batch_id)) == b"1"
+            assert client.expiretime(markers) == expire_at
+            assert not client.exists(keys.batch_applied(metric, batch.batch_id))
+
         # A partial first attempt (one metric written, then a crash): the re-send completes it.
         partial = decode_batch(encode_batch(new_batch_id(), reports), METRICS)
         first = next(iter(partial.tallies))
         record = store.batch_record(partial)
-        assert client.set(keys.batch(partial.batch_id), record)  # the id claimed
+        assert client.set(keys.batch(partial.batch_id), record, exat=expire_at)  # the id claimed
         hour = keys.hour_index(now)
-        store._ingest(keys=[keys.batch_applied(first, partial.batch_id),
+        store._ingest(keys=[keys.batch_markers(first, expire_at),
                             keys.counters(first, "rr:1/2:1/2", now)],
-                      args=[record, keys.expire_at_hour(now, 3600),
+                      args=["1", expire_at, keys.marker_field(partial.batch_id),
                             *_counter_args(keys.month_of(hour), hour, "rr:1/2:1/2", 1,
                                            (partial.tallies[first].n,
                                             partial.tallies[first].ones))])
@@ -98,6 +108,10 @@ def test_a_batch_over_many_slots_is_counted_once_per_metric(cluster_url: str) ->
         for metric in METRICS:
             assert store.counts(metric, "rr:1/2:1/2", keys.bucket_start(now),
                                 keys.bucket_start(now) + keys.BUCKET)[0].n == 6
+        # A re-send hours later finds the markers through the claim's own expiry: counted once.
+        later = now + timedelta(hours=2)
+        assert store.add_batch(partial, later, retention, 3600) is Outcome.DUPLICATE
+        assert all(hour_counts(client, m, "rr:1/2:1/2", later) == (0, 0) for m in METRICS)
 
         # The same id with other content: 409, and nothing anywhere changes.
         before = {m: hour_counts(client, m, "rr:1/2:1/2", now) for m in METRICS}
@@ -105,6 +119,34 @@ def test_a_batch_over_many_slots_is_counted_once_per_metric(cluster_url: str) ->
                                                              in METRICS.items()]), METRICS)
         assert store.add_batch(other, now, retention, 3600) is Outcome.CONFLICT
         assert {m: hour_counts(client, m, "rr:1/2:1/2", now) for m in METRICS} == before
+    finally:
+        client.close()
+
+
+def test_a_re_send_honours_the_markers_of_a_collector_from_before_the_marker_hashes(
+        cluster_url: str) -> None:
+    # Until the batch-id TTL has passed after an upgrade, a batch cut off mid-way by an older
+    # collector may carry its per-metric STRING markers (keys.batch_applied): they still count.
+    client = connect(cluster_url, cluster=True)
+    store = Store(client, BATCH_SECRET)
+    try:
+        now = datetime.now(timezone.utc)
+        reports = [(m, mech, 1) for m, mech in METRICS.items()]
+        partial = decode_batch(encode_batch(new_batch_id(), reports), METRICS)
+        first = next(iter(partial.tallies))
+        record = store.batch_record(partial)
+        expire_at = keys.expire_at_hour(now, 3600)
+        assert client.set(keys.batch(partial.batch_id), record, exat=expire_at)
+        hour = keys.hour_index(now)
+        store._ingest(keys=[keys.batch_applied(first, partial.batch_id),  # the old layout
+                            keys.counters(first, "rr:1/2:1/2", now)],
+                      args=[record, expire_at, "",
+                            *_counter_args(keys.month_of(hour), hour, "rr:1/2:1/2", 1, (1, 1))])
+        before = {m: hour_counts(client, m, "rr:1/2:1/2", now) for m in METRICS}
+        assert store.add_batch(partial, now, {m: 90 for m in METRICS}, 3600) is Outcome.APPLIED
+        after = {m: hour_counts(client, m, "rr:1/2:1/2", now) for m in METRICS}
+        assert after[first] == before[first]  # not counted twice
+        assert all(after[m][0] == before[m][0] + 1 for m in METRICS if m != first)
     finally:
         client.close()
 

@@ -91,7 +91,18 @@ def test_the_scan_finds_reversible_records_fine_expiries_and_logged_ids(
     truncated = keys.batch(new_batch_id())
     digest = hashlib.sha256(f"{X}|{X_MECH}|3|2".encode()).hexdigest()
     redis_client.set(truncated, digest[:32], exat=(int(now.timestamp()) // 3600 + 2) * 3600)
+    # A cluster's marker hashes (keys.batch_markers): clean when they hold 16-byte ids marked
+    # 1 and expire on the hour; flagged when a field or value is anything else.
+    hour_end = (int(now.timestamp()) // 3600 + 2) * 3600
+    clean_markers = keys.batch_markers(X, hour_end)
+    redis_client.hset(clean_markers, keys.marker_field(batch.batch_id), "1")
+    redis_client.expireat(clean_markers, hour_end)
+    bad_markers = keys.batch_markers(X, hour_end + 3600)
+    redis_client.hset(bad_markers, keys.marker_field(new_batch_id()), batch.digest)
+    redis_client.expireat(bad_markers, hour_end + 3600)
     problems = {(f.where, f.problem.split(":")[0].split(" (")[0]) for f in scan_redis(redis_client)}
+    assert not any(where == clean_markers for where, _ in problems)
+    assert (bad_markers, "holds a marker that is not a 16-byte batch id marked '1'") in problems
     assert (planted, "holds a 256-bit digest") in problems
     assert (planted, "reversed") in problems
     assert any(where == planted and p.startswith("expires at") for where, p in problems)

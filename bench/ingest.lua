@@ -1,7 +1,8 @@
 -- wrk script: POST a batch of reports with a fresh random batch_id each time.
 -- Usage: wrk -s bench/ingest.lua URL -- REPORTS_FILE [DELAY_MS] [BEARER_KEY]
 --   REPORTS_FILE: the JSON array of reports every batch carries (written by bench/ingest.py).
---   DELAY_MS: pause each connection this long between requests (pacing for the half-load run).
+--   DELAY_MS: pause each connection this long between requests (pacing for the half-load run);
+--     a fraction is honoured on average (wrk's delay() takes whole ms: floor or ceil at random).
 --   BEARER_KEY: an ingest key, sent as Authorization: Bearer (omit for an open collector).
 -- done() prints one JSON line: requests by outcome (202 accepted, 200 duplicate, other) and
 -- latency percentiles in microseconds.
@@ -47,7 +48,9 @@ function request()
 end
 
 function delay()
-  return delay_ms
+  local whole = math.floor(delay_ms)
+  if math.random() < delay_ms - whole then return whole + 1 end
+  return whole
 end
 
 function response(status, headers, body)

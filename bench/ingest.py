@@ -77,7 +77,7 @@ def ensure_wrk() -> str:
 
 
 def run_wrk(wrk: str, url: str, reports_file: Path, seconds: float, connections: int,
-            threads: int, delay_ms: int = 0, key: str = "") -> dict[str, float]:
+            threads: int, delay_ms: float = 0, key: str = "") -> dict[str, float]:
     """One wrk run with bench/ingest.lua; returns its JSON summary plus req/s.
 
     wrk takes whole seconds only (``-d1.5s`` fails), so ``seconds`` is rounded up, to 1 at
@@ -85,7 +85,7 @@ def run_wrk(wrk: str, url: str, reports_file: Path, seconds: float, connections:
     whole = max(1, math.ceil(seconds))
     command = [wrk, f"-t{threads}", f"-c{connections}", f"-d{whole}s", "--timeout", "5s",
                "-s", str(HERE / "ingest.lua"), f"{url}/v1/reports", "--",
-               str(reports_file), str(delay_ms), key]
+               str(reports_file), f"{delay_ms:g}", key]
     done = subprocess.run(command, capture_output=True, text=True)
     if done.returncode != 0 or not done.stdout.strip():
         sys.exit(f"bench: wrk failed ({done.returncode}): {done.stdout[-500:]} {done.stderr[-500:]}")

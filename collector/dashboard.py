@@ -286,24 +286,14 @@ def _hours(metric: Metric, start: Any, end: Any) -> list[rollup.HourCount]:
     """The non-empty hours of ``metric`` in [start, end) with every counter slot."""
     from datetime import datetime, timezone
 
-    from deniable.collector.store import decode_counters
+    from deniable.collector.store import hour_counts
 
     store = current_app.extensions["deniable.store"]
     first, end_hour = keys.hour_range(start, end)
     if metric.retention_days is not None:
         first = max(first, keys.visible_from(datetime.now(timezone.utc), metric.retention_days))
-    width = metric.mechanism.width
-    found = []
-    for month, raw in store.month_strings(metric.name, metric.mechanism.id, first, end_hour):
-        if raw is None:
-            continue
-        values = decode_counters(raw)
-        for hour in range(max(first, month.first_hour), min(end_hour, month.end_hour)):
-            at = (hour - month.first_hour) * width
-            if at + width <= len(values) and values[at]:
-                row = tuple(values[at:at + width])
-                found.append(rollup.HourCount(keys.hour_start(hour), row[0], row[1], row))
-    return found
+    return hour_counts(store.month_strings(metric.name, metric.mechanism.id, first, end_hour),
+                       first, end_hour, metric.mechanism.width)
 
 
 def _categorical(metric: Metric, spec: MetricSpec, hours: list[rollup.HourCount],

@@ -53,7 +53,10 @@ def test_a_built_wheel_runs_the_client_with_nothing_but_requests(tmp_path: Path)
     out = subprocess.run([str(python), "-c", code], capture_output=True, text=True,
                          env={"PYTHONPATH": path}, check=True)
     assert out.stdout.strip() == "1.0986122886681098"
-    assert (tmp_path / "site" / "deniable" / "collector" / "ingest.lua").is_file()
+    collector = tmp_path / "site" / "deniable" / "collector"
+    assert (collector / "ingest.lua").is_file()
+    assert (collector / "templates" / "dashboard.html").is_file()  # the dashboard's files
+    assert (collector / "static" / "dashboard.js").is_file()
 
 
 @pytest.mark.slow

@@ -10,7 +10,7 @@ For each boolean metric it samples the client's privacy layer (one new simulated
 trial) and real Reporters uploading to a capturing server on loopback; a categorical,
 histogram or numeric metric (GRR, OUE, 1BitMean; read from its declaration with MetricSpec)
 is sampled through its mechanism's perturb with the secure system source. It prints, per
-check, the claimed epsilon, a 95% empirical lower bound, their ratio (tightness) and a
+check, the claimed epsilon, an empirical lower bound (95% by default), their ratio (tightness) and a
 verdict. Audit reports are never sent to a real collector: they would count as real data.
 Exit status: 0 when every claim holds, 1 when any check fails, 2 for bad usage. docs/audit.md
 explains the method and what a pass does and does not prove.
@@ -25,7 +25,7 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from deniable.cli.options import env_default, positive_int
+from deniable.cli.options import confidence_level, env_default, positive_int
 
 HELP = "audit: check every privacy claim empirically against the real client code"
 
@@ -50,6 +50,10 @@ def register(commands: argparse._SubParsersAction) -> None:  # type: ignore[type
                              "about ten times as long and gives tighter bounds)")
     parser.add_argument("--repeats", type=positive_int, default=4,
                         help="k, reports per device in the repeated-reports check (default 4)")
+    parser.add_argument("--confidence", type=confidence_level, metavar="LEVEL",
+                        help="confidence of the epsilon lower bounds, in (0, 1) (default "
+                             "0.95: a claim that is exactly right fails at most 1 run in 20; "
+                             "0.999999 makes that 1 in a million, with looser bounds)")
     parser.add_argument("--timing-calls", type=positive_int, default=100_000,
                         help="report() calls per value in the timing check (default 100000)")
     parser.add_argument("--redis-url", metavar="URL",
@@ -147,9 +151,12 @@ def run(args: argparse.Namespace) -> int:
     from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
                                TimeElapsedColumn)
 
-    from deniable.analysis.audit import Audit
+    from deniable.analysis.audit import DEFAULT_CONFIDENCE, Audit
     subjects = _subjects(args)
-    audit = Audit(trials=args.trials, repeats=args.repeats, timing_calls=args.timing_calls)
+    if args.confidence is None:
+        args.confidence = DEFAULT_CONFIDENCE
+    audit = Audit(trials=args.trials, repeats=args.repeats, timing_calls=args.timing_calls,
+                  confidence=args.confidence)
     started = time.monotonic()
     with Progress(TextColumn("{task.description:<28}"), BarColumn(), MofNCompleteColumn(),
                   TimeElapsedColumn(), console=Console(stderr=True), transient=True) as bar:
@@ -166,6 +173,7 @@ def run(args: argparse.Namespace) -> int:
     failed = [r for r in results if not r.passed]
     if args.json:
         json.dump({"passed": not failed, "trials": args.trials, "repeats": args.repeats,
+                   "confidence": args.confidence,
                    "seconds": round(time.monotonic() - started, 1),
                    "results": [r.to_dict() for r in results]}, sys.stdout, indent=2)
         print()
@@ -178,7 +186,7 @@ def _print_table(results: list[Any], args: argparse.Namespace, seconds: float) -
     from rich.console import Console
     from rich.table import Table
     table = Table(title=f"deniable audit: {args.trials:,} trials per input, "
-                        f"k = {args.repeats} repeated reports, 95% lower bounds")
+                        f"k = {args.repeats} repeated reports, {args.confidence:.6g} lower bounds")
     for column in ("subject", "check", "claim ε", "bound ε", "tightness", "verdict", "detail"):
         table.add_column(column, overflow="fold")
     for r in results:

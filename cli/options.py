@@ -28,3 +28,14 @@ def positive_int(text: str) -> int:
 def env_default(name: str, fallback: str | None = None) -> str | None:
     """The value of DENIABLE_<name>, else ``fallback``."""
     return os.environ.get(f"DENIABLE_{name}", fallback)
+
+
+def confidence_level(text: str) -> float:
+    """A confidence level strictly between 0 and 1."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not 0 < value < 1:
+        raise argparse.ArgumentTypeError(f"must lie strictly between 0 and 1, got {value}")
+    return value

@@ -7,7 +7,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from deniable.cli.options import env_default, iso_time, positive_int
+from deniable.cli.options import confidence_level, env_default, iso_time, positive_int
 
 HELP = "print debiased estimates per metric (table, JSON, CSV) or write an HTML report"
 
@@ -72,17 +72,6 @@ def register(commands: argparse._SubParsersAction) -> None:  # type: ignore[type
                         help="with --metric: read version N of the metrics named (older "
                              "versions and retired metrics stay readable)")
     parser.set_defaults(run=run, parser=parser)
-
-
-def confidence_level(text: str) -> float:
-    """A confidence level strictly between 0 and 1."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not 0 < value < 1:
-        raise argparse.ArgumentTypeError(f"must lie strictly between 0 and 1, got {value}")
-    return value
 
 
 def _check_options(args: argparse.Namespace) -> None:

@@ -45,6 +45,19 @@ TARGET_NOOP_RATIO = 0.6
 TARGET_P99_MS = 50.0
 
 
+def write_inputs(tmp: Path, batch: int) -> tuple[Path, Path]:
+    """The bench's metrics file and one batch body of ``batch`` reports, written in ``tmp``."""
+    metrics_file = tmp / "metrics.toml"
+    metrics_file.write_text("".join(f'[metrics.{name}]\nmechanism = "{mech}"\n\n'
+                                    for name, mech in METRICS.items()))
+    names = list(METRICS)
+    reports_file = tmp / "reports.json"
+    reports_file.write_text(json.dumps(
+        [{"metric": names[i % len(names)], "mechanism": METRICS[names[i % len(names)]],
+          "bit": (i * 7) % 3 % 2} for i in range(batch)], separators=(",", ":")))
+    return metrics_file, reports_file
+
+
 def combine(runs: list[dict[str, float]]) -> dict[str, float]:
     """Several wrk runs as one: summed counts and time; the worst p50/p99 of the rounds."""
     total: dict[str, float] = {key: sum(run[key] for run in runs)
@@ -174,14 +187,7 @@ def main() -> int:
 
     with tempfile.TemporaryDirectory(prefix="deniable-bench-") as tmp, \
             RedisServer(Path(tmp) / "redis", appendonly=True) as store:
-        metrics_file = Path(tmp) / "metrics.toml"
-        metrics_file.write_text("".join(f'[metrics.{name}]\nmechanism = "{mech}"\n\n'
-                                        for name, mech in METRICS.items()))
-        names = list(METRICS)
-        reports = [{"metric": names[i % len(names)], "mechanism": METRICS[names[i % len(names)]],
-                    "bit": (i * 7) % 3 % 2} for i in range(args.batch)]
-        reports_file = Path(tmp) / "reports.json"
-        reports_file.write_text(json.dumps(reports, separators=(",", ":")))
+        metrics_file, reports_file = write_inputs(Path(tmp), args.batch)
         client = redis.Redis.from_url(store.url)
         # The production path: auth on, with a real ingest key. Rate limits are off, since
         # every request comes from one address and one key (bench/auth_overhead.py measures

@@ -11,7 +11,6 @@ that Redis holds what was acknowledged.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import tempfile
@@ -26,7 +25,7 @@ sys.path.insert(0, str(HERE.parent))  # the tests' nginx kit renders deploy/vm's
 from deniable.collector.auth import create_key  # noqa: E402
 from deniable.collector.embedded import RedisServer  # noqa: E402
 from deniable.collector.server import CollectorProcess, default_workers  # noqa: E402
-from ingest import METRICS, combine, ensure_wrk, run_wrk, stored_reports  # noqa: E402
+from ingest import combine, ensure_wrk, run_wrk, stored_reports, write_inputs  # noqa: E402
 from tests.nginx_kit import private_ca, vm_nginx  # noqa: E402
 
 
@@ -47,14 +46,7 @@ def main() -> int:
           f"{args.batch}", flush=True)
     with tempfile.TemporaryDirectory(prefix="deniable-bench-") as tmp, \
             RedisServer(Path(tmp) / "redis", appendonly=True) as store:
-        metrics_file = Path(tmp) / "metrics.toml"
-        metrics_file.write_text("".join(f'[metrics.{name}]\nmechanism = "{mech}"\n\n'
-                                        for name, mech in METRICS.items()))
-        names = list(METRICS)
-        reports = [{"metric": names[i % len(names)], "mechanism": METRICS[names[i % len(names)]],
-                    "bit": i % 2} for i in range(args.batch)]
-        reports_file = Path(tmp) / "reports.json"
-        reports_file.write_text(json.dumps(reports, separators=(",", ":")))
+        metrics_file, reports_file = write_inputs(Path(tmp), args.batch)
         client = redis.Redis.from_url(store.url)
         key = create_key(client, "ingest", app="bench").secret
         env = {"DENIABLE_RATE_LIMIT_IP_PER_SECOND": "0", "DENIABLE_RATE_LIMIT_KEY_PER_SECOND": "0",

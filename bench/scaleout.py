@@ -21,7 +21,6 @@ docs/scaling.md for what changes on bigger machines).
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
 import subprocess
@@ -37,7 +36,7 @@ import redis
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))  # tests/rediscluster.py: the cluster the tests start
 
-from ingest import METRICS, combine, ensure_wrk, run_wrk  # noqa: E402  (bench/ingest.py)
+from ingest import METRICS, combine, ensure_wrk, run_wrk, write_inputs  # noqa: E402  (bench/ingest.py)
 
 from deniable.collector.auth import create_key  # noqa: E402
 from deniable.collector.embedded import RedisServer, find_redis_server, free_port  # noqa: E402
@@ -159,19 +158,6 @@ def collectors(stack: ExitStack, url: str, cluster: bool, count: int, workers: i
                                                        env=env))
         ports.append(process.port)
     return ports
-
-
-def write_inputs(tmp: Path, batch: int) -> tuple[Path, Path]:
-    """The bench's metrics file and one batch body of ``batch`` reports, written in ``tmp``."""
-    metrics_file = tmp / "metrics.toml"
-    metrics_file.write_text("".join(f'[metrics.{name}]\nmechanism = "{mech}"\n\n'
-                                    for name, mech in METRICS.items()))
-    names = list(METRICS)
-    reports_file = tmp / "reports.json"
-    reports_file.write_text(json.dumps(
-        [{"metric": names[i % len(names)], "mechanism": METRICS[names[i % len(names)]],
-          "bit": (i * 7) % 3 % 2} for i in range(batch)], separators=(",", ":")))
-    return metrics_file, reports_file
 
 
 def stored(url: str) -> int:

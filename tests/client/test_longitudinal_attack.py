@@ -19,6 +19,10 @@ from deniable.client.mechanism import DEFAULT
 
 DEVICES = 2_000
 DAYS = 365
+Z = 5.5
+"""Standard errors of an accuracy over DEVICES: an exact binomial tail of at most 1.1e-7 per
+test, with two checks (4 SE failed 6.4e-5 of runs per check). A long-run leak is still seen:
+5/6 against 3/4 is 8.6 SE, 1 against 5/6 is 20 SE."""
 
 
 def one_report_bound(mechanism: RandomizedResponse) -> Fraction:
@@ -58,7 +62,7 @@ def test_one_report_bound_of_the_default_is_three_quarters() -> None:
 def test_fresh_coins_every_day_give_the_value_away() -> None:
     accuracy, first_day, _ = run_attack(lambda device, true_bit: DEFAULT.perturb(true_bit))
     assert accuracy >= 0.99
-    assert abs(first_day - 0.75) <= 4 * standard_error(0.75)
+    assert abs(first_day - 0.75) <= Z * standard_error(0.75)
 
 
 def test_memoized_reports_keep_the_attacker_at_the_one_report_bound() -> None:
@@ -69,7 +73,7 @@ def test_memoized_reports_keep_the_attacker_at_the_one_report_bound() -> None:
     assert all(len(set(h)) == 1 for h in histories)
     assert accuracy == first_day
     bound = float(one_report_bound(DEFAULT))
-    assert abs(accuracy - bound) <= 4 * standard_error(bound)
+    assert abs(accuracy - bound) <= Z * standard_error(bound)
     assert accuracy < 0.99
 
 
@@ -84,6 +88,6 @@ def test_with_an_instantaneous_layer_the_attacker_reaches_the_long_run_bound_onl
     accuracy, first_day, histories = run_attack(
         lambda device, true_bit: guards[device].perturb("m", DEFAULT, true_bit))
     assert all(len(set(h)) == 2 for h in histories)  # reports vary from day to day
-    assert abs(first_day - 0.75) <= 4 * standard_error(0.75)  # one report: the wire's bound
+    assert abs(first_day - 0.75) <= Z * standard_error(0.75)  # one report: the wire's bound
     bound = float(one_report_bound(memo))
-    assert abs(accuracy - bound) <= 4 * standard_error(bound)
+    assert abs(accuracy - bound) <= Z * standard_error(bound)

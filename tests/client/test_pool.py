@@ -54,12 +54,13 @@ def test_every_draw_of_a_block_is_spent_once_in_order() -> None:
     assert len(blocks) == 2
 
 
-def test_answers_follow_the_mechanism_within_five_standard_errors() -> None:
+def test_answers_follow_the_mechanism_within_5_5_standard_errors() -> None:
     pool = PerturbationPool(RandomizedResponse("3/4", "1/2"))
     n = 200_000
     for true_bit, p in ((1, 7 / 8), (0, 1 / 8)):
         ones = sum(pool.perturb(true_bit) for _ in range(n))
-        assert abs(ones / n - p) < 5 * math.sqrt(p * (1 - p) / n)
+        # 5.5 SE: exact binomial tail 3.8e-8 per check, 2 checks: 7.6e-8 (5 SE was 1.15e-6)
+        assert abs(ones / n - p) < 5.5 * math.sqrt(p * (1 - p) / n)
 
 
 def test_a_forked_child_never_reuses_the_parents_answers() -> None:

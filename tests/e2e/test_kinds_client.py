@@ -51,6 +51,10 @@ epsilon = 1.0
 memoization = "fresh"
 """ % ", ".join(f'"item_{i}"' for i in range(64))
 REPORTS = 6000
+Z = 6
+"""Standard errors of each estimate from its truth (the drawn values): 11 checks (HTTP and Redis
+read the same counts) at 2e-9 each, 2.2e-8 per run (5 SE gave 6.3e-6). The plug-in SE of a
+category share is conservative: fixed true values spread the count less than the pooled rate."""
 
 
 @pytest.fixture()
@@ -91,12 +95,12 @@ def test_every_kind_travels_from_the_client_to_an_honest_estimate(kinds_collecto
         found = estimate_categories(row, spec.mechanism, spec.labels)
         for i, label in enumerate(OS):
             truth = true_os.count(label) / REPORTS
-            assert abs(found.value[i] - truth) < 5 * found.stderr[i], label
+            assert abs(found.value[i] - truth) < Z * found.stderr[i], label
             assert found.sim_low[i] <= found.ci_low[i] <= found.ci_high[i] <= found.sim_high[i]
 
         mean = estimate_mean(*_n_ones(source.counts("startup_ms")),
                              source.metrics()["startup_ms"].spec.mechanism)
-        assert abs(mean.mean - sum(startup) / REPORTS) < 5 * mean.stderr
+        assert abs(mean.mean - sum(startup) / REPORTS) < Z * mean.stderr
 
         hist = source.counts("crashes")
         row = hist.values.sum(axis=0)
@@ -104,7 +108,7 @@ def test_every_kind_travels_from_the_client_to_an_honest_estimate(kinds_collecto
         spec = hist.metric.spec
         found = estimate_categories(row, spec.mechanism, spec.labels)
         in_last = sum(c >= 10 for c in crashes) / REPORTS
-        assert abs(found.value[4] - in_last) < 5 * found.stderr[4]
+        assert abs(found.value[4] - in_last) < Z * found.stderr[4]
 
         menu_counts = source.counts("big_menu")
         spec = menu_counts.metric.spec
@@ -112,7 +116,7 @@ def test_every_kind_travels_from_the_client_to_an_honest_estimate(kinds_collecto
         found = estimate_categories(menu_counts.values.sum(axis=0), spec.mechanism, spec.labels)
         for i in (0, 1, 5):
             truth = menu.count(f"item_{i}") / REPORTS
-            assert abs(found.value[i] - truth) < 5 * found.stderr[i]
+            assert abs(found.value[i] - truth) < Z * found.stderr[i]
 
 
 def _n_ones(counts) -> tuple[int, int]:  # type: ignore[no-untyped-def]

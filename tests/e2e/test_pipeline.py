@@ -129,7 +129,10 @@ def test_analysis_reads_the_same_counts_over_http_and_from_redis(
     from_redis = summarize(RedisSource(redis_url, metrics_file).counts("feature_x_enabled"))
     assert over_http == from_redis
     assert over_http.n == 4_000
-    assert over_http.ci_low <= 0.25 <= over_http.ci_high or over_http.wide is False
+    # Exactly 1,000 true yes: within 5.5 SE of 0.25 fails with probability 3.8e-8 (the plug-in SE
+    # is conservative). It replaces "the 95% CI covers 0.25 or the interval is not wide", which
+    # every run passed (n = 4,000 is never wide), so it could not fail at all.
+    assert abs(over_http.estimate - 0.25) <= 5.5 * over_http.stderr
     assert over_http.estimate == pytest.approx(2 * over_http.ones / 4_000 - 0.5)
 
 

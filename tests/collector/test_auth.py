@@ -140,16 +140,19 @@ def test_a_revoked_key_is_refused_at_once_without_a_cache(http, redis_client,
 
 def test_the_key_cache_refuses_a_revoked_key_within_its_window(redis_client) -> None:
     window = 0.5
+    slack = 0.25  # a loaded 2-core CI machine can stall this process for a tenth of a second
     checker = auth.Authenticator(redis_client, cache_seconds=window)
     key = auth.create_key(redis_client, "read", "team")
+    cached_at = time.monotonic()
     assert checker.verify(key.secret) is not None
     auth.revoke_key(redis_client, key.info.key_id)
     revoked_at = time.monotonic()
-    assert checker.verify(key.secret) is not None  # still cached: the documented window
+    still_cached = checker.verify(key.secret) is not None
+    assert still_cached or time.monotonic() - cached_at > window  # the documented window
     while checker.verify(key.secret) is not None:
-        assert time.monotonic() - revoked_at <= window + 0.1
+        assert time.monotonic() - revoked_at <= window + slack
         time.sleep(0.02)
-    assert time.monotonic() - revoked_at <= window + 0.1
+    assert time.monotonic() - revoked_at <= window + slack
     assert auth.Authenticator(redis_client, cache_seconds=window).verify(key.secret) is None
 
 

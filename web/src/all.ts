@@ -19,7 +19,7 @@ import {
 } from "./kinds.js";
 import {RandomizedResponse} from "./mechanism.js";
 import {memoBit} from "./memo.js";
-import type {Catalogue} from "./catalogue.js";
+import {type Catalogue, lookup} from "./catalogue.js";
 import {Reporter as BooleanReporter, type ReporterOptions as BooleanOptions,
 } from "./reporter.js";
 import type {Payload} from "./wire.js";
@@ -85,14 +85,18 @@ export class Reporter extends BooleanReporter {
     const spec = this.catalogue === null ? undefined : this.metricsMap.get(metric);
     if (!(spec instanceof MetricSpec)) {
       const booleanLike = typeof trueValue === "boolean" || trueValue === 0 || trueValue === 1;
+      const someKind = ["string", "number", "bigint"].includes(typeof trueValue);
+      if (this.catalogue !== null && spec === undefined && someKind && typeof metric === "string") {
+        lookup(this.catalogue, metric);  // UnknownMetricError, as Python (whatever the value)
+      }
       if (this.catalogue !== null || booleanLike) {
-        super.report(metric, trueValue as boolean);  // a boolean metric, or an unknown one
+        super.report(metric, trueValue as boolean);  // a boolean metric
         return;
       }
       if (typeof metric !== "string") {
         throw new InvalidParameterError(`metric must be a string. Got a ${typeof metric} instead.`);
       }
-      if (!["string", "number", "bigint"].includes(typeof trueValue)) {
+      if (!someKind) {
         throw new InvalidParameterError("trueValue must be a boolean, a category label " +
                                         `(string) or a number. Got a ${typeof trueValue} instead.`);
       }

@@ -212,7 +212,8 @@ export class Reporter {
    * @throws InvalidParameterError `trueValue` is not a boolean (or 0/1), or `metric` not a string.
    * @throws UnknownMetricError a catalogue is known and does not hold `metric`, or the
    *   collector serves `metric` in a kind this client does not report (categorical,
-   *   histogram, numeric: the web client reports boolean metrics only for now).
+   *   histogram, numeric: this entry point reports boolean metrics; deniable-client/all
+   *   reports every kind).
    * @throws QueueError the reporter is closed.
    */
   report(metric: string, trueValue: boolean): void {

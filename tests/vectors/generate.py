@@ -423,14 +423,14 @@ def kind_catalogue_entries() -> dict[str, Any]:
     parsed = parse_catalogue({"metrics": good["metrics"] + unknown}, skipped)
 
     def changed(name: str, **fields: Any) -> dict[str, Any]:
-        doc = json.loads(json.dumps(good))
-        entry = next(e for e in doc["metrics"] if e["name"] == name)
+        """A catalogue of one entry of ``good``, changed (a field None: left out)."""
+        entry = json.loads(json.dumps(next(e for e in good["metrics"] if e["name"] == name)))
         for key, value in fields.items():
             if value is None:
                 entry.pop(key, None)
             else:
                 entry[key] = value
-        return doc
+        return {"metrics": [entry]}
     os_entry = good["metrics"][1]
     bad = [
         changed("os", categories=OS[::-1]),                      # the tag no longer matches

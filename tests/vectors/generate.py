@@ -329,6 +329,8 @@ def _kind_specs() -> list[tuple[str, MetricSpec]]:
         ("load_ms", MetricSpec.build("histogram", epsilon=1.0, edges=["-1/2", "0.25", 3, 1000])),
         ("startup_ms", MetricSpec.build("numeric", epsilon=1.0, lower=0, upper=10_000,
                                         clamp=True)),
+        ("script", MetricSpec.build("categorical", epsilon=2.0, categories=[  # the tag's JSON
+            "é", "日本語", "😀", 'a"b', "tab\t", "x\u0001y", "back\\slash", "/", "\u2028"])),
         ("temperature", MetricSpec.build("numeric", mechanism="bm:1/3:-5/2:7", lower="-5/2",
                                          upper=7)),
     ]

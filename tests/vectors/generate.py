@@ -4,7 +4,7 @@
     python -m tests.vectors.generate --check    # exit 1 if the committed file is stale
 
 Every value comes from the real Python implementation (deniable.client: mechanism, randomness,
-memo, wire, metrics); nothing here re-implements it. The inputs (random words, secrets) are
+memo, wire, metrics; categorical, numeric and kinds for the kinds beyond boolean); nothing here re-implements it. The inputs (random words, secrets) are
 fixed test data from a seeded generator. tests/client/test_vectors.py checks that the committed
 file equals what this script writes now, so a change to the Python client fails until the file
 is regenerated; web/test/vectors.test.js checks every entry against the TypeScript code.
@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import math
 import random
 import sys
 from collections.abc import Callable
@@ -21,9 +22,12 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
+from deniable.client.categorical import (BITSET_MECHANISMS, KaryRandomizedResponse,
+                                         SubsetSelection, UnaryEncoding, domain_tag)
 from deniable.client.errors import InvalidParameterError, WireFormatError
-from deniable.client.kinds import MetricSpec
-from deniable.client.memo import _context, memo_bit
+from deniable.client.kinds import Mechanism, MetricSpec, parse_mechanism, payload_field
+from deniable.client.memo import _context, alpha_threshold, memo_bit, memo_key, memo_value
+from deniable.client.numeric import BitMean
 from deniable.client.mechanism import RandomizedResponse, z_score
 from deniable.client.metrics import describe_metric, parse_catalogue
 from deniable.client.randomness import SecureBits
@@ -216,6 +220,253 @@ def estimate_entries() -> list[dict[str, Any]]:
     return out
 
 
+# -- metric kinds beyond boolean (categorical, histogram, numeric) ------------------------------
+
+OS = ["android", "ios", "windows", "macos", "linux", "other"]
+LOCALES = [f"l{i}" for i in range(64)]
+EDGES = [0, 1, 2, 5, 10, 100]
+
+
+def _kind_mechanisms() -> list[Mechanism]:
+    tag6, tag64 = domain_tag(OS), domain_tag(LOCALES)
+    return [
+        KaryRandomizedResponse(2, Fraction(3, 4), domain_tag(["no", "yes"])),
+        KaryRandomizedResponse.from_epsilon(2.0, 6, tag6),
+        KaryRandomizedResponse(5, Fraction(1, 3), domain_tag(OS[:5])),       # rejection
+        KaryRandomizedResponse(7, Fraction(52345678901, 99999999977), domain_tag(OS + ["x"])),
+        KaryRandomizedResponse(300, Fraction(1, 2), domain_tag([str(i) for i in range(300)])),
+        UnaryEncoding(6, Fraction(1, 4), tag6),                              # coins end in 1 byte
+        UnaryEncoding(9, Fraction(1, 3), domain_tag([str(i) for i in range(9)])),  # never end
+        UnaryEncoding.from_epsilon(1.0, 64, tag64),
+        UnaryEncoding.from_epsilon(2.0, 1024, domain_tag([str(i) for i in range(1024)])),
+        SubsetSelection(8, 3, Fraction(3, 2), domain_tag([str(i) for i in range(8)])),
+        SubsetSelection.from_epsilon(1.0, 64, tag64),
+        SubsetSelection(5, 1, Fraction(2), domain_tag(OS[:5])),
+        SubsetSelection(10, 9, Fraction(7, 3), domain_tag([str(i) for i in range(10)])),
+        BitMean(Fraction(1, 4), Fraction(0), Fraction(10_000)),
+        BitMean.from_epsilon(1.0, 0, 10_000),
+        BitMean(Fraction(1, 3), Fraction(-5, 2), Fraction(7)),
+        BitMean(Fraction(1, 4), Fraction(0), Fraction(1, 3)),
+    ]
+
+
+KIND_INVALID_IDS = [
+    "grr:6:1/6:0a1b2c3d", "grr:6:1:0a1b2c3d", "grr:06:1/2:0a1b2c3d", "grr:1:1/2:0a1b2c3d",
+    "grr:1025:1/2:0a1b2c3d", "grr:6:2/4:0a1b2c3d", "grr:6:1/2:0A1B2C3D", "grr:6:1/2:0a1b2c3",
+    "grr:6:1/2:0a1b2c3d ", "grr:6:1/2:0a1b2c3d\n", "grr:6:1/1:0a1b2c3d", "grr:6:-1/2:0a1b2c3d",
+    "grr:6:1/18446744073709551617:0a1b2c3d", "grr:0:1/2:0a1b2c3d",
+    "oue:6:1/2:0a1b2c3d", "oue:6:0/1:0a1b2c3d", "oue:6:1/4:0a1b2c3", "oue:6:1/4:0a1b2c3dd",
+    "ss:8:0:3/2:0a1b2c3d", "ss:8:8:3/2:0a1b2c3d", "ss:8:3:1:0a1b2c3d", "ss:8:03:3/2:0a1b2c3d",
+    "ss:08:3:3/2:0a1b2c3d", "ss:8:3:1/2:0a1b2c3d", "ss:8:3:6/4:0a1b2c3d", "ss:8:3:3/2",
+    "bm:1/2:0:1", "bm:0/1:0:1", "bm:1/4:1:1", "bm:1/4:2:1", "bm:1/4:-0:1", "bm:1/4:0:2/1",
+    "bm:1/4:0:1.5", "bm:1/4:01:2", "bm:-1/4:0:1", "bm:1/4:0", "bm:1:0:1", "bm:1/4:0:1:2",
+    "xx:1:2", "grr", "",
+]
+
+
+def _words_used(mechanism: Mechanism, values: list[Any], rng: random.Random
+                ) -> tuple[list[str], list[Any]]:
+    """The words ``mechanism.perturb`` reads for ``values`` (all of them, none more) and its
+    outputs as they travel (an index, a hex bitset or a bit)."""
+    words = _words(rng, 12_000)
+    source = _source(words)
+    outputs = [_payload(mechanism, mechanism.perturb(v, source)) for v in values]
+    return words[:source._offset // 8], outputs
+
+
+def _payload(mechanism: Mechanism, answer: int) -> Any:
+    return mechanism.encode_bits(answer) if isinstance(mechanism, BITSET_MECHANISMS) else answer
+
+
+def kind_mechanism_entries() -> list[dict[str, Any]]:
+    out = []
+    for m in _kind_mechanisms():
+        p1, q = m.channel
+        out.append({"id": m.id, "kind": m.kind, "field": payload_field(m.id), "p1": str(p1),
+                    "q": str(q), "likelihood_ratio": str(m.likelihood_ratio),
+                    "epsilon": m.epsilon})
+    return out
+
+
+def kind_invalid_id_entries() -> list[str]:
+    for mechanism_id in KIND_INVALID_IDS:
+        try:
+            parse_mechanism(mechanism_id)
+        except InvalidParameterError:
+            continue
+        raise AssertionError(f"{mechanism_id!r} was accepted")
+    return KIND_INVALID_IDS
+
+
+def kind_perturb_entries(rng: random.Random) -> list[dict[str, Any]]:
+    out = []
+    for m in _kind_mechanisms():
+        if isinstance(m, BitMean):
+            span = m.upper - m.lower
+            values = [m.lower, m.upper, m.lower + span / 2, m.lower + span * Fraction(1, 3)]
+            values += [m.lower + span * Fraction(rng.getrandbits(53), 1 << 53) for _ in range(4)]
+            values += [Fraction(float(v)) for v in values[2:] if m.lower <= Fraction(float(v))
+                       <= m.upper]
+            words, outputs = _words_used(m, values, rng)
+            out.append({"mechanism": m.id, "words": words, "values": [str(v) for v in values],
+                        "outputs": outputs})
+            continue
+        n = 4 if m.d > 256 else 24
+        values = [rng.randrange(m.d) for _ in range(n)]
+        words, outputs = _words_used(m, values, rng)
+        out.append({"mechanism": m.id, "words": words, "values": values, "outputs": outputs})
+    return out
+
+
+def _kind_specs() -> list[tuple[str, MetricSpec]]:
+    return [
+        ("os", MetricSpec.build("categorical", epsilon=2.0, categories=OS)),
+        ("os_oue", MetricSpec.build("categorical", mechanism=UnaryEncoding(
+            6, Fraction(1, 4), domain_tag(OS)), categories=OS)),
+        ("locale", MetricSpec.build("categorical", epsilon=1.0, categories=LOCALES)),
+        ("crashes_per_week", MetricSpec.build("histogram", epsilon=2.0, edges=EDGES,
+                                              clamp=True)),
+        ("load_ms", MetricSpec.build("histogram", epsilon=1.0, edges=["-1/2", "0.25", 3, 1000])),
+        ("startup_ms", MetricSpec.build("numeric", epsilon=1.0, lower=0, upper=10_000,
+                                        clamp=True)),
+        ("script", MetricSpec.build("categorical", epsilon=2.0, categories=[  # the tag's JSON
+            "é", "日本語", "😀", 'a"b', "tab\t", "x\u0001y", "back\\slash", "/", "\u2028"])),
+        ("temperature", MetricSpec.build("numeric", mechanism="bm:1/3:-5/2:7", lower="-5/2",
+                                         upper=7)),
+    ]
+
+
+def _kind_values(spec: MetricSpec) -> tuple[list[Any], list[Any]]:
+    """(values the spec takes, values it refuses) as JSON; {"number": "nan"} etc. for the
+    numbers JSON cannot carry."""
+    specials = [{"number": "nan"}, {"number": "inf"}, {"number": "-inf"}]
+    if spec.kind == "categorical":
+        return list(spec.categories[:6]), ["Android", "", "other ", 1, None, True, [], 0.5]
+    low, high = (spec.edges[0], spec.edges[-1]) if spec.kind == "histogram" else \
+        (spec.mechanism.lower, spec.mechanism.upper)  # type: ignore[union-attr]
+    inside = [int(low) if low.denominator == 1 else float(low), float(high),
+              float((low + high) / 2), float(low + (high - low) / 3), 0.1 * float(high)]
+    inside += [float(e) for e in spec.edges] + [float(e) + 1e-9 for e in spec.edges[:-1]]
+    outside = [float(low) - 1, float(high) + 0.5, -1e300, 1e300]
+    refused = ["3", None, True, False, [], {}] + specials
+    return (inside + outside, refused) if spec.clamp else (inside, outside + refused)
+
+
+def _json_value(value: Any) -> Any:
+    if isinstance(value, dict) and "number" in value:
+        return {"nan": math.nan, "inf": math.inf, "-inf": -math.inf}[value["number"]]
+    return value
+
+
+def kind_encode_entries() -> list[dict[str, Any]]:
+    out = []
+    for name, spec in _kind_specs():
+        taken, refused = _kind_values(spec)
+        encoded = [spec.encode(v) for v in taken]
+        for v in refused:
+            try:
+                spec.encode(_json_value(v))
+            except InvalidParameterError:
+                continue
+            raise AssertionError(f"{name} took {v!r}")
+        out.append({"entry": describe_metric(name, f"the {name} metric", spec),
+                    "values": taken,
+                    "encoded": [str(e) if isinstance(e, Fraction) else e for e in encoded],
+                    "refused": refused})
+    return out
+
+
+def kind_memo_entries(rng: random.Random) -> list[dict[str, Any]]:
+    secrets = [bytes(range(32)), bytes(rng.getrandbits(8) for _ in range(32))]
+    out = []
+    for secret in secrets:
+        for name, spec in _kind_specs():
+            taken, _ = _kind_values(spec)
+            mechanism = spec.mechanism
+            alpha = alpha_threshold(secret, name) if spec.kind == "numeric" else None
+            for value in taken[:8]:
+                encoded = spec.encode(value)
+                key = memo_key(secret, name, mechanism, encoded)  # type: ignore[arg-type]
+                answer = memo_value(secret, name, mechanism, encoded)  # type: ignore[arg-type]
+                out.append({"secret": secret.hex(), "metric": name,
+                            "entry": describe_metric(name, "", spec), "value": value,
+                            "alpha": None if alpha is None else str(alpha), "key": key,
+                            "answer": _payload(mechanism, answer)})
+    return out
+
+
+def kind_wire_entries(rng: random.Random) -> list[dict[str, Any]]:
+    out = []
+    mechanisms = _kind_mechanisms()
+    samples = [
+        [("os", mechanisms[1].id, 3)],
+        [("os", mechanisms[5].id, "0a"), ("locale", mechanisms[7].id, "8000000000000001"),
+         ("startup_ms", mechanisms[13].id, 1), ("dark_mode", "rr:1/2:1/2", 0)],
+        [(f"metric_{i % 5}", mechanisms[i % 17].id,
+          _payload(mechanisms[i % 17], mechanisms[i % 17].perturb(
+              0 if not isinstance(mechanisms[i % 17], BitMean) else mechanisms[i % 17].lower,
+              _source(_words(rng, 400))))) for i in range(40)],
+    ]
+    for reports in samples:
+        batch_id = f"{rng.getrandbits(128):032x}"
+        body = json.dumps(encode_batch(batch_id, reports), separators=(",", ":"))
+        out.append({"batch_id": batch_id, "reports": [list(r) for r in reports], "body": body,
+                    "sha256": hashlib.sha256(body.encode()).hexdigest()})
+    return out
+
+
+def kind_catalogue_entries() -> dict[str, Any]:
+    specs = [("dark_mode", MetricSpec.build("boolean", mechanism="rr:1/2:1/2"))] + _kind_specs()
+    good = {"metrics": [describe_metric(name, f"the {name} metric", spec)
+                        for name, spec in specs]}
+    unknown = [{**good["metrics"][1], "name": "future", "kind": "ranking"},
+               {**good["metrics"][1], "name": "future_mech", "mechanism": "zz:1:2"}]
+    skipped: dict[str, str] = {}
+    parsed = parse_catalogue({"metrics": good["metrics"] + unknown}, skipped)
+
+    def changed(name: str, **fields: Any) -> dict[str, Any]:
+        """A catalogue of one entry of ``good``, changed (a field None: left out)."""
+        entry = json.loads(json.dumps(next(e for e in good["metrics"] if e["name"] == name)))
+        for key, value in fields.items():
+            if value is None:
+                entry.pop(key, None)
+            else:
+                entry[key] = value
+        return {"metrics": [entry]}
+    os_entry = good["metrics"][1]
+    bad = [
+        changed("os", categories=OS[::-1]),                      # the tag no longer matches
+        changed("os", categories=OS[:5]),                        # d no longer matches
+        changed("os", categories=OS[:5] + ["android"]),          # not distinct
+        changed("os", categories=None),
+        changed("os", p1="1/2"),
+        changed("os", q=None),
+        changed("os", clamp=True),                               # clamp on a categorical
+        changed("os", mechanism=os_entry["mechanism"].replace("grr:6:", "grr:06:")),
+        changed("os", kind="numeric"),
+        changed("os", kind="boolean"),
+        changed("os", lower="0"),
+        changed("crashes_per_week", edges=["0", "1", "2", "5", "10", "1000"]),
+        changed("crashes_per_week", edges=["0", "2", "1", "5", "10", "100"]),
+        changed("crashes_per_week", edges="0,1,2,5,10,100"),
+        changed("crashes_per_week", clamp="yes"),
+        changed("startup_ms", upper="20000"),
+        changed("startup_ms", lower=None),
+        changed("startup_ms", edges=["0", "1", "2"]),
+        changed("startup_ms", p1="3/4"),
+        changed("temperature", mechanism="bm:1/3:-5/2:8"),
+    ]
+    for doc in bad:
+        try:
+            parse_catalogue(doc, {})
+        except WireFormatError:
+            continue
+        raise AssertionError(f"{doc!r} was accepted")
+    return {"good": {"metrics": good["metrics"] + unknown},
+            "parsed": {name: spec.mechanism.id for name, spec in parsed.items()},
+            "skipped": skipped and sorted(skipped), "bad": bad}
+
+
 SECTIONS: dict[str, Callable[[random.Random], Any]] = {
     "mechanisms": lambda rng: mechanism_entries(),
     "invalid_ids": lambda rng: invalid_id_entries(),
@@ -227,6 +478,13 @@ SECTIONS: dict[str, Callable[[random.Random], Any]] = {
     "catalogue": lambda rng: catalogue_entries(),
     "catalogue_kinds": lambda rng: catalogue_kind_entries(),
     "estimates": lambda rng: estimate_entries(),
+    "kind_mechanisms": lambda rng: kind_mechanism_entries(),
+    "kind_invalid_ids": lambda rng: kind_invalid_id_entries(),
+    "kind_perturb": kind_perturb_entries,
+    "kind_encode": lambda rng: kind_encode_entries(),
+    "kind_memo": kind_memo_entries,
+    "kind_wire": kind_wire_entries,
+    "kind_catalogue": lambda rng: kind_catalogue_entries(),
 }
 
 

@@ -10,7 +10,8 @@ export type Catalogue = Map<string, RandomizedResponse>;
  * Parse a GET /v1/metrics document, refusing any entry whose stated P1 and Q do not match its
  * mechanism id exactly (as the Python client's parse_catalogue).
  *
- * The web client reports boolean metrics only: an entry of another kind (categorical,
+ * This entry point reports boolean metrics only (deniable-client/all parses every kind:
+ * kinds.ts, parseAllCatalogue): an entry of another kind (categorical,
  * histogram, numeric, or one this version does not know) is left out of the catalogue and
  * passed to `skipped` (its name and kind), so a collector that serves other kinds keeps every
  * boolean metric working. A boolean entry has kind "boolean" (or none, as from collectors

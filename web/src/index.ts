@@ -14,7 +14,7 @@ export {
 export {type Fraction, frac, parseFraction, fracToString} from "./fraction.js";
 export {SecureBits, SYSTEM_BITS, below, type RandomBits, type ReadBytes} from "./random.js";
 export {memoBit, memoContext, importSecret, newSecretKey, SECRET_BYTES} from "./memo.js";
-export {encodeBatch, newBatchId, isMetricName, REPORTS_PATH, METRICS_PATH, type Item} from "./wire.js";
+export {encodeBatch, newBatchId, isMetricName, REPORTS_PATH, METRICS_PATH, type Item, type Payload} from "./wire.js";
 export {parseCatalogue, declareCatalogue, type Catalogue} from "./catalogue.js";
 export {type Store, MemoryStore, IdbStore, defaultStore} from "./store.js";
 export {type SecretStore, StoreSecret, MemorySecret} from "./secret.js";

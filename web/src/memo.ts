@@ -19,10 +19,10 @@ export const SECRET_BYTES = 32;
 const DOMAIN = "deniable/memo/v1";
 const encoder = new TextEncoder();
 
-class OutOfBits extends Error {}
+export class OutOfBits extends Error {}
 
 /** Bits from a fixed list of HMAC blocks; throws OutOfBits past their end. */
-class BlockBits implements RandomBits {
+export class BlockBits implements RandomBits {
   private pool = 0n;
   private avail = 0;
   private next = 0;

@@ -10,7 +10,7 @@
  */
 import {QueueError} from "./errors.js";
 import type {Store} from "./store.js";
-import {encodeBatch, type Item, newBatchId} from "./wire.js";
+import {encodeBatch, type Item, newBatchId, type Payload} from "./wire.js";
 
 export const DEFAULT_BATCH_SIZE = 100;
 /** Milliseconds the in-memory buffer gathers reports before one store commit. */
@@ -44,7 +44,7 @@ export interface DeadLetter {
 /** The stored document. */
 export interface QueueState {
   v: 1;
-  pending: [string, string, 0 | 1, number][];
+  pending: [string, string, Payload, number][];
   batches: SealedBatch[];
   dead: DeadLetter[];
   counters: {sent: number; dropped: number; deadLettered: number};
@@ -62,7 +62,7 @@ export interface QueueOptions {
 }
 
 export class DurableQueue {
-  private buffer: [string, string, 0 | 1, number][] = [];
+  private buffer: [string, string, Payload, number][] = [];
   private state: QueueState = empty();
   private chain: Promise<unknown> = Promise.resolve();
   private readonly now: () => number;

@@ -32,7 +32,7 @@ import {
   backoffDelay, DEFAULT_RETRY, DEFAULT_TIMEOUT, type RetryOptions, secureUniform, Transport,
 } from "./sender.js";
 import {defaultStore, IdbStore, type Store} from "./store.js";
-import {DEFAULT_MAX_REPORTS, METRICS_PATH, REPORTS_PATH} from "./wire.js";
+import {DEFAULT_MAX_REPORTS, METRICS_PATH, type Payload, REPORTS_PATH} from "./wire.js";
 
 export interface ReporterOptions {
   /** name -> mechanism (or id): usable at once, before any network; a privacy floor. */
@@ -107,36 +107,36 @@ export class Reporter {
   /** The latest upload failure (undefined after a success), without any report content. */
   lastError: string | undefined;
 
-  private catalogue: Catalogue | null = null;
-  private readonly declared: Catalogue | null;
-  private readonly memo = new Map<string, [0 | 1 | undefined, 0 | 1 | undefined]>();
-  private early: Early[] = [];
+  protected catalogue: Catalogue | null = null;
+  protected readonly declared: Catalogue | null;
+  protected readonly memo = new Map<string, [0 | 1 | undefined, 0 | 1 | undefined]>();
+  protected early: Early[] = [];
   private readonly queue: DurableQueue;
   private readonly store: Store;
   private readonly secretStore: SecretStore;
-  private secret: CryptoKey | undefined;
+  protected secret: CryptoKey | undefined;
   private readonly transport: Transport;
   private readonly retry: RetryOptions;
-  private readonly fresh: Set<string>;
-  private readonly rng: RandomBits;
-  private readonly log: (message: string) => void;
-  private readonly opts: Required<Pick<ReporterOptions, "commitInterval" | "closeTimeout" |
+  protected readonly fresh: Set<string>;
+  protected readonly rng: RandomBits;
+  protected readonly log: (message: string) => void;
+  protected readonly opts: Required<Pick<ReporterOptions, "commitInterval" | "closeTimeout" |
     "refreshInterval" | "maxEarlyReports" | "uploadJitter">>;
-  private readonly counts = {noCatalogue: 0, early: 0, unknown: 0};
-  private readonly mismatch: Stats["mechanismMismatch"] = {};
+  protected readonly counts = {noCatalogue: 0, early: 0, unknown: 0};
+  protected readonly mismatch: Stats["mechanismMismatch"] = {};
   private readonly logged = new Set<string>();
   /** Metrics the collector serves in kinds this client does not report: name -> kind. */
-  private otherKinds = new Map<string, string>();
-  private initDone = false;
-  private readonly initialised: Promise<void>;
-  private closed = false;
+  protected otherKinds = new Map<string, string>();
+  protected initDone = false;
+  protected readonly initialised: Promise<void>;
+  protected closed = false;
   private stopping = false;
   private attempts = 0;
   private keyRefused = false;
   private commitTimer: ReturnType<typeof setTimeout> | undefined;
   private sealTimer: ReturnType<typeof setTimeout> | undefined;
   private refreshTimer: ReturnType<typeof setTimeout> | undefined;
-  private draining: Promise<void> | undefined;
+  protected draining: Promise<void> | undefined;
   private inFlight: AbortController | undefined;
   private wakeBell = new Bell();
   private hurryBell = new Bell();
@@ -212,14 +212,16 @@ export class Reporter {
    * @throws InvalidParameterError `trueValue` is not a boolean (or 0/1), or `metric` not a string.
    * @throws UnknownMetricError a catalogue is known and does not hold `metric`, or the
    *   collector serves `metric` in a kind this client does not report (categorical,
-   *   histogram, numeric: the web client reports boolean metrics only for now).
+   *   histogram, numeric: this entry point reports boolean metrics; deniable-client/all
+   *   reports every kind).
    * @throws QueueError the reporter is closed.
    */
   report(metric: string, trueValue: boolean): void {
     if (this.closed) throw new QueueError("the reporter is closed");
     const kind = this.otherKinds.get(metric);
     if (kind !== undefined) {
-      throw new UnknownMetricError(`${JSON.stringify(metric)} is ${kind}: boolean metrics only`);
+      throw new UnknownMetricError(`${JSON.stringify(metric)} is ${kind}: boolean metrics ` +
+                                   'only; import {Reporter} from "deniable-client/all"');
     }
     if (typeof trueValue !== "boolean" && trueValue !== 0 && trueValue !== 1) {
       throw new InvalidParameterError(
@@ -349,7 +351,7 @@ export class Reporter {
 
   // -- internals ------------------------------------------------------------------------
 
-  private put(metric: string, mechanismId: string, bit: 0 | 1): void {
+  protected put(metric: string, mechanismId: string, bit: Payload): void {
     this.queue.put([metric, mechanismId, bit]);
     if (this.commitTimer === undefined) {
       this.commitTimer = timer(() => {
@@ -359,7 +361,7 @@ export class Reporter {
     }
   }
 
-  private async commit(sealAll: boolean): Promise<void> {
+  protected async commit(sealAll: boolean): Promise<void> {
     try {
       const sealed = await this.queue.commit(sealAll);
       if (sealed > 0) this.wakeBell.ring();
@@ -425,7 +427,7 @@ export class Reporter {
    * A catalogue document's boolean metrics. Metrics of other kinds are left out, remembered
    * (so reporting one throws a clear error) and logged once per set of such metrics.
    */
-  private parse(doc: unknown): Catalogue {
+  protected parse(doc: unknown): Catalogue {
     const other = new Map<string, string>();
     const catalogue = parseCatalogue(doc, (name, kind) => other.set(name, kind));
     this.otherKinds = other;
@@ -435,7 +437,7 @@ export class Reporter {
   }
 
   /** Declared metrics are a privacy floor: never a mechanism with a larger epsilon. */
-  private checkDeclared(registered: Catalogue): void {
+  protected checkDeclared(registered: Catalogue): void {
     const next: Catalogue = new Map(this.declared!);
     for (const [name, declared] of this.declared!) {
       const found = registered.get(name);
@@ -450,7 +452,7 @@ export class Reporter {
   }
 
   /** Derive the memoized answers of every known metric, so report() is synchronous. */
-  private async prepareMemo(): Promise<void> {
+  protected async prepareMemo(): Promise<void> {
     if (this.catalogue === null || this.secret === undefined) return;
     for (const [metric, mechanism] of this.catalogue) {
       if (this.fresh.has(metric)) continue;
@@ -463,35 +465,37 @@ export class Reporter {
   }
 
   /** Reports that arrived before their memoized answer was known. */
-  private async drain(): Promise<void> {
+  protected async drain(): Promise<void> {
     await this.initialised;
-    while (this.early.length > 0) {
-      const [metric, value] = this.early.shift()!;
-      const mechanism = this.catalogue?.get(metric);
-      if (this.catalogue === null) {
-        this.counts.noCatalogue++;
-        continue;
-      }
-      if (mechanism === undefined) {
-        this.counts.unknown++;
-        this.once(`unknown:${metric}`, `deniable: metric '${metric}' is not in the catalogue; ` +
-                  "its early reports were dropped");
-        continue;
-      }
-      if (this.fresh.has(metric)) {
-        this.put(metric, mechanism.id, mechanism.perturb(value, this.rng));
-        continue;
-      }
-      if (this.secret === undefined) {
-        this.counts.noCatalogue++;
-        continue;
-      }
-      const key = `${metric}\u0000${mechanism.id}`;
-      let bits = this.memo.get(key);
-      if (bits === undefined) this.memo.set(key, bits = [undefined, undefined]);
-      bits[value] ??= await memoBit(this.secret, metric, mechanism, value);
-      this.put(metric, mechanism.id, bits[value]!);
+    while (this.early.length > 0) await this.drainOne(...this.early.shift()!);
+  }
+
+  /** One early report: perturbed (and memoized) once the local state has loaded. */
+  protected async drainOne(metric: string, value: 0 | 1): Promise<void> {
+    const mechanism = this.catalogue?.get(metric);
+    if (this.catalogue === null) {
+      this.counts.noCatalogue++;
+      return;
     }
+    if (mechanism === undefined) {
+      this.counts.unknown++;
+      this.once(`unknown:${metric}`, `deniable: metric '${metric}' is not in the catalogue; ` +
+                "its early reports were dropped");
+      return;
+    }
+    if (this.fresh.has(metric)) {
+      this.put(metric, mechanism.id, mechanism.perturb(value, this.rng));
+      return;
+    }
+    if (this.secret === undefined) {
+      this.counts.noCatalogue++;
+      return;
+    }
+    const key = `${metric}\u0000${mechanism.id}`;
+    let bits = this.memo.get(key);
+    if (bits === undefined) this.memo.set(key, bits = [undefined, undefined]);
+    bits[value] ??= await memoBit(this.secret, metric, mechanism, value);
+    this.put(metric, mechanism.id, bits[value]!);
   }
 
   /** The upload loop: oldest sealed batch first, one at a time. */
@@ -599,7 +603,7 @@ export class Reporter {
     send(this.queue.snapshot.batches);
   }
 
-  private once(key: string, message: string): void {
+  protected once(key: string, message: string): void {
     if (this.logged.has(key)) return;
     this.logged.add(key);
     this.log(message);

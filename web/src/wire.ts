@@ -17,8 +17,13 @@ export const BATCH_ID = /^[0-9a-f]{32}$/;
 /** The cap on reports per batch, for the client and the collector alike. */
 export const DEFAULT_MAX_REPORTS = 1000;
 
-/** One queued report: (metric, mechanism id, perturbed bit). */
-export type Item = readonly [metric: string, mechanism: string, bit: 0 | 1];
+/**
+ * One queued report: (metric, mechanism id, perturbed value): a bit (`rr:`, `bm:`), a category
+ * index (`grr:`) or a bitset in lowercase hex (`oue:`, `ss:`), as client/kinds.payload_field.
+ */
+export type Item = readonly [metric: string, mechanism: string, value: Payload];
+/** A perturbed value as it travels: a bit, a category index or a hex bitset. */
+export type Payload = number | string;
 
 export function isMetricName(name: unknown): name is string {
   return typeof name === "string" && METRIC_NAME.test(name);
@@ -36,9 +41,12 @@ export function newBatchId(): string {
 /** The exact JSON text of a batch, as the Python client's json.dumps(encode_batch(...)). */
 export function encodeBatch(batchId: string, reports: Iterable<Item>): string {
   const parts: string[] = [];
-  for (const [metric, mechanism, bit] of reports) {
+  for (const [metric, mechanism, value] of reports) {
+    // The payload field: "index" for grr: (the only id starting with g), "bits" for a hex
+    // bitset (oue:, ss:), "bit" otherwise (rr:, bm:).
     parts.push(`{"metric":${JSON.stringify(metric)},"mechanism":${JSON.stringify(mechanism)},` +
-               `"bit":${bit}}`);
+               `"${mechanism[0] === "g" ? "index" : typeof value == "string" ? "bits" : "bit"}":` +
+               `${JSON.stringify(value)}}`);
   }
   return `{"batch_id":${JSON.stringify(batchId)},"reports":[${parts.join(",")}]}`;
 }

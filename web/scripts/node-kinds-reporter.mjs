@@ -1,0 +1,21 @@
+// Report metrics of every kind through deniable-client/all in Node, with its file queue and
+// file secret, then close.
+//     node scripts/node-kinds-reporter.mjs <collector url> <dir> <reports.json> [close timeout ms]
+// reports.json is a list of [metric, true value] pairs; the catalogue is fetched from the
+// collector. Prints the reporter's stats as JSON.
+import {readFileSync} from "node:fs";
+
+import {Reporter} from "../dist/all.js";
+import {nodeStorage} from "../dist/node.js";
+
+const [url, dir, reportsPath, closeTimeout = "10000"] = process.argv.slice(2);
+const reports = JSON.parse(readFileSync(reportsPath, "utf8"));
+const reporter = new Reporter(url, {
+  batchSize: 100, retry: {backoff: 50}, log: () => undefined, ...nodeStorage(dir),
+});
+if (!await reporter.waitReady(10_000)) throw new Error("no catalogue");
+for (const [metric, value] of reports) reporter.report(metric, value);
+const sent = await reporter.close(Number(closeTimeout));
+process.stdout.write(JSON.stringify({sent, stats: reporter.stats(),
+                                     metrics: reporter.metrics,
+                                     lastError: reporter.lastError ?? null}) + "\n");

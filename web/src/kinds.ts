@@ -1,0 +1,831 @@
+/**
+ * Metric kinds beyond boolean, mirroring deniable.client.categorical, numeric, kinds and memo
+ * (THE definitions, in Python): categorical and histogram metrics under k-ary randomized
+ * response (`grr:<d>:<p>:<tag>`), optimized unary encoding (`oue:<d>:<q>:<tag>`) or subset
+ * selection (`ss:<d>:<k>:<r>:<tag>`), and numeric metrics under 1BitMean
+ * (`bm:<a>:<lower>:<upper>`).
+ *
+ * A page opts in: `import {Reporter} from "deniable-client/all"` (src/all.ts). The default
+ * entry point stays boolean-only, so a page that reports booleans does not ship this module.
+ *
+ * Every draw is the Python *reference* sampler's, draw for draw (a mechanism's
+ * `perturb(value, rng)` with an injected source): integer draws `below(n)` by rejection, and
+ * coins decided byte by byte against the probability's base-256 expansion (`ByteCoin`), so each
+ * outcome has exactly the stated probability and no float is ever compared with a random
+ * number. Bytes come from a SecureBits as whole 64-bit words (the rest of a word dropped), from
+ * any other source (the memo's HMAC stream) 8 bits at a time, as Python's `byte_source`.
+ * The shared test vectors (tests/vectors) check ids, channels, outputs, memoized answers,
+ * encodings and refusals against the Python code.
+ */
+import {InvalidParameterError, WireFormatError} from "./errors.js";
+import {
+  add, cmp, div, eq, frac, type Fraction, fracToString, mul, parseFraction, sub, toNumber,
+} from "./fraction.js";
+import {RandomizedResponse} from "./mechanism.js";
+import {BlockBits, memoContext, OutOfBits} from "./memo.js";
+import {below, type RandomBits, SecureBits, SYSTEM_BITS} from "./random.js";
+import {sha256Hex} from "./sha256.js";
+import {isMetricName, type Payload} from "./wire.js";
+
+export const MIN_CATEGORIES = 2;
+export const MAX_CATEGORIES = 1024;
+export const MAX_CATEGORY_LENGTH = 100;
+/** Grid intervals of α-point rounding for numeric metrics (33 points), as memo.DEFAULT_GRID. */
+export const DEFAULT_GRID = 32;
+export const KINDS = ["boolean", "categorical", "histogram", "numeric"] as const;
+export type Kind = typeof KINDS[number];
+
+const MAX_ID = 1n << 64n;
+const ONE = frac(1n);
+const HALF = frac(1n, 2n);
+const TAG = /^[0-9a-f]{8}$/;
+const CATEGORICAL_ID = /^(grr|oue):([0-9]{1,4}):([0-9/]{1,41}):([0-9a-f]{8})$/;
+const SS_ID = /^ss:([0-9]{1,4}):([0-9]{1,4}):([0-9/]{1,41}):([0-9a-f]{8})$/;
+const BM_ID = /^bm:([0-9/]{1,41}):(-?[0-9/]{1,42}):(-?[0-9/]{1,42})$/;
+const FAMILY: Record<string, readonly string[]> = {
+  boolean: ["rr"], categorical: ["grr", "oue", "ss"], histogram: ["grr", "oue", "ss"],
+  numeric: ["bm"],
+};
+
+const fail = (message: string): never => {
+  throw new InvalidParameterError(message);
+};
+const show = (text: unknown): string => JSON.stringify(String(text).slice(0, 80));
+
+// -- exact numbers --------------------------------------------------------------------------
+
+/**
+ * One exact number of a mechanism id, as Python's `fraction_field`: `num/den` (or `num` where
+ * `whole`), in lowest terms, denominator and numerator at most 2**64, negative only if `signed`.
+ */
+export function fractionField(name: string, text: string, signed = false,
+                              whole = false): Fraction {
+  const match = /^(-?)([0-9]{1,20})(?:\/([0-9]{1,20}))?$/.exec(text);
+  if (match === null || (match[1] && !signed) || (match[3] === undefined && !whole)) {
+    fail(`${name} in a mechanism id must be ${whole ? "a number or " : ""}a fraction such as ` +
+         `'1/2'${signed ? ", maybe negative" : ""}. Got ${show(text)}.`);
+  }
+  const den = BigInt(match![3] ?? "1");
+  if (den === 0n || den > MAX_ID || BigInt(match![2]!) > MAX_ID) {
+    fail(`${name} in a mechanism id must have a denominator in [1, 2**64]. Got ${show(text)}.`);
+  }
+  const value = frac(BigInt(match![1]! + match![2]!), den);
+  if (fracToString(value) !== text) {
+    fail(`${name} in a mechanism id must be in lowest terms: '${fracToString(value)}'. ` +
+         `Got ${show(text)} instead.`);
+  }
+  return value;
+}
+
+/** A finite JS number (or bigint) at its exact value: a double is m * 2**-e exactly. */
+export function exactValue(value: unknown): Fraction {
+  if (typeof value === "bigint") return frac(value);
+  if (typeof value !== "number") {
+    return fail("the value must be a number. Got a " +
+                `${value === null ? "null" : typeof value} instead.`);
+  }
+  if (!Number.isFinite(value)) fail("the value must be a finite number. Got a non-finite number.");
+  let m = value;
+  let e = 0n;
+  while (!Number.isInteger(m)) {  // doubling is exact: a non-integer double is below 2**52
+    m *= 2;
+    e++;
+  }
+  return frac(BigInt(m), 1n << e);
+}
+
+/** A declared number (an edge, a bound): an exact string ("3", "-1/2", "0.25") or a number. */
+function declaredNumber(name: string, value: unknown): Fraction {
+  if (typeof value === "string") {
+    return parseFraction(value) ?? parseDecimal(value) ??
+      fail(`${name} must be a number. Got ${show(value)}.`);
+  }
+  if (typeof value === "number" && Number.isFinite(value) && !Number.isInteger(value)) {
+    return declaredNumber(name, String(value));  // as it prints, as Python's Fraction(repr(x))
+  }
+  if (typeof value !== "number" && typeof value !== "bigint") {
+    fail(`${name} must be a number (int, float or Fraction). Got ${show(value)} instead.`);
+  }
+  return exactValue(value);
+}
+
+/** A decimal such as "0.25", "-.5" or "1e-7" (as a double prints), exactly; null if not. */
+function parseDecimal(text: string): Fraction | null {
+  const m = /^(-?)([0-9]*)(?:\.([0-9]*))?(?:e([+-]?[0-9]+))?$/.exec(text);
+  if (m === null || !(m[2] || m[3])) return null;
+  const digits = BigInt(`${m[1]}${m[2] || "0"}${m[3] ?? ""}`);
+  const exponent = Number(m[4] ?? 0) - (m[3] ?? "").length;
+  return exponent >= 0 ? frac(digits * 10n ** BigInt(exponent))
+    : frac(digits, 10n ** BigInt(-exponent));
+}
+
+/** A bound or edge as people write it: an integer, a short decimal, or a fraction. */
+function label(value: Fraction): string {
+  if (value.den === 1n) return `${value.num}`;
+  const shown = String(toNumber(value));
+  const back = parseDecimal(shown);
+  return back !== null && eq(back, value) ? shown : fracToString(value);
+}
+
+// -- random bytes and exact coins ---------------------------------------------------------------
+
+/** n -> n uniform bytes, as Python's byte_source: a SecureBits serves whole 64-bit words
+ * (little-endian, the rest of the last word dropped); any other source 8 bits per byte. */
+export function byteSource(rng: RandomBits): (n: number) => Uint8Array {
+  if (rng instanceof SecureBits) {
+    return (n) => {
+      const out = new Uint8Array(Math.ceil(n / 8) * 8);
+      for (let i = 0; i < out.length; i += 8) {
+        let word = rng.bigBits(64);
+        for (let j = 0; j < 8; j++, word >>= 8n) out[i + j] = Number(word & 255n);
+      }
+      return out.subarray(0, n);
+    };
+  }
+  return (n) => Uint8Array.from({length: n}, () => rng.bits(8));
+}
+
+/** A uniform integer in [0, bound) for any bound, as Python's `below`: past 2**64, whole
+ * draws of k bits made of 64-bit pieces (high first), rejected while >= bound. */
+export function belowAny(rng: RandomBits, bound: bigint): bigint {
+  if (bound <= MAX_ID) return below(rng, bound);
+  const k = (bound - 1n).toString(2).length;
+  for (;;) {
+    let value = 0n;
+    for (let got = 0; got < k;) {
+      const take = Math.min(64, k - got);
+      value = (value << BigInt(take)) | rng.bigBits(take);
+      got += take;
+    }
+    if (value < bound) return value;
+  }
+}
+
+/**
+ * Coins that come up 1 with probability exactly p, decided from bytes (Python's ByteCoin): a
+ * uniform U = 0.b0 b1 ... in base 256 against p's expansion t0 t1 ...; 1 iff U < p, decided at
+ * the first differing digit; where the expansion ends and every digit agrees, 0.
+ */
+export class ByteCoin {
+  private readonly digits: [number, boolean][] = [];
+
+  constructor(private readonly p: Fraction) {
+    if (p.num < 0n || p.num >= p.den) fail(`a coin's probability lies in [0, 1). Got ${fracToString(p)}.`);
+  }
+
+  /** (t_level, whether the expansion ends there). */
+  digit(level: number): [number, boolean] {
+    while (this.digits.length <= level) {
+      const scaled = this.p.num * 256n ** BigInt(this.digits.length + 1);
+      const whole = scaled / this.p.den;
+      this.digits.push([Number(whole % 256n), whole * this.p.den === scaled]);
+    }
+    return this.digits[level]!;
+  }
+
+  /** One coin (1 or 0) per byte of `first`; undecided coins draw their next digits, all at
+   * one level in one `draw` call, in order. */
+  decide(first: Uint8Array, draw: (n: number) => Uint8Array): Uint8Array {
+    const marks = new Uint8Array(first.length);
+    const [t0, last] = this.digit(0);
+    let pending: number[] = [];
+    first.forEach((b, i) => {
+      if (b < t0) marks[i] = 1;
+      else if (b === t0 && !last) pending.push(i);
+    });
+    for (let level = 1; pending.length > 0; level++) {
+      const [digit, end] = this.digit(level);
+      const bytes = draw(pending.length);
+      const still: number[] = [];
+      pending.forEach((i, j) => {
+        const b = bytes[j]!;
+        if (b === digit && !end) still.push(i);
+        else marks[i] = b < digit ? 1 : 0;
+      });
+      pending = still;
+    }
+    return marks;
+  }
+}
+
+// -- the mechanisms ---------------------------------------------------------------------------
+
+/** What every mechanism of a kind beyond boolean offers. */
+export interface ValueMechanism {
+  readonly id: string;
+  readonly kind: "categorical" | "numeric";
+  /** (P1, Q): the channel each counted slot follows, exact. */
+  readonly p1: Fraction;
+  readonly q: Fraction;
+  /** The most one report moves the odds between two true values, exact. */
+  readonly likelihoodRatio: Fraction;
+  readonly epsilon: number;
+  /** The perturbed report as it travels (an index, a hex bitset or a bit). */
+  perturb(value: number | Fraction, rng?: RandomBits): Payload;
+}
+
+function checkSize(d: number): number {
+  if (!Number.isInteger(d) || d < MIN_CATEGORIES || d > MAX_CATEGORIES) {
+    fail(`a categorical metric has ${MIN_CATEGORIES} to ${MAX_CATEGORIES} categories. ` +
+         `Got ${d} instead.`);
+  }
+  return d;
+}
+
+function checkTag(tag: string): string {
+  if (!TAG.test(tag)) fail(`tag must be 8 lowercase hex digits (domain_tag of the categories). Got ${show(tag)}.`);
+  return tag;
+}
+
+function checkIndex(index: unknown, d: number): number {
+  if (typeof index !== "number" || !Number.isInteger(index) || index < 0 || index >= d) {
+    fail(`a category index must be an int in [0, ${d}).`);
+  }
+  return index as number;
+}
+
+const log = (ratio: Fraction): number =>
+  cmp(ratio, frac(2n)) >= 0 ? Math.log(toNumber(ratio)) : Math.log1p(toNumber(sub(ratio, ONE)));
+
+/** (prefix, d, probability, tag) of a grr:/oue: id (canonical spellings only). */
+function parseCategoricalId(id: string): [string, number, Fraction, string] {
+  const match = typeof id === "string" ? CATEGORICAL_ID.exec(id) : null;
+  if (match === null) {
+    return fail("a categorical mechanism id looks like 'grr:<d>:<p>:<tag>' or " +
+                `'oue:<d>:<q>:<tag>', e.g. 'grr:6:1/2:0a1b2c3d'. Got ${show(id)}.`);
+  }
+  const d = Number(match[2]);
+  if (String(d) !== match[2]) fail(`d must have no leading zeros. Got ${show(id)}.`);
+  return [match[1]!, checkSize(d), fractionField("probability", match[3]!), match[4]!];
+}
+
+/** Bitset digits on the wire: ceil(d / 4) lowercase hex. */
+export const bitsetDigits = (d: number): number => Math.ceil(d / 4);
+/** The wire spelling of a bitset over d categories (bit i = category i). */
+export const encodeBitset = (bits: bigint, d: number): string =>
+  bits.toString(16).padStart(bitsetDigits(d), "0");
+
+/** k-ary randomized response (GRR) over d categories: the true one with probability p. */
+export class KaryRandomizedResponse implements ValueMechanism {
+  readonly kind = "categorical";
+  readonly id: string;
+  readonly q: Fraction;
+
+  constructor(readonly d: number, readonly p: Fraction, readonly tag: string) {
+    checkSize(d);
+    checkTag(tag);
+    if (!(cmp(frac(1n, BigInt(d)), p) < 0 && cmp(p, ONE) < 0)) {
+      fail(`p must lie strictly between 1/d = 1/${d} (no information) and 1 (infinite ` +
+           `epsilon). Got ${fracToString(p)} instead.`);
+    }
+    this.id = `grr:${d}:${fracToString(p)}:${tag}`;
+    this.q = div(sub(ONE, p), frac(BigInt(d - 1)));
+  }
+
+  static fromId(id: string): KaryRandomizedResponse {
+    const [prefix, d, p, tag] = parseCategoricalId(id);
+    if (prefix !== "grr") fail(`not a GRR id: ${show(id)}`);
+    return new KaryRandomizedResponse(d, p, tag);
+  }
+
+  get p1(): Fraction { return this.p; }
+  get likelihoodRatio(): Fraction { return div(this.p, this.q); }
+  get epsilon(): number { return log(this.likelihoodRatio); }
+
+  /** The reported index: keep with probability p, else uniform over the d - 1 others. */
+  perturb(index: number, rng: RandomBits = SYSTEM_BITS): number {
+    checkIndex(index, this.d);
+    const keep = below(rng, this.p.den) < this.p.num;
+    let other = Number(below(rng, BigInt(this.d - 1)));
+    if (other >= index) other++;
+    return keep ? index : other;
+  }
+}
+
+/** Optimized unary encoding (OUE): one bit per category, the true one's fair, others q. */
+export class UnaryEncoding implements ValueMechanism {
+  readonly kind = "categorical";
+  readonly id: string;
+  readonly p1 = HALF;
+  private readonly coin: ByteCoin;
+
+  constructor(readonly d: number, readonly q: Fraction, readonly tag: string) {
+    checkSize(d);
+    checkTag(tag);
+    if (!(q.num > 0n && cmp(q, HALF) < 0)) {
+      fail("q must lie strictly between 0 (infinite epsilon) and 1/2 (no information). " +
+           `Got ${fracToString(q)} instead.`);
+    }
+    this.id = `oue:${d}:${fracToString(q)}:${tag}`;
+    this.coin = new ByteCoin(q);
+  }
+
+  static fromId(id: string): UnaryEncoding {
+    const [prefix, d, q, tag] = parseCategoricalId(id);
+    if (prefix !== "oue") fail(`not an OUE id: ${show(id)}`);
+    return new UnaryEncoding(d, q, tag);
+  }
+
+  get likelihoodRatio(): Fraction { return div(sub(ONE, this.q), this.q); }
+  get epsilon(): number { return log(this.likelihoodRatio); }
+
+  /** The reported bitset (hex): d coins of probability q, then the true bit a fair coin (the
+   * top bit of one more byte). */
+  perturb(index: number, rng: RandomBits = SYSTEM_BITS): string {
+    checkIndex(index, this.d);
+    const draw = byteSource(rng);
+    const raw = draw(this.d + 1);
+    const marks = this.coin.decide(raw.subarray(0, this.d), draw);
+    marks[index] = raw[this.d]! >> 7;
+    return encodeBitset(marksToBits(marks), this.d);
+  }
+}
+
+function marksToBits(marks: Uint8Array): bigint {
+  let bits = 0n;
+  for (let i = marks.length - 1; i >= 0; i--) bits = (bits << 1n) | BigInt(marks[i]!);
+  return bits;
+}
+
+/** Subset selection (SS): a set of k categories, r times as likely when it holds the true one. */
+export class SubsetSelection implements ValueMechanism {
+  readonly kind = "categorical";
+  readonly id: string;
+  readonly p1: Fraction;
+  readonly q: Fraction;
+  private readonly coin: ByteCoin;
+
+  constructor(readonly d: number, readonly k: number, readonly r: Fraction,
+              readonly tag: string) {
+    checkSize(d);
+    checkTag(tag);
+    if (!Number.isInteger(k) || k < 1 || k >= d) {
+      fail(`k (the subset size) must be an int in [1, d - 1] = [1, ${d - 1}]. Got ${k} instead.`);
+    }
+    if (cmp(r, ONE) <= 0) {
+      fail(`r (the likelihood ratio) must exceed 1 (no information at 1). Got ${fracToString(r)}.`);
+    }
+    this.id = `ss:${d}:${k}:${fracToString(r)}:${tag}`;
+    const kr = mul(frac(BigInt(k)), r);
+    const total = add(kr, frac(BigInt(d - k)));
+    this.p1 = div(kr, total);
+    this.q = div(mul(frac(BigInt(k)), add(mul(frac(BigInt(k - 1)), r), frac(BigInt(d - k)))),
+                 mul(frac(BigInt(d - 1)), total));
+    this.coin = new ByteCoin(this.p1);
+  }
+
+  static fromId(id: string): SubsetSelection {
+    const match = typeof id === "string" ? SS_ID.exec(id) : null;
+    if (match === null) {
+      return fail("a subset-selection id looks like 'ss:<d>:<k>:<r>:<tag>', e.g. " +
+                  `'ss:8:3:3/2:0a1b2c3d'. Got ${show(id)}.`);
+    }
+    if (String(Number(match[1])) !== match[1] || String(Number(match[2])) !== match[2]) {
+      fail(`d and k must have no leading zeros. Got ${show(id)}.`);
+    }
+    return new SubsetSelection(checkSize(Number(match[1])), Number(match[2]),
+                               fractionField("r", match[3]!, false, true), match[4]!);
+  }
+
+  get likelihoodRatio(): Fraction { return this.r; }
+  get epsilon(): number { return log(this.r); }
+
+  /** The reported subset (hex bitset): the true category kept with probability P1 (a coin
+   * on fresh bytes), the rest a partial Fisher-Yates shuffle of the others with `below`. */
+  perturb(index: number, rng: RandomBits = SYSTEM_BITS): string {
+    checkIndex(index, this.d);
+    const read = byteSource(rng);
+    const keep = this.coin.decide(read(1), read)[0] === 1;
+    const d = this.d;
+    const others = Array.from({length: d - 1}, (_, i) => i);
+    if (index < d - 1) others[index] = d - 1;
+    let bits = keep ? 1n << BigInt(index) : 0n;
+    for (let t = 0; t < (keep ? this.k - 1 : this.k); t++) {
+      const j = t + Number(below(rng, BigInt(d - 1 - t)));
+      [others[t], others[j]] = [others[j]!, others[t]!];
+      bits |= 1n << BigInt(others[t]!);
+    }
+    return encodeBitset(bits, d);
+  }
+}
+
+/** 1BitMean over [lower, upper]: one bit, 1 with probability a + (1 - 2a)(x - lower)/(upper - lower). */
+export class BitMean implements ValueMechanism {
+  readonly kind = "numeric";
+  readonly id: string;
+
+  constructor(readonly a: Fraction, readonly lower: Fraction, readonly upper: Fraction) {
+    if (!(a.num > 0n && cmp(a, HALF) < 0)) {
+      fail("a must lie strictly between 0 (infinite epsilon) and 1/2 (no information). " +
+           `Got ${fracToString(a)} instead.`);
+    }
+    if (cmp(lower, upper) >= 0) {
+      fail(`lower must be below upper. Got [${fracToString(lower)}, ${fracToString(upper)}] instead.`);
+    }
+    this.id = `bm:${fracToString(a)}:${fracToString(lower)}:${fracToString(upper)}`;
+  }
+
+  static fromId(id: string): BitMean {
+    const match = typeof id === "string" ? BM_ID.exec(id) : null;
+    if (match === null) {
+      return fail("a numeric mechanism id looks like 'bm:<a>:<lower>:<upper>', e.g. " +
+                  `'bm:1/4:0:10000'. Got ${show(id)} instead.`);
+    }
+    return new BitMean(fractionField("a", match[1]!),
+                       fractionField("lower", match[2]!, true, true),
+                       fractionField("upper", match[3]!, true, true));
+  }
+
+  get p1(): Fraction { return sub(ONE, this.a); }
+  get q(): Fraction { return this.a; }
+  get likelihoodRatio(): Fraction { return div(sub(ONE, this.a), this.a); }
+  get epsilon(): number { return log(this.likelihoodRatio); }
+
+  /** The reported bit for the exact `value` in [lower, upper]: one integer draw below the
+   * probability's unreduced denominator, as Python's BitMean.perturb. */
+  perturb(value: Fraction, rng: RandomBits = SYSTEM_BITS): 0 | 1 {
+    const {num: xn, den: xd} = value;
+    const {num: ln, den: ld} = this.lower;
+    const {num: un, den: ud} = this.upper;
+    const {num: sn, den: sd} = sub(this.upper, this.lower);
+    const {num: an, den: ad} = this.a;
+    const offset = xn * ld - ln * xd;
+    if (offset < 0n || xn * ud > un * xd) {
+      fail(`the value must lie in [${fracToString(this.lower)}, ${fracToString(this.upper)}].`);
+    }
+    const scale = xd * ld * sn;
+    const num = an * scale + (ad - 2n * an) * offset * sd;
+    return belowAny(rng, ad * scale) < num ? 1 : 0;
+  }
+}
+
+/** The mechanism of a canonical id of a kind beyond boolean. */
+export function parseValueMechanism(id: string): ValueMechanism {
+  const prefix = typeof id === "string" ? id.split(":", 1)[0] : "";
+  if (prefix === "grr") return KaryRandomizedResponse.fromId(id);
+  if (prefix === "oue") return UnaryEncoding.fromId(id);
+  if (prefix === "ss") return SubsetSelection.fromId(id);
+  if (prefix === "bm") return BitMean.fromId(id);
+  return fail(`mechanism id must start with one of bm, grr, oue, rr, ss and ':'. Got ${show(id)} instead.`);
+}
+
+/** Any mechanism by its id, boolean (rr:) included. */
+export function parseMechanism(id: string): RandomizedResponse | ValueMechanism {
+  return typeof id === "string" && id.startsWith("rr:") ? RandomizedResponse.fromId(id)
+    : parseValueMechanism(id);
+}
+
+/** The 8-hex-digit digest of a category list (or of a histogram's edges) that ids carry. */
+export function domainTag(labels: readonly string[]): string {
+  return sha256Hex(new TextEncoder().encode(JSON.stringify(labels))).slice(0, 8);
+}
+
+// -- metric specs -----------------------------------------------------------------------------
+
+/** A declaration of a metric of a kind beyond boolean (as a catalogue entry or TOML table). */
+export interface KindDeclaration {
+  kind: "categorical" | "histogram" | "numeric";
+  mechanism: string;
+  categories?: readonly string[];
+  edges?: readonly (string | number)[];
+  lower?: string | number;
+  upper?: string | number;
+  clamp?: boolean;
+}
+
+/**
+ * One metric of a kind beyond boolean: its mechanism, what it declares, and how a true value
+ * is encoded (Python's MetricSpec), memoized (deniable.client.memo) and perturbed.
+ */
+export class MetricSpec {
+  readonly categories: readonly string[];
+  readonly edges: readonly Fraction[];
+  private readonly index = new Map<string, number>();
+
+  /** @throws InvalidParameterError a declaration that does not hold, as Python's MetricSpec. */
+  constructor(readonly kind: "categorical" | "histogram" | "numeric",
+              readonly mechanism: ValueMechanism, categories: readonly string[] = [],
+              edges: readonly Fraction[] = [], readonly clamp = false) {
+    if (!["categorical", "histogram", "numeric"].includes(kind)) {
+      fail(`kind must be one of ${KINDS.join(", ")}. Got ${show(kind)} instead.`);
+    }
+    const prefix = mechanism.id.split(":", 1)[0]!;
+    if (!FAMILY[kind]!.includes(prefix)) {
+      fail(`a ${kind} metric needs a ${FAMILY[kind]!.join(" or ")} mechanism. ` +
+           `Got ${show(mechanism.id)} instead.`);
+    }
+    if (typeof clamp !== "boolean") fail(`clamp must be true or false. Got ${show(clamp)}.`);
+    if (clamp && kind === "categorical") fail("clamp applies to histogram and numeric metrics only");
+    this.edges = edges;
+    if (kind === "numeric") {
+      if (categories.length > 0 || edges.length > 0) fail("a numeric metric takes no categories or edges");
+      this.categories = [];
+      return;
+    }
+    const labels = kind === "histogram" ? bucketLabels(edges) : [...categories];
+    checkCategories(labels);
+    this.categories = labels;
+    const m = mechanism as KaryRandomizedResponse;
+    const tag = domainTag(kind === "histogram" ? edges.map(fracToString) : labels);
+    if (m.d !== labels.length || m.tag !== tag) {
+      fail(`mechanism ${show(m.id)} does not match the declared ` +
+           `${kind === "histogram" ? "edges" : "categories"}: they need d = ${labels.length} ` +
+           `and tag ${tag}`);
+    }
+    labels.forEach((l, i) => this.index.set(l, i));
+  }
+
+  /**
+   * A spec from a declaration (a catalogue entry's fields, or a metrics-file table):
+   * `kind`, `mechanism`, and `categories` / `edges` / `lower` and `upper` / `clamp`.
+   */
+  static fromDeclaration(doc: KindDeclaration | Record<string, unknown>): MetricSpec {
+    const d = doc as Record<string, unknown>;
+    const kind = d.kind as MetricSpec["kind"];
+    if (typeof d.mechanism !== "string") fail(`a ${String(kind)} metric declares its mechanism id`);
+    const mechanism = parseValueMechanism(d.mechanism as string);
+    const list = (name: string, value: unknown): unknown[] => {
+      if (value === undefined || value === null) return [];
+      return Array.isArray(value) ? value : fail(`${name} must be a list. Got ${show(value)}.`);
+    };
+    const categories = kind === "categorical" ? list("categories", d.categories) : [];
+    const edges = list("edges", d.edges).map((e, i) => declaredNumber(`edges[${i}]`, e));
+    const hasBounds = d.lower !== undefined || d.upper !== undefined;
+    if (kind === "numeric") {
+      if (d.lower === undefined || d.upper === undefined) fail("a numeric metric declares lower and upper");
+      const bm = mechanism as BitMean;
+      if (bm.kind === "numeric" && (!eq(bm.lower, declaredNumber("lower", d.lower)) ||
+                                    !eq(bm.upper, declaredNumber("upper", d.upper)))) {
+        fail(`mechanism ${show(bm.id)} does not match lower = ${String(d.lower)}, ` +
+             `upper = ${String(d.upper)}`);
+      }
+    } else if (hasBounds) {
+      fail(`a ${String(kind)} metric takes no lower or upper`);
+    }
+    return new MetricSpec(kind, mechanism, categories as string[], edges,
+                          (d.clamp ?? false) as boolean);
+  }
+
+  get id(): string { return this.mechanism.id; }
+  get likelihoodRatio(): Fraction { return this.mechanism.likelihoodRatio; }
+  get epsilon(): number { return this.mechanism.epsilon; }
+
+  /** What the metric asks (kind, categories, edges, bounds): two specs that ask the same may
+   * replace each other under the declared-floor rule. */
+  get question(): string {
+    const m = this.mechanism as BitMean;
+    return JSON.stringify([this.kind, this.categories, this.edges.map(fracToString),
+                           m.lower && fracToString(m.lower), m.upper && fracToString(m.upper)]);
+  }
+
+  /**
+   * The true value as the mechanism takes it: a category index, or an exact number in range
+   * (histogram: its bucket's index). Never shows the value in an error: it is the secret.
+   * @throws InvalidParameterError wrong type, unknown category, NaN or infinite, out of range
+   *   (unless the metric declares clamp).
+   */
+  encode(value: unknown): number | Fraction {
+    if (this.kind === "categorical") {
+      const index = typeof value === "string" ? this.index.get(value) : undefined;
+      if (index === undefined) {
+        const shown = this.categories.slice(0, 8).join(", ") +
+          (this.categories.length > 8 ? ", ..." : "");
+        fail(`the value must be one of the declared categories (${shown})` +
+             (typeof value === "string" ? " and it is not." : `. Got a ${typeOf(value)} instead.`));
+      }
+      return index!;
+    }
+    if (typeof value !== "number" && typeof value !== "bigint") {
+      fail(`the value must be a number. Got a ${typeOf(value)} instead.`);
+    }
+    let number = exactValue(value);
+    const m = this.mechanism as BitMean;
+    const [low, high] = this.kind === "histogram" ?
+      [this.edges[0]!, this.edges[this.edges.length - 1]!] : [m.lower, m.upper];
+    if (cmp(number, low) < 0 || cmp(number, high) > 0) {
+      if (!this.clamp) {
+        fail(`the value must lie in [${label(low)}, ${label(high)}] (the metric does not ` +
+             "declare clamp)");
+      }
+      number = cmp(number, low) < 0 ? low : high;
+    }
+    if (this.kind === "numeric") return number;
+    let bucket = 0;  // bisect_right(edges, number) - 1, the last bucket closed
+    while (bucket < this.edges.length - 2 && cmp(this.edges[bucket + 1]!, number) <= 0) bucket++;
+    return bucket;
+  }
+
+  /** A fresh perturbed report of an encoded value. */
+  perturb(encoded: number | Fraction, rng: RandomBits = SYSTEM_BITS): Payload {
+    return this.mechanism.perturb(encoded, rng);
+  }
+
+  /** The memo key of an encoded value: the index, or the grid point a number rounds to
+   * under the device's threshold `alpha` (α-point rounding, memo.memo_key). */
+  memoKey(encoded: number | Fraction, alpha: bigint, grid = DEFAULT_GRID): number {
+    if (this.kind !== "numeric") return encoded as number;
+    const m = this.mechanism as BitMean;
+    const value = encoded as Fraction;
+    const span = sub(m.upper, m.lower);
+    const den = value.den * m.lower.den * span.num;
+    const num = (value.num * m.lower.den - m.lower.num * value.den) * span.den * BigInt(grid);
+    if (num < 0n || num > BigInt(grid) * den) fail("the value lies outside the metric's [lower, upper]");
+    const low = num / den;
+    return Number(low) + (((num % den) << 64n) > alpha * den ? 1 : 0);
+  }
+
+  /** The device's permanent answer for memo key `key` (memo.memo_answer). */
+  async memoAnswer(secret: CryptoKey, metric: string, key: number,
+                   grid = DEFAULT_GRID): Promise<Payload> {
+    const numeric = this.kind === "numeric";
+    const value = new Uint8Array(numeric ? 8 : 4);
+    const view = new DataView(value.buffer);
+    if (numeric) view.setUint32(0, grid, false);
+    view.setUint32(numeric ? 4 : 0, key, false);
+    const m = this.mechanism;
+    const start = m instanceof UnaryEncoding ? Math.ceil((m.d + 1) / 32) + 1 : 1;
+    return hmacStream(secret, concat(memoPrefix("prr", metric, m.id), value), (bits) => {
+      if (!numeric) return m.perturb(key, bits);
+      const bm = m as BitMean;
+      return bm.perturb(add(bm.lower, mul(sub(bm.upper, bm.lower), frac(BigInt(key), BigInt(grid)))),
+                        bits);
+    }, start);
+  }
+}
+
+function typeOf(value: unknown): string {
+  return value === null ? "null" : Array.isArray(value) ? "list" : typeof value;
+}
+
+function bucketLabels(edges: readonly Fraction[]): string[] {
+  if (edges.length < MIN_CATEGORIES + 1 || edges.length > MAX_CATEGORIES + 1) {
+    fail(`a histogram declares ${MIN_CATEGORIES + 1} to ${MAX_CATEGORIES + 1} edges ` +
+         `(${MIN_CATEGORIES} to ${MAX_CATEGORIES} buckets). Got ${edges.length}.`);
+  }
+  if (edges.some((e, i) => i > 0 && cmp(e, edges[i - 1]!) <= 0)) {
+    fail("histogram edges must increase strictly");
+  }
+  return edges.slice(1).map((e, i) => `[${label(edges[i]!)}, ${label(e)}` +
+                                       `${i === edges.length - 2 ? "]" : ")"}`);
+}
+
+function checkCategories(labels: readonly unknown[]): void {
+  if (labels.length < MIN_CATEGORIES || labels.length > MAX_CATEGORIES) {
+    fail(`a categorical metric declares ${MIN_CATEGORIES} to ${MAX_CATEGORIES} categories. ` +
+         `Got ${labels.length}.`);
+  }
+  labels.forEach((l, i) => {
+    if (typeof l !== "string" || !l || [...l].length > MAX_CATEGORY_LENGTH) {
+      fail(`categories[${i}] must be a non-empty string of at most ${MAX_CATEGORY_LENGTH} ` +
+           `characters. Got ${show(l)}.`);
+    }
+  });
+  if (new Set(labels).size !== labels.length) fail("categories must be distinct");
+}
+
+// -- memoization (deniable.client.memo) --------------------------------------------------------
+
+/** The length-prefixed ("deniable/memo/v1", label, metric, mechanism id) prefix of a context. */
+export function memoPrefix(label: string, metric: string, mechanismId: string): Uint8Array {
+  return memoContext(label, metric, mechanismId, 0).subarray(0, -1);
+}
+
+function concat(a: Uint8Array, b: Uint8Array): Uint8Array {
+  const out = new Uint8Array(a.length + b.length);
+  out.set(a);
+  out.set(b, a.length);
+  return out;
+}
+
+/** `fn` over the HMAC-SHA256 stream of (secret, context); more blocks (doubling) while it
+ * runs out, so it reads exactly the bits it would read from an endless stream. */
+async function hmacStream<T>(secret: CryptoKey, context: Uint8Array, fn: (bits: RandomBits) => T,
+                             start = 1): Promise<T> {
+  const blocks: Uint8Array[] = [];
+  for (let want = start; ; want *= 2) {
+    const more = [];
+    for (let i = blocks.length; i < want; i++) {
+      const input = new Uint8Array(context.length + 8);
+      input.set(context);
+      new DataView(input.buffer).setBigUint64(context.length, BigInt(i), false);
+      more.push(globalThis.crypto.subtle.sign("HMAC", secret, input));
+    }
+    for (const block of await Promise.all(more)) blocks.push(new Uint8Array(block));
+    try {
+      return fn(new BlockBits(blocks));
+    } catch (error) {
+      if (!(error instanceof OutOfBits)) throw error;
+    }
+  }
+}
+
+/** The device's secret rounding threshold for `metric` (memo.alpha_threshold): 64 bits. */
+export function alphaThreshold(secret: CryptoKey, metric: string): Promise<bigint> {
+  return hmacStream(secret, memoPrefix("alpha", metric, ""), (bits) => bits.bigBits(64));
+}
+
+/** memo.memo_value: the permanent answer for an encoded value, as the client derives it. */
+export async function memoValue(secret: CryptoKey, metric: string, spec: MetricSpec,
+                                encoded: number | Fraction, grid = DEFAULT_GRID): Promise<Payload> {
+  const alpha = spec.kind === "numeric" ? await alphaThreshold(secret, metric) : 0n;
+  return spec.memoAnswer(secret, metric, spec.memoKey(encoded, alpha, grid), grid);
+}
+
+// -- catalogues ---------------------------------------------------------------------------------
+
+/** A metric of any kind. */
+export type AnyMetric = RandomizedResponse | MetricSpec;
+
+/**
+ * Parse a GET /v1/metrics document with every kind (Python's parse_catalogue): entries of a
+ * kind or mechanism family this client does not know are left out and passed to `skipped`;
+ * every other entry is checked against everything it states (P1 and Q, categories and tag,
+ * edges, bounds), and one that does not hold refuses the whole document.
+ */
+export function parseAllCatalogue(doc: unknown, skipped?: (name: string, kind: string) => void
+                                  ): Map<string, AnyMetric> {
+  const entries = doc !== null && typeof doc === "object" ?
+    (doc as {metrics?: unknown}).metrics : undefined;
+  if (!Array.isArray(entries)) {
+    throw new WireFormatError("the metrics document must hold a list under 'metrics'");
+  }
+  const catalogue = new Map<string, AnyMetric>();
+  entries.forEach((entry: unknown, i) => {
+    if (entry === null || typeof entry !== "object" || !("name" in entry) ||
+        !("mechanism" in entry)) {
+      throw new WireFormatError(`metrics entry ${i} is malformed`);
+    }
+    const e = entry as Record<string, unknown>;
+    const kind = e.kind ?? "boolean";
+    if (!isMetricName(e.name)) {
+      throw new WireFormatError(`metrics entry ${i} has an invalid name ${show(e.name)}`);
+    }
+    const prefix = typeof e.mechanism === "string" ? e.mechanism.split(":", 1)[0]! : "";
+    if (typeof kind !== "string" || !(KINDS as readonly string[]).includes(kind) ||
+        (typeof e.mechanism === "string" && !["rr", "grr", "oue", "ss", "bm"].includes(prefix))) {
+      skipped?.(e.name, String(kind));
+      return;
+    }
+    let metric: AnyMetric;
+    const claims: [unknown, unknown][] = [];
+    try {
+      if (kind === "boolean") {
+        if (prefix !== "rr") fail(`a boolean metric needs a rr mechanism. Got ${show(e.mechanism)} instead.`);
+        metric = RandomizedResponse.fromId(e.mechanism as string);
+        claims.push([e.p_yes_given_yes, e.p_yes_given_no]);
+        if ("p1" in e || "q" in e) claims.push([e.p1, e.q]);
+      } else {
+        metric = MetricSpec.fromDeclaration(e);
+        claims.push([e.p1, e.q]);
+      }
+    } catch (error) {
+      throw new WireFormatError(`metrics entry ${i} is malformed: ${(error as Error).message}`);
+    }
+    const [p1, q] = metric instanceof RandomizedResponse ?
+      [metric.pYesGivenYes, metric.pYesGivenNo] : [metric.mechanism.p1, metric.mechanism.q];
+    for (const [s1, sq] of claims) {
+      const f1 = typeof s1 === "string" ? parseFraction(s1) : null;
+      const fq = typeof sq === "string" ? parseFraction(sq) : null;
+      if (f1 === null || fq === null || !eq(f1, p1) || !eq(fq, q)) {
+        throw new WireFormatError(
+          `metric '${e.name}' states P1, Q = ${show(s1)}, ${show(sq)}, which do not match its ` +
+          `mechanism ${metric.id} (${fracToString(p1)}, ${fracToString(q)})`);
+      }
+    }
+    catalogue.set(e.name, metric);
+  });
+  return catalogue;
+}
+
+/** A metric declared in code: a mechanism, a spec, an id (`rr:`, or `bm:`, which carries its
+ * bounds) or a declaration (`{kind, mechanism, categories | edges | lower, upper, clamp}`). */
+export type Declared = RandomizedResponse | MetricSpec | string | KindDeclaration;
+
+/** The metric of one declaration (Python's declared_spec). */
+export function declareMetric(name: string, declared: Declared): AnyMetric {
+  if (!isMetricName(name)) {
+    fail("metric names are lowercase letters, digits and '_', at most 64 characters. " +
+         `Got ${show(name)} instead.`);
+  }
+  if (declared instanceof RandomizedResponse || declared instanceof MetricSpec) return declared;
+  try {
+    if (typeof declared === "object" && declared !== null) {
+      if (typeof (declared as {mechanism?: unknown}).mechanism !== "string") {
+        fail("declare the metric's mechanism id (the web client does not choose one from an " +
+             "epsilon)");
+      }
+      const kind = (declared as {kind?: unknown}).kind ?? "boolean";
+      if (kind === "boolean") return RandomizedResponse.fromId((declared as {mechanism: string}).mechanism);
+      return MetricSpec.fromDeclaration(declared);
+    }
+    const mechanism = parseMechanism(declared);
+    if (mechanism instanceof RandomizedResponse) return mechanism;
+    if (mechanism instanceof BitMean) {
+      return new MetricSpec("numeric", mechanism);
+    }
+    return fail(`a bare ${show(declared)} does not name its categories: declare ` +
+                "{kind, mechanism, categories} (or edges) instead");
+  } catch (error) {
+    return fail(`metric '${name}': ${(error as Error).message}`);
+  }
+}

@@ -1,32 +1,14 @@
 // The shared test vectors of the kinds beyond boolean (tests/vectors/vectors.json, sections
 // kind_*, written from the Python client) checked entry by entry against deniable-client/all.
 import assert from "node:assert/strict";
-import {readFileSync} from "node:fs";
 import {test} from "node:test";
 
 import {
-  InvalidParameterError, MetricSpec, SecureBits, WireFormatError, alphaThreshold, encodeBatch,
+  InvalidParameterError, MetricSpec, WireFormatError, alphaThreshold, encodeBatch,
   fracToString, importSecret, memoValue, parseAllCatalogue, parseFraction, parseMechanism,
 } from "../dist/all.js";
+import {fromHex, source, vectors} from "./vectors.js";
 
-const vectors = JSON.parse(readFileSync(new URL("../../tests/vectors/vectors.json", import.meta.url)));
-const fromHex = (text) => new Uint8Array(Buffer.from(text, "hex"));
-
-/** SecureBits reading exactly these 64-bit words (little-endian), as the generator does. */
-function source(words) {
-  const stream = Buffer.concat(words.map((w) => {
-    const b = Buffer.alloc(8);
-    b.writeBigUInt64LE(BigInt(`0x${w}`));
-    return b;
-  }));
-  let given = false;
-  const bits = new SecureBits(() => {
-    if (given) throw new Error("the vector's words ran out");
-    given = true;
-    return new Uint8Array(stream);
-  });
-  return bits;
-}
 
 /** A value the vectors could not write as JSON (NaN, infinities). */
 const jsValue = (v) => v !== null && typeof v === "object" && "number" in v ?

@@ -1,32 +1,16 @@
 // The shared test vectors (tests/vectors/vectors.json, written from the Python client) checked
 // entry by entry against the TypeScript code: a change on either side fails until both agree.
 import assert from "node:assert/strict";
-import {readFileSync} from "node:fs";
 import {test} from "node:test";
 
 import {
-  RandomizedResponse, SecureBits, below, encodeBatch, fracToString, importSecret, memoBit,
+  RandomizedResponse, below, encodeBatch, fracToString, importSecret, memoBit,
   memoContext, parseCatalogue, parseFraction, zScore, WireFormatError, InvalidParameterError,
 } from "../dist/index.js";
+import {fromHex, source, vectors} from "./vectors.js";
 
-const vectors = JSON.parse(readFileSync(new URL("../../tests/vectors/vectors.json", import.meta.url)));
 const hex = (bytes) => Buffer.from(bytes).toString("hex");
-const fromHex = (text) => new Uint8Array(Buffer.from(text, "hex"));
 
-/** SecureBits reading exactly these 64-bit words (little-endian), as the generator does. */
-function source(words) {
-  const stream = Buffer.concat(words.map((w) => {
-    const b = Buffer.alloc(8);
-    b.writeBigUInt64LE(BigInt(`0x${w}`));
-    return b;
-  }));
-  let given = false;
-  return new SecureBits(() => {
-    if (given) throw new Error("the vector's words ran out");
-    given = true;
-    return new Uint8Array(stream);
-  });
-}
 
 const close = (actual, expected, what) =>
   assert.ok(Math.abs(actual - expected) <= 1e-12 * Math.max(1, Math.abs(expected)),

@@ -45,7 +45,7 @@ def analyze(source: CountsSource, metrics: Sequence[str] | None = None, *,
     pools each bucket with the ones before it (``timeseries.rolling``); ``version`` reads that
     version of every metric named. Every interval follows its metric's collection policy.
 
-    Breakdowns (current version only, sources with ``breakdown_counts``): each metric that
+    Breakdowns (sources with ``breakdown_counts``; of ``version`` when given): each metric that
     declares dimensions is broken down by each of them, or by ``by`` alone when given (metrics
     that do not declare it are skipped), cells under ``min_reports`` reports suppressed
     (``analysis.breakdown``). Their comparisons are corrected within each breakdown.
@@ -78,12 +78,13 @@ def analyze(source: CountsSource, metrics: Sequence[str] | None = None, *,
         except ComparisonError:
             pass
         dims = counts.metric.dimensions
-        if version is None and dims and hasattr(source, "breakdown_counts"):
+        if dims and hasattr(source, "breakdown_counts"):
             wanted = ([by] if by is not None and (dims.get(by) is not None or
                                                   tuple(by.split(",")) in dims.combinations)
                       else [] if by is not None else list(dims.names))
             breakdowns.extend(breakdown(source, name, b, start, end,  # type: ignore[arg-type]
                                         min_reports=min_reports or DEFAULT_MIN_REPORTS,
                                         confidence=confidence, alpha=alpha,
-                                        correction=correction) for b in wanted)
+                                        correction=correction, version=version)
+                              for b in wanted)
     return Analysis(start, end, split, sections, correct(raw, correction, alpha), breakdowns)

@@ -60,7 +60,8 @@ class BreakdownSource(Protocol):
     def dimensions(self, metric: str) -> Dimensions: ...
 
     def breakdown_counts(self, metric: str, by: str, start: datetime | None = None,
-                         end: datetime | None = None) -> dict[str, MetricCounts]: ...
+                         end: datetime | None = None, *, version: int | None = None
+                         ) -> dict[str, MetricCounts]: ...
 
 
 @dataclass(frozen=True)
@@ -157,8 +158,10 @@ class BreakdownError(SourceError):
 def breakdown(source: BreakdownSource, metric: str, by: str, start: datetime | None = None,
               end: datetime | None = None, *, min_reports: int = DEFAULT_MIN_REPORTS,
               confidence: float = 0.95, alpha: float = 0.05,
-              correction: str = "holm") -> Breakdown:
-    """Break ``metric`` down by ``by`` over [start, end) (default: the last 7 days).
+              correction: str = "holm", version: int | None = None) -> Breakdown:
+    """Break ``metric`` down by ``by`` over [start, end) (default: the last 7 days), in its
+    current version or in ``version`` (an older one, debiased with its own mechanism; the
+    dimensions are the metric's, declared once for every version).
 
     Raises:
         BreakdownError: ``min_reports`` below 1, or ``by`` not a declared dimension or
@@ -176,8 +179,8 @@ def breakdown(source: BreakdownSource, metric: str, by: str, start: datetime | N
         raise BreakdownError(
             f"{metric}: {by!r} is not a dimension or declared combination of this metric"
             + (f" (it declares {declared})" if declared else " (it declares no dimensions)"))
-    total_counts = source.counts(metric, start, end)
-    by_series = source.breakdown_counts(metric, by, start, end)
+    total_counts = source.counts(metric, start, end, version=version)
+    by_series = source.breakdown_counts(metric, by, start, end, version=version)
     total = summarize(total_counts, confidence, start=start, end=end)
     cells = tuple(_cell(label, counts, min_reports, confidence, start, end)
                   for label, counts in by_series.items())

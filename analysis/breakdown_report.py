@@ -29,7 +29,8 @@ COMPARISON_ROWS = 30
 def breakdown_document(b: Breakdown) -> dict[str, Any]:
     """One breakdown, JSON-ready: its cells (``estimate`` null when suppressed, with
     ``reason``), ``not_stated``, the comparisons, and the notes in words."""
-    return {"metric": b.metric, "kind": b.kind, "by": b.by, "from": _plain(b.start),
+    return {"metric": b.metric, "kind": b.kind, "mechanism": b.total.mechanism,
+            "version": b.total.version, "by": b.by, "from": _plain(b.start),
             "to": _plain(b.end), "confidence": b.confidence, "min_reports": b.min_reports,
             "n": b.total.n, "not_stated": b.not_stated,
             "suppressed": [c.label for c in b.suppressed],
@@ -80,7 +81,9 @@ def to_csv(breakdowns: Sequence[Breakdown]) -> str:
 
 
 def _title(b: Breakdown) -> str:
-    return (f"{b.metric} by {b.by} ({b.kind}, n = {b.total.n:,}, {b.start:%Y-%m-%d %H:%M} to "
+    version = f"version {b.total.version}, " if b.total.version is not None else ""
+    return (f"{b.metric} by {b.by} ({b.kind}, {version}n = {b.total.n:,}, "
+            f"{b.start:%Y-%m-%d %H:%M} to "
             f"{b.end:%Y-%m-%d %H:%M} UTC, cells under {b.min_reports:,} reports suppressed)")
 
 

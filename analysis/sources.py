@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any, Protocol
@@ -294,7 +294,9 @@ class HTTPSource:
         doc = self._get(f"/v1/metrics/{metric}/counts", params)
         if info is None or version is not None:
             # Not an active metric, or another version: the counts name their own mechanism.
-            info = _info(metric, info.description if info else "", doc)
+            # The dimensions are the metric's, declared once for every version.
+            found = _info(metric, info.description if info else "", doc)
+            info = replace(found, dimensions=info.dimensions) if info else found
         elif doc["mechanism"] != info.mechanism.id:
             raise SourceError(f"{metric}: counts are for {doc['mechanism']}, "
                               f"not {info.mechanism.id}")
@@ -318,16 +320,23 @@ class HTTPSource:
         return _counts_of(info, doc["buckets"])
 
     def breakdown_counts(self, metric: str, by: str, start: datetime | None = None,
-                         end: datetime | None = None) -> dict[str, MetricCounts]:
-        """Counts of every series of ``by`` (a dimension or a declared combination ``a,b``),
-        label -> counts, in the declaration's order, from one ``?by=`` request."""
+                         end: datetime | None = None, *, version: int | None = None
+                         ) -> dict[str, MetricCounts]:
+        """Counts of every series of ``by`` (a dimension or a declared combination ``a,b``)
+        of the current version, or of ``version``: label -> counts, in the declaration's
+        order, from one ``?by=`` request."""
         info = self._active(metric)
         by = _by(by)
         labels = series_labels(info.dimensions, metric, by)
         start, end = default_range(start, end)
-        doc = self._get(f"/v1/metrics/{metric}/counts",
-                        {"from": start.isoformat(), "to": end.isoformat(), "by": by})
-        self._check_mechanism(info, doc)
+        params = {"from": start.isoformat(), "to": end.isoformat(), "by": by}
+        if version is None:
+            doc = self._get(f"/v1/metrics/{metric}/counts", params)
+            self._check_mechanism(info, doc)
+        else:  # another version: the counts name their own mechanism
+            doc = self._get(f"/v1/metrics/{metric}/counts", {**params, "version": str(version)})
+            info = replace(_info(metric, info.description, doc),
+                           dimensions=info.dimensions)
         found = doc.get("series")
         if not isinstance(found, dict):
             raise SourceError(f"{metric}: the collector sent no series for by={by}")
@@ -457,13 +466,16 @@ class RedisSource:
             raise SourceError(f"the collector's registry has no metric {metric!r}")
         return self._dimensions_of(metric, entry)
 
-    def _current(self, metric: str, start: datetime | None, end: datetime | None
-                 ) -> tuple[MetricInfo, int, int]:
-        """(the current version's MetricInfo, first hour, end hour) of a read."""
+    def _current(self, metric: str, start: datetime | None, end: datetime | None,
+                 version: int | None = None) -> tuple[MetricInfo, int, int]:
+        """(the MetricInfo of the current version, or of ``version``; first hour; end hour)
+        of a read."""
         entry = self._registry.entry(metric)
-        if entry is None:
-            raise SourceError(f"the collector's registry has no metric {metric!r}")
-        info = self._info(metric, entry, entry.current)
+        found = entry.version(version) if entry is not None else None
+        if entry is None or found is None:
+            raise SourceError(f"the collector's registry has no metric {metric!r}"
+                              + (f" with a version {version}" if version is not None else ""))
+        info = self._info(metric, entry, found)
         return (info, *_visible_hours(start, end, entry.retention_days))
 
     def _info(self, metric: str, entry: Any, found: Any) -> MetricInfo:
@@ -482,15 +494,16 @@ class RedisSource:
         return MetricCounts(info, hours, values=values)
 
     def breakdown_counts(self, metric: str, by: str, start: datetime | None = None,
-                         end: datetime | None = None) -> dict[str, MetricCounts]:
+                         end: datetime | None = None, *, version: int | None = None
+                         ) -> dict[str, MetricCounts]:
         """Counts of every series of ``by`` (a dimension or a declared combination ``a,b``)
-        of the current version, label -> counts in the declaration's order: every series'
-        months in one pipelined round trip (``Store.month_strings_by_series``).
+        of the current version or of ``version``, label -> counts in the declaration's order:
+        every series' months in one pipelined round trip (``Store.month_strings_by_series``).
 
         Raises:
-            SourceError: an unknown metric, or ``by`` it does not declare.
+            SourceError: an unknown metric or version, or ``by`` it does not declare.
         """
-        info, first, end_hour = self._current(metric, start, end)
+        info, first, end_hour = self._current(metric, start, end, version)
         labels = series_labels(info.dimensions, metric, _by(by))
         width = keys.width(info.mechanism.id)
         read = self._store.month_strings_by_series(metric, info.mechanism.id, labels, first,
@@ -504,13 +517,7 @@ class RedisSource:
     def counts(self, metric: str, start: datetime | None = None,
                end: datetime | None = None, *, version: int | None = None) -> MetricCounts:
         """Counts of the metric's current version, or of ``version`` (retired metrics too)."""
-        entry = self._registry.entry(metric)
-        found = entry.version(version) if entry is not None else None
-        if entry is None or found is None:
-            raise SourceError(f"the collector's registry has no metric {metric!r}"
-                              + (f" with a version {version}" if version is not None else ""))
-        info = self._info(metric, entry, found)
-        first, end_hour = _visible_hours(start, end, entry.retention_days)
+        info, first, end_hour = self._current(metric, start, end, version)
         months = None
         if version is None:
             plan = self._plan

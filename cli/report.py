@@ -69,7 +69,7 @@ def register(commands: argparse._SubParsersAction) -> None:  # type: ignore[type
                              "(default 100): such an estimate is mostly noise and a tiny cell "
                              "can single people out")
     parser.add_argument("--version", type=positive_int, metavar="N",
-                        help="with --metric: read version N of the metrics named (older "
+                        help="with --metric: read version N of the metrics named, their breakdowns too (older "
                              "versions and retired metrics stay readable)")
     parser.set_defaults(run=run, parser=parser)
 
@@ -89,9 +89,8 @@ def _check_options(args: argparse.Namespace) -> None:
         error("--metrics-file goes with --redis-url")
     if args.simplex and args.every:
         error("--simplex applies to pooled estimates: leave out --every")
-    if args.by and (args.every or args.version is not None or args.simplex):
-        error("--by gives one pooled estimate per value of the current version: leave out "
-              "--every, --version and --simplex")
+    if args.by and (args.every or args.simplex):
+        error("--by gives one pooled estimate per value: leave out --every and --simplex")
     if args.min_reports is not None and not (args.by or args.html):
         error("--min-reports applies to breakdowns: add --by DIMENSION (or --html FILE)")
 
@@ -230,7 +229,7 @@ def _run_by(args: argparse.Namespace, source: Any, known: dict[str, Any], start:
             args.parser.error(f"no metric declares the dimension {by!r}")
     try:
         found = [breakdown(source, name, by, start, end, min_reports=min_reports,
-                           confidence=args.confidence) for name in names]
+                           confidence=args.confidence, version=args.version) for name in names]
     except _redis_errors() as exc:
         raise SourceError(f"cannot read counts: {exc}") from exc
     sys.stdout.write(render_breakdowns(found, args.format))
@@ -238,7 +237,7 @@ def _run_by(args: argparse.Namespace, source: Any, known: dict[str, Any], start:
         analysis = analyze(source, names, start=start, end=end, granularity="day",
                            confidence=args.confidence, split=args.split,
                            correction=args.correction or "holm", by=by,
-                           min_reports=min_reports)
+                           min_reports=min_reports, version=args.version)
         args.html.write_text(render_html(analysis.sections, analysis.comparisons,
                                          breakdowns=analysis.breakdowns), encoding="utf-8")
         print(f"wrote {args.html}", file=sys.stderr)

@@ -59,7 +59,7 @@ class SeriesSource:
         return self._counts(self.rows[None])
 
     def breakdown_counts(self, metric: str, by: str, start: Any = None,
-                         end: Any = None) -> dict[str, MetricCounts]:
+                         end: Any = None, *, version: Any = None) -> dict[str, MetricCounts]:
         return {label: self._counts(self.rows.get(label))
                 for label in self.info.dimensions.all_series(by)}
 

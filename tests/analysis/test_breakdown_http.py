@@ -38,7 +38,13 @@ values = ["android", "ios"]
 
 [metrics.plain_http]
 mechanism = "{RR}"
+
+[metrics.churn_http]
+mechanism = "{RR}"
+[metrics.churn_http.dimensions.platform]
+values = ["android", "ios"]
 """
+WARNER = "rr:3/4:1/2"
 
 
 @pytest.fixture(scope="module")
@@ -100,3 +106,37 @@ def test_http_and_redis_sources_agree_cell_by_cell(collector, redis_url) -> None
 def test_a_dimension_the_metric_does_not_declare_names_what_it_declares(collector) -> None:  # type: ignore[no-untyped-def]
     with pytest.raises(SourceError, match="'channel' is not a dimension.*app_version, platform"):
         breakdown(HTTPSource(collector.url), "adopt_http", "channel", *RANGE)
+
+
+def test_an_older_version_breaks_down_with_its_own_mechanism(collector, redis_url,  # type: ignore[no-untyped-def]
+                                                              capsys, tmp_path) -> None:
+    from deniable.cli.main import main
+    _post(collector.url, [("churn_http", RR, 1, {"platform": "ios"})] * 150
+          + [("churn_http", RR, 0, {"platform": "android"})] * 120)
+    answer = requests.post(f"{collector.url}/v1/admin/metrics", timeout=10, json={
+        "name": "churn_http", "mechanism": WARNER,
+        "dimensions": {"platform": {"values": ["android", "ios"]}}})
+    assert answer.status_code == 201, answer.text  # version 2: a new mechanism
+    _post(collector.url, [("churn_http", WARNER, 1, {"platform": "android"})] * 110)
+    for source in (HTTPSource(collector.url), RedisSource(redis_url)):
+        old = breakdown(source, "churn_http", "platform", *RANGE, min_reports=100, version=1)
+        assert old.info is not None and old.info.mechanism.id == RR and old.info.version == 1
+        assert [(c.value, c.n) for c in old.cells] == [("android", 120), ("ios", 150)]
+        ios = old.cells[1].summary
+        assert ios is not None and ios.unclipped == pytest.approx(rr_share(150, 150))
+        now = breakdown(source, "churn_http", "platform", *RANGE, min_reports=100)
+        assert now.info is not None and now.info.mechanism.id == WARNER
+        assert [(c.value, c.n) for c in now.cells] == [("android", 110), ("ios", 0)]
+        # P(1 | yes) = 7/8, P(1 | no) = 1/8: 110 ones of 110 debias to (1 - 1/8) / (3/4).
+        android = now.cells[0].summary
+        assert android is not None and android.unclipped == pytest.approx((1 - 1 / 8) / 0.75)
+    assert main(["report", "--collector", collector.url, "--metric", "churn_http", "--by",
+                 "platform", "--version", "1", "--format", "json", "--html",
+                 str(tmp_path / "old.html"),
+                 "--from", RANGE[0].isoformat(), "--to", RANGE[1].isoformat()]) == 0
+    [doc] = json.loads(capsys.readouterr().out)["breakdowns"]
+    assert (doc["mechanism"], doc["version"]) == (RR, 1)
+    assert [c["n"] for c in doc["cells"]] == [120, 150]
+    page = (tmp_path / "old.html").read_text()
+    assert 'data-metric="churn_http" data-by="platform"' in page
+    assert f"<b>{RR}</b>" in page and WARNER not in page  # version 1's mechanism only

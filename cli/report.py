@@ -69,8 +69,8 @@ def register(commands: argparse._SubParsersAction) -> None:  # type: ignore[type
                              "(default 100): such an estimate is mostly noise and a tiny cell "
                              "can single people out")
     parser.add_argument("--version", type=positive_int, metavar="N",
-                        help="with --metric: read version N of the metrics named, their breakdowns too (older "
-                             "versions and retired metrics stay readable)")
+                        help="with --metric: read version N of the metrics named, and their "
+                             "breakdowns (older versions and retired metrics stay readable)")
     parser.set_defaults(run=run, parser=parser)
 
 

@@ -99,7 +99,7 @@ export interface Stats {
 }
 
 /** A report held until its answer can be derived: its public dims as the call gave them. */
-export type Early = [metric: string, value: 0 | 1, dims?: Readonly<Record<string, string>>];
+type Early = [metric: string, value: 0 | 1, dims?: Readonly<Record<string, string>>];
 
 const CATALOGUE_KEY = "catalogue";
 

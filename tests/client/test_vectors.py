@@ -68,3 +68,22 @@ def test_estimate_entries_match() -> None:
         e = RandomizedResponse.from_id(entry["mechanism"]).estimate(
             entry["ones"], entry["n"], entry["confidence"])
         assert (e.value, e.ci_low, e.ci_high) == (entry["value"], entry["ci_low"], entry["ci_high"])
+
+
+def test_dims_wire_bodies_are_what_the_collector_counts_per_series() -> None:
+    """Bodies with dims leave the compact fast path (decode_compact_batch declines them) and
+    the careful decoder counts each stated value in its series."""
+    from deniable.client.dimensions import Dimensions
+    from tests.vectors.generate import COMBOS, DIMS
+    declared = {"dark_mode": Dimensions.parse(DIMS, COMBOS),
+                "os": Dimensions.parse({"platform": DIMS["platform"]})}
+    for entry in VECTORS["dims_wire"]:
+        registry = {metric: mechanism for metric, mechanism, _, _ in entry["reports"]}
+        assert decode_compact_batch(entry["body"].encode(), registry) is None
+        batch = decode_batch(json.loads(entry["body"]), registry, dimensions=declared)
+        expected: Counter[tuple[str, str]] = Counter()
+        for metric, _, _, dims in entry["reports"]:
+            for label in declared[metric].series(dims or {}):
+                expected[(metric, label)] += 1
+        assert {(m, label): counts[0] for m, t in batch.tallies.items()
+                for label, counts in t.series.items()} == dict(expected)

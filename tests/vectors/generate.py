@@ -4,7 +4,8 @@
     python -m tests.vectors.generate --check    # exit 1 if the committed file is stale
 
 Every value comes from the real Python implementation (deniable.client: mechanism, randomness,
-memo, wire, metrics; categorical, numeric and kinds for the kinds beyond boolean); nothing here re-implements it. The inputs (random words, secrets) are
+memo, wire, metrics; categorical, numeric and kinds for the kinds beyond boolean; dimensions and the
+Reporter's rules for public dimensions); nothing here re-implements it. The inputs (random words, secrets) are
 fixed test data from a seeded generator. tests/client/test_vectors.py checks that the committed
 file equals what this script writes now, so a change to the Python client fails until the file
 is regenerated; web/test/vectors.test.js checks every entry against the TypeScript code.
@@ -24,13 +25,16 @@ from typing import Any
 
 from deniable.client.categorical import (BITSET_MECHANISMS, KaryRandomizedResponse,
                                          SubsetSelection, UnaryEncoding, domain_tag)
+from deniable.client.dimensions import DimensionError, Dimensions
 from deniable.client.errors import InvalidParameterError, WireFormatError
 from deniable.client.kinds import Mechanism, MetricSpec, parse_mechanism, payload_field
 from deniable.client.memo import _context, alpha_threshold, memo_bit, memo_key, memo_value
 from deniable.client.numeric import BitMean
 from deniable.client.mechanism import RandomizedResponse, z_score
 from deniable.client.metrics import describe_metric, parse_catalogue
+from deniable.client.queue import dims_text
 from deniable.client.randomness import SecureBits
+from deniable.client.reporter import _DimensionRoute, _stated_dims
 from deniable.client.wire import encode_batch
 
 PATH = Path(__file__).with_name("vectors.json")
@@ -467,6 +471,153 @@ def kind_catalogue_entries() -> dict[str, Any]:
             "skipped": skipped and sorted(skipped), "bad": bad}
 
 
+# -- public dimensions (deniable.client.dimensions; the Reporter's _stated_dims) -------------
+
+DIMS = {"app_version": {"values": ["2.3", "2.4", "2.5"], "other": True},
+        "platform": {"values": ["android", "ios", "web"], "other": False},
+        "channel": {"values": ["beta", "stable"], "other": False}}
+COMBOS = [["platform", "app_version"]]
+
+
+def _dims_outcome(call: Callable[[], Any]) -> dict[str, Any]:
+    """What a call gives: ``{"counted": ...}``, or ``{"error": field}`` for a DimensionError."""
+    try:
+        return {"counted": call()}
+    except DimensionError as exc:
+        return {"error": exc.field}
+
+
+def dims_declaration_entries() -> dict[str, Any]:
+    """Declarations ``Dimensions.parse`` accepts (with what it reads) and refuses."""
+    good = [(DIMS, COMBOS), ({"platform": {"values": ["web"]}}, []),
+            ({"tier": {"values": [f"t{i}" for i in range(100)], "other": True}}, []),
+            ({"a": {"values": ["x"]}, "b": {"values": ["y"]}, "c": {"values": ["z"]}},
+             [["c", "a"], ["a", "b", "c"]])]
+    bad = [
+        ({"Platform": {"values": ["web"]}}, []),                 # name not lowercase
+        ({"platform": {"values": []}}, []),                      # no values
+        ({"platform": {"values": "web"}}, []),                   # not a list
+        ({"platform": {"values": ["we b"]}}, []),                # not a value
+        ({"platform": {"values": ["web", "web"]}}, []),          # twice
+        ({"platform": {"values": ["other"]}}, []),               # reserved
+        ({"platform": {"values": ["web"], "other": 1}}, []),     # other not a boolean
+        ({"platform": {"values": ["web"], "other": None}}, []),
+        ({"platform": {"values": ["web"], "extra": True}}, []),  # unknown field
+        ({"platform": ["web"]}, []),
+        ({"tier": {"values": [f"t{i}" for i in range(101)]}}, []),
+        ({"a": {"values": ["x"]}, "b": {"values": ["y"]}, "c": {"values": ["z"]},
+          "d": {"values": ["w"]}}, []),                          # four dimensions
+        (DIMS, [["platform"]]),                                  # a combination of one
+        (DIMS, [["platform", "os"]]),                            # of an undeclared one
+        (DIMS, [["platform", "platform"]]),
+        (DIMS, [["platform", "channel"], ["channel", "platform"]]),  # twice
+        (DIMS, "platform,channel"),
+        (["platform"], []),
+    ]
+    for doc, combos in bad:
+        try:
+            Dimensions.parse(doc, combos)
+        except InvalidParameterError:
+            continue
+        raise AssertionError(f"{doc!r} {combos!r} was accepted")
+    return {
+        "good": [{"dimensions": doc, "combinations": combos,
+                  "parsed": Dimensions.parse(doc, combos).describe()} for doc, combos in good],
+        "bad": [{"dimensions": doc, "combinations": combos} for doc, combos in bad],
+    }
+
+
+def dims_normalize_entries() -> list[dict[str, Any]]:
+    """``Dimensions.normalize`` and ``series`` of stated values: counted (``other`` applied,
+    names sorted as the queue's dims_text writes them) or refused (the field named)."""
+    dims = Dimensions.parse(DIMS, COMBOS)
+    cases: list[dict[str, Any]] = [
+        {"platform": "ios"}, {"app_version": "2.4", "platform": "web"},
+        {"platform": "web", "app_version": "2.9", "channel": "beta"},
+        {"app_version": "other"}, {"app_version": "2.5 beta"}, {"app_version": ""},
+        {"app_version": "2.4", "platform": "windows"}, {"platform": "Web"},
+        {"os": "linux"}, {"channel": "nightly"}, {"app_version": 2.4}, {},
+    ]
+    out = []
+    for stated in cases:
+        found = _dims_outcome(lambda: json.loads(dims_text(dims.normalize(stated)) or "{}"))
+        if "counted" in found:
+            found["series"] = dims.series(found["counted"])
+        out.append({"stated": stated, **found})
+    return out
+
+
+def dims_report_entries() -> list[dict[str, Any]]:
+    """The dims a Reporter attaches to one report (``_DimensionRoute`` and ``_stated_dims``):
+    the device-wide values the metric declares, overridden by the call's, as counted; or the
+    field a DimensionError names. ``declared`` null: the metric declares no dimensions."""
+    declared = {"all": (DIMS, COMBOS), "platform_only": ({"platform": DIMS["platform"]}, []),
+                "none": None}
+    devices = [{}, {"app_version": "2.4", "platform": "web"},
+               {"app_version": "9.9", "platform": "web", "country": "fr"},
+               {"platform": "windows"}, {"platform": "windows", "app_version": "2.3"}]
+    calls: list[dict[str, Any] | None] = [
+        None, {}, {"platform": "ios"}, {"app_version": "2.5"}, {"channel": "beta"},
+        {"platform": "linux"}, {"country": "fr"}, {"platform": 3}]
+    out = []
+    for name, decl in declared.items():
+        dims = Dimensions.parse(*decl) if decl is not None else Dimensions()
+        for device in devices:
+            route = _DimensionRoute("m", dims, device) if dims else None
+            for call in calls:
+                found = _dims_outcome(lambda: json.loads(
+                    ("" if route is None and not call else _stated_dims("m", route, call))
+                    or "{}"))
+                out.append({"declared": name, "device": device, "dims": call, **found})
+    return out
+
+
+def dims_catalogue_entries() -> dict[str, Any]:
+    """A catalogue whose entries declare dimensions (as the collector serves them), with the
+    dimensions each kept entry declares, and the entries withheld for malformed ones."""
+    specs = dict([("dark_mode", MetricSpec.build("boolean", mechanism="rr:1/2:1/2"))]
+                 + _kind_specs())
+    declared = {"dark_mode": (DIMS, COMBOS), "os": ({"platform": DIMS["platform"]}, []),
+                "startup_ms": ({"app_version": DIMS["app_version"]}, [])}
+    metrics = []
+    for name in ("dark_mode", "os", "startup_ms", "crashes_per_week"):
+        entry = describe_metric(name, f"the {name} metric", specs[name])
+        if name in declared:
+            entry.update(Dimensions.parse(*declared[name]).describe())
+        metrics.append(entry)
+    malformed = [{**metrics[0], "name": "bad_dims", "dimensions": {"platform": {"values": []}}},
+                 {**metrics[0], "name": "bad_combo", "combinations": [["platform", "os"]]},
+                 {**metrics[0], "name": "bad_both", "p1": "1/3",
+                  "dimensions": {"Platform": {"values": ["web"]}}}]
+    doc = {"metrics": metrics + malformed}
+    skipped: dict[str, str] = {}
+    found: dict[str, Dimensions] = {}
+    parsed = parse_catalogue(doc, skipped, found)
+    return {"doc": doc, "parsed": sorted(parsed),
+            "dimensions": {name: d.describe() for name, d in sorted(found.items())},
+            "withheld": sorted(skipped)}
+
+
+def dims_wire_entries(rng: random.Random) -> list[dict[str, Any]]:
+    """Wire bodies of batches whose reports carry dims (the queue's dims text, read back)."""
+    mechanisms = _kind_mechanisms()
+    samples = [
+        [("dark_mode", "rr:1/2:1/2", 1, {"app_version": "2.4", "platform": "web"})],
+        [("dark_mode", "rr:1/2:1/2", 0, {"app_version": "other", "platform": "ios"}),
+         ("dark_mode", "rr:1/2:1/2", 1, None),
+         ("os", mechanisms[1].id, 3, {"platform": "android"}),
+         ("dark_mode", "rr:1/2:1/2", 1, {"channel": "beta"})],
+    ]
+    out = []
+    for reports in samples:
+        batch_id = f"{rng.getrandbits(128):032x}"
+        rows = [(m, k, v, json.loads(dims_text(d)) if d else None) for m, k, v, d in reports]
+        body = json.dumps(encode_batch(batch_id, rows), separators=(",", ":"))
+        out.append({"batch_id": batch_id, "reports": [list(r) for r in rows], "body": body,
+                    "sha256": hashlib.sha256(body.encode()).hexdigest()})
+    return out
+
+
 SECTIONS: dict[str, Callable[[random.Random], Any]] = {
     "mechanisms": lambda rng: mechanism_entries(),
     "invalid_ids": lambda rng: invalid_id_entries(),
@@ -485,6 +636,11 @@ SECTIONS: dict[str, Callable[[random.Random], Any]] = {
     "kind_memo": kind_memo_entries,
     "kind_wire": kind_wire_entries,
     "kind_catalogue": lambda rng: kind_catalogue_entries(),
+    "dims_declarations": lambda rng: dims_declaration_entries(),
+    "dims_normalize": lambda rng: dims_normalize_entries(),
+    "dims_report": lambda rng: dims_report_entries(),
+    "dims_catalogue": lambda rng: dims_catalogue_entries(),
+    "dims_wire": dims_wire_entries,
 }
 
 

@@ -8,24 +8,35 @@
  *     reporter.report("crashes_per_week", 3);      // histogram: put in its bucket
  *     reporter.report("startup_ms", 812.5);        // numeric: in [lower, upper]
  *
+ * Public dimensions (src/dimensions.ts) are reported from here only: the device's values as
+ * `new Reporter(url, {dimensions: {app_version: "2.4", platform: "web"}})`, a call's own as
+ * `report(metric, value, {platform: "ios"})`. They travel in clear: NOT protected by local
+ * differential privacy.
+ *
  * The default entry point (`deniable-client`) reports boolean metrics only and stays small;
  * this one adds the kinds module (src/kinds.ts). Everything else (queue, sender, memo of
  * booleans, the rules) is the same Reporter's.
  */
+import {DIMENSION_NAME, DimensionError, Dimensions, NONE} from "./dimensions.js";
 import {InvalidParameterError, QueueError, UnknownMetricError} from "./errors.js";
 import {cmp} from "./fraction.js";
 import {
-  alphaThreshold, type AnyMetric, type Declared, declareMetric, MetricSpec, parseAllCatalogue,
+  alphaThreshold, type AnyMetric, type Declared, declareMetric, type KindDeclaration, MetricSpec,
+  parseAllCatalogue,
 } from "./kinds.js";
 import {RandomizedResponse} from "./mechanism.js";
 import {memoBit} from "./memo.js";
 import {type Catalogue, lookup} from "./catalogue.js";
 import {Reporter as BooleanReporter, type ReporterOptions as BooleanOptions,
-} from "./reporter.js";
-import type {Payload} from "./wire.js";
+  type Stats as BooleanStats} from "./reporter.js";
+import type {Dims, Payload} from "./wire.js";
 
 export * from "./index.js";
 export * from "./kinds.js";
+export * from "./dimensions.js";
+
+/** Public dimension values as an app states them: name -> value. */
+export type DimensionValues = Readonly<Record<string, string>>;
 
 export interface ReporterOptions extends Omit<BooleanOptions, "metrics"> {
   /**
@@ -33,7 +44,39 @@ export interface ReporterOptions extends Omit<BooleanOptions, "metrics"> {
    * (`{kind, mechanism, categories | edges | lower, upper, clamp}`): usable at once, before
    * any network; a privacy floor.
    */
-  metrics?: Record<string, Declared>;
+  metrics?: Record<string, Declared | (KindOrBoolean & DimensionDeclaration)>;
+  /**
+   * The device's public dimension values, e.g. `{app_version: "2.4", platform: "web"}`:
+   * attached, in clear (NOT protected by local differential privacy), to each report of a
+   * metric that declares that dimension, and to no other. A value a metric's list refuses
+   * (without `other`) makes that metric's `report()` throw DimensionError unless the call
+   * gives its own value; it is logged once and shown in `stats().dimensionProblems`.
+   */
+  dimensions?: DimensionValues;
+}
+
+/** A declaration's public dimensions, as in the metrics file and the catalogue. */
+export interface DimensionDeclaration {
+  dimensions?: Record<string, {values: readonly string[]; other?: boolean}>;
+  combinations?: readonly (readonly string[])[];
+}
+
+type KindOrBoolean = KindDeclaration | {kind?: "boolean"; mechanism: string};
+
+export interface Stats extends BooleanStats {
+  /** Metrics whose list refuses a device-wide dimension value: metric -> why. */
+  dimensionProblems: Record<string, string>;
+}
+
+/** How one metric's reports get their dimensions (Python's _DimensionRoute). */
+interface Route {
+  dimensions: Dimensions;
+  /** The device-wide values the metric declares, as given. */
+  device: Record<string, string>;
+  /** Those values as counted; undefined for none. */
+  counted?: Dims;
+  /** Why the device-wide values are refused, if they are. */
+  error?: DimensionError;
 }
 
 type Metrics = Map<string, AnyMetric>;
@@ -44,20 +87,46 @@ export class Reporter extends BooleanReporter {
   private readonly answers = new Map<string, Map<number, Payload>>();
   /** metric -> the device's α-point rounding threshold (numeric metrics). */
   private readonly alphas = new Map<string, bigint>();
+  private readonly device: Record<string, string>;
+  /** The app's declared dimensions: metric -> Dimensions (metrics that declare none absent). */
+  private readonly declaredDims: Map<string, Dimensions>;
+  /** The served catalogue's metric names and dimensions; null while none is known. */
+  private served: {names: Set<string>; dimensions: Map<string, Dimensions>} | null = null;
+  /** Served entries left out for their public dimensions: metric -> why. */
+  private withheld = new Map<string, string>();
+  private routes = new Map<string, Route | undefined>();
 
-  /** @throws InvalidParameterError an option out of range or an invalid declared metric. */
+  /**
+   * @throws InvalidParameterError an option out of range, an invalid declared metric or
+   *   declared dimensions, or `dimensions` that do not map dimension names to strings
+   *   (DimensionError, naming the dimension).
+   */
   constructor(collectorUrl: string, options: ReporterOptions = {}) {
+    const device = deviceDimensions(options.dimensions);
     let booleans: Record<string, RandomizedResponse> | undefined;
     const others = new Map<string, MetricSpec>();
+    const declaredDims = new Map<string, Dimensions>();
     if (options.metrics !== undefined) {
       booleans = {};
       for (const [name, declared] of Object.entries(options.metrics)) {
-        const metric = declareMetric(name, declared);
+        const metric = declareMetric(name, declared as Declared);
         if (metric instanceof RandomizedResponse) booleans[name] = metric;
         else others.set(name, metric);
+        if (typeof declared === "object" && declared !== null &&
+            !(declared instanceof RandomizedResponse) && !(declared instanceof MetricSpec)) {
+          let found: Dimensions;
+          try {
+            found = Dimensions.of(declared as DimensionDeclaration);
+          } catch (error) {
+            throw new InvalidParameterError(`metric '${name}': ${(error as Error).message}`);
+          }
+          if (found !== NONE) declaredDims.set(name, found);
+        }
       }
     }
     super(collectorUrl, {...options, metrics: booleans});
+    this.device = device;
+    this.declaredDims = declaredDims;
     // The declared catalogue is the catalogue until one is fetched (the same map): add the
     // other kinds to it before init() reads it (after its first await).
     for (const [name, spec] of others) (this.declared as unknown as Metrics).set(name, spec);
@@ -70,12 +139,20 @@ export class Reporter extends BooleanReporter {
    * label, or a number (histogram: put in its bucket; numeric: in [lower, upper]), clamped
    * only if the metric declares clamp.
    *
+   * `dims` gives public dimension values for this report (e.g. `{platform: "ios"}`), over the
+   * device-wide `dimensions` option; only dimensions the metric declares are attached. They
+   * travel in clear: they are NOT protected by local differential privacy. A value off the
+   * list counts as `other` where the dimension declares it.
+   *
+   * @throws DimensionError (an InvalidParameterError) a dimension the metric does not
+   *   declare, a value that is not a string, or one off its list (without `other`), per call
+   *   or device-wide; `field` names the dimension. Checked first; nothing is queued or sent.
    * @throws InvalidParameterError a value the metric does not take (the message never shows
-   *   it); nothing is queued or sent.
+   *   it), or `dims` that is not an object; nothing is queued or sent.
    * @throws UnknownMetricError a catalogue is known and does not hold `metric`.
    * @throws QueueError the reporter is closed.
    */
-  override report(metric: string, trueValue: unknown): void {
+  override report(metric: string, trueValue: unknown, dims?: DimensionValues): void {
     if (this.closed) throw new QueueError("the reporter is closed");
     const kind = this.otherKinds.get(metric);
     if (kind !== undefined) {
@@ -83,36 +160,125 @@ export class Reporter extends BooleanReporter {
                                    "which this client does not know: upgrade it to report it");
     }
     const spec = this.catalogue === null ? undefined : this.metricsMap.get(metric);
-    if (!(spec instanceof MetricSpec)) {
-      const booleanLike = typeof trueValue === "boolean" || trueValue === 0 || trueValue === 1;
+    const booleanLike = typeof trueValue === "boolean" || trueValue === 0 || trueValue === 1;
+    if (spec === undefined) {
       const someKind = ["string", "number", "bigint"].includes(typeof trueValue);
-      if (this.catalogue !== null && spec === undefined && someKind && typeof metric === "string") {
-        lookup(this.catalogue, metric);  // UnknownMetricError, as Python (whatever the value)
-      }
-      if (this.catalogue !== null || booleanLike) {
-        super.report(metric, trueValue as boolean);  // a boolean metric
+      if (this.catalogue !== null) {
+        const withheld = this.withheld.get(metric);
+        if (withheld !== undefined) {
+          throw new UnknownMetricError(`${JSON.stringify(metric)} is withheld: ${withheld}`);
+        }
+        if (someKind && typeof metric === "string") lookup(this.catalogue, metric);
+        super.report(metric, trueValue as boolean);  // throws: not a value, or not a metric
         return;
       }
       if (typeof metric !== "string") {
         throw new InvalidParameterError(`metric must be a string. Got a ${typeof metric} instead.`);
       }
-      if (!someKind) {
+      if (!someKind && !booleanLike) {
         throw new InvalidParameterError("trueValue must be a boolean, a category label " +
                                         `(string) or a number. Got a ${typeof trueValue} instead.`);
       }
-      this.wait(metric, trueValue);  // no catalogue yet: its kind is not known
+      if (dims !== undefined && dims !== null) checkStated(metric, dims);
+      this.wait(metric, trueValue, dims);  // no catalogue yet: its kind is not known
+      return;
+    }
+    // Public dimensions first, as in Python: a refused one spends nothing.
+    const stated = this.stated(metric, dims);
+    if (spec instanceof RandomizedResponse) {
+      if (!booleanLike) {
+        throw new InvalidParameterError(
+          `trueValue must be a boolean. Got a ${typeof trueValue} instead.`);
+      }
+      const value = trueValue ? 1 : 0;
+      const bit = this.fresh.has(metric) ? spec.perturb(value, this.rng)
+        : this.memo.get(`${metric}\u0000${spec.id}`)?.[value];
+      if (bit !== undefined) this.put(metric, spec.id, bit, stated);
+      else this.wait(metric, value, dims);  // its memoized answer is derived asynchronously
       return;
     }
     const encoded = spec.encode(trueValue);  // throws for a value the metric does not take
     if (this.fresh.has(metric)) {
-      this.put(metric, spec.id, spec.perturb(encoded, this.rng));
+      this.put(metric, spec.id, spec.perturb(encoded, this.rng), stated);
       return;
     }
     const alpha = spec.kind === "numeric" ? this.alphas.get(metric) : 0n;
     const answer = alpha === undefined ? undefined
       : this.answers.get(`${metric}\u0000${spec.id}`)?.get(spec.memoKey(encoded, alpha));
-    if (answer !== undefined) this.put(metric, spec.id, answer);
-    else this.wait(metric, trueValue);  // its memoized answer is derived asynchronously
+    if (answer !== undefined) this.put(metric, spec.id, answer, stated);
+    else this.wait(metric, trueValue, dims);  // its memoized answer is derived asynchronously
+  }
+
+  /** The public dimensions each metric reported now declares: name -> Dimensions (metrics
+   * that declare none are absent). The collector's declaration when its catalogue lists the
+   * metric (it refuses any other), else the app's. */
+  get dimensions(): Record<string, Dimensions> {
+    const found: Record<string, Dimensions> = {};
+    for (const name of this.catalogue?.keys() ?? []) {
+      const route = this.route(name);
+      if (route !== undefined) found[name] = route.dimensions;
+    }
+    return found;
+  }
+
+  override stats(): Stats {
+    const dimensionProblems: Record<string, string> = {};
+    for (const name of this.catalogue?.keys() ?? []) {
+      const error = this.route(name)?.error;
+      if (error !== undefined) dimensionProblems[name] = error.message;
+    }
+    return {...super.stats(), dimensionProblems};
+  }
+
+  /** The declaration that applies to `metric`'s dimensions, and the device's values in it. */
+  private route(metric: string): Route | undefined {
+    if (this.routes.has(metric)) return this.routes.get(metric);
+    const served = this.served;
+    const dimensions = (served !== null && served.names.has(metric) ?
+      served.dimensions.get(metric) : this.declaredDims.get(metric)) ?? NONE;
+    let route: Route | undefined;
+    if (dimensions !== NONE) {
+      const device: Record<string, string> = {};
+      for (const [name, value] of Object.entries(this.device)) {
+        if (dimensions.get(name) !== undefined) device[name] = value;
+      }
+      route = {dimensions, device};
+      try {
+        route.counted = nonEmpty(dimensions.normalize(device));
+      } catch (error) {
+        const e = error as DimensionError;
+        route.error = new DimensionError(
+          `metric '${metric}': the device-wide value of dimension '${e.field}' ` +
+          `(new Reporter(url, {dimensions})) is refused: ${e.message}; give a listed value with ` +
+          `report(metric, value, {${e.field}: ...}) or fix the dimensions option. Nothing was ` +
+          "reported.", e.field);
+      }
+    }
+    this.routes.set(metric, route);
+    return route;
+  }
+
+  /**
+   * The dims one report of `metric` carries (Python's _stated_dims): the device-wide values
+   * the metric declares, overridden by `dims`, as counted; undefined for none.
+   * @throws DimensionError see report().
+   */
+  private stated(metric: string, dims: DimensionValues | undefined): Dims | undefined {
+    const route = this.route(metric);
+    if (dims === undefined || dims === null || (checkStated(metric, dims),
+                                                 Object.keys(dims).length === 0)) {
+      if (route?.error !== undefined) throw route.error;
+      return route?.counted;
+    }
+    let counted: Record<string, string>;
+    try {
+      counted = (route?.dimensions ?? NONE).normalize({...route?.device, ...dims});
+    } catch (error) {
+      const e = error as DimensionError;
+      if (route?.error !== undefined && !Object.hasOwn(dims, e.field)) throw route.error;
+      throw new DimensionError(`metric '${metric}': ${e.message}. Nothing was reported.`, e.field);
+    }
+    return nonEmpty(counted);
   }
 
   private get metricsMap(): Metrics {
@@ -120,7 +286,7 @@ export class Reporter extends BooleanReporter {
   }
 
   /** Hold a report in memory until it can be perturbed (never written anywhere). */
-  private wait(metric: string, value: unknown): void {
+  private wait(metric: string, value: unknown, dims?: DimensionValues): void {
     if (this.catalogue === null && this.initDone) {
       this.counts.noCatalogue++;
       this.once("no-catalogue", "deniable: no metric catalogue yet (collector unreachable, " +
@@ -131,15 +297,27 @@ export class Reporter extends BooleanReporter {
       this.counts.early++;
       return;
     }
-    this.early.push([metric, value as 0 | 1]);
+    this.early.push([metric, value as 0 | 1, dims === undefined || dims === null ? undefined
+      : {...dims}]);
     this.draining ??= this.drain().finally(() => { this.draining = undefined; });
   }
 
-  protected override async drainOne(metric: string, value: unknown): Promise<void> {
+  protected override async drainOne(metric: string, value: unknown,
+                                    dims?: DimensionValues): Promise<void> {
     const spec = this.catalogue === null ? undefined : this.metricsMap.get(metric);
+    let stated: Dims | undefined;
+    if (spec !== undefined) {
+      try {
+        stated = this.stated(metric, dims);
+      } catch {
+        this.dropEarly(metric, "refuses the public dimensions of a report made before the " +
+                       "catalogue was known");
+        return;
+      }
+    }
     if (!(spec instanceof MetricSpec)) {
       if (typeof value === "boolean" || value === 0 || value === 1) {
-        return super.drainOne(metric, value ? 1 : 0);
+        return super.drainOne(metric, value ? 1 : 0, stated);
       }
       if (this.catalogue === null) this.counts.noCatalogue++;
       else this.dropEarly(metric, "is not in the catalogue, or not a metric of this value's kind");
@@ -153,7 +331,7 @@ export class Reporter extends BooleanReporter {
       return;
     }
     if (this.fresh.has(metric)) {
-      this.put(metric, spec.id, spec.perturb(encoded, this.rng));
+      this.put(metric, spec.id, spec.perturb(encoded, this.rng), stated);
       return;
     }
     if (this.secret === undefined) {
@@ -171,7 +349,7 @@ export class Reporter extends BooleanReporter {
       answer = await spec.memoAnswer(this.secret, metric, key);
       answers.set(key, answer);
     }
-    this.put(metric, spec.id, answer);
+    this.put(metric, spec.id, answer, stated);
   }
 
   private dropEarly(metric: string, why: string): void {
@@ -184,10 +362,18 @@ export class Reporter extends BooleanReporter {
    * out (logged once; reporting one throws UnknownMetricError). */
   protected override parse(doc: unknown): Catalogue {
     const other = new Map<string, string>();
-    const catalogue = parseAllCatalogue(doc, (name, kind) => other.set(name, kind));
+    const withheld = new Map<string, string>();
+    const dimensions = new Map<string, Dimensions>();
+    const catalogue = parseAllCatalogue(
+      doc, (name, kind, why) => (why === undefined ? other : withheld).set(name, why ?? kind),
+      dimensions);
     this.otherKinds = other;
+    this.withheld = withheld;
+    this.served = {names: new Set(catalogue.keys()), dimensions};
+    this.routes = new Map();
     const listed = [...other].map(([name, kind]) => `${name} (${kind})`).sort().join(", ");
     if (listed) this.once(`kinds:${listed}`, `deniable: left out metrics of unknown kinds: ${listed}`);
+    for (const [name, why] of withheld) this.once(`withheld:${name}:${why}`, `deniable: metric '${name}' is withheld: ${why}`);
     return catalogue as unknown as Catalogue;
   }
 
@@ -215,6 +401,7 @@ export class Reporter extends BooleanReporter {
 
   /** The memoized answers of boolean metrics, and each numeric metric's α, derived at once. */
   protected override async prepareMemo(): Promise<void> {
+    for (const why of Object.values(this.stats().dimensionProblems)) this.once(why, `deniable: ${why}`);
     if (this.catalogue === null || this.secret === undefined) return;
     for (const [metric, m] of this.metricsMap) {
       if (this.fresh.has(metric)) continue;
@@ -234,4 +421,43 @@ export class Reporter extends BooleanReporter {
 
 function question(metric: AnyMetric): string {
   return metric instanceof MetricSpec ? metric.question : "boolean";
+}
+
+/** `dimensions` (the option): a plain object of dimension names to strings (whether a metric's
+ * list allows a value is known only with the catalogue). */
+function deviceDimensions(dimensions: unknown): Record<string, string> {
+  if (dimensions === undefined || dimensions === null) return {};
+  if (typeof dimensions !== "object" || Array.isArray(dimensions)) {
+    throw new InvalidParameterError("dimensions must map dimension names to string values, " +
+                                    `e.g. {platform: "web"}. Got a ${typeof dimensions} instead.`);
+  }
+  for (const [name, value] of Object.entries(dimensions)) {
+    if (!DIMENSION_NAME.test(name)) {
+      throw new DimensionError(`dimensions: '${name}' is not a dimension name (lowercase ` +
+                               "letters, digits and '_', at most 32 characters)", name);
+    }
+    if (typeof value !== "string") {
+      throw new DimensionError(`dimensions: dimension '${name}' takes a string value. Got a ` +
+                               `${typeof value} instead.`, name);
+    }
+  }
+  return {...dimensions as Record<string, string>};
+}
+
+/** A call's `dims`: a plain object of strings (Python's check_stated and its str check). */
+function checkStated(metric: string, dims: unknown): void {
+  if (typeof dims !== "object" || dims === null || Array.isArray(dims)) {
+    throw new InvalidParameterError(
+      `dims must map dimension names to values. Got a ${typeof dims} instead.`);
+  }
+  for (const [name, value] of Object.entries(dims)) {
+    if (typeof value !== "string") {
+      throw new DimensionError(`metric '${metric}': dimension '${name}' takes a string value. ` +
+                               `Got a ${typeof value} instead. Nothing was reported.`, name);
+    }
+  }
+}
+
+function nonEmpty(dims: Record<string, string>): Dims | undefined {
+  return Object.keys(dims).length > 0 ? dims : undefined;
 }

@@ -17,6 +17,7 @@
  * The shared test vectors (tests/vectors) check ids, channels, outputs, memoized answers,
  * encodings and refusals against the Python code.
  */
+import {Dimensions, NONE} from "./dimensions.js";
 import {InvalidParameterError, WireFormatError} from "./errors.js";
 import {
   add, cmp, div, eq, frac, type Fraction, fracToString, mul, parseFraction, sub, toNumber,
@@ -740,10 +741,13 @@ export type AnyMetric = RandomizedResponse | MetricSpec;
  * Parse a GET /v1/metrics document with every kind (Python's parse_catalogue): entries of a
  * kind or mechanism family this client does not know are left out and passed to `skipped`;
  * every other entry is checked against everything it states (P1 and Q, categories and tag,
- * edges, bounds), and one that does not hold refuses the whole document.
+ * edges, bounds), and one that does not hold refuses the whole document. The public
+ * dimensions each kept entry declares go to `dimensions`; an entry whose dimensions do not
+ * parse is left out (passed to `skipped` with why), as in Python.
  */
-export function parseAllCatalogue(doc: unknown, skipped?: (name: string, kind: string) => void
-                                  ): Map<string, AnyMetric> {
+export function parseAllCatalogue(doc: unknown,
+                                  skipped?: (name: string, kind: string, why?: string) => void,
+                                  dimensions?: Map<string, Dimensions>): Map<string, AnyMetric> {
   const entries = doc !== null && typeof doc === "object" ?
     (doc as {metrics?: unknown}).metrics : undefined;
   if (!Array.isArray(entries)) {
@@ -766,6 +770,18 @@ export function parseAllCatalogue(doc: unknown, skipped?: (name: string, kind: s
       skipped?.(e.name, String(kind));
       return;
     }
+    // Its public dimensions, before the rest (Python's parse_catalogue): an entry whose
+    // dimensions do not parse is left out (passed to `skipped` with why), the others kept.
+    let declared: Dimensions;
+    try {
+      declared = Dimensions.of(e);
+    } catch (error) {
+      skipped?.(e.name, String(kind), `its public dimensions are malformed ` +
+                `(${(error as Error).message.slice(0, 200)}); fix the registration, or ` +
+                "upgrade the client, to report it");
+      return;
+    }
+    if (declared !== NONE) dimensions?.set(e.name, declared);
     let metric: AnyMetric;
     const claims: [unknown, unknown][] = [];
     try {

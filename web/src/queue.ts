@@ -1,8 +1,8 @@
 /**
  * The on-device queue: perturbed bits in a durable store, sealed into batches with fixed ids.
  *
- * Only (metric, mechanism id, perturbed bit) triples are ever stored; true values never reach
- * this module. Reports collect in memory and are committed to the store `commitInterval` ms
+ * Only (metric, mechanism id, perturbed value[, public dims]) reports are ever stored; true
+ * values never reach this module. Reports collect in memory and are committed to the store `commitInterval` ms
  * after the first one (the crash-loss window, like the Python client's group commit). A batch
  * is sealed (given its random id and its exact body) in the same store transaction that takes
  * its reports out of `pending`; its bytes never change afterwards, so every retry, in this
@@ -10,7 +10,7 @@
  */
 import {QueueError} from "./errors.js";
 import type {Store} from "./store.js";
-import {encodeBatch, type Item, newBatchId, type Payload} from "./wire.js";
+import {type Dims, encodeBatch, type Item, newBatchId, type Payload} from "./wire.js";
 
 export const DEFAULT_BATCH_SIZE = 100;
 /** Milliseconds the in-memory buffer gathers reports before one store commit. */
@@ -44,11 +44,18 @@ export interface DeadLetter {
 /** The stored document. */
 export interface QueueState {
   v: 1;
-  pending: [string, string, Payload, number][];
+  pending: Row[];
   batches: SealedBatch[];
   dead: DeadLetter[];
   counters: {sent: number; dropped: number; deadLettered: number};
 }
+
+/**
+ * A pending report: metric, mechanism id, perturbed value, queued at (ms), and its public
+ * dimension values if it states any (absent in queues written before dims; null once a Node
+ * file has stored an absent one).
+ */
+type Row = [string, string, Payload, number, (Dims | null)?];
 
 const empty = (): QueueState => ({v: 1, pending: [], batches: [], dead: [],
                                   counters: {sent: 0, dropped: 0, deadLettered: 0}});
@@ -62,7 +69,7 @@ export interface QueueOptions {
 }
 
 export class DurableQueue {
-  private buffer: [string, string, Payload, number][] = [];
+  private buffer: Row[] = [];
   private state: QueueState = empty();
   private chain: Promise<unknown> = Promise.resolve();
   private readonly now: () => number;
@@ -77,7 +84,7 @@ export class DurableQueue {
       this.buffer.shift();
       this.droppedInMemory++;
     }
-    this.buffer.push([item[0], item[1], item[2], this.now()]);
+    this.buffer.push([item[0], item[1], item[2], this.now(), item[3]]);
   }
 
   /** Reports dropped from memory because the store could not take them (and the cap hit). */
@@ -208,7 +215,7 @@ export class DurableQueue {
       if (!due) break;
       const rows = state.pending.splice(0, size);
       const id = newBatchId();
-      state.batches.push({id, body: encodeBatch(id, rows.map((r) => [r[0], r[1], r[2]] as const)),
+      state.batches.push({id, body: encodeBatch(id, rows.map((r) => [r[0], r[1], r[2], r[4]] as const)),
                           n: rows.length, sealedAt: this.now(), oldestAt: rows[0]![3]});
       sealed++;
     }

@@ -32,7 +32,7 @@ import {
   backoffDelay, DEFAULT_RETRY, DEFAULT_TIMEOUT, type RetryOptions, secureUniform, Transport,
 } from "./sender.js";
 import {defaultStore, IdbStore, type Store} from "./store.js";
-import {DEFAULT_MAX_REPORTS, METRICS_PATH, type Payload, REPORTS_PATH} from "./wire.js";
+import {DEFAULT_MAX_REPORTS, type Dims, type Item, METRICS_PATH, REPORTS_PATH} from "./wire.js";
 
 export interface ReporterOptions {
   /** name -> mechanism (or id): usable at once, before any network; a privacy floor. */
@@ -98,7 +98,8 @@ export interface Stats {
   catalogueKnown: boolean;
 }
 
-type Early = [metric: string, value: 0 | 1];
+/** A report held until its answer can be derived: its public dims as the call gave them. */
+type Early = [metric: string, value: 0 | 1, dims?: Readonly<Record<string, string>>];
 
 const CATALOGUE_KEY = "catalogue";
 
@@ -351,8 +352,8 @@ export class Reporter {
 
   // -- internals ------------------------------------------------------------------------
 
-  protected put(metric: string, mechanismId: string, bit: Payload): void {
-    this.queue.put([metric, mechanismId, bit]);
+  protected put(...item: Item): void {
+    this.queue.put(item);
     if (this.commitTimer === undefined) {
       this.commitTimer = timer(() => {
         this.commitTimer = undefined;
@@ -470,8 +471,9 @@ export class Reporter {
     while (this.early.length > 0) await this.drainOne(...this.early.shift()!);
   }
 
-  /** One early report: perturbed (and memoized) once the local state has loaded. */
-  protected async drainOne(metric: string, value: 0 | 1): Promise<void> {
+  /** One early report: perturbed (and memoized) once the local state has loaded; `dims` are
+   * its public dimension values (deniable-client/all), checked already. */
+  protected async drainOne(metric: string, value: 0 | 1, dims?: Dims): Promise<void> {
     const mechanism = this.catalogue?.get(metric);
     if (this.catalogue === null) {
       this.counts.noCatalogue++;
@@ -484,7 +486,7 @@ export class Reporter {
       return;
     }
     if (this.fresh.has(metric)) {
-      this.put(metric, mechanism.id, mechanism.perturb(value, this.rng));
+      this.put(metric, mechanism.id, mechanism.perturb(value, this.rng), dims);
       return;
     }
     if (this.secret === undefined) {
@@ -495,7 +497,7 @@ export class Reporter {
     let bits = this.memo.get(key);
     if (bits === undefined) this.memo.set(key, bits = [undefined, undefined]);
     bits[value] ??= await memoBit(this.secret, metric, mechanism, value);
-    this.put(metric, mechanism.id, bits[value]!);
+    this.put(metric, mechanism.id, bits[value]!, dims);
   }
 
   /** The upload loop: oldest sealed batch first, one at a time. */

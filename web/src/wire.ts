@@ -5,7 +5,10 @@
  *
  * `encodeBatch` writes exactly the bytes the Python client writes (that key order, no
  * whitespace), which is also the compact layout the collector reads without a JSON parser.
- * A batch carries perturbed bits only: no true value, device id, user id or timestamp.
+ * A report may also carry `"dims":{"platform":"ios",...}` after its payload: the metric's public
+ * dimension values (deniable-client/all, src/dimensions.ts), in clear, not protected by local
+ * differential privacy. A batch carries perturbed values only: no true value, device id, user
+ * id or timestamp.
  */
 export const API_VERSION = "v1";
 export const REPORTS_PATH = `/${API_VERSION}/reports`;
@@ -18,10 +21,16 @@ export const BATCH_ID = /^[0-9a-f]{32}$/;
 export const DEFAULT_MAX_REPORTS = 1000;
 
 /**
- * One queued report: (metric, mechanism id, perturbed value): a bit (`rr:`, `bm:`), a category
- * index (`grr:`) or a bitset in lowercase hex (`oue:`, `ss:`), as client/kinds.payload_field.
+ * One queued report: (metric, mechanism id, perturbed value[, dims]): a bit (`rr:`, `bm:`), a
+ * category index (`grr:`) or a bitset in lowercase hex (`oue:`, `ss:`), as
+ * client/kinds.payload_field; its public dimension values, if it states any.
  */
-export type Item = readonly [metric: string, mechanism: string, value: Payload];
+export type Item = readonly [metric: string, mechanism: string, value: Payload, dims?: Dims | null];
+/**
+ * A report's public dimension values as they travel: name -> value, names in sorted order (as
+ * the Python queue's dims_text keeps them), never empty (Python leaves an empty one out).
+ */
+export type Dims = Readonly<Record<string, string>>;
 /** A perturbed value as it travels: a bit, a category index or a hex bitset. */
 export type Payload = number | string;
 
@@ -38,15 +47,17 @@ export function newBatchId(): string {
   return out;
 }
 
-/** The exact JSON text of a batch, as the Python client's json.dumps(encode_batch(...)). */
+/**
+ * The exact JSON text of a batch, as the Python client's json.dumps(encode_batch(...),
+ * separators=(",", ":")): keys in that order, no whitespace; `dims` left out when absent.
+ * Names and values are ASCII (metric names, mechanism ids, hex, dimension values), so
+ * JSON.stringify writes what Python's ensure_ascii does.
+ */
 export function encodeBatch(batchId: string, reports: Iterable<Item>): string {
-  const parts: string[] = [];
-  for (const [metric, mechanism, value] of reports) {
+  return JSON.stringify({batch_id: batchId, reports: Array.from(reports, ([metric, mechanism, value, dims]) => ({
     // The payload field: "index" for grr: (the only id starting with g), "bits" for a hex
     // bitset (oue:, ss:), "bit" otherwise (rr:, bm:).
-    parts.push(`{"metric":${JSON.stringify(metric)},"mechanism":${JSON.stringify(mechanism)},` +
-               `"${mechanism[0] === "g" ? "index" : typeof value == "string" ? "bits" : "bit"}":` +
-               `${JSON.stringify(value)}}`);
-  }
-  return `{"batch_id":${JSON.stringify(batchId)},"reports":[${parts.join(",")}]}`;
+    metric, mechanism, [mechanism[0] === "g" ? "index" : typeof value == "string" ? "bits" : "bit"]: value,
+    dims: dims || undefined,
+  }))});
 }

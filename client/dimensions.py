@@ -118,7 +118,8 @@ class Dimensions:
             raise InvalidParameterError("a dimension is declared twice")
         combos = []
         for combo in self.combinations:
-            names = tuple(sorted(combo)) if isinstance(combo, (list, tuple)) else ()
+            names = tuple(sorted(combo)) if isinstance(combo, (list, tuple)) and \
+                all(isinstance(n, str) for n in combo) else ()  # [1, "a"] cannot sort
             if len(names) < 2 or len(set(names)) != len(names) or \
                     any(n not in by_name for n in names):
                 raise InvalidParameterError(

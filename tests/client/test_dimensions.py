@@ -52,6 +52,7 @@ def test_marginals_are_counted_and_the_cross_product_only_when_declared() -> Non
     ({"platform": {"values": ["a"], "colour": 1}}, []),             # unknown field
     ({"platform": {"values": ["a"]}}, [["platform", "nope"]]),      # undeclared combination
     ({"platform": {"values": ["a"]}}, [["platform"]]),              # a combination of one
+    ({"platform": {"values": ["a"]}, "app": {"values": ["b"]}}, [[1, "app"]]),  # a non-name
 ])
 def test_bad_declarations_are_refused(declaration: dict, combinations: list) -> None:
     with pytest.raises(InvalidParameterError):

@@ -150,9 +150,13 @@ def test_device_wide_values_must_be_names_to_strings(dimensions: object) -> None
                  dimensions=dimensions)  # type: ignore[arg-type]
 
 
-def test_a_malformed_dimensions_entry_withholds_that_metric_only() -> None:
-    bad = {**entry("dark_mode", DEFAULT),
-           "dimensions": {"platform": {"values": ["ios", "ios"]}}}  # a value twice
+@pytest.mark.parametrize("malformed", [
+    {"dimensions": {"platform": {"values": ["ios", "ios"]}}},  # a value twice
+    {"dimensions": {"platform": {"values": ["ios"]}, "app": {"values": ["1"]}},
+     "combinations": [[1, "platform"]]},  # a name that is not a string (was a TypeError)
+])
+def test_a_malformed_dimensions_entry_withholds_that_metric_only(malformed: dict) -> None:  # type: ignore[type-arg]
+    bad = {**entry("dark_mode", DEFAULT), **malformed}
     with recording_collector({"metrics": [bad, entry("feature_x_enabled", DEFAULT)]}) as (
             url, recorder):
         with reporter(url) as r:

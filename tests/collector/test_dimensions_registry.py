@@ -194,6 +194,7 @@ def register(http, **body):  # type: ignore[no-untyped-def]
     ({"platform": {"values": ["ios"]}}, [["platform", "channel"]], "/combinations"),
     ({"platform": {"values": ["ios"]}}, "platform", "/combinations"),
     ({"platform": {"values": ["ios"]}}, [[1, 2]], "/combinations"),
+    ({"platform": {"values": ["ios"]}}, [[1, "platform"]], "/combinations"),
     (None, [["platform", "channel"]], "/combinations"),
 ])
 def test_bad_dimensions_are_422_naming_the_field_and_change_nothing(

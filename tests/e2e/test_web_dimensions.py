@@ -26,42 +26,15 @@ from deniable.client.memo import memo_bit, memo_value
 from deniable.client.state import StateDir
 from deniable.collector.server import CollectorProcess
 from tests.conftest import OPEN_ENV
+from tests.e2e.test_dimensions_client import DEVICES, METRICS, PLATFORMS, VERSIONS
 from tests.e2e.test_dimensions_live import counts, summed
 from tests.e2e.test_web_client import WEB, node
 
 pytestmark = pytest.mark.slow
 
-VERSIONS = ["2.3", "2.4", "2.5"]
-PLATFORMS = ["android", "ios", "web"]
-OS = ["android", "ios", "windows"]
-METRICS = f"""\
-[metrics.dark_mode]
-mechanism = "rr:1/2:1/2"
-combinations = [["app_version", "platform"]]
-[metrics.dark_mode.dimensions.app_version]
-values = {json.dumps(VERSIONS)}
-other = true
-[metrics.dark_mode.dimensions.platform]
-values = {json.dumps(PLATFORMS)}
-
-[metrics.os]
-kind = "categorical"
-categories = {json.dumps(OS)}
-epsilon = 1.0
-[metrics.os.dimensions.platform]
-values = {json.dumps(PLATFORMS)}
-
-[metrics.feature_x_enabled]
-mechanism = "rr:1/2:1/2"
-"""
-# Each kind of device: its device-wide dimensions, per-call dims, and how many reports.
-DEVICES = [
-    ({"app_version": "2.4", "platform": "android"}, None, 30),
-    ({"app_version": "2.3", "platform": "ios", "channel": "beta"}, None, 20),  # channel: no
-    ({"app_version": "2.6", "platform": "ios"}, None, 12),   # off the list: other
-    ({"app_version": "2.5"}, None, 9),                       # no platform: not stated
-    ({}, {"app_version": "2.5", "platform": "web"}, 7),      # per call only
-]
+# METRICS, DEVICES, VERSIONS and PLATFORMS are the Python client's dimensions test's: the web
+# client is held to the same metrics, devices and counts.
+OS = ["android", "ios", "windows"]  # the categories of METRICS' os
 
 
 @pytest.fixture(scope="module")

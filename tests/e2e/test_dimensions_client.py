@@ -10,6 +10,7 @@ from collections import Counter, defaultdict
 from collections.abc import Iterator
 
 import pytest
+import redis
 import requests
 
 from deniable.client import Reporter
@@ -71,6 +72,7 @@ DEVICES = [
 @pytest.fixture(scope="module")
 def collector(redis_url: str, tmp_path_factory: pytest.TempPathFactory
               ) -> Iterator[CollectorProcess]:
+    redis.Redis.from_url(redis_url).flushdb()  # exact counts: no other module's reports
     path = tmp_path_factory.mktemp("dims-client") / "metrics.toml"
     path.write_text(METRICS)
     with CollectorProcess(redis_url, path, workers=2, env=OPEN_ENV) as process:

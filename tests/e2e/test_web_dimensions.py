@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import redis
 import requests
 
 from deniable.client.kinds import MetricSpec, parse_mechanism
@@ -40,6 +41,7 @@ OS = ["android", "ios", "windows"]  # the categories of METRICS' os
 @pytest.fixture(scope="module")
 def collector(redis_url: str, tmp_path_factory: pytest.TempPathFactory
               ) -> Iterator[CollectorProcess]:
+    redis.Redis.from_url(redis_url).flushdb()  # exact counts: no other module's reports
     path = tmp_path_factory.mktemp("web-dims") / "metrics.toml"
     path.write_text(METRICS)
     with CollectorProcess(redis_url, path, workers=2, env=OPEN_ENV) as process:

@@ -27,7 +27,8 @@ import {
 import {RandomizedResponse} from "./mechanism.js";
 import {memoBit} from "./memo.js";
 import {type Catalogue, lookup} from "./catalogue.js";
-import {Reporter as BooleanReporter, type ReporterOptions as BooleanOptions,
+import {DEFAULT_MAX_EPSILON} from "./privacy.js";
+import {above, nats, Reporter as BooleanReporter, type ReporterOptions as BooleanOptions,
   type Stats as BooleanStats} from "./reporter.js";
 import type {Dims, Payload} from "./wire.js";
 
@@ -110,6 +111,8 @@ export class Reporter extends BooleanReporter {
       booleans = {};
       for (const [name, declared] of Object.entries(options.metrics)) {
         const metric = declareMetric(name, declared as Declared);
+        const why = above(metric, nats("maxEpsilon", options.maxEpsilon ?? DEFAULT_MAX_EPSILON));
+        if (why) throw new InvalidParameterError(`metric '${name}': ${why}`);
         if (metric instanceof RandomizedResponse) booleans[name] = metric;
         else others.set(name, metric);
         if (typeof declared === "object" && declared !== null &&
@@ -164,6 +167,7 @@ export class Reporter extends BooleanReporter {
     if (spec === undefined) {
       const someKind = ["string", "number", "bigint"].includes(typeof trueValue);
       if (this.catalogue !== null) {
+        if (this.held(metric)) return;
         const withheld = this.withheld.get(metric);
         if (withheld !== undefined) {
           throw new UnknownMetricError(`${JSON.stringify(metric)} is withheld: ${withheld}`);
@@ -191,10 +195,11 @@ export class Reporter extends BooleanReporter {
           `trueValue must be a boolean. Got a ${typeof trueValue} instead.`);
       }
       const value = trueValue ? 1 : 0;
-      const bit = this.fresh.has(metric) ? spec.perturb(value, this.rng)
-        : this.memo.get(`${metric}\u0000${spec.id}`)?.[value];
-      if (bit !== undefined) this.put(metric, spec.id, bit, stated);
-      else this.wait(metric, value, dims);  // its memoized answer is derived asynchronously
+      if (this.fresh.has(metric)) this.put(metric, spec.id, spec.perturb(value, this.rng), stated);
+      // Else its memoized answer, if derived and paid for; else derived and charged
+      // asynchronously.
+      else if (!this.known(metric, spec, value, this.memo.get(`${metric}\u0000${spec.id}`)?.[value],
+                           stated)) this.wait(metric, value, dims);
       return;
     }
     const encoded = spec.encode(trueValue);  // throws for a value the metric does not take
@@ -203,10 +208,11 @@ export class Reporter extends BooleanReporter {
       return;
     }
     const alpha = spec.kind === "numeric" ? this.alphas.get(metric) : 0n;
-    const answer = alpha === undefined ? undefined
-      : this.answers.get(`${metric}\u0000${spec.id}`)?.get(spec.memoKey(encoded, alpha));
-    if (answer !== undefined) this.put(metric, spec.id, answer, stated);
-    else this.wait(metric, trueValue, dims);  // its memoized answer is derived asynchronously
+    const key = alpha === undefined ? undefined : spec.memoKey(encoded, alpha);
+    // Its memoized answer, if derived and paid for; else derived and charged asynchronously.
+    if (key === undefined || !this.known(metric, spec, key,
+                                         this.answers.get(`${metric}\u0000${spec.id}`)?.get(key),
+                                         stated)) this.wait(metric, trueValue, dims);
   }
 
   /** The public dimensions each metric reported now declares: name -> Dimensions (metrics
@@ -304,6 +310,7 @@ export class Reporter extends BooleanReporter {
 
   protected override async drainOne(metric: string, value: unknown,
                                     dims?: DimensionValues): Promise<void> {
+    if (this.catalogue !== null && this.held(metric)) return;
     const spec = this.catalogue === null ? undefined : this.metricsMap.get(metric);
     let stated: Dims | undefined;
     if (spec !== undefined) {
@@ -349,7 +356,7 @@ export class Reporter extends BooleanReporter {
       answer = await spec.memoAnswer(this.secret, metric, key);
       answers.set(key, answer);
     }
-    this.put(metric, spec.id, answer, stated);
+    if (await this.charge(metric, spec, key)) this.put(metric, spec.id, answer, stated);
   }
 
   private dropEarly(metric: string, why: string): void {

@@ -16,6 +16,9 @@ export {SecureBits, SYSTEM_BITS, below, type RandomBits, type ReadBytes} from ".
 export {memoBit, memoContext, importSecret, newSecretKey, SECRET_BYTES} from "./memo.js";
 export {encodeBatch, newBatchId, isMetricName, REPORTS_PATH, METRICS_PATH, type Item, type Payload} from "./wire.js";
 export {parseCatalogue, declareCatalogue, type Catalogue} from "./catalogue.js";
+export {
+  aboveCeiling, DEFAULT_MAX_EPSILON, DEFAULT_MAX_METRIC_EPSILON, type Ledger, spend,
+} from "./privacy.js";
 export {type Store, MemoryStore, IdbStore, defaultStore} from "./store.js";
 export {type SecretStore, StoreSecret, MemorySecret} from "./secret.js";
 export {DurableQueue, type SealedBatch, type DeadLetter, type QueueState} from "./queue.js";

@@ -24,10 +24,10 @@ import {
   alphaThreshold, type AnyMetric, type Declared, declareMetric, type KindDeclaration, MetricSpec,
   parseAllCatalogue,
 } from "./kinds.js";
-import {RandomizedResponse} from "./mechanism.js";
+import {type RandomizedResponse, Rr} from "./mechanism.js";
 import {memoBit} from "./memo.js";
 import {type Catalogue, lookup} from "./catalogue.js";
-import {DEFAULT_MAX_EPSILON} from "./privacy.js";
+import {DEFAULT_MAX_EPSILON, spend} from "./privacy.js";
 import {above, nats, Reporter as BooleanReporter, type ReporterOptions as BooleanOptions,
   type Stats as BooleanStats} from "./reporter.js";
 import type {Dims, Payload} from "./wire.js";
@@ -113,10 +113,10 @@ export class Reporter extends BooleanReporter {
         const metric = declareMetric(name, declared as Declared);
         const why = above(metric, nats("maxEpsilon", options.maxEpsilon ?? DEFAULT_MAX_EPSILON));
         if (why) throw new InvalidParameterError(`metric '${name}': ${why}`);
-        if (metric instanceof RandomizedResponse) booleans[name] = metric;
+        if (metric instanceof Rr) booleans[name] = metric;
         else others.set(name, metric);
         if (typeof declared === "object" && declared !== null &&
-            !(declared instanceof RandomizedResponse) && !(declared instanceof MetricSpec)) {
+            !(declared instanceof Rr) && !(declared instanceof MetricSpec)) {
           let found: Dimensions;
           try {
             found = Dimensions.of(declared as DimensionDeclaration);
@@ -189,7 +189,7 @@ export class Reporter extends BooleanReporter {
     }
     // Public dimensions first, as in Python: a refused one spends nothing.
     const stated = this.stated(metric, dims);
-    if (spec instanceof RandomizedResponse) {
+    if (spec instanceof Rr) {
       if (!booleanLike) {
         throw new InvalidParameterError(
           `trueValue must be a boolean. Got a ${typeof trueValue} instead.`);
@@ -198,8 +198,11 @@ export class Reporter extends BooleanReporter {
       if (this.fresh.has(metric)) this.put(metric, spec.id, spec.perturb(value, this.rng), stated);
       // Else its memoized answer, if derived and paid for; else derived and charged
       // asynchronously.
-      else if (!this.known(metric, spec, value, this.memo.get(`${metric}\u0000${spec.id}`)?.[value],
-                           stated)) this.wait(metric, value, dims);
+      else {
+        const bit = this.memo.get(`${metric}\u0000${spec.id}`)?.[value];  // paid for
+        if (bit !== undefined) this.put(metric, spec.id, bit, stated);
+        else if (!this.refused(metric, spec, value)) this.wait(metric, value, dims);
+      }
       return;
     }
     const encoded = spec.encode(trueValue);  // throws for a value the metric does not take
@@ -210,9 +213,10 @@ export class Reporter extends BooleanReporter {
     const alpha = spec.kind === "numeric" ? this.alphas.get(metric) : 0n;
     const key = alpha === undefined ? undefined : spec.memoKey(encoded, alpha);
     // Its memoized answer, if derived and paid for; else derived and charged asynchronously.
-    if (key === undefined || !this.known(metric, spec, key,
-                                         this.answers.get(`${metric}\u0000${spec.id}`)?.get(key),
-                                         stated)) this.wait(metric, trueValue, dims);
+    const answer = key === undefined ? undefined
+      : this.answers.get(`${metric}\u0000${spec.id}`)?.get(key);
+    if (answer !== undefined) this.put(metric, spec.id, answer, stated);
+    else if (key === undefined || !this.refused(metric, spec, key)) this.wait(metric, trueValue, dims);
   }
 
   /** The public dimensions each metric reported now declares: name -> Dimensions (metrics
@@ -348,15 +352,13 @@ export class Reporter extends BooleanReporter {
     let alpha = spec.kind === "numeric" ? this.alphas.get(metric) : 0n;
     if (alpha === undefined) this.alphas.set(metric, alpha = await alphaThreshold(this.secret, metric));
     const id = `${metric}\u0000${spec.id}`;
+    const key = spec.memoKey(encoded, alpha);
+    const answer = this.answers.get(id)?.get(key) ?? await spec.memoAnswer(this.secret, metric, key);
+    if (!await this.charge(metric, spec, key)) return;
     let answers = this.answers.get(id);
     if (answers === undefined) this.answers.set(id, answers = new Map());
-    const key = spec.memoKey(encoded, alpha);
-    let answer = answers.get(key);
-    if (answer === undefined) {
-      answer = await spec.memoAnswer(this.secret, metric, key);
-      answers.set(key, answer);
-    }
-    if (await this.charge(metric, spec, key)) this.put(metric, spec.id, answer, stated);
+    answers.set(key, answer);  // paid for: reported synchronously from now on
+    this.put(metric, spec.id, answer, stated);
   }
 
   private dropEarly(metric: string, why: string): void {
@@ -419,9 +421,13 @@ export class Reporter extends BooleanReporter {
         continue;
       }
       const key = `${metric}\u0000${m.id}`;
-      if (this.memo.get(key)?.every((b) => b !== undefined)) continue;
-      this.memo.set(key, [await memoBit(this.secret, metric, m, 0),
-                          await memoBit(this.secret, metric, m, 1)]);
+      const bits = this.memo.get(key) ?? [undefined, undefined];
+      for (const v of [0, 1] as const) {
+        if (!spend(this.ledger, metric, `${m.id}\u0000${v}`, 0, Infinity)) {
+          bits[v] ??= await memoBit(this.secret, metric, m, v);  // paid for
+        }
+      }
+      this.memo.set(key, bits);
     }
   }
 }

@@ -16,11 +16,14 @@
  * - `flush(timeout)` and `close(timeout)` return by their deadline; a request in flight then is
  *   abandoned and its batch stays queued under the same id.
  * - When the page is hidden, everything queued is sealed and sent with `fetch(keepalive)`.
+ * - No report goes out under a mechanism above `maxEpsilon` (the metric is withheld, counted),
+ *   and a metric's new memoized answers stop at `maxMetricEpsilon` over every version, paid
+ *   for in the store's ledger before their report is queued (privacy.ts, docs/privacy.md).
  */
 import {type Catalogue, declareCatalogue, lookup, parseCatalogue} from "./catalogue.js";
 import {InvalidParameterError, QueueError, UnknownMetricError, UploadError} from "./errors.js";
 import {cmp, type Fraction} from "./fraction.js";
-import {RandomizedResponse} from "./mechanism.js";
+import type {RandomizedResponse} from "./mechanism.js";
 import {memoBit} from "./memo.js";
 import {
   aboveCeiling, DEFAULT_MAX_EPSILON, DEFAULT_MAX_METRIC_EPSILON, type Ledger, spend,
@@ -35,9 +38,7 @@ import {
   backoffDelay, DEFAULT_RETRY, DEFAULT_TIMEOUT, type RetryOptions, secureUniform, Transport,
 } from "./sender.js";
 import {defaultStore, IdbStore, type Store} from "./store.js";
-import {
-  DEFAULT_MAX_REPORTS, type Dims, type Item, METRICS_PATH, type Payload, REPORTS_PATH,
-} from "./wire.js";
+import {DEFAULT_MAX_REPORTS, type Dims, type Item, METRICS_PATH, REPORTS_PATH} from "./wire.js";
 
 export interface ReporterOptions {
   /** name -> mechanism (or id): usable at once, before any network; a privacy floor. */
@@ -297,8 +298,13 @@ export class Reporter {
         this.put(metric, mechanism.id, mechanism.perturb(value, this.rng));
         return;
       }
-      if (this.known(metric, mechanism, value,
-                     this.memo.get(`${metric}\u0000${mechanism.id}`)?.[value])) return;
+      // The memo holds answers already paid for; another is derived and charged in drainOne.
+      const bit = this.memo.get(`${metric}\u0000${mechanism.id}`)?.[value];
+      if (bit !== undefined) {
+        this.put(metric, mechanism.id, bit);
+        return;
+      }
+      if (this.refused(metric, mechanism, value)) return;
     } else if (this.initDone) {
       this.counts.noCatalogue++;
       this.once("no-catalogue", "deniable: no metric catalogue yet (collector unreachable, " +
@@ -433,17 +439,11 @@ export class Reporter {
     return this.over.has(metric) && ++this.counts.withheld > 0;
   }
 
-  /**
-   * A memoized answer known now (or undefined): put if already paid for, or refused if the
-   * cap would refuse it; false if it must wait for its charge (drainOne).
-   */
-  protected known(metric: string, m: Priced, key: number, answer: Payload | undefined,
-                  dims?: Dims): boolean {
-    const s = spend(this.ledger, metric, `${m.id}\u0000${key}`, m.epsilon, this.cap);
-    if (s === 2) this.capped(metric);
-    else if (s === 0 && answer !== undefined) this.put(metric, m.id, answer, dims);
-    else return false;
-    return true;
+  /** Whether the cap refuses the memoized answer `key` of `metric` under `m`, as the ledger
+   * last read says (counted, said once); else it is derived and charged in drainOne. */
+  protected refused(metric: string, m: Priced, key: number): boolean {
+    return spend(this.ledger, metric, `${m.id}\u0000${key}`, m.epsilon, this.cap) > 1 &&
+      this.capped(metric);
   }
 
   /**
@@ -472,12 +472,13 @@ export class Reporter {
     return s < 2;
   }
 
-  private capped(metric: string): void {
+  private capped(metric: string): true {
     this.counts.capped++;
     this.once(`cap:${metric}`, `deniable: metric '${metric}' is no longer reported on this ` +
               `device: a new answer would take it past its cap of ${this.cap.toPrecision(3)} ` +
               "nats over every version (maxMetricEpsilon). Answers already paid for are still " +
               "sent; if its mechanism must change, report under a new metric name");
+    return true;
   }
 
   protected put(...item: Item): void {
@@ -585,15 +586,19 @@ export class Reporter {
     this.catalogue = next;
   }
 
-  /** Derive the memoized answers of every known metric, so report() is synchronous. */
+  /** Derive the memoized answers already paid for of every known metric, so report() is
+   * synchronous for them. */
   protected async prepareMemo(): Promise<void> {
     if (this.catalogue === null || this.secret === undefined) return;
     for (const [metric, mechanism] of this.catalogue) {
       if (this.fresh.has(metric)) continue;
       const key = `${metric}\u0000${mechanism.id}`;
-      if (this.memo.get(key)?.every((b) => b !== undefined)) continue;
-      const bits: [0 | 1, 0 | 1] = [await memoBit(this.secret, metric, mechanism, 0),
-                                    await memoBit(this.secret, metric, mechanism, 1)];
+      const bits = this.memo.get(key) ?? [undefined, undefined];
+      for (const v of [0, 1] as const) {
+        if (!spend(this.ledger, metric, `${mechanism.id}\u0000${v}`, 0, Infinity)) {
+          bits[v] ??= await memoBit(this.secret, metric, mechanism, v);
+        }
+      }
       this.memo.set(key, bits);
     }
   }
@@ -628,10 +633,12 @@ export class Reporter {
       return;
     }
     const key = `${metric}\u0000${mechanism.id}`;
+    const bit = this.memo.get(key)?.[value] ?? await memoBit(this.secret, metric, mechanism, value);
+    if (!await this.charge(metric, mechanism, value)) return;
     let bits = this.memo.get(key);
     if (bits === undefined) this.memo.set(key, bits = [undefined, undefined]);
-    bits[value] ??= await memoBit(this.secret, metric, mechanism, value);
-    if (await this.charge(metric, mechanism, value)) this.put(metric, mechanism.id, bits[value]!, dims);
+    bits[value] = bit;  // paid for: reported synchronously from now on
+    this.put(metric, mechanism.id, bit, dims);
   }
 
   /** The upload loop: oldest sealed batch first, one at a time. */

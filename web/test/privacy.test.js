@@ -204,3 +204,10 @@ test("all: the cap counts each category's memoized answer", async (t) => {
   assert.equal(counted().length, 4);
   assert.equal(r.stats().capRefused, 2);
 });
+
+test("the exported catalogue parsers still give RandomizedResponse, with its estimator", () => {
+  const parsed = core.parseCatalogue(booleanDoc("m", "rr:1/2:1/2")).get("m");
+  assert.ok(parsed instanceof core.RandomizedResponse);
+  assert.equal(parsed.estimate(50, 100).value, 0.5);
+  assert.ok(core.declareCatalogue({m: "rr:1/2:1/2"}).get("m") instanceof core.RandomizedResponse);
+});

@@ -31,7 +31,10 @@ from deniable.client.kinds import Mechanism, MetricSpec, parse_mechanism, payloa
 from deniable.client.memo import _context, alpha_threshold, memo_bit, memo_key, memo_value
 from deniable.client.numeric import BitMean
 from deniable.client.mechanism import RandomizedResponse, z_score
-from deniable.client.metrics import describe_metric, parse_catalogue
+from deniable.client.budget import DEFAULT_MAX_METRIC_EPSILON, PrivacyLedger
+from deniable.client.errors import MetricCapError
+from deniable.client.metrics import (DEFAULT_MAX_EPSILON, above_ceiling, describe_metric,
+                                     parse_catalogue, resolve)
 from deniable.client.queue import dims_text
 from deniable.client.randomness import SecureBits
 from deniable.client.reporter import _DimensionRoute, _stated_dims
@@ -618,6 +621,94 @@ def dims_wire_entries(rng: random.Random) -> list[dict[str, Any]]:
     return out
 
 
+# -- the epsilon ceiling and the cap over versions (issue 19: metrics.py, budget.py) ----------
+
+HUGE = "rr:999999999/1000000000:1/2"  # epsilon ~ 21.4: the review's attack
+
+
+def ceiling_entries() -> dict[str, Any]:
+    """``above_ceiling`` decisions for mechanisms of every kind at several ``max_epsilon``,
+    and a served catalogue of every kind with metrics above the default ceiling (ln 9), exactly
+    at it, and below it, with the names ``resolve`` withholds.
+
+    The decisions are Python's (a mechanism's float epsilon > max_epsilon). Pairs whose two
+    values lie within a relative 1e-9 of each other are left out unless equal: there a float
+    comparison and the web client's exact one (with its 2**-40 allowance for max_epsilon's
+    rounding) could tell a rounding apart, and no collector gains anything from it."""
+    mechanisms: list[Any] = [parse_mechanism(m) for m in MECHANISMS + [HUGE, "rr:4/5:1/2"]]
+    mechanisms += _kind_mechanisms()
+    limits = [DEFAULT_MAX_EPSILON, math.log(3), 0.5, 1.0, 2.0, 21.0, 22.0, math.inf]
+    decisions = []
+    for mechanism in mechanisms:
+        for limit in limits + [mechanism.epsilon]:
+            if limit != mechanism.epsilon and math.isfinite(limit) \
+                    and abs(mechanism.epsilon - limit) <= 1e-9 * limit:
+                continue
+            decisions.append({"mechanism": mechanism.id,
+                              "max_epsilon": "inf" if limit == math.inf else limit,
+                              "above": above_ceiling(mechanism, limit)})
+    specs = [
+        ("huge", MetricSpec.build("boolean", mechanism=HUGE)),
+        ("at_ceiling", MetricSpec.build("boolean", mechanism="rr:4/5:1/2")),
+        ("dark_mode", MetricSpec.build("boolean", mechanism="rr:1/2:1/2")),
+        ("os_huge", MetricSpec.build("categorical", epsilon=8.0, categories=OS)),
+        ("os", MetricSpec.build("categorical", epsilon=2.0, categories=OS)),
+        ("crashes_huge", MetricSpec.build("histogram", epsilon=5.0, edges=EDGES, clamp=True)),
+        ("startup_huge", MetricSpec.build("numeric", epsilon=9.0, lower=0, upper=10_000,
+                                          clamp=True)),
+        ("startup_ms", MetricSpec.build("numeric", epsilon=1.0, lower=0, upper=10_000,
+                                        clamp=True)),
+    ]
+    doc = {"metrics": [describe_metric(name, f"the {name} metric", spec)
+                       for name, spec in specs]}
+    resolution = resolve(None, parse_catalogue(doc, {}), DEFAULT_MAX_EPSILON)
+    assert resolution is not None
+    return {"decisions": decisions, "doc": doc, "withheld": sorted(resolution.withheld),
+            "usable": sorted(resolution.usable)}
+
+
+def cap_entries() -> list[dict[str, Any]]:
+    """Sequences of charges of memoized answers (metric, tag, epsilon) against a cap, run
+    through the Python ledger: what each charged (0 for a tag already paid for) or whether
+    the cap refused it (MetricCapError). Tags are opaque; epsilons are Python's floats."""
+    ln3, ln2 = math.log(3), math.log(2)
+    huge = parse_mechanism(HUGE).epsilon
+    kinds = [m.epsilon for m in _kind_mechanisms()]
+    sequences = [
+        # The default cap: both answers of two versions of an ln 3 metric, then no more.
+        (DEFAULT_MAX_METRIC_EPSILON, [("m", t, ln3) for t in ("v1:0", "v1:1", "v1:1", "v2:1",
+                                                               "v2:0", "v3:0", "v1:0", "v3:1",
+                                                               "v2:1")]),
+        # Per metric name; a refused tag stays unpaid; a cheaper one may still fit.
+        (DEFAULT_MAX_METRIC_EPSILON, [("a", "1", 2.0), ("b", "1", 2.0), ("a", "2", 2.0),
+                                      ("a", "3", 1.0), ("a", "4", 0.39), ("a", "3", 1.0),
+                                      ("a", "5", 0.01), ("b", "2", 2.0)]),
+        # At the default ceiling: two answers of ln 9 fit ln 81; a third does not.
+        (DEFAULT_MAX_METRIC_EPSILON, [("m", "v1:0", DEFAULT_MAX_EPSILON),
+                                      ("m", "v1:1", DEFAULT_MAX_EPSILON),
+                                      ("m", "v2:0", DEFAULT_MAX_EPSILON)]),
+        # A huge epsilon is refused at once (the ceiling would have withheld it first).
+        (DEFAULT_MAX_METRIC_EPSILON, [("m", "v1:0", huge), ("m", "v2:0", ln2)]),
+        # Another cap; every kind's epsilon, one new answer each, until refused.
+        (math.log(9), [("m", str(i), e) for i, e in enumerate([ln2, ln2, ln2, ln3 - ln2])]),
+        (10.0, [("k", f"{i}", e) for i, e in enumerate(kinds)]),
+        (math.inf, [("m", str(i), 20.0) for i in range(5)]),
+    ]
+    out = []
+    for cap, charges in sequences:
+        ledger = PrivacyLedger(None, max_metric_epsilon=cap)
+        steps = []
+        for metric, tag, epsilon in charges:
+            try:
+                charged: Any = ledger.charge(metric, epsilon, tag)
+            except MetricCapError:
+                charged = "refused"
+            steps.append({"metric": metric, "tag": tag, "epsilon": epsilon,
+                          "charged": charged})
+        out.append({"max_metric_epsilon": "inf" if cap == math.inf else cap, "charges": steps})
+    return out
+
+
 SECTIONS: dict[str, Callable[[random.Random], Any]] = {
     "mechanisms": lambda rng: mechanism_entries(),
     "invalid_ids": lambda rng: invalid_id_entries(),
@@ -641,6 +732,8 @@ SECTIONS: dict[str, Callable[[random.Random], Any]] = {
     "dims_report": lambda rng: dims_report_entries(),
     "dims_catalogue": lambda rng: dims_catalogue_entries(),
     "dims_wire": dims_wire_entries,
+    "ceiling": lambda rng: ceiling_entries(),
+    "cap": lambda rng: cap_entries(),
 }
 
 

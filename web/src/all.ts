@@ -24,10 +24,11 @@ import {
   alphaThreshold, type AnyMetric, type Declared, declareMetric, type KindDeclaration, MetricSpec,
   parseAllCatalogue,
 } from "./kinds.js";
-import {RandomizedResponse} from "./mechanism.js";
+import {type RandomizedResponse, Rr} from "./mechanism.js";
 import {memoBit} from "./memo.js";
 import {type Catalogue, lookup} from "./catalogue.js";
-import {Reporter as BooleanReporter, type ReporterOptions as BooleanOptions,
+import {DEFAULT_MAX_EPSILON, spend} from "./privacy.js";
+import {above, nats, Reporter as BooleanReporter, type ReporterOptions as BooleanOptions,
   type Stats as BooleanStats} from "./reporter.js";
 import type {Dims, Payload} from "./wire.js";
 
@@ -110,10 +111,12 @@ export class Reporter extends BooleanReporter {
       booleans = {};
       for (const [name, declared] of Object.entries(options.metrics)) {
         const metric = declareMetric(name, declared as Declared);
-        if (metric instanceof RandomizedResponse) booleans[name] = metric;
+        const why = above(metric, nats("maxEpsilon", options.maxEpsilon ?? DEFAULT_MAX_EPSILON));
+        if (why) throw new InvalidParameterError(`metric '${name}': ${why}`);
+        if (metric instanceof Rr) booleans[name] = metric;
         else others.set(name, metric);
         if (typeof declared === "object" && declared !== null &&
-            !(declared instanceof RandomizedResponse) && !(declared instanceof MetricSpec)) {
+            !(declared instanceof Rr) && !(declared instanceof MetricSpec)) {
           let found: Dimensions;
           try {
             found = Dimensions.of(declared as DimensionDeclaration);
@@ -164,6 +167,7 @@ export class Reporter extends BooleanReporter {
     if (spec === undefined) {
       const someKind = ["string", "number", "bigint"].includes(typeof trueValue);
       if (this.catalogue !== null) {
+        if (this.held(metric)) return;
         const withheld = this.withheld.get(metric);
         if (withheld !== undefined) {
           throw new UnknownMetricError(`${JSON.stringify(metric)} is withheld: ${withheld}`);
@@ -185,16 +189,20 @@ export class Reporter extends BooleanReporter {
     }
     // Public dimensions first, as in Python: a refused one spends nothing.
     const stated = this.stated(metric, dims);
-    if (spec instanceof RandomizedResponse) {
+    if (spec instanceof Rr) {
       if (!booleanLike) {
         throw new InvalidParameterError(
           `trueValue must be a boolean. Got a ${typeof trueValue} instead.`);
       }
       const value = trueValue ? 1 : 0;
-      const bit = this.fresh.has(metric) ? spec.perturb(value, this.rng)
-        : this.memo.get(`${metric}\u0000${spec.id}`)?.[value];
-      if (bit !== undefined) this.put(metric, spec.id, bit, stated);
-      else this.wait(metric, value, dims);  // its memoized answer is derived asynchronously
+      if (this.fresh.has(metric)) this.put(metric, spec.id, spec.perturb(value, this.rng), stated);
+      // Else its memoized answer, if derived and paid for; else derived and charged
+      // asynchronously.
+      else {
+        const bit = this.memo.get(`${metric}\u0000${spec.id}`)?.[value];  // paid for
+        if (bit !== undefined) this.put(metric, spec.id, bit, stated);
+        else if (!this.refused(metric, spec, value)) this.wait(metric, value, dims);
+      }
       return;
     }
     const encoded = spec.encode(trueValue);  // throws for a value the metric does not take
@@ -203,10 +211,12 @@ export class Reporter extends BooleanReporter {
       return;
     }
     const alpha = spec.kind === "numeric" ? this.alphas.get(metric) : 0n;
-    const answer = alpha === undefined ? undefined
-      : this.answers.get(`${metric}\u0000${spec.id}`)?.get(spec.memoKey(encoded, alpha));
+    const key = alpha === undefined ? undefined : spec.memoKey(encoded, alpha);
+    // Its memoized answer, if derived and paid for; else derived and charged asynchronously.
+    const answer = key === undefined ? undefined
+      : this.answers.get(`${metric}\u0000${spec.id}`)?.get(key);
     if (answer !== undefined) this.put(metric, spec.id, answer, stated);
-    else this.wait(metric, trueValue, dims);  // its memoized answer is derived asynchronously
+    else if (key === undefined || !this.refused(metric, spec, key)) this.wait(metric, trueValue, dims);
   }
 
   /** The public dimensions each metric reported now declares: name -> Dimensions (metrics
@@ -304,6 +314,7 @@ export class Reporter extends BooleanReporter {
 
   protected override async drainOne(metric: string, value: unknown,
                                     dims?: DimensionValues): Promise<void> {
+    if (this.catalogue !== null && this.held(metric)) return;
     const spec = this.catalogue === null ? undefined : this.metricsMap.get(metric);
     let stated: Dims | undefined;
     if (spec !== undefined) {
@@ -341,14 +352,12 @@ export class Reporter extends BooleanReporter {
     let alpha = spec.kind === "numeric" ? this.alphas.get(metric) : 0n;
     if (alpha === undefined) this.alphas.set(metric, alpha = await alphaThreshold(this.secret, metric));
     const id = `${metric}\u0000${spec.id}`;
+    const key = spec.memoKey(encoded, alpha);
+    const answer = this.answers.get(id)?.get(key) ?? await spec.memoAnswer(this.secret, metric, key);
+    if (!await this.charge(metric, spec, key)) return;
     let answers = this.answers.get(id);
     if (answers === undefined) this.answers.set(id, answers = new Map());
-    const key = spec.memoKey(encoded, alpha);
-    let answer = answers.get(key);
-    if (answer === undefined) {
-      answer = await spec.memoAnswer(this.secret, metric, key);
-      answers.set(key, answer);
-    }
+    answers.set(key, answer);  // paid for: reported synchronously from now on
     this.put(metric, spec.id, answer, stated);
   }
 
@@ -412,9 +421,13 @@ export class Reporter extends BooleanReporter {
         continue;
       }
       const key = `${metric}\u0000${m.id}`;
-      if (this.memo.get(key)?.every((b) => b !== undefined)) continue;
-      this.memo.set(key, [await memoBit(this.secret, metric, m, 0),
-                          await memoBit(this.secret, metric, m, 1)]);
+      const bits = this.memo.get(key) ?? [undefined, undefined];
+      for (const v of [0, 1] as const) {
+        if (!spend(this.ledger, metric, `${m.id}\u0000${v}`, 0, Infinity)) {
+          bits[v] ??= await memoBit(this.secret, metric, m, v);  // paid for
+        }
+      }
+      this.memo.set(key, bits);
     }
   }
 }

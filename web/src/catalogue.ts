@@ -1,10 +1,10 @@
 /** The metric catalogue: name -> mechanism, parsed from GET /v1/metrics or declared in code. */
 import {InvalidParameterError, UnknownMetricError, WireFormatError} from "./errors.js";
 import {eq, fracToString, parseFraction} from "./fraction.js";
-import {RandomizedResponse} from "./mechanism.js";
+import {type RandomizedResponse, Rr} from "./mechanism.js";
 import {isMetricName} from "./wire.js";
 
-export type Catalogue = Map<string, RandomizedResponse>;
+export type Catalogue = Map<string, Rr>;
 
 /**
  * Parse a GET /v1/metrics document, refusing any entry whose stated P1 and Q do not match its
@@ -18,7 +18,8 @@ export type Catalogue = Map<string, RandomizedResponse>;
  * before metric kinds) and an `rr:` mechanism.
  */
 export function parseCatalogue(doc: unknown,
-                               skipped?: (name: string, kind: string) => void): Catalogue {
+                               skipped?: (name: string, kind: string) => void,
+                               make: typeof Rr = Rr): Catalogue {
   const entries = doc !== null && typeof doc === "object" ?
     (doc as {metrics?: unknown}).metrics : undefined;
   if (!Array.isArray(entries)) {
@@ -32,9 +33,9 @@ export function parseCatalogue(doc: unknown,
       skipped?.(String(e.name), String(kind));
       return;
     }
-    let mechanism: RandomizedResponse;
+    let mechanism: Rr;
     try {
-      mechanism = RandomizedResponse.fromId(e.mechanism as string);
+      mechanism = make.fromId(e.mechanism as string);
     } catch (error) {
       throw new WireFormatError(`metrics entry ${i} is malformed: ${(error as Error).message}`);
     }
@@ -57,7 +58,7 @@ export function parseCatalogue(doc: unknown,
 
 /** A catalogue from code: each value a mechanism or a mechanism id. */
 export function declareCatalogue(
-    metrics: Record<string, RandomizedResponse | string>): Catalogue {
+    metrics: Record<string, RandomizedResponse | string>, make: typeof Rr = Rr): Catalogue {
   const catalogue: Catalogue = new Map();
   for (const [name, mechanism] of Object.entries(metrics)) {
     if (!isMetricName(name)) {
@@ -65,14 +66,13 @@ export function declareCatalogue(
         "metric names are lowercase letters, digits and '_', at most 64 characters. " +
         `Got ${JSON.stringify(name)} instead.`);
     }
-    catalogue.set(name, mechanism instanceof RandomizedResponse ? mechanism
-                                                                  : RandomizedResponse.fromId(mechanism));
+    catalogue.set(name, mechanism instanceof Rr ? mechanism : make.fromId(mechanism));
   }
   return catalogue;
 }
 
 /** The mechanism of `metric`, or UnknownMetricError. */
-export function lookup(catalogue: Catalogue, metric: string): RandomizedResponse {
+export function lookup(catalogue: Catalogue, metric: string): Rr {
   const mechanism = catalogue.get(metric);
   if (mechanism === undefined) {
     throw new UnknownMetricError(

@@ -15,7 +15,20 @@ export {type Fraction, frac, parseFraction, fracToString} from "./fraction.js";
 export {SecureBits, SYSTEM_BITS, below, type RandomBits, type ReadBytes} from "./random.js";
 export {memoBit, memoContext, importSecret, newSecretKey, SECRET_BYTES} from "./memo.js";
 export {encodeBatch, newBatchId, isMetricName, REPORTS_PATH, METRICS_PATH, type Item, type Payload} from "./wire.js";
-export {parseCatalogue, declareCatalogue, type Catalogue} from "./catalogue.js";
+export {type Catalogue} from "./catalogue.js";
+import {declareCatalogue as declare, parseCatalogue as parse} from "./catalogue.js";
+import {RandomizedResponse} from "./mechanism.js";
+/** A catalogue document's boolean metrics: name -> RandomizedResponse (catalogue.ts). */
+export const parseCatalogue = (doc: unknown, skipped?: (name: string, kind: string) => void):
+  Map<string, RandomizedResponse> =>
+  parse(doc, skipped, RandomizedResponse) as Map<string, RandomizedResponse>;
+/** Declared metrics (name -> mechanism or id) as a catalogue of RandomizedResponse. */
+export const declareCatalogue = (metrics: Record<string, RandomizedResponse | string>):
+  Map<string, RandomizedResponse> =>
+  declare(metrics, RandomizedResponse) as Map<string, RandomizedResponse>;
+export {
+  aboveCeiling, DEFAULT_MAX_EPSILON, DEFAULT_MAX_METRIC_EPSILON, type Ledger, spend,
+} from "./privacy.js";
 export {type Store, MemoryStore, IdbStore, defaultStore} from "./store.js";
 export {type SecretStore, StoreSecret, MemorySecret} from "./secret.js";
 export {DurableQueue, type SealedBatch, type DeadLetter, type QueueState} from "./queue.js";

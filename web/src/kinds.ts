@@ -22,7 +22,7 @@ import {InvalidParameterError, WireFormatError} from "./errors.js";
 import {
   add, cmp, div, eq, frac, type Fraction, fracToString, mul, parseFraction, sub, toNumber,
 } from "./fraction.js";
-import {RandomizedResponse} from "./mechanism.js";
+import {RandomizedResponse, Rr} from "./mechanism.js";
 import {BlockBits, memoContext, OutOfBits} from "./memo.js";
 import {below, type RandomBits, SecureBits, SYSTEM_BITS} from "./random.js";
 import {sha256Hex} from "./sha256.js";
@@ -797,7 +797,7 @@ export function parseAllCatalogue(doc: unknown,
     } catch (error) {
       throw new WireFormatError(`metrics entry ${i} is malformed: ${(error as Error).message}`);
     }
-    const [p1, q] = metric instanceof RandomizedResponse ?
+    const [p1, q] = metric instanceof Rr ?
       [metric.pYesGivenYes, metric.pYesGivenNo] : [metric.mechanism.p1, metric.mechanism.q];
     for (const [s1, sq] of claims) {
       const f1 = typeof s1 === "string" ? parseFraction(s1) : null;
@@ -823,7 +823,7 @@ export function declareMetric(name: string, declared: Declared): AnyMetric {
     fail("metric names are lowercase letters, digits and '_', at most 64 characters. " +
          `Got ${show(name)} instead.`);
   }
-  if (declared instanceof RandomizedResponse || declared instanceof MetricSpec) return declared;
+  if (declared instanceof Rr || declared instanceof MetricSpec) return declared;
   try {
     if (typeof declared === "object" && declared !== null) {
       if (typeof (declared as {mechanism?: unknown}).mechanism !== "string") {
@@ -835,7 +835,7 @@ export function declareMetric(name: string, declared: Declared): AnyMetric {
       return MetricSpec.fromDeclaration(declared);
     }
     const mechanism = parseMechanism(declared);
-    if (mechanism instanceof RandomizedResponse) return mechanism;
+    if (mechanism instanceof Rr) return mechanism;
     if (mechanism instanceof BitMean) {
       return new MetricSpec("numeric", mechanism);
     }

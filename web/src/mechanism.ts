@@ -28,8 +28,12 @@ function powerOfTwoBits(den: bigint): number | null {
   return (den & (den - 1n)) === 0n ? bitsFor(den) : null;
 }
 
-/** Forced-response randomized response with exact probabilities (see the module doc). */
-export class RandomizedResponse {
+/**
+ * Forced-response randomized response with exact probabilities (see the module doc), without
+ * its estimator: what reporting needs. The default entry's Reporter builds these, so a page's
+ * bundle leaves the estimator out; `RandomizedResponse` adds it.
+ */
+export class Rr {
   readonly truth: Fraction;
   readonly forcedYes: Fraction;
   /** The canonical id that travels with every report, e.g. "rr:1/2:1/2". */
@@ -89,14 +93,15 @@ export class RandomizedResponse {
   }
 
   /** Parse a canonical id such as "rr:1/2:1/2". Non-canonical spellings are refused. */
-  static fromId(mechanismId: string): RandomizedResponse {
+  static fromId<T extends Rr>(this: new (truth: string, forcedYes: string) => T,
+                              mechanismId: string): T {
     const match = typeof mechanismId === "string" ? ID_PATTERN.exec(mechanismId) : null;
     if (match === null) {
       throw new InvalidParameterError(
         "mechanism id must look like 'rr:<truth>:<forced_yes>', e.g. 'rr:1/2:1/2'. " +
         `Got ${JSON.stringify(mechanismId)} instead.`);
     }
-    const mechanism = new RandomizedResponse(match[1]!, match[2]!);
+    const mechanism = new this(match[1]!, match[2]!);
     if (mechanism.id !== mechanismId) {
       throw new InvalidParameterError(
         `mechanism id must be in lowest terms: '${mechanism.id}'. Got '${mechanismId}' instead.`);
@@ -130,7 +135,7 @@ export class RandomizedResponse {
     return Math.log(toNumber(this.likelihoodRatio));
   }
 
-  equals(other: RandomizedResponse): boolean {
+  equals(other: Rr): boolean {
     return eq(this.truth, other.truth) && eq(this.forcedYes, other.forcedYes);
   }
 
@@ -148,7 +153,11 @@ export class RandomizedResponse {
     if (below(rng, this.truth.den) < this.truth.num) return trueBit ? 1 : 0;
     return below(rng, this.forcedYes.den) < this.forcedYes.num ? 1 : 0;
   }
+}
 
+/** Forced-response randomized response with exact probabilities (see the module doc), and its
+ * estimator. */
+export class RandomizedResponse extends Rr {
   /** The unbiased true share behind an exact yes-rate: (rate - Q) / (P1 - Q), exact. */
   debias(yesRate: Fraction): Fraction {
     const q = this.pYesGivenNo;
@@ -267,4 +276,4 @@ export function normalInvCdf(p: number): number {
 }
 
 /** The two-coin scheme, rr:1/2:1/2: epsilon = ln 3. */
-export const DEFAULT = new RandomizedResponse();
+export const DEFAULT = /* @__PURE__ */ new RandomizedResponse();

@@ -11,7 +11,7 @@
  * a derivation that runs out of bits (rejection) starts again with one more block, and reads
  * the very same bits it would have read from an endless stream.
  */
-import type {RandomizedResponse} from "./mechanism.js";
+import type {Rr} from "./mechanism.js";
 import type {RandomBits} from "./random.js";
 
 /** Length of a device secret in bytes (the HMAC-SHA256 key size). */
@@ -86,7 +86,7 @@ export async function newSecretKey(): Promise<CryptoKey> {
  * The device's permanent perturbed answer for (metric, mechanism, trueBit): always the same
  * for the same secret; over random secrets, 1 with probability exactly P1 (true 1) or Q.
  */
-export async function memoBit(key: CryptoKey, metric: string, mechanism: RandomizedResponse,
+export async function memoBit(key: CryptoKey, metric: string, mechanism: Rr,
                               trueBit: boolean | 0 | 1): Promise<0 | 1> {
   const bit = trueBit ? 1 : 0;
   const context = memoContext("prr", metric, mechanism.id, bit);

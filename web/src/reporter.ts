@@ -16,12 +16,18 @@
  * - `flush(timeout)` and `close(timeout)` return by their deadline; a request in flight then is
  *   abandoned and its batch stays queued under the same id.
  * - When the page is hidden, everything queued is sealed and sent with `fetch(keepalive)`.
+ * - No report goes out under a mechanism above `maxEpsilon` (the metric is withheld, counted),
+ *   and a metric's new memoized answers stop at `maxMetricEpsilon` over every version, paid
+ *   for in the store's ledger before their report is queued (privacy.ts, docs/privacy.md).
  */
 import {type Catalogue, declareCatalogue, lookup, parseCatalogue} from "./catalogue.js";
 import {InvalidParameterError, QueueError, UnknownMetricError, UploadError} from "./errors.js";
-import {cmp} from "./fraction.js";
-import {RandomizedResponse} from "./mechanism.js";
+import {cmp, type Fraction} from "./fraction.js";
+import type {RandomizedResponse} from "./mechanism.js";
 import {memoBit} from "./memo.js";
+import {
+  aboveCeiling, DEFAULT_MAX_EPSILON, DEFAULT_MAX_METRIC_EPSILON, type Ledger, spend,
+} from "./privacy.js";
 import {
   DEFAULT_BATCH_SIZE, DEFAULT_COMMIT_INTERVAL, DEFAULT_MAX_BATCH_AGE, DEFAULT_MAX_QUEUE_AGE,
   DEFAULT_MAX_QUEUED_REPORTS, type DeadLetter, DurableQueue, type SealedBatch,
@@ -75,6 +81,20 @@ export interface ReporterOptions {
   rng?: RandomBits;
   /** Where warnings go; console.warn by default. */
   log?: (message: string) => void;
+  /**
+   * The epsilon ceiling, in nats: no report is ever sent under a mechanism whose one-report
+   * epsilon exceeds it (decided exactly). A served metric above it is withheld (counted in
+   * `stats().withheld`); a declared one throws at construction. Default ln 9; Infinity
+   * turns it off.
+   */
+  maxEpsilon?: number;
+  /**
+   * The cap, in nats, on what one metric name's memoized answers may cost over every version
+   * (mechanism) ever reported, kept in the store across restarts; past it the metric's new
+   * answers are not reported (one warning, `stats().capRefused`). Default ln 81; Infinity
+   * turns it off.
+   */
+  maxMetricEpsilon?: number;
 }
 
 /** What happened to the reports handed over, for diagnostics. */
@@ -96,19 +116,51 @@ export interface Stats {
   /** Declared metrics whose registered mechanism differs: metric -> the two ids. */
   mechanismMismatch: Record<string, {declared: string; registered: string; using: string}>;
   catalogueKnown: boolean;
+  /** report() calls of a withheld metric (above maxEpsilon); nothing of them was kept. */
+  withheld: number;
+  /** Withheld metrics: metric -> why. */
+  withheldMetrics: Record<string, string>;
+  /** report() calls refused because their metric reached maxMetricEpsilon. */
+  capRefused: number;
 }
 
 /** A report held until its answer can be derived: its public dims as the call gave them. */
 type Early = [metric: string, value: 0 | 1, dims?: Readonly<Record<string, string>>];
 
 const CATALOGUE_KEY = "catalogue";
+const LEDGER_KEY = "ledger";
+
+/** A memoized answer's mechanism: what the ledger needs of it. */
+type Priced = {readonly id: string; readonly epsilon: number};
+
+/** `value` as a ceiling or cap: a number of nats > 0 (Infinity turns it off). */
+export function nats(name: string, value: number): number {
+  if (typeof value !== "number" || !(value > 0)) {
+    throw new InvalidParameterError(`${name} must be a number of nats > 0 (Infinity turns it ` +
+                                    `off). Got ${String(value)} instead.`);
+  }
+  return value;
+}
+
+/** Why `m` is above the ceiling `max`, or undefined if it is not. */
+export function above(m: Priced & {readonly likelihoodRatio: Fraction}, max: number):
+    string | undefined {
+  return aboveCeiling(m.likelihoodRatio, max) ? `its mechanism ${m.id} has epsilon ` +
+    `${m.epsilon.toPrecision(3)}, above maxEpsilon ${max.toPrecision(3)}; not reported` : undefined;
+}
 
 export class Reporter {
   readonly collectorUrl: string;
   /** The latest upload failure (undefined after a success), without any report content. */
   lastError: string | undefined;
 
-  protected catalogue: Catalogue | null = null;
+  private cat: Catalogue | null = null;
+  /** Served metrics above the ceiling: metric -> why. */
+  protected over = new Map<string, string>();
+  protected readonly maxEpsilon: number;
+  protected readonly cap: number;
+  /** The cap's ledger as last read or written (the store's copy decides). */
+  protected ledger: Ledger = {};
   protected readonly declared: Catalogue | null;
   protected readonly memo = new Map<string, [0 | 1 | undefined, 0 | 1 | undefined]>();
   protected early: Early[] = [];
@@ -123,7 +175,7 @@ export class Reporter {
   protected readonly log: (message: string) => void;
   protected readonly opts: Required<Pick<ReporterOptions, "commitInterval" | "closeTimeout" |
     "refreshInterval" | "maxEarlyReports" | "uploadJitter">>;
-  protected readonly counts = {noCatalogue: 0, early: 0, unknown: 0};
+  protected readonly counts = {noCatalogue: 0, early: 0, unknown: 0, withheld: 0, capped: 0};
   protected readonly mismatch: Stats["mechanismMismatch"] = {};
   private readonly logged = new Set<string>();
   /** Metrics the collector serves in kinds this client does not report: name -> kind. */
@@ -178,7 +230,13 @@ export class Reporter {
       uploadJitter: ms("uploadJitter", 0),
     };
     this.retry = {...DEFAULT_RETRY, ...options.retry};
+    this.maxEpsilon = nats("maxEpsilon", options.maxEpsilon ?? DEFAULT_MAX_EPSILON);
+    this.cap = nats("maxMetricEpsilon", options.maxMetricEpsilon ?? DEFAULT_MAX_METRIC_EPSILON);
     this.declared = options.metrics === undefined ? null : declareCatalogue(options.metrics);
+    for (const [name, m] of this.declared ?? []) {
+      const why = above(m, this.maxEpsilon);
+      if (why) throw new InvalidParameterError(`metric '${name}': ${why}`);
+    }
     this.catalogue = this.declared;
     this.fresh = new Set(options.fresh ?? []);
     this.rng = options.rng ?? SYSTEM_BITS;
@@ -234,16 +292,19 @@ export class Reporter {
     const value: 0 | 1 = trueValue ? 1 : 0;
     const catalogue = this.catalogue;
     if (catalogue !== null) {
+      if (this.held(metric)) return;
       const mechanism = lookup(catalogue, metric);
       if (this.fresh.has(metric)) {
         this.put(metric, mechanism.id, mechanism.perturb(value, this.rng));
         return;
       }
+      // The memo holds answers already paid for; another is derived and charged in drainOne.
       const bit = this.memo.get(`${metric}\u0000${mechanism.id}`)?.[value];
       if (bit !== undefined) {
         this.put(metric, mechanism.id, bit);
         return;
       }
+      if (this.refused(metric, mechanism, value)) return;
     } else if (this.initDone) {
       this.counts.noCatalogue++;
       this.once("no-catalogue", "deniable: no metric catalogue yet (collector unreachable, " +
@@ -279,6 +340,8 @@ export class Reporter {
       droppedNoCatalogue: this.counts.noCatalogue, droppedEarly: this.counts.early,
       droppedUnknownMetric: this.counts.unknown, keyRefused: this.keyRefused,
       mechanismMismatch: {...this.mismatch}, catalogueKnown: this.catalogue !== null,
+      withheld: this.counts.withheld, withheldMetrics: Object.fromEntries(this.over),
+      capRefused: this.counts.capped,
     };
   }
 
@@ -352,6 +415,72 @@ export class Reporter {
 
   // -- internals ------------------------------------------------------------------------
 
+  /** The catalogue report() routes by; setting it withholds every metric above the ceiling
+   * (Python's resolve), saying so once per metric and mechanism. */
+  protected get catalogue(): Catalogue | null {
+    return this.cat;
+  }
+  protected set catalogue(catalogue: Catalogue | null) {
+    this.over = new Map();
+    let kept = catalogue;
+    for (const [name, m] of catalogue ?? []) {
+      const why = above(m, this.maxEpsilon);
+      if (why === undefined) continue;
+      if (kept === catalogue) kept = new Map(catalogue);
+      kept!.delete(name);
+      this.over.set(name, why);
+      this.once(`over:${name}:${m.id}`, `deniable: metric '${name}' is withheld: ${why}`);
+    }
+    this.cat = kept;
+  }
+
+  /** Whether `metric` is withheld (above the ceiling); counts the report if so. */
+  protected held(metric: string): boolean {
+    return this.over.has(metric) && ++this.counts.withheld > 0;
+  }
+
+  /** Whether the cap refuses the memoized answer `key` of `metric` under `m`, as the ledger
+   * last read says (counted, said once); else it is derived and charged in drainOne. */
+  protected refused(metric: string, m: Priced, key: number): boolean {
+    return spend(this.ledger, metric, `${m.id}\u0000${key}`, m.epsilon, this.cap) > 1 &&
+      this.capped(metric);
+  }
+
+  /**
+   * Pay for the memoized answer `key` of `metric` under `m` in the store's ledger (one
+   * read-modify-write transaction, so reporters sharing the store never double-spend), before
+   * its report is queued. False if the cap refuses it (counted, said once) or the ledger
+   * cannot be written (the report is dropped: no report goes out whose charge could be lost).
+   */
+  protected async charge(metric: string, m: Priced, key: number): Promise<boolean> {
+    const tag = `${m.id}\u0000${key}`;
+    let s: number = spend(this.ledger, metric, tag, m.epsilon, this.cap);
+    if (s === 1) {
+      try {
+        this.ledger = await this.store.update<Ledger>(LEDGER_KEY, (old) => {
+          const ledger = old ?? {};
+          s = spend(ledger, metric, tag, m.epsilon, this.cap, true);
+          return ledger;
+        });
+      } catch (error) {
+        this.once("ledger", `deniable: the privacy ledger could not be written; reports ` +
+                  `needing a new answer are dropped: ${String(error)}`);
+        return false;
+      }
+    }
+    if (s === 2) this.capped(metric);
+    return s < 2;
+  }
+
+  private capped(metric: string): true {
+    this.counts.capped++;
+    this.once(`cap:${metric}`, `deniable: metric '${metric}' is no longer reported on this ` +
+              `device: a new answer would take it past its cap of ${this.cap.toPrecision(3)} ` +
+              "nats over every version (maxMetricEpsilon). Answers already paid for are still " +
+              "sent; if its mechanism must change, report under a new metric name");
+    return true;
+  }
+
   protected put(...item: Item): void {
     this.queue.put(item);
     if (this.commitTimer === undefined) {
@@ -386,6 +515,11 @@ export class Reporter {
       await this.queue.load();
     } catch (error) {
       this.once("load", `deniable: the queue could not be read: ${String(error)}`);
+    }
+    try {
+      this.ledger = await this.store.get<Ledger>(LEDGER_KEY) ?? {};
+    } catch {
+      // unread: every new answer is charged in the store, which decides
     }
     if (this.catalogue === null) {
       try {
@@ -452,15 +586,19 @@ export class Reporter {
     this.catalogue = next;
   }
 
-  /** Derive the memoized answers of every known metric, so report() is synchronous. */
+  /** Derive the memoized answers already paid for of every known metric, so report() is
+   * synchronous for them. */
   protected async prepareMemo(): Promise<void> {
     if (this.catalogue === null || this.secret === undefined) return;
     for (const [metric, mechanism] of this.catalogue) {
       if (this.fresh.has(metric)) continue;
       const key = `${metric}\u0000${mechanism.id}`;
-      if (this.memo.get(key)?.every((b) => b !== undefined)) continue;
-      const bits: [0 | 1, 0 | 1] = [await memoBit(this.secret, metric, mechanism, 0),
-                                    await memoBit(this.secret, metric, mechanism, 1)];
+      const bits = this.memo.get(key) ?? [undefined, undefined];
+      for (const v of [0, 1] as const) {
+        if (!spend(this.ledger, metric, `${mechanism.id}\u0000${v}`, 0, Infinity)) {
+          bits[v] ??= await memoBit(this.secret, metric, mechanism, v);
+        }
+      }
       this.memo.set(key, bits);
     }
   }
@@ -479,6 +617,7 @@ export class Reporter {
       this.counts.noCatalogue++;
       return;
     }
+    if (this.held(metric)) return;
     if (mechanism === undefined) {
       this.counts.unknown++;
       this.once(`unknown:${metric}`, `deniable: metric '${metric}' is not in the catalogue; ` +
@@ -494,10 +633,12 @@ export class Reporter {
       return;
     }
     const key = `${metric}\u0000${mechanism.id}`;
+    const bit = this.memo.get(key)?.[value] ?? await memoBit(this.secret, metric, mechanism, value);
+    if (!await this.charge(metric, mechanism, value)) return;
     let bits = this.memo.get(key);
     if (bits === undefined) this.memo.set(key, bits = [undefined, undefined]);
-    bits[value] ??= await memoBit(this.secret, metric, mechanism, value);
-    this.put(metric, mechanism.id, bits[value]!, dims);
+    bits[value] = bit;  // paid for: reported synchronously from now on
+    this.put(metric, mechanism.id, bit, dims);
   }
 
   /** The upload loop: oldest sealed batch first, one at a time. */

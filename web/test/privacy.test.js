@@ -1,0 +1,213 @@
+// The epsilon ceiling (maxEpsilon) and the cap over versions (maxMetricEpsilon) of issue 19, in
+// both entries: the shared vectors (Python's decisions), then Reporters against a loopback
+// collector that serves a huge epsilon and then publishes version after version.
+import assert from "node:assert/strict";
+import {mkdtempSync, readFileSync} from "node:fs";
+import {tmpdir} from "node:os";
+import {join} from "node:path";
+import {test} from "node:test";
+
+import * as core from "../dist/index.js";
+import * as all from "../dist/all.js";
+import {nodeStorage} from "../dist/node.js";
+import {collectorLike, sleep, startServer} from "./helpers.js";
+import {vectors} from "./vectors.js";
+
+const {aboveCeiling, spend, InvalidParameterError, MemoryStore} = core;
+const number = (x) => (x === "inf" ? Infinity : x);
+
+test("ceiling vectors: every kind, every max_epsilon, as Python decides", () => {
+  assert.ok(vectors.ceiling.decisions.length > 100);
+  assert.ok(vectors.ceiling.decisions.some((v) => v.above) &&
+            vectors.ceiling.decisions.some((v) => !v.above));
+  for (const v of vectors.ceiling.decisions) {
+    const m = all.parseMechanism(v.mechanism);
+    assert.equal(aboveCeiling(m.likelihoodRatio, number(v.max_epsilon)), v.above,
+                 `${v.mechanism} at ${v.max_epsilon}`);
+  }
+});
+
+test("cap vectors: charges and refusals, as the Python ledger decides", () => {
+  for (const sequence of vectors.cap) {
+    const ledger = {};
+    const cap = number(sequence.max_metric_epsilon);
+    for (const c of sequence.charges) {
+      const s = spend(ledger, c.metric, c.tag, c.epsilon, cap, true);
+      const expected = c.charged === "refused" ? 2 : c.charged === 0 ? 0 : 1;
+      assert.equal(s, expected, `${JSON.stringify(c)} under ${cap}`);
+    }
+  }
+});
+
+/** A collector whose catalogue the test replaces (`serve`), counting each batch id once. */
+async function collector(doc) {
+  let current = doc;
+  const c = collectorLike();
+  const server = await startServer((req, body) =>
+    req.method === "GET" ? [200, {}, JSON.stringify(current)] : c.answer(req, body));
+  return {server, counted: c.counted, serve: (next) => { current = next; }};
+}
+
+const booleanDoc = (name, mechanism) => {
+  const m = core.RandomizedResponse.fromId(mechanism);
+  return {metrics: [{name, description: "", mechanism, p_yes_given_yes: core.fracToString(m.pYesGivenYes),
+                     p_yes_given_no: core.fracToString(m.pYesGivenNo), epsilon: m.epsilon}]};
+};
+
+async function until(condition, what) {
+  for (let i = 0; i < 500 && !condition(); i++) await sleep(10);
+  assert.ok(condition(), what);
+}
+
+for (const [entry, lib] of [["default", core], ["all", all]]) {
+  test(`${entry}: a served catalogue above the ceiling sends nothing, counts, warns once`, async (t) => {
+    const doc = entry === "all" ? vectors.ceiling.doc : {metrics: vectors.ceiling.doc.metrics
+      .filter((m) => m.kind === "boolean")};
+    const {server, counted} = await collector(doc);
+    t.after(() => server.close());
+    const lines = [];
+    const r = new lib.Reporter(server.url, {log: (l) => lines.push(l), store: new MemoryStore(),
+                                            refreshInterval: 20});
+    assert.equal(await r.waitReady(5000), true);
+    const values = {huge: true, at_ceiling: true, dark_mode: false, os_huge: "ios", os: "ios",
+                    crashes_huge: 3, startup_huge: 812.5, startup_ms: 812.5};
+    const names = doc.metrics.map((m) => m.name);
+    for (let i = 0; i < 10; i++) for (const name of names) r.report(name, values[name]);
+    await sleep(100);  // several refreshes: each withheld metric is still said once
+    assert.equal(await r.close(5000), true);
+    const withheld = vectors.ceiling.withheld.filter((n) => names.includes(n));
+    const usable = vectors.ceiling.usable.filter((n) => names.includes(n));
+    assert.deepEqual(Object.keys(r.stats().withheldMetrics).sort(), withheld);
+    assert.equal(r.stats().withheld, 10 * withheld.length);
+    const sent = counted();
+    assert.equal(sent.length, 10 * usable.length);  // exactly at the ceiling (ln 9) passes
+    assert.deepEqual([...new Set(sent.map((x) => x.metric))].sort(), usable);
+    for (const name of withheld) {
+      assert.equal(lines.filter((l) => l.includes(`'${name}' is withheld`)).length, 1, name);
+    }
+    assert.deepEqual(Object.keys(r.metrics).sort(), usable);
+  });
+
+  test(`${entry}: a declared metric above the ceiling throws; at it, it does not`, async () => {
+    const opts = {log: () => undefined, store: new MemoryStore(), flushOnHide: false};
+    const url = "http://127.0.0.1:9";
+    assert.throws(() => new lib.Reporter(url, {...opts, metrics: {m: "rr:999999999/1000000000:1/2"}}),
+                  (e) => e instanceof InvalidParameterError && /above maxEpsilon/.test(e.message));
+    assert.throws(() => new lib.Reporter(url, {...opts, metrics: {m: "rr:1/2:1/2"},
+                                               maxEpsilon: Math.log(2.9)}), InvalidParameterError);
+    for (const bad of [0, -1, NaN, "2"]) {
+      assert.throws(() => new lib.Reporter(url, {...opts, maxEpsilon: bad}), InvalidParameterError);
+      assert.throws(() => new lib.Reporter(url, {...opts, maxMetricEpsilon: bad}), InvalidParameterError);
+    }
+    const ok = [new lib.Reporter(url, {...opts, metrics: {m: "rr:4/5:1/2"}}),
+                new lib.Reporter(url, {...opts, metrics: {m: "rr:1/2:1/2"}, maxEpsilon: Math.log(3)}),
+                new lib.Reporter(url, {...opts, metrics: {m: "rr:999999999/1000000000:1/2"},
+                                       maxEpsilon: Infinity})];
+    if (entry === "all") {
+      const served = vectors.ceiling.doc.metrics.find((m) => m.name === "os_huge");
+      const spec = {kind: "categorical", categories: served.categories, mechanism: served.mechanism};
+      assert.throws(() => new lib.Reporter(url, {...opts, metrics: {c: spec}}),
+                    (e) => e instanceof InvalidParameterError && /above maxEpsilon/.test(e.message));
+      ok.push(new lib.Reporter(url, {...opts, metrics: {c: spec}, maxEpsilon: served.epsilon}));
+    }
+    for (const r of ok) await r.close(10);
+  });
+
+  test(`${entry}: the cap over versions stops new answers, keeps paid ones, persists`, async (t) => {
+    // Versions at ln 3 (ratio 3): v1 and v2 both answers = 4 ln 3 = ln 81, the default cap.
+    const [v1, v2, v3] = ["rr:1/2:1/2", "rr:1/3:1/4", "rr:1/3:1/2"];
+    const {server, counted, serve} = await collector(booleanDoc("m", v1));
+    t.after(() => server.close());
+    const dir = mkdtempSync(join(tmpdir(), "deniable-cap-"));
+    const lines = [];
+    const opts = {log: (l) => lines.push(l), refreshInterval: 20, ...nodeStorage(dir)};
+    const r = new lib.Reporter(server.url, opts);
+    const version = async (reporter, id) => {
+      serve(booleanDoc("m", id));
+      await until(() => reporter.metrics?.m === id, `serving ${id}`);
+    };
+    await version(r, v1);
+    for (const v of [true, false, true]) r.report("m", v);   // two new answers
+    assert.equal(await r.flush(5000), true);
+    await version(r, v2);
+    for (const v of [true, false]) r.report("m", v);          // two more: the cap, exactly
+    assert.equal(await r.flush(5000), true);
+    await version(r, v3);
+    for (const v of [true, false, true]) r.report("m", v);   // refused: past the cap
+    assert.equal(await r.flush(5000), true);
+    assert.equal(r.stats().capRefused, 3);
+    await version(r, v1);
+    for (const v of [false, true]) r.report("m", v);          // paid for: still sent
+    assert.equal(await r.close(5000), true);
+    assert.deepEqual(counted().map((x) => x.mechanism), [v1, v1, v1, v2, v2, v1, v1]);
+    assert.equal(lines.filter((l) => l.includes("no longer reported")).length, 1, lines.join("\n"));
+    const ledger = JSON.parse(readFileSync(join(dir, "queue.json"), "utf8")).ledger;
+    assert.deepEqual(ledger.m.paid.length, 4);
+    // A restart (a new Reporter on the same directory) keeps the ledger.
+    serve(booleanDoc("m", v3));
+    const again = new lib.Reporter(server.url, opts);
+    await version(again, v3);
+    again.report("m", true);
+    await version(again, v2);
+    again.report("m", false);
+    assert.equal(await again.close(5000), true);
+    assert.equal(again.stats().capRefused, 1);
+    assert.deepEqual(counted().map((x) => x.mechanism), [v1, v1, v1, v2, v2, v1, v1, v2]);
+  });
+
+  test(`${entry}: two reporters sharing one store never double-spend`, async (t) => {
+    const [v1, v2] = ["rr:1/2:1/2", "rr:1/3:1/4"];
+    const {server, counted, serve} = await collector(booleanDoc("m", v1));
+    t.after(() => server.close());
+    const store = new MemoryStore();
+    // A cap of ln 9 = 2 ln 3: both answers of v1 once. Were each reporter to pay for its own,
+    // the second pair would take the sum to 4 ln 3 and be refused.
+    const opts = {log: () => undefined, store, refreshInterval: 20, maxMetricEpsilon: Math.log(9)};
+    const [a, b] = [new lib.Reporter(server.url, opts), new lib.Reporter(server.url, opts)];
+    for (const r of [a, b]) await until(() => r.metrics?.m === v1, "v1");
+    a.report("m", true);
+    b.report("m", true);
+    a.report("m", false);
+    b.report("m", false);
+    for (const r of [a, b]) assert.equal(await r.flush(5000), true);
+    assert.equal(counted().length, 4);
+    const ledger = await store.get("ledger");
+    assert.equal(ledger.m.paid.length, 2);
+    assert.equal(BigInt(ledger.m.spent), 2n * units(Math.log(3)));
+    serve(booleanDoc("m", v2));
+    for (const r of [a, b]) await until(() => r.metrics?.m === v2, "v2");
+    a.report("m", true);
+    b.report("m", false);
+    for (const r of [a, b]) assert.equal(await r.close(5000), true);
+    assert.equal(counted().length, 4);
+    assert.equal(a.stats().capRefused + b.stats().capRefused, 2);
+  });
+}
+
+/** x * 2**1074, exactly (as the ledger stores sums). */
+function units(x) {
+  const view = new DataView(new ArrayBuffer(8));
+  view.setFloat64(0, x);
+  const bits = view.getBigUint64(0);
+  return ((bits & 0xfffffffffffffn) | 1n << 52n) << ((bits >> 52n) - 1n);
+}
+
+test("all: the cap counts each category's memoized answer", async (t) => {
+  const os = vectors.ceiling.doc.metrics.find((m) => m.name === "os");  // epsilon 2 (rounded down)
+  const {server, counted} = await collector({metrics: [os]});
+  t.after(() => server.close());
+  const r = new all.Reporter(server.url, {log: () => undefined, store: new MemoryStore()});
+  assert.equal(await r.waitReady(5000), true);
+  // ln 81 ~ 4.39 holds two answers of epsilon ~2: ios and android; linux is refused.
+  for (const v of ["ios", "android", "ios", "linux", "android", "linux"]) r.report("os", v);
+  assert.equal(await r.close(5000), true);
+  assert.equal(counted().length, 4);
+  assert.equal(r.stats().capRefused, 2);
+});
+
+test("the exported catalogue parsers still give RandomizedResponse, with its estimator", () => {
+  const parsed = core.parseCatalogue(booleanDoc("m", "rr:1/2:1/2")).get("m");
+  assert.ok(parsed instanceof core.RandomizedResponse);
+  assert.equal(parsed.estimate(50, 100).value, 0.5);
+  assert.ok(core.declareCatalogue({m: "rr:1/2:1/2"}).get("m") instanceof core.RandomizedResponse);
+});

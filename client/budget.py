@@ -53,6 +53,7 @@ from deniable.client.errors import (
     MetricCapError,
     PrivacyStateError,
 )
+from deniable.client.mechanism import ROUNDING_SLACK
 from deniable.client.state import StateDir, Stamp
 
 DAY = 86_400.0
@@ -68,8 +69,6 @@ answers, e.g. both values under two versions. RAPPOR's usual long-run epsilon is
 4 ln 3. Any guess of a value held constant, from everything the device sent, is then right
 with probability at most 81/82 (uniform prior); see docs/privacy.md."""
 
-ROUNDING_SLACK = Fraction(1, 2**40)
-"""Relative allowance over a budget for floating-point rounding of the budget itself."""
 
 _VERSION = 1
 

@@ -476,6 +476,10 @@ def _exact_real(name: str, value: object) -> Fraction | None:
     return Fraction(as_float) if math.isfinite(as_float) else None
 
 
+ROUNDING_SLACK = Fraction(1, 2**40)
+"""Relative allowance over a float epsilon limit (a budget, a cap, the ceiling) for the
+rounding of that float itself."""
+
 _MAX_DIGITS = 10_000
 
 

@@ -40,7 +40,7 @@ from deniable.client.categorical import KaryRandomizedResponse, SubsetSelection,
 from deniable.client.dimensions import Dimensions
 from deniable.client.errors import InvalidParameterError, UnknownMetricError, WireFormatError
 from deniable.client.kinds import KINDS, Mechanism, MetricSpec, family, parse_mechanism
-from deniable.client.mechanism import RandomizedResponse
+from deniable.client.mechanism import ROUNDING_SLACK, RandomizedResponse, log_ratio_exceeds
 from deniable.client.numeric import BitMean
 from deniable.client.period import DEFAULT_POLICY, CollectionPolicy, parse_policy
 from deniable.client.wire import is_metric_name
@@ -350,9 +350,15 @@ def check_max_epsilon(max_epsilon: object) -> float:
 
 def above_ceiling(mechanism: MetricSpec | Mechanism, max_epsilon: float) -> bool:
     """Whether one report under ``mechanism`` (or a spec's) loses more than ``max_epsilon``
-    nats, whatever its kind."""
+    nats, whatever its kind: ln of its exact likelihood ratio against the exact value of
+    ``max_epsilon``, allowing ``max_epsilon`` a relative 2**-40 for its own rounding (so
+    ``math.log(9)`` admits a ratio of exactly 9 whichever way the float rounded). No float
+    epsilon is compared."""
+    if math.isinf(max_epsilon):
+        return False
     chosen = mechanism.mechanism if isinstance(mechanism, MetricSpec) else mechanism
-    return chosen.epsilon > max_epsilon
+    return log_ratio_exceeds(chosen.likelihood_ratio,
+                             Fraction(max_epsilon) * (1 + ROUNDING_SLACK))
 
 
 @dataclass(frozen=True)

@@ -46,6 +46,19 @@ def test_the_default_ceiling_admits_what_the_project_ships_and_nothing_far_above
     assert set(resolution.withheld) == {"d", "e"} and "max_epsilon" in resolution.withheld["e"]
 
 
+def test_the_ceiling_compares_exact_likelihood_ratios_never_float_epsilons() -> None:
+    from deniable.client.metrics import above_ceiling
+    ln3 = math.log(3)
+    # ln 3 itself, and the float just below it (within max_epsilon's 2**-40 allowance for its
+    # own rounding), admit a ratio of exactly 3; a float comparison of epsilons would refuse
+    # the second.
+    assert not above_ceiling(LN3, ln3)
+    assert not above_ceiling(LN3, math.nextafter(ln3, 0))
+    assert LN3.epsilon > math.nextafter(ln3, 0)
+    assert above_ceiling(LN3, ln3 * (1 - 1e-9))       # far past the allowance: refused
+    assert not above_ceiling(HUGE, math.inf) and above_ceiling(HUGE, DEFAULT_MAX_EPSILON)
+
+
 def test_a_declared_mechanism_is_a_floor_and_a_more_private_one_is_taken() -> None:
     more_private = RandomizedResponse.from_id("rr:1/4:1/2")
     declared = coerce_catalogue({"x": LN3, "y": LN3, "z": LN7})

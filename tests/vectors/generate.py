@@ -631,19 +631,16 @@ def ceiling_entries() -> dict[str, Any]:
     and a served catalogue of every kind with metrics above the default ceiling (ln 9), exactly
     at it, and below it, with the names ``resolve`` withholds.
 
-    The decisions are Python's (a mechanism's float epsilon > max_epsilon). Pairs whose two
-    values lie within a relative 1e-9 of each other are left out unless equal: there a float
-    comparison and the web client's exact one (with its 2**-40 allowance for max_epsilon's
-    rounding) could tell a rounding apart, and no collector gains anything from it."""
+    The decisions are Python's: ln of the exact likelihood ratio against max_epsilon's exact
+    value, with its 2**-40 allowance for its own rounding, as the web client decides; each
+    mechanism's own float epsilon and the floats just beside it are included."""
     mechanisms: list[Any] = [parse_mechanism(m) for m in MECHANISMS + [HUGE, "rr:4/5:1/2"]]
     mechanisms += _kind_mechanisms()
     limits = [DEFAULT_MAX_EPSILON, math.log(3), 0.5, 1.0, 2.0, 21.0, 22.0, math.inf]
     decisions = []
     for mechanism in mechanisms:
-        for limit in limits + [mechanism.epsilon]:
-            if limit != mechanism.epsilon and math.isfinite(limit) \
-                    and abs(mechanism.epsilon - limit) <= 1e-9 * limit:
-                continue
+        own = mechanism.epsilon
+        for limit in limits + [own, math.nextafter(own, 0), own * (1 - 1e-9), own * (1 + 1e-9)]:
             decisions.append({"mechanism": mechanism.id,
                               "max_epsilon": "inf" if limit == math.inf else limit,
                               "above": above_ceiling(mechanism, limit)})

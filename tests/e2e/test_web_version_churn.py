@@ -22,7 +22,8 @@ import requests
 
 from deniable.collector import auth
 from deniable.collector.server import CollectorProcess
-from tests.e2e.test_version_churn import CAP_REPORTS, version
+from tests.e2e.test_version_churn import (  # noqa: F401  (a fixture)
+    CAP_REPORTS, secure_collector, version)
 from tests.e2e.test_web_client import WEB, node
 
 pytestmark = pytest.mark.slow
@@ -30,16 +31,6 @@ pytestmark = pytest.mark.slow
 HUGE = "rr:999999999/1000000000:1/2"  # epsilon ~ 21.4: 30 of 30 bits equalled the truth
 VERSIONS = CAP_REPORTS + 3
 DEVICES = [("default", True), ("default", False), ("all", True), ("all", False)]
-
-
-@pytest.fixture()
-def secure_collector(redis_url: str, metrics_file: Path,
-                     redis_client: redis.Redis) -> Iterator[CollectorProcess]:
-    """Auth on; registry and keys re-read on every request, so a new version shows at once."""
-    env = {"DENIABLE_AUTH_CACHE_SECONDS": "0", "DENIABLE_REGISTRY_CACHE_SECONDS": "0",
-           "DENIABLE_RATE_LIMIT_IP_PER_SECOND": "0", "DENIABLE_RATE_LIMIT_KEY_PER_SECOND": "0"}
-    with CollectorProcess(redis_url, metrics_file, workers=1, env=env) as collector:
-        yield collector
 
 
 def start(url: str, state: Path, token: str, metric: str, value: bool, entry: str,

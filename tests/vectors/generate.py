@@ -150,7 +150,6 @@ def memo_entries(rng: random.Random) -> list[dict[str, Any]]:
 
 
 def wire_entries(rng: random.Random) -> list[dict[str, Any]]:
-    out = []
     samples = [
         [("feature_x_enabled", "rr:1/2:1/2", 1)],
         [("feature_x_enabled", "rr:1/2:1/2", 0), ("dark_mode", "rr:3/4:1/2", 1),
@@ -158,12 +157,15 @@ def wire_entries(rng: random.Random) -> list[dict[str, Any]]:
         [(f"metric_{i % 7}", MECHANISMS[i % 7], rng.getrandbits(1))
          for i in range(100)],
     ]
-    for reports in samples:
-        batch_id = f"{rng.getrandbits(128):032x}"
-        body = json.dumps(encode_batch(batch_id, reports), separators=(",", ":"))
-        out.append({"batch_id": batch_id, "reports": [list(r) for r in reports], "body": body,
-                    "sha256": hashlib.sha256(body.encode()).hexdigest()})
-    return out
+    return [_wire_entry(rng, reports) for reports in samples]
+
+
+def _wire_entry(rng: random.Random, reports: list[tuple[Any, ...]]) -> dict[str, Any]:
+    """One batch of ``reports`` under a random id: its exact body and the body's SHA-256."""
+    batch_id = f"{rng.getrandbits(128):032x}"
+    body = json.dumps(encode_batch(batch_id, reports), separators=(",", ":"))
+    return {"batch_id": batch_id, "reports": [list(r) for r in reports], "body": body,
+            "sha256": hashlib.sha256(body.encode()).hexdigest()}
 
 
 def catalogue_entries() -> dict[str, Any]:
@@ -403,7 +405,6 @@ def kind_memo_entries(rng: random.Random) -> list[dict[str, Any]]:
 
 
 def kind_wire_entries(rng: random.Random) -> list[dict[str, Any]]:
-    out = []
     mechanisms = _kind_mechanisms()
     samples = [
         [("os", mechanisms[1].id, 3)],
@@ -414,12 +415,7 @@ def kind_wire_entries(rng: random.Random) -> list[dict[str, Any]]:
               0 if not isinstance(mechanisms[i % 17], BitMean) else mechanisms[i % 17].lower,
               _source(_words(rng, 400))))) for i in range(40)],
     ]
-    for reports in samples:
-        batch_id = f"{rng.getrandbits(128):032x}"
-        body = json.dumps(encode_batch(batch_id, reports), separators=(",", ":"))
-        out.append({"batch_id": batch_id, "reports": [list(r) for r in reports], "body": body,
-                    "sha256": hashlib.sha256(body.encode()).hexdigest()})
-    return out
+    return [_wire_entry(rng, reports) for reports in samples]
 
 
 def kind_catalogue_entries() -> dict[str, Any]:
@@ -611,14 +607,8 @@ def dims_wire_entries(rng: random.Random) -> list[dict[str, Any]]:
          ("os", mechanisms[1].id, 3, {"platform": "android"}),
          ("dark_mode", "rr:1/2:1/2", 1, {"channel": "beta"})],
     ]
-    out = []
-    for reports in samples:
-        batch_id = f"{rng.getrandbits(128):032x}"
-        rows = [(m, k, v, json.loads(dims_text(d)) if d else None) for m, k, v, d in reports]
-        body = json.dumps(encode_batch(batch_id, rows), separators=(",", ":"))
-        out.append({"batch_id": batch_id, "reports": [list(r) for r in rows], "body": body,
-                    "sha256": hashlib.sha256(body.encode()).hexdigest()})
-    return out
+    return [_wire_entry(rng, [(m, k, v, json.loads(dims_text(d)) if d else None)
+                              for m, k, v, d in reports]) for reports in samples]
 
 
 # -- the epsilon ceiling and the cap over versions (issue 19: metrics.py, budget.py) ----------

@@ -77,6 +77,7 @@ def collector(redis_url: str, tmp_path_factory: pytest.TempPathFactory
     path.write_text(METRICS)
     with CollectorProcess(redis_url, path, workers=2, env=OPEN_ENV) as process:
         yield process
+    redis.Redis.from_url(redis_url).flushdb()  # leave no metrics behind for other modules
 
 
 def test_reporters_with_dimensions_give_exact_per_value_counts(

@@ -16,6 +16,7 @@ from fractions import Fraction
 from pathlib import Path
 
 import pytest
+import redis
 import requests
 
 from deniable.client.categorical import BITSET_MECHANISMS, UnaryEncoding, domain_tag
@@ -69,6 +70,7 @@ mechanism = "rr:3/4:1/2"
 @pytest.fixture(scope="module")
 def collector(redis_url: str, tmp_path_factory: pytest.TempPathFactory
               ) -> Iterator[CollectorProcess]:
+    redis.Redis.from_url(redis_url).flushdb()  # its catalogue holds only METRICS' metrics
     path = tmp_path_factory.mktemp("web-kinds") / "metrics.toml"
     path.write_text(METRICS)
     with CollectorProcess(redis_url, path, workers=2, env=OPEN_ENV) as process:

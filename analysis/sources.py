@@ -210,6 +210,13 @@ def _info(name: str, description: str, doc: dict[str, Any]) -> MetricInfo:
                       spec_of(doc, mechanism), dimensions_of(doc))
 
 
+def _version_info(name: str, active: MetricInfo | None, doc: dict[str, Any]) -> MetricInfo:
+    """The MetricInfo of the version a counts document is for (it names its own mechanism),
+    with the active metric's description and dimensions: declared once for every version."""
+    found = _info(name, active.description if active else "", doc)
+    return replace(found, dimensions=active.dimensions) if active else found
+
+
 def dimensions_of(doc: Any) -> Dimensions:
     """The public dimensions of a catalogue, registry or counts document (its ``dimensions``
     and ``combinations`` fields, ``Dimensions.describe``'s shape): lenient, absent = none.
@@ -294,9 +301,7 @@ class HTTPSource:
         doc = self._get(f"/v1/metrics/{metric}/counts", params)
         if info is None or version is not None:
             # Not an active metric, or another version: the counts name their own mechanism.
-            # The dimensions are the metric's, declared once for every version.
-            found = _info(metric, info.description if info else "", doc)
-            info = replace(found, dimensions=info.dimensions) if info else found
+            info = _version_info(metric, info, doc)
         elif doc["mechanism"] != info.mechanism.id:
             raise SourceError(f"{metric}: counts are for {doc['mechanism']}, "
                               f"not {info.mechanism.id}")
@@ -335,8 +340,7 @@ class HTTPSource:
             self._check_mechanism(info, doc)
         else:  # another version: the counts name their own mechanism
             doc = self._get(f"/v1/metrics/{metric}/counts", {**params, "version": str(version)})
-            info = replace(_info(metric, info.description, doc),
-                           dimensions=info.dimensions)
+            info = _version_info(metric, info, doc)
         found = doc.get("series")
         if not isinstance(found, dict):
             raise SourceError(f"{metric}: the collector sent no series for by={by}")

@@ -352,8 +352,8 @@ def above_ceiling(mechanism: MetricSpec | Mechanism, max_epsilon: float) -> bool
     """Whether one report under ``mechanism`` (or a spec's) loses more than ``max_epsilon``
     nats, whatever its kind: ln of its exact likelihood ratio against the exact value of
     ``max_epsilon``, allowing ``max_epsilon`` a relative 2**-40 for its own rounding (so
-    ``math.log(9)`` admits a ratio of exactly 9 whichever way the float rounded). No float
-    epsilon is compared."""
+    ``math.log(9)`` admits a ratio of exactly 9 whichever way the float rounded). The float
+    epsilon only settles what lies far (a relative 1e-9) from the limit."""
     if math.isinf(max_epsilon):
         return False
     chosen = mechanism.mechanism if isinstance(mechanism, MetricSpec) else mechanism

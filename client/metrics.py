@@ -15,15 +15,17 @@ entry's ``dimensions``/``combinations``, or the same keys of a declaration table
 parsed beside the specs (``parse_catalogue``'s and ``coerce_catalogue``'s ``dimensions``
 argument); a served entry whose dimensions do not parse is skipped like an unknown kind.
 
-``resolve`` decides which mechanism each metric is reported under, from what the app
-declared, what the collector serves, and the ε ceiling ``max_epsilon``:
+``resolve`` decides what each metric is reported under. **The app's declaration is the
+privacy contract** (docs/client.md, "The declaration is the contract"):
 
-- no mechanism above ``max_epsilon`` is ever used (the metric is withheld instead), whatever
-  the metric's kind;
-- a declared mechanism is a privacy floor: a served mechanism with a larger ε is not used;
-  the declared one is (the collector accepts any registered, unretired version). Only a served
-  metric that asks the same question (same kind, categories, edges and bounds) can replace a
-  declared one.
+- only declared metrics are reported; a served metric the app did not declare never is;
+- kind, domain (categories, edges, bounds, clamp), the ε ceiling (the declared mechanism's ε),
+  memoization, period and public dimensions come from the declaration alone;
+- a served entry may only choose the mechanism (version) of a declared metric, and only if it
+  asks the same question (same kind, categories, edges, bounds and clamp) with a likelihood
+  ratio (hence ε) at most the declared one's; everything else it states is ignored, and each
+  ignored part is named in ``Resolution.ignored`` (``Reporter.stats().ignored_served``);
+- no mechanism above ``max_epsilon`` is ever used (the metric is withheld instead).
 """
 from __future__ import annotations
 
@@ -37,12 +39,12 @@ from fractions import Fraction
 from typing import Any
 
 from deniable.client.categorical import KaryRandomizedResponse, SubsetSelection, UnaryEncoding
-from deniable.client.dimensions import Dimensions
+from deniable.client.dimensions import NONE, Dimensions
 from deniable.client.errors import InvalidParameterError, UnknownMetricError, WireFormatError
 from deniable.client.kinds import KINDS, Mechanism, MetricSpec, family, parse_mechanism
 from deniable.client.mechanism import ROUNDING_SLACK, RandomizedResponse, log_ratio_exceeds
 from deniable.client.numeric import BitMean
-from deniable.client.period import DEFAULT_POLICY, CollectionPolicy, parse_policy
+from deniable.client.period import DEFAULT_POLICY, POLICY_FIELDS, CollectionPolicy, parse_policy
 from deniable.client.wire import is_metric_name
 
 log = logging.getLogger("deniable.client")
@@ -57,6 +59,12 @@ metrics TOML file (``kind``, ``categories``/``edges``/``lower``/``upper``, ``cla
 
 AllDimensions = dict[str, Dimensions]
 """name -> the public dimensions a metric declares (metrics that declare none are absent)."""
+AllPolicies = dict[str, CollectionPolicy]
+"""name -> the collection policy a metric declares (memoization, instantaneous, period)."""
+SERVED_PARTS = ("mechanism", "memoization", "period", "dimensions")
+"""The parts of a served catalogue entry a client may ignore for a declared metric, in the
+order ``Resolution.ignored`` lists them: its mechanism (not used: another question, or a larger
+ε), its memoization (or instantaneous layer), its period, its public dimensions."""
 
 DEFAULT_MAX_EPSILON = math.log(9)
 """The default ε ceiling of one report, in nats: ln 9 ≈ 2.20. One report is then at most 9
@@ -221,12 +229,14 @@ def parse_policies(doc: Any) -> dict[str, CollectionPolicy]:
     return policies
 
 
-def coerce_catalogue(metrics: Declared, dimensions: AllDimensions | None = None
-                     ) -> Catalogue:
+def coerce_catalogue(metrics: Declared, dimensions: AllDimensions | None = None,
+                     policies: AllPolicies | None = None) -> Catalogue:
     """Build a catalogue from code. Each value is a ``MetricSpec``; a mechanism or its id
     (a boolean metric's ``rr:``, or a numeric metric's ``bm:``, which carries its bounds);
     or a declaration table as in the metrics TOML file, which may declare public
-    ``dimensions`` and ``combinations`` too (put in ``dimensions`` if given).
+    ``dimensions`` and ``combinations`` too (put in ``dimensions`` if given), and its
+    collection policy, ``memoization``, ``instantaneous`` and ``period`` (put in ``policies``
+    if given; a table that states none of them is absent, i.e. takes the default).
 
     Raises:
         InvalidParameterError: an invalid name, or a declaration that does not hold (e.g. a
@@ -247,6 +257,11 @@ def coerce_catalogue(metrics: Declared, dimensions: AllDimensions | None = None
                 raise InvalidParameterError(f"metric {name!r}: {exc}") from exc
             if found and dimensions is not None:
                 dimensions[name] = found
+            if policies is not None and POLICY_FIELDS & set(declared):
+                try:
+                    policies[name] = parse_policy(declared)
+                except InvalidParameterError as exc:
+                    raise InvalidParameterError(f"metric {name!r}: {exc}") from exc
     return catalogue
 
 
@@ -287,11 +302,13 @@ def _table_spec(name: str, table: Mapping[str, Any]) -> MetricSpec:
 
 def load_metrics_file(path: str | os.PathLike[str],
                       skipped: dict[str, str] | None = None,
-                      dimensions: AllDimensions | None = None) -> Catalogue:
+                      dimensions: AllDimensions | None = None,
+                      policies: AllPolicies | None = None) -> Catalogue:
     """The metrics of a collector's metrics TOML file: each ``[metrics.<name>]`` table's
     ``kind`` (boolean by default), ``mechanism`` or ``epsilon``, and its ``categories``,
-    ``edges``, ``lower``/``upper`` and ``clamp``; and its public ``dimensions`` and
-    ``combinations`` (put in ``dimensions`` if given).
+    ``edges``, ``lower``/``upper`` and ``clamp``; its public ``dimensions`` and
+    ``combinations`` (put in ``dimensions`` if given); and its ``memoization``,
+    ``instantaneous`` and ``period`` (put in ``policies`` if given).
 
     Other fields (description, retention, ...) are the collector's business and ignored. A
     table of a kind or mechanism family this client does not know is skipped (named in
@@ -333,7 +350,7 @@ def load_metrics_file(path: str | os.PathLike[str],
             continue
         declared[name] = spec
     try:
-        return coerce_catalogue(declared, dimensions)
+        return coerce_catalogue(declared, dimensions, policies)
     except InvalidParameterError as exc:
         raise InvalidParameterError(f"{os.fspath(path)}: {exc}") from exc
 
@@ -369,7 +386,7 @@ def above_ceiling(mechanism: MetricSpec | Mechanism, max_epsilon: float) -> bool
 
 @dataclass(frozen=True)
 class Resolution:
-    """What a reporter does with each metric.
+    """What a reporter does with each declared metric.
 
     Attributes:
         usable: metric -> the spec (kind, mechanism) its reports follow.
@@ -377,31 +394,68 @@ class Resolution:
         floored: metric -> a note: the collector registers a mechanism with a larger ε than
             the app declared (or a different question under the same name), so the declared
             mechanism is used.
+        ignored: metric -> the parts of its served entry that were ignored (``SERVED_PARTS``
+            that differ from the declaration, in that order); declared metrics the catalogue
+            states nothing against are absent.
     """
 
     usable: Catalogue
     withheld: dict[str, str] = field(default_factory=dict)
     floored: dict[str, str] = field(default_factory=dict)
+    ignored: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
 
-def resolve(declared: Catalogue | None, served: Catalogue | None,
-            max_epsilon: float) -> Resolution | None:
-    """Choose each metric's spec; None while neither catalogue is known.
+@dataclass(frozen=True)
+class Served:
+    """What a collector's catalogue states (``GET /v1/metrics``), parsed: each entry's spec,
+    collection policy (None where it does not parse) and public dimensions."""
 
-    With ``declared`` metrics, only those are reported. Each is reported under the served
-    spec if it asks the same question (same kind, categories, edges and bounds) and its
-    likelihood ratio (hence its ε) is at most the declared one's, else under the declared
-    spec (the floor). Without, every served metric is reported under its served spec. Either
-    way a mechanism above ``max_epsilon`` is never used.
+    specs: Catalogue
+    policies: Mapping[str, CollectionPolicy | None] = field(default_factory=dict)
+    dimensions: AllDimensions = field(default_factory=dict)
+
+    @classmethod
+    def parse(cls, doc: Any, skipped: dict[str, str] | None = None) -> Served:
+        """``parse_catalogue`` with each entry's policy read too.
+
+        Raises:
+            WireFormatError: see ``parse_catalogue``.
+        """
+        dimensions: AllDimensions = {}
+        specs = parse_catalogue(doc, skipped, dimensions)
+        policies: dict[str, CollectionPolicy | None] = {}
+        for entry in doc["metrics"]:
+            name = entry["name"]
+            if name in specs:
+                try:
+                    policies[name] = parse_policy(entry)
+                except InvalidParameterError:
+                    policies[name] = None  # unlike any declared policy: ignored, counted
+        return cls(specs, policies, dimensions)
+
+
+def resolve(declared: Catalogue, served: Catalogue | Served | None, max_epsilon: float, *,
+            policies: Mapping[str, CollectionPolicy] | None = None,
+            dimensions: Mapping[str, Dimensions] | None = None) -> Resolution:
+    """Choose each declared metric's spec, and name what the served catalogue says that is
+    ignored.
+
+    Only ``declared`` metrics are reported. Each is reported under the served spec if it asks
+    the same question (same kind, categories, edges, bounds and clamp) and its likelihood ratio
+    (hence its ε) is at most the declared one's, else under the declared spec (the floor).
+    A mechanism above ``max_epsilon`` is never used (the metric is withheld). The served
+    memoization, period and dimensions are never followed: where they differ from the
+    declared ones (``policies``, ``dimensions``: the default policy and no dimensions where
+    absent) they are named in ``Resolution.ignored``, as is a served mechanism not used.
     """
-    if declared is None and served is None:
-        return None
+    if served is None:
+        served = Served({})
+    elif not isinstance(served, Served):
+        served = Served(served)
     result = Resolution(usable={})
-    source = declared if declared is not None else served
-    assert source is not None
-    for name, spec in source.items():
+    for name, spec in declared.items():
         chosen = spec
-        offered = served.get(name) if (declared is not None and served is not None) else None
+        offered = served.specs.get(name)
         if offered is not None and offered.mechanism != spec.mechanism:
             if not _same_question(offered, spec):
                 result.floored[name] = (
@@ -416,6 +470,13 @@ def resolve(declared: Catalogue | None, served: Catalogue | None,
                     f"{offered.mechanism.epsilon:.3g}), above the declared {spec.mechanism.id} "
                     f"(epsilon {spec.mechanism.epsilon:.3g}); reporting under the declared "
                     f"mechanism")
+        if offered is not None:
+            ignored = _ignored_parts(
+                offered, chosen, (policies or {}).get(name, DEFAULT_POLICY),
+                served.policies.get(name, DEFAULT_POLICY),
+                (dimensions or {}).get(name, NONE), served.dimensions.get(name, NONE))
+            if ignored:
+                result.ignored[name] = ignored
         mechanism = chosen.mechanism
         if above_ceiling(mechanism, max_epsilon):
             result.withheld[name] = (
@@ -426,12 +487,34 @@ def resolve(declared: Catalogue | None, served: Catalogue | None,
     return result
 
 
+def _ignored_parts(offered: MetricSpec, chosen: MetricSpec, policy: CollectionPolicy,
+                   served_policy: CollectionPolicy | None, dims: Dimensions,
+                   served_dims: Dimensions) -> tuple[str, ...]:
+    """The ``SERVED_PARTS`` of a served entry that differ from what the metric follows."""
+    differ = {
+        "mechanism": offered.mechanism != chosen.mechanism,
+        "memoization": served_policy is None or (
+            served_policy.memoization, served_policy.instantaneous) != (
+            policy.memoization, policy.instantaneous),
+        "period": served_policy is None or served_policy.period != policy.period,
+        "dimensions": _dimension_key(served_dims) != _dimension_key(dims),
+    }
+    return tuple(part for part in SERVED_PARTS if differ[part])
+
+
+def _dimension_key(dims: Dimensions) -> tuple[object, ...]:
+    """What a dimension declaration allows, whatever the order it lists things in."""
+    return (frozenset((d.name, frozenset(d.values), d.other) for d in dims.dimensions),
+            frozenset(dims.combinations))
+
+
 def _same_question(a: MetricSpec, b: MetricSpec) -> bool:
-    """Whether two specs take the same values: kind, categories, edges and numeric bounds."""
+    """Whether two specs take the same values the same way: kind, categories, edges, numeric
+    bounds and clamp (which decides whether a value outside is clamped or refused)."""
     bounds = [(getattr(s.mechanism, "lower", None), getattr(s.mechanism, "upper", None))
               for s in (a, b)]
-    return (a.kind, a.categories, a.edges, bounds[0]) == (b.kind, b.categories, b.edges,
-                                                           bounds[1])
+    return (a.kind, a.categories, a.edges, a.clamp, bounds[0]) == (
+        b.kind, b.categories, b.edges, b.clamp, bounds[1])
 
 
 def lookup(catalogue: Catalogue, metric: str) -> MetricSpec:

@@ -1,9 +1,12 @@
 """How a metric is collected: its memoization policy and its reporting period, and the
 on-device gate that sends at most one report per metric per period.
 
-A metric's **collection policy** is declared in the collector's registry and served in its
-catalogue (``GET /v1/metrics``); the analysis reads the same declaration to give intervals
-that hold over time (docs/analysis.md). It has three parts:
+A metric's **collection policy** is declared by the app (its metrics file, or ``metrics=`` /
+``policies=`` in code): the device follows the app's declaration only. The collector's
+registry declares it too (the same metrics file) and serves it in its catalogue
+(``GET /v1/metrics``) for the analysis, which reads it to give intervals that hold over time
+(docs/analysis.md); a served policy that differs from the app's is ignored by the device and
+counted (``Reporter.stats().ignored_served``). It has three parts:
 
 - ``memoization``: ``"memoized"`` (the default: a device sends the same perturbed answer for
   the same true value every time; a numeric metric's, for the same grid point of its value),
@@ -44,6 +47,8 @@ from deniable.client.errors import InvalidParameterError
 from deniable.client.mechanism import RandomizedResponse
 
 MEMOIZATIONS = ("memoized", "instantaneous", "fresh")
+POLICY_FIELDS = frozenset({"memoization", "instantaneous", "period"})
+"""The fields of a declaration table (or catalogue entry) that state its collection policy."""
 PERIODS = {"hour": 3600, "day": 86_400, "week": 7 * 86_400}
 """Reporting periods and their length in seconds. Weeks are ISO weeks (Monday 00:00 UTC)."""
 _WEEK_OFFSET = 3 * 86_400  # 1970-01-01 was a Thursday; ISO weeks start on Monday
@@ -251,11 +256,12 @@ class PeriodGate:
 def follow_policies(catalogue: Collection[str],
                     policies: Mapping[str, CollectionPolicy], fresh: Any,
                     irr: Mapping[str, Any]) -> tuple[Any, dict[str, Any]]:
-    """The app's ``fresh`` and ``irr`` with the registry's memoization filled in.
+    """The app's ``fresh`` and ``irr`` with the memoization of its declared policies filled in.
 
-    A metric the app names in ``fresh`` or ``irr`` keeps the app's choice; any other metric
-    named in ``catalogue`` (metric names, or a mapping keyed by them) follows its policy: "fresh" joins ``fresh``, "instantaneous" gets its
-    layer in ``irr``. A ``fresh`` that is a string is passed on as is, to be refused.
+    A metric the app names in ``fresh`` or ``irr`` keeps that choice; any other metric named
+    in ``catalogue`` (metric names, or a mapping keyed by them) follows its declared policy:
+    "fresh" joins ``fresh``, "instantaneous" gets its layer in ``irr``. A ``fresh`` that is a
+    string is passed on as is, to be refused.
     """
     if isinstance(fresh, str):
         return fresh, dict(irr)
@@ -270,20 +276,3 @@ def follow_policies(catalogue: Collection[str],
         elif policy.instantaneous is not None:
             irr_out[metric] = policy.instantaneous
     return fresh_out, irr_out
-
-
-def within_app_limits(served: Mapping[str, CollectionPolicy],
-                      app: Mapping[str, CollectionPolicy]) -> dict[str, CollectionPolicy]:
-    """The policy each metric follows: the registry's (``served``), within the app's limits.
-
-    The app's memoization wins (it owns the device's privacy), but its period may only be
-    longer than the registry's, never shorter: more reports per period than the registry
-    declares would break the analysis' "at most one report per device per period".
-    """
-    merged = dict(served)
-    for metric, mine in app.items():
-        theirs = served.get(metric)
-        if theirs is not None and theirs.period_seconds > mine.period_seconds:
-            mine = CollectionPolicy(mine.memoization, mine.instantaneous, theirs.period)
-        merged[metric] = mine
-    return merged

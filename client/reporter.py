@@ -59,20 +59,20 @@ from deniable.client.memo import ValueMechanism
 from deniable.client.metrics import (
     DEFAULT_MAX_EPSILON,
     AllDimensions,
+    AllPolicies,
     Catalogue,
     Declared,
     Resolution,
+    Served,
     above_ceiling,
     check_max_epsilon,
     coerce_catalogue,
     load_metrics_file,
     lookup,
-    parse_catalogue,
-    parse_policies,
     resolve,
 )
 from deniable.client.period import (
-    CollectionPolicy, PeriodGate, follow_policies, within_app_limits)
+    DEFAULT_POLICY, CollectionPolicy, PeriodGate, follow_policies)
 from deniable.client.queue import (
     DEFAULT_COMMIT_INTERVAL,
     DEFAULT_MAX_BATCH_AGE,
@@ -145,10 +145,14 @@ class Reporter:
     metrics under randomized response, categorical and histogram metrics under k-ary
     randomized response or optimized unary encoding, numeric metrics under 1BitMean.
 
-    Construction never waits on the network. The metrics come from, in this order: the
-    ``metrics`` the app declares; else the catalogue cached in the queue file by an earlier
-    run; else none yet. The catalogue is fetched (and refreshed every ``catalogue_refresh``
-    seconds) on a background thread; ``wait_ready`` waits for one if the app wants to.
+    Construction never waits on the network. **The app's declaration is the privacy
+    contract**: only the ``metrics`` the app declares are reported, each under its declared
+    kind, domain, ε ceiling, memoization, period and public dimensions, from the first
+    ``report()`` on (no catalogue needed). The collector's catalogue, fetched (and refreshed
+    every ``catalogue_refresh`` seconds) on a background thread and cached in the queue file,
+    may only move a declared metric to another registered version of the same question with
+    an ε no larger; whatever else it states is ignored, counted in ``stats().ignored_served``
+    and warned about once per metric (docs/client.md, "The declaration is the contract").
 
     Args:
         collector_url: the collector's base URL.
@@ -156,10 +160,12 @@ class Reporter:
             id (boolean ``rr:`` or numeric ``bm:``) or declaration table (as in the metrics
             file: ``kind``, ``categories``, ``edges``, ``lower``/``upper``, ``clamp``,
             ``mechanism`` or ``epsilon``); or the path of the collector's metrics TOML file.
-            A declared mechanism is a privacy floor: a mechanism the collector registers with
-            a larger epsilon is never used.
-            If omitted, the collector's ``GET /v1/metrics`` is used (and cached in the queue
-            file, so an offline restart can use the last one fetched).
+            A table may also state the metric's ``memoization``, ``instantaneous`` and
+            ``period`` (memoized, daily by default) and its public ``dimensions`` and
+            ``combinations``. A declared mechanism is a privacy floor: a mechanism the
+            collector registers with a larger epsilon is never used. If omitted, nothing is
+            declared and nothing is reported: ``report()`` raises UnknownMetricError for
+            every metric (the served catalogue never adds a metric).
         batch_size: reports per uploaded batch, in [1, 1000].
         queue_path: the SQLite queue file, e.g. in the app's private data directory. None
             (the default) keeps the queue in memory: fast, but a crash loses what is queued.
@@ -213,11 +219,9 @@ class Reporter:
             answers are not reported (a warning, ``stats().cap_refused``). Default ln 81;
             ``math.inf`` turns it off (docs/privacy.md).
         rng: the random-bit source; the secure system source unless a test injects one.
-        policies: metric -> CollectionPolicy, for metrics given in code (a served catalogue
-            states each metric's own; the default is memoized, one report per day). For a
-            served metric the app's memoization wins, and its period may be longer than the
-            registry's, never shorter. The registry's memoization applies unless ``fresh`` or
-            ``irr`` names the metric.
+        policies: metric -> CollectionPolicy, over the one its declaration table states (the
+            default is memoized, one report per day). ``fresh`` and ``irr`` override its
+            memoization. The collector's served policy is never followed.
         one_per_period: send at most one report per metric per period (the first; later
             calls are no-ops counted in ``stats().period_skipped``). False reports every
             call: only for load tests, or one Reporter standing in for many simulated
@@ -275,13 +279,14 @@ class Reporter:
         self._token = token
         self._verify = _check_verify(verify, insecure_skip_verify)
         self._declared_skipped: dict[str, str] = {}  # declared tables of unknown kinds
-        self._served_skipped: dict[str, str] = {}    # served entries of unknown kinds
         self._device_dims = _check_device_dimensions(dimensions)
         self._declared_dims: AllDimensions = {}
-        # The served catalogue's metric names and dimensions; None while none is known.
-        self._served_dims: tuple[frozenset[str], AllDimensions] | None = None
+        declared_policies: AllPolicies = {}
         self._declared = _declared_catalogue(metrics, self.max_epsilon, self._declared_skipped,
-                                             self._declared_dims)
+                                             self._declared_dims, declared_policies)
+        # Each declared metric's policy: its table's, or the app's policies=, else the default.
+        self._policies: dict[str, CollectionPolicy] = {
+            **declared_policies, **(policies or {})}
         self._queue = DurableQueue(queue_path, durability=durability, batch_size=batch_size,
                                    commit_interval=commit_interval, max_batch_age=max_batch_age,
                                    max_queued_reports=max_queued_reports,
@@ -298,22 +303,21 @@ class Reporter:
                                else default_state_dir(origin_namespace(collector_url)))
             self._periods = (PeriodGate(None if privacy_dir == IN_MEMORY else privacy_dir)
                              if one_per_period else None)
-            self._app_policies: dict[str, CollectionPolicy] = dict(policies or {})
-            self._policies = dict(self._app_policies)
-            self._app_fresh, self._app_irr = fresh, dict(irr or {})
+            # fresh= and irr= name metrics; the others follow their declared memoization.
+            all_fresh, all_irr = follow_policies(self._declared, self._policies, fresh,
+                                                 dict(irr or {}))
             self._guard = LongitudinalGuard(
-                privacy_dir, budgets=budgets, fresh=fresh, rng=rng,
+                privacy_dir, budgets=budgets, fresh=all_fresh, rng=rng,
                 max_metric_epsilon=max_metric_epsilon,
                 irr={name: (layer if isinstance(layer, RandomizedResponse)
                             else RandomizedResponse.from_id(layer))
-                     for name, layer in (irr or {}).items()})
-            if self._declared is not None:
-                self._guard.check(self._declared)  # a programming error: raise it now
+                     for name, layer in all_irr.items()})
+            self._guard.check(self._declared)  # a programming error: raise it now
         except BaseException:
             self._queue.close()
             raise
         # What report() routes by; replaced whole (never mutated) when the catalogue changes.
-        self._resolution: Resolution | None = None
+        self._resolution = Resolution(usable={})
         # name -> (mechanism, its id, None for a boolean metric else its spec, its dimension
         # route or None if it declares no dimensions).
         self._entries: dict[str, tuple[Mechanism, str, MetricSpec | None,
@@ -321,9 +325,8 @@ class Reporter:
         self._specs: Catalogue = {}
         self._dimensions: AllDimensions = {}
         self._dimension_problems: dict[str, str] = {}
-        self._ready = threading.Event()
         self._noted: set[str] = set()           # log lines already written once
-        self._apply(resolve(self._declared, self._cached_catalogue(), self.max_epsilon))
+        self._apply(self._resolve(self._cached_catalogue()))
         self._put = self._queue.put_sync if durability == "sync" else self._queue.put
         self._closed = False
         self._close_lock = threading.Lock()
@@ -349,14 +352,15 @@ class Reporter:
     @property
     def dimensions(self) -> AllDimensions:
         """The public dimensions each metric reported now declares: name -> ``Dimensions``
-        (metrics that declare none are absent), a copy. The collector's declaration when
-        its catalogue lists the metric (it refuses any other), else the app's."""
+        (metrics that declare none are absent), a copy. Always the app's declaration: a
+        served list, wider or not, changes nothing on the device."""
         return dict(self._dimensions)
 
     @property
     def ready(self) -> bool:
-        """Whether a catalogue is known (declared, cached or fetched)."""
-        return self._ready.is_set()
+        """Always True: declared metrics are reported from construction on, without a
+        catalogue. Kept for apps written against older versions."""
+        return True
 
     @property
     def catalogue_fetched(self) -> bool:
@@ -364,12 +368,9 @@ class Reporter:
         return self._fetcher.fetched
 
     def wait_ready(self, timeout: float | None = None) -> bool:
-        """Wait up to ``timeout`` seconds until a catalogue is known; return whether it is.
-
-        Returns at once with declared ``metrics`` or a cached catalogue. Never raises for
-        network conditions: ``last_error`` says why a fetch failed.
-        """
-        return self._ready.wait(timeout)
+        """Return True at once: declared metrics need no catalogue (``catalogue_fetched``
+        says whether one was fetched). Kept for apps written against older versions."""
+        return True
 
     def set_token(self, token: str | None) -> None:
         """Use another ingest key from now on, e.g. after the old one was revoked.
@@ -385,73 +386,48 @@ class Reporter:
         return Transport(self.collector_url, timeout=self._timeout, retries=0,
                          token=self._token, verify=self._verify)
 
-    def _cached_catalogue(self) -> Catalogue | None:
+    def _cached_catalogue(self) -> Served | None:
         cached = self._queue.get_meta(_CATALOGUE_META)
         if cached is None:
             return None
         try:
-            doc = json.loads(cached)
-            self._follow_registry(doc)
-            skipped: dict[str, str] = {}
-            dims: AllDimensions = {}
-            served = parse_catalogue(doc, skipped, dims)
-            self._served_skipped, self._served_dims = skipped, (frozenset(served), dims)
-            return served
+            return Served.parse(json.loads(cached), {})
         except (ValueError, DeniableError) as exc:
             log.warning("deniable: ignoring the cached catalogue (%s)", exc)
             return None
 
     def _on_catalogue_document(self, document: Any) -> None:
         """A fetched catalogue (on the catalogue thread): parse, cache, apply."""
-        skipped: dict[str, str] = {}
-        dims: AllDimensions = {}
-        served = parse_catalogue(document, skipped, dims)  # raises if malformed: retried later
-        self._served_skipped, self._served_dims = skipped, (frozenset(served), dims)
-        self._follow_registry(document)
+        served = Served.parse(document, {})  # raises if malformed: retried later
         if not self._queue.closed:
             self._queue.set_meta(_CATALOGUE_META, json.dumps(document))
-        self._apply(resolve(self._declared, served, self.max_epsilon))
+        self._apply(self._resolve(served))
 
-    def _follow_registry(self, document: Any) -> None:
-        """Take each served metric's collection policy (period, memoization), within the
-        app's limits, before its layers are built (``_apply``).
+    def _resolve(self, served: Served | None) -> Resolution:
+        """Each declared metric's spec, with what the served catalogue says ignored."""
+        return resolve(self._declared, served, self.max_epsilon, policies=self._policies,
+                       dimensions=self._declared_dims)
 
-        A route's layers are built once per (metric, mechanism) and a version's policy never
-        changes, so setting the guard's fresh set and instantaneous layers here, ahead of
-        ``_apply``, only shapes routes not built yet.
-        """
-        self._policies = within_app_limits(parse_policies(document), self._app_policies)
-        served = {name: self._policies[name] for name in self._policies}
-        fresh, irr = follow_policies(served, self._policies, self._app_fresh, self._app_irr)
-        if isinstance(fresh, str):
-            return
-        guard = self._guard
-        guard._fresh = frozenset(fresh)  # noqa: SLF001 - the guard reads them per new route
-        guard._irr = {name: (layer if isinstance(layer, RandomizedResponse)
-                             else RandomizedResponse.from_id(layer))
-                      for name, layer in irr.items()}
-
-    def _apply(self, resolution: Resolution | None) -> None:
+    def _apply(self, resolution: Resolution) -> None:
         """Route reports by ``resolution``: build each metric's layers, note what changed."""
-        if resolution is None:
-            return
         for name, spec in list(resolution.usable.items()):
             try:
                 self._guard.layers(name, spec.mechanism)
             except InvalidParameterError as exc:  # e.g. an irr layer this mechanism defeats
                 del resolution.usable[name]
                 resolution.withheld[name] = str(exc)
-        # Entries of kinds this client does not know: withheld, said once, counted.
-        unknown = dict(self._declared_skipped)
-        if self._declared is None:
-            unknown.update(self._served_skipped)
-        for name, why in unknown.items():
+        # Declared tables of kinds this client does not know: withheld, said once, counted.
+        for name, why in self._declared_skipped.items():
             if name not in resolution.usable:
                 resolution.withheld.setdefault(name, why)
         for name, why in resolution.withheld.items():
             self._note(f"deniable: metric {name!r} is withheld: {why}")
         for name, why in resolution.floored.items():
             self._note(f"deniable: privacy floor for metric {name!r}: {why}")
+        for name, parts in resolution.ignored.items():
+            self._note(f"deniable: metric {name!r}: the collector's catalogue states another "
+                       f"{', '.join(parts)} than the app declares; ignored (the declaration "
+                       f"is the contract, docs/client.md)", key=f"ignored:{name}")
         routes = self._dimension_routes(resolution.usable)
         self._dimension_problems = {name: route.error for name, route in routes.items()
                                     if route.error is not None}
@@ -463,27 +439,24 @@ class Reporter:
                                 None if spec.kind == "boolean" else spec, routes.get(name))
                          for name, spec in resolution.usable.items()}
         self._resolution = resolution
-        self._ready.set()
 
     def _dimension_routes(self, usable: Catalogue) -> dict[str, _DimensionRoute]:
-        """Each usable metric's dimension route (metrics that declare none are absent). The
-        collector checks dims against its own registry, so its declaration wins for a metric
-        its catalogue lists; the app's applies otherwise (no catalogue fetched yet)."""
-        served = self._served_dims
+        """Each usable metric's dimension route (metrics that declare none are absent): the
+        app's declaration only. A served list is never followed, so widening it on the
+        collector changes nothing a device sends."""
         routes = {}
         for name in usable:
-            if served is not None and name in served[0]:
-                declared = served[1].get(name, NONE)
-            else:
-                declared = self._declared_dims.get(name, NONE)
+            declared = self._declared_dims.get(name, NONE)
             if declared:
                 routes[name] = _DimensionRoute(name, declared, self._device_dims)
         return routes
 
-    def _note(self, line: str) -> None:
-        """Log ``line`` as a warning, once per reporter."""
-        if line not in self._noted:
-            self._noted.add(line)
+    def _note(self, line: str, key: str | None = None) -> None:
+        """Log ``line`` as a warning, once per reporter (per ``key`` if given, else per
+        line)."""
+        key = line if key is None else key
+        if key not in self._noted:
+            self._noted.add(key)
             log.warning("%s", line)
 
     # -- reporting -------------------------------------------------------------------------
@@ -503,16 +476,18 @@ class Reporter:
         differential privacy. A value off the list counts as ``other`` where the dimension
         declares it.
 
-        Never touches the network. In ``"sync"`` durability, returns once the report is
-        committed to the queue file. Until a catalogue is known, and for a withheld metric
-        (above ``max_epsilon``, or of a kind this client does not know), the report is dropped
-        and counted in ``stats()`` (``not_ready``, ``withheld``): nothing of it is kept. A
+        Never touches the network and never waits for a catalogue. In ``"sync"`` durability,
+        returns once the report is committed to the queue file. For a withheld metric (of a
+        kind this client does not know) the report is dropped and counted in
+        ``stats().withheld``: nothing of it is kept. A
         report that needs a new memoized answer for a metric past its cap over versions
         (``max_metric_epsilon``) is not queued either: it returns normally and is counted in
         ``stats().cap_refused`` (a warning said why, once).
 
         Raises:
-            UnknownMetricError: a metric the known catalogue lacks (or an invalid name).
+            UnknownMetricError: a metric the app did not declare (``metrics=``), whatever the
+                collector serves; it depends on the name only, never on the value. Nothing
+                is queued or charged.
             InvalidParameterError: ``true_value`` is not what the metric takes: not a bool (or
                 0/1); an unknown category; NaN, an infinity, a number out of range (without
                 ``clamp``) or not a number. The message never shows the value; nothing is
@@ -526,14 +501,15 @@ class Reporter:
             QueueError: the reporter is closed, or (sync) the report could not be committed.
         """
         entry = self._entries.get(metric)
-        if entry is None:  # its kind is unknown here: only a value no kind takes is refused
+        if entry is None:  # undeclared (raises), or withheld: its kind is unknown here
+            self._not_routed(metric)
             if not isinstance(true_value, _VALUE_TYPES):
                 raise InvalidParameterError(
                     f"true_value must be a bool, a category label (str) or a number. "
                     f"Got a {type(true_value).__name__} instead.")
             if dims is not None:
                 check_stated(dims)
-            self._not_routed(metric)
+            self._queue.count_refused("withheld")
             return
         mechanism, mechanism_id, spec, route = entry
         # Public dimensions first: a refused one spends nothing (no period, no budget).
@@ -583,24 +559,20 @@ class Reporter:
         self._put((metric, mechanism_id, payload, stated))
 
     def _not_routed(self, metric: str) -> None:
-        """A report of a metric with no route: count it, or raise for a programming error."""
+        """A report of a metric with no route: return for a withheld one (``report`` counts
+        it once the value's type is checked), else raise UnknownMetricError."""
         if self._queue.closed:
             raise QueueError("the reporter is closed")
-        resolution = self._resolution
-        if resolution is not None and metric in resolution.withheld:
-            self._queue.count_refused("withheld")
+        if metric in self._resolution.withheld:
             return
-        if resolution is None and is_metric_name(metric):
-            self._note("deniable: no catalogue is known yet (no metrics=, none cached, none "
-                       "fetched so far); reports are dropped and counted in stats().not_ready")
-            self._queue.count_refused("not_ready")
-            return
-        if resolution is None:
+        if not is_metric_name(metric):
             raise UnknownMetricError(
                 f"{metric!r} is not a metric name: lowercase letters, digits and '_', at "
                 f"most 64 characters")
-        lookup(self.specs, metric)  # raises UnknownMetricError
-        raise AssertionError("unreachable")
+        raise UnknownMetricError(
+            f"metric {metric!r} is not declared: only the metrics the app declares "
+            f"(Reporter(metrics=...)) are reported, whatever the collector serves. Declared: "
+            f"{sorted(self._declared)}. Nothing was reported.")
 
     def _perturb(self, metric: str, mechanism: RandomizedResponse, true_value: bool) -> int:
         """The one place a true value becomes a perturbed bit: the privacy layer.
@@ -621,10 +593,7 @@ class Reporter:
         return self._guard.perturb_value(metric, mechanism, value)
 
     def _policy(self, metric: str) -> CollectionPolicy:
-        policy = self._policies.get(metric)
-        if policy is None:
-            policy = self._policies.setdefault(metric, CollectionPolicy())
-        return policy
+        return self._policies.get(metric, DEFAULT_POLICY)
 
     def privacy_loss(self, metric: str) -> PrivacyLoss:
         """Epsilon per report, long-run epsilon of a constant value, and what a change of
@@ -637,15 +606,16 @@ class Reporter:
     # -- introspection ---------------------------------------------------------------------
 
     def stats(self) -> Stats:
-        """Report counts (queued, sent, dropped, dead-lettered, budget- and cap-refused, not
-        ready, withheld) and the reporter's state: withheld and floored metrics, a refused
-        key, the last error. See ``Stats``."""
+        """Report counts (queued, sent, dropped, dead-lettered, budget- and cap-refused,
+        withheld) and the reporter's state: withheld and floored metrics, the served parts
+        ignored, a refused key, the last error. See ``Stats``."""
         resolution = self._resolution
         return replace(
             self._queue.stats(),
             cap_refused=self._guard.cap_refused,
-            withheld_metrics=dict(resolution.withheld) if resolution else {},
-            floored_metrics=dict(resolution.floored) if resolution else {},
+            withheld_metrics=dict(resolution.withheld),
+            floored_metrics=dict(resolution.floored),
+            ignored_served={name: len(parts) for name, parts in resolution.ignored.items()},
             key_refused=(self._sender.key_refused
                          or self._fetcher.last_kind == "key_refused"),
             last_error=self.last_error,
@@ -786,17 +756,23 @@ def _check_verify(verify: Verify, insecure_skip_verify: bool) -> bool | str:
 
 
 def _declared_catalogue(metrics: Declared | str | os.PathLike[str] | None, max_epsilon: float,
-                        skipped: dict[str, str], dimensions: AllDimensions
-                        ) -> Catalogue | None:
-    """The app's declared metrics (a mapping or a metrics TOML file), checked against the
-    ceiling: declaring a mechanism above ``max_epsilon`` is a programming error. A file's
-    metrics of kinds this client does not know go to ``skipped``; the public dimensions
-    declared go to ``dimensions``."""
+                        skipped: dict[str, str], dimensions: AllDimensions,
+                        policies: AllPolicies) -> Catalogue:
+    """The app's declared metrics (a mapping or a metrics TOML file; none if None), checked
+    against the ceiling: declaring a mechanism above ``max_epsilon`` is a programming error.
+    A file's metrics of kinds this client does not know go to ``skipped``; the public
+    dimensions and collection policies declared go to ``dimensions`` and ``policies``."""
     if metrics is None:
-        return None
-    declared = (load_metrics_file(metrics, skipped, dimensions)
+        log.warning("deniable: Reporter() declares no metrics (metrics=...): nothing will be "
+                    "reported; report() raises UnknownMetricError (docs/client.md)")
+        return {}
+    if not isinstance(metrics, (str, os.PathLike, Mapping)):
+        raise InvalidParameterError(
+            f"metrics must be the path of a metrics TOML file or a mapping of metric names to "
+            f"declarations. Got a {type(metrics).__name__} instead.")
+    declared = (load_metrics_file(metrics, skipped, dimensions, policies)
                 if isinstance(metrics, (str, os.PathLike))
-                else coerce_catalogue(metrics, dimensions))
+                else coerce_catalogue(metrics, dimensions, policies))
     above = sorted(f"{name} ({s.mechanism.id}, epsilon {s.mechanism.epsilon:.3g})"
                    for name, s in declared.items() if above_ceiling(s, max_epsilon))
     if above:

@@ -21,10 +21,10 @@ class Stats:
         dead_lettered: refused by the collector with a 400, 409, 413 or 422, kept in the
             dead-letter table with the reason.
         budget_refused: ``report()`` calls refused by the privacy budget (never queued).
-        not_ready: ``report()`` calls dropped because no catalogue was known yet (no
-            ``metrics=``, none cached, none fetched so far). Nothing of them was kept.
-        withheld: ``report()`` calls not queued because the metric is withheld: its
-            registered mechanism is above ``max_epsilon``, or cannot be used on this device
+        not_ready: always 0 from this version on (declared metrics need no catalogue, and
+            an undeclared one raises); older queue files may hold earlier counts.
+        withheld: ``report()`` calls not queued because the metric is withheld: it is of a
+            kind this client does not know, or cannot be used on this device
             (``withheld_metrics`` says which and why). Nothing of them was kept.
         cap_refused: ``report()`` calls refused because their metric reached its cap over
             every version (``max_metric_epsilon``; never queued). Counted in the privacy
@@ -45,6 +45,11 @@ class Stats:
         dimension_problems: metric -> why its device-wide dimension values
             (``Reporter(dimensions=...)``) are refused by its allow-list: its ``report()``
             raises unless the call gives its own value.
+        ignored_served: declared metric -> how many parts of the collector's catalogue entry
+            for it the reporter ignores (its mechanism, memoization, period, dimensions:
+            ``deniable.client.metrics.SERVED_PARTS``), because they differ from what the app
+            declared; metrics whose served entry agrees (or that it does not list) are
+            absent. The web client's ``stats().ignoredServed`` is the same.
 
     New fields always come with a default, so code that builds or compares ``Stats`` keeps
     working as they are added.
@@ -64,6 +69,7 @@ class Stats:
     cap_refused: int = 0
     period_skipped: int = 0
     dimension_problems: Mapping[str, str] = field(default_factory=dict)
+    ignored_served: Mapping[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -67,6 +67,7 @@ from deniable.client.memo import (DEFAULT_GRID, Grid, ValueMechanism, alpha_thre
                                   check_grid, memo_answer, memo_bit, new_secret, spend_tag,
                                   value_tag)
 from deniable.client.numeric import BitMean
+from deniable.client.period import CollectionPolicy
 from deniable.client.pool import PerturbationPool
 from deniable.client.randomness import RandomBits
 from deniable.client.state import IN_MEMORY, StateDir
@@ -361,6 +362,16 @@ class LongitudinalGuard:
         else:
             layers = Layers(wire=mechanism, memo=mechanism, irr=None)
         return layers
+
+    def policy(self, metric: str, period: str) -> CollectionPolicy:
+        """The collection policy ``metric`` follows here, with ``period``: fresh, memoized
+        with its instantaneous layer, or memoized."""
+        if metric in self._fresh:
+            return CollectionPolicy("fresh", None, period)
+        layer = self._irr.get(metric)
+        if layer is not None:
+            return CollectionPolicy("instantaneous", layer, period)
+        return CollectionPolicy("memoized", None, period)
 
     def check(self, catalogue: Mapping[str, object]) -> None:
         """Check every metric of a catalogue (name -> wire mechanism, or a ``MetricSpec``)

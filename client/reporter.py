@@ -313,6 +313,8 @@ class Reporter:
                             else RandomizedResponse.from_id(layer))
                      for name, layer in all_irr.items()})
             self._guard.check(self._declared)  # a programming error: raise it now
+            for name in self._declared:  # the policy each declared metric follows, in full
+                self._policies[name] = self._guard.policy(name, self._policy(name).period)
         except BaseException:
             self._queue.close()
             raise

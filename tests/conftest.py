@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 import secrets
+import tomllib
 from collections.abc import Iterator
 from datetime import datetime, timezone
 from pathlib import Path
@@ -32,6 +33,9 @@ description = "Dark mode is on"
 mechanism = "rr:3/4:1/2"
 retention_days = 30
 """
+DECLARED = tomllib.loads(METRICS_TOML)["metrics"]
+"""The metrics the tests' collectors register, as an app declares them (``Reporter(url,
+metrics=DECLARED)``): the same tables the collector loads."""
 
 
 @pytest.fixture(autouse=True)

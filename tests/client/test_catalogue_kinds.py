@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from deniable.client import InvalidParameterError, Reporter
+from deniable.client import InvalidParameterError, Reporter, UnknownMetricError
 from deniable.client.categorical import domain_tag
 from deniable.client.errors import WireFormatError
 from deniable.client.kinds import MetricSpec
@@ -19,6 +19,7 @@ from deniable.client.metrics import (DEFAULT_MAX_EPSILON, coerce_catalogue, desc
 from deniable.client.period import CollectionPolicy
 from deniable.client.queue import SCHEMA_VERSION, DurableQueue
 from deniable.client.mechanism import RandomizedResponse
+from tests.client.test_sender import wait_for
 from tests.servers import recording_collector
 
 OS = ["android", "ios", "windows", "other"]
@@ -71,19 +72,20 @@ def test_a_malformed_entry_of_a_known_kind_fails_the_catalogue(tamper: dict[str,
         parse_catalogue(served(describe_metric("dark", "D", DARK.mechanism), entry))
 
 
-def test_a_reporter_keeps_reporting_booleans_beside_unknown_kinds() -> None:
+def test_a_reporter_keeps_reporting_beside_served_entries_of_unknown_kinds() -> None:
     doc = served(describe_metric("dark_mode", "D", DARK.mechanism),
                  describe_metric("os", "OS", GRR),
                  {"name": "words", "kind": "sketch", "mechanism": "cms:1024:3"})
     with recording_collector(doc) as (url, recorder):
-        with Reporter(url, one_per_period=False, privacy_dir=":memory:") as reporter:
-            assert reporter.wait_ready(10)
+        with Reporter(url, {"dark_mode": DARK, "os": GRR}, one_per_period=False,
+                      privacy_dir=":memory:") as reporter:
+            wait_for(lambda: reporter.catalogue_fetched)
             reporter.report("dark_mode", True)
             reporter.report("os", "ios")
-            reporter.report("words", "hello")         # counted as withheld, never kept
+            with pytest.raises(UnknownMetricError, match="words"):  # served, not declared
+                reporter.report("words", "hello")
             stats = reporter.stats()
-            assert stats.withheld == 1 and "sketch" in stats.withheld_metrics["words"]
-            assert set(reporter.specs) == {"dark_mode", "os"}
+            assert stats.withheld == 0 and stats.ignored_served == {}
             assert reporter.metrics == {"dark_mode": DARK.mechanism, "os": GRR.mechanism}
             assert reporter.flush(10)
     sent = [r for body in recorder.bodies for r in json.loads(body)["reports"]]
@@ -92,8 +94,7 @@ def test_a_reporter_keeps_reporting_booleans_beside_unknown_kinds() -> None:
 
 
 def test_the_ceiling_and_the_floor_apply_to_every_kind() -> None:
-    resolution = resolve(None, {"os": GRR, "loud": LOUD, "load": LOAD}, DEFAULT_MAX_EPSILON)
-    assert resolution is not None
+    resolution = resolve({"os": GRR, "loud": LOUD, "load": LOAD}, None, DEFAULT_MAX_EPSILON)
     assert set(resolution.usable) == {"os", "load"} and "max_epsilon" in resolution.withheld["loud"]
     with pytest.raises(InvalidParameterError, match="above max_epsilon"):
         Reporter("http://127.0.0.1:9", {"loud": LOUD}, privacy_dir=":memory:")
@@ -104,7 +105,7 @@ def test_the_ceiling_and_the_floor_apply_to_every_kind() -> None:
     other = MetricSpec.build("categorical", categories=OS[:3], epsilon=0.5)
     floor = resolve({"a": GRR, "b": below, "c": GRR},
                     {"a": OUE, "b": GRR, "c": other}, DEFAULT_MAX_EPSILON)
-    assert floor is not None and floor.usable == {"a": OUE, "b": below, "c": GRR}
+    assert floor.usable == {"a": OUE, "b": below, "c": GRR}
     assert set(floor.floored) == {"b", "c"} and "different" in floor.floored["c"]
 
 
@@ -159,15 +160,18 @@ mechanism = "cms:1024:3"
         load_metrics_file(path)
 
 
-def test_a_served_instantaneous_policy_withholds_a_categorical_metric() -> None:
+def test_a_served_instantaneous_policy_is_ignored_for_a_declared_categorical_metric() -> None:
     entry = describe_metric("os", "OS", GRR, CollectionPolicy(
         "instantaneous", RandomizedResponse.from_id("rr:3/4:1/2")))
     with recording_collector(served(entry, describe_metric("dark", "D", DARK.mechanism))) \
             as (url, _):
-        with Reporter(url, one_per_period=False, privacy_dir=":memory:") as reporter:
-            assert reporter.wait_ready(10)
-            assert "boolean metrics only" in reporter.stats().withheld_metrics["os"]
-            assert set(reporter.metrics) == {"dark"}
+        with Reporter(url, {"os": GRR}, one_per_period=False,
+                      privacy_dir=":memory:") as reporter:
+            wait_for(lambda: reporter.catalogue_fetched)
+            assert reporter.stats().withheld_metrics == {}
+            assert reporter.stats().ignored_served == {"os": 1}  # its memoization
+            assert set(reporter.metrics) == {"os"}
+            assert reporter.privacy_loss("os").long_run_epsilon is not None  # memoized
 
 
 # -- the queue -------------------------------------------------------------------------------
@@ -224,15 +228,19 @@ def test_a_cached_catalogue_of_every_kind_serves_an_offline_restart(tmp_path: Pa
     doc = served(describe_metric("os", "OS", GRR), describe_metric("load", "L", LOAD),
                  {"name": "words", "kind": "sketch", "mechanism": "cms:1024:3"})
     queue = tmp_path / "q.db"
+    declared = {"os": OUE, "load": LOAD}
     with recording_collector(doc) as (url, _):
-        with Reporter(url, queue_path=queue, one_per_period=False) as reporter:
-            assert reporter.wait_ready(10) and reporter.catalogue_fetched
-    with Reporter("http://127.0.0.1:9", queue_path=queue, one_per_period=False,
+        with Reporter(url, declared, queue_path=queue, one_per_period=False) as reporter:
+            wait_for(lambda: reporter.catalogue_fetched)
+    # Offline, the cached catalogue still moves os to the served GRR (the same question, an
+    # epsilon no larger); the sketch it serves is not declared, so it is not reported.
+    with Reporter("http://127.0.0.1:9", declared, queue_path=queue, one_per_period=False,
                   close_timeout=0) as offline:
-        assert offline.ready and not offline.catalogue_fetched
+        assert not offline.catalogue_fetched
         assert offline.specs == {"os": GRR, "load": LOAD}
         offline.report("os", "windows")
         offline.report("load", 250)                  # clamped into [0, 100]
-        offline.report("words", "hello")
+        with pytest.raises(UnknownMetricError):
+            offline.report("words", "hello")
         stats = offline.stats()
-        assert (stats.queued, stats.withheld) == (2, 1) and "words" in stats.withheld_metrics
+        assert (stats.queued, stats.withheld) == (2, 0)

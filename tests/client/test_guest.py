@@ -1,4 +1,4 @@
-"""The client as a guest: construction never waits, reports before a catalogue are counted,
+"""The client as a guest: construction never waits, declared metrics report before a catalogue,
 the epsilon ceiling and the declared floor, what each HTTP answer does to a batch, and the
 one-mechanism-per-metric batches the collector accepts for any unretired version."""
 from __future__ import annotations
@@ -40,8 +40,7 @@ def test_the_default_ceiling_admits_what_the_project_ships_and_nothing_far_above
     assert ln9.likelihood_ratio == 9
     just_above = RandomizedResponse.from_id("rr:801/1000:1/2")
     shipped = {"a": LN3, "b": LN7, "c": ln9, "d": just_above, "e": HUGE}
-    resolution = resolve(None, coerce_catalogue(shipped), DEFAULT_MAX_EPSILON)
-    assert resolution is not None
+    resolution = resolve(coerce_catalogue(shipped), None, DEFAULT_MAX_EPSILON)
     assert set(resolution.usable) == {"a", "b", "c"}
     assert set(resolution.withheld) == {"d", "e"} and "max_epsilon" in resolution.withheld["e"]
 
@@ -64,14 +63,13 @@ def test_a_declared_mechanism_is_a_floor_and_a_more_private_one_is_taken() -> No
     declared = coerce_catalogue({"x": LN3, "y": LN3, "z": LN7})
     served = coerce_catalogue({"x": LN7, "y": more_private, "z": LN7, "other": LN3})
     resolution = resolve(declared, served, DEFAULT_MAX_EPSILON)
-    assert resolution is not None
     assert resolution.usable == coerce_catalogue(
         {"x": LN3, "y": more_private, "z": LN7})  # never "other"
     assert set(resolution.floored) == {"x"} and "rr:3/4:1/2" in resolution.floored["x"]
-    assert resolve(declared, None, DEFAULT_MAX_EPSILON).usable == declared  # type: ignore[union-attr]
-    assert resolve(None, None, DEFAULT_MAX_EPSILON) is None
+    assert resolve(declared, None, DEFAULT_MAX_EPSILON).usable == declared
+    assert resolve({}, served, DEFAULT_MAX_EPSILON).usable == {}  # nothing declared
     lowered = resolve(declared, served, math.log(2))
-    assert lowered is not None and lowered.usable == {"y": MetricSpec("boolean", more_private)}
+    assert lowered.usable == {"y": MetricSpec("boolean", more_private)}
 
 
 def test_max_epsilon_must_be_a_positive_number() -> None:
@@ -101,43 +99,39 @@ def test_the_collectors_metrics_toml_file_declares_metrics(tmp_path: Path) -> No
 
 # -- before the catalogue --------------------------------------------------------------------
 
-def test_reports_before_any_catalogue_are_counted_once_logged_and_kept_nowhere(
-        tmp_path: Path, caplog) -> None:
-    caplog.set_level(logging.WARNING, logger="deniable.client")
+def test_declared_metrics_report_before_any_catalogue_and_undeclared_ones_raise(
+        tmp_path: Path) -> None:
     with stalled_listener() as url:
         started = time.monotonic()
-        reporter = Reporter(url, queue_path=tmp_path / "q.db", one_per_period=False)
+        reporter = Reporter(url, METRICS, queue_path=tmp_path / "q.db", one_per_period=False)
         assert time.monotonic() - started < 1.0  # local work only; the read timeout is 10 s
         for i in range(5):
-            reporter.report("dark_mode", i % 2 == 0)
-        # Programming errors still raise at once, catalogue or not.
-        with pytest.raises(InvalidParameterError):  # no kind of metric takes None
-            reporter.report("dark_mode", None)
+            reporter.report("feature_x_enabled", i % 2 == 0)
+        # Undeclared metrics raise whatever the value; programming errors raise at once.
+        for value in (True, False, None):
+            with pytest.raises(UnknownMetricError, match="dark_mode"):
+                reporter.report("dark_mode", value)
+        with pytest.raises(InvalidParameterError):
+            reporter.report("feature_x_enabled", None)
         with pytest.raises(UnknownMetricError):
             reporter.report("Not A Name", True)
         stats = reporter.stats()
-        assert (stats.not_ready, stats.queued) == (5, 0)
-        assert reporter.ledger() == {}
+        assert (stats.not_ready, stats.queued) == (0, 5)
         reporter.close(timeout=0)
-    lines = [r for r in caplog.records if "no catalogue is known yet" in r.getMessage()]
-    assert len(lines) == 1
-    # The count survives in the queue file; no value does.
-    with Reporter("http://127.0.0.1:9", METRICS, queue_path=tmp_path / "q.db", one_per_period=False) as again:
-        assert again.stats().not_ready == 5
-        again.close(timeout=0)
-    assert b"dark_mode" not in (tmp_path / "q.db").read_bytes()
 
 
-def test_the_catalogue_arrives_in_the_background_and_then_unknown_metrics_raise() -> None:
+def test_a_reporter_that_declares_nothing_reports_nothing(caplog) -> None:
+    caplog.set_level(logging.WARNING, logger="deniable.client")
     with recording_collector(CATALOGUE) as (url, recorder):
-        reporter = Reporter(url, batch_size=1, one_per_period=False)
-        assert reporter.wait_ready(10) and reporter.catalogue_fetched
-        with pytest.raises(UnknownMetricError, match="not_registered"):
-            reporter.report("not_registered", True)
-        reporter.report("dark_mode", True)
-        assert reporter.flush(timeout=10) is True
-        reporter.close()
-    assert recorder.paths[0] == "/v1/metrics"
+        with Reporter(url, batch_size=1, one_per_period=False) as reporter:
+            wait_for(lambda: reporter.catalogue_fetched)
+            assert reporter.metrics == {}  # the catalogue adds no metric
+            for metric in ("dark_mode", "feature_x_enabled", "not_registered"):
+                with pytest.raises(UnknownMetricError, match=metric):
+                    reporter.report(metric, True)
+            assert reporter.flush(timeout=10) is True
+    assert recorder.paths == ["/v1/metrics"]  # no POST
+    assert any("declares no metrics" in r.getMessage() for r in caplog.records)
 
 
 # -- what each answer does to a batch ------------------------------------------------------

@@ -12,6 +12,7 @@ from deniable.client.mechanism import DEFAULT, RandomizedResponse
 from deniable.client.metrics import describe_metric, parse_policies
 from deniable.client.period import (
     DEFAULT_POLICY, CollectionPolicy, PeriodGate, follow_policies, parse_policy)
+from tests.client.test_sender import wait_for
 from tests.servers import recording_collector
 
 LAYER = RandomizedResponse.from_id("rr:1/2:1/2")
@@ -76,8 +77,7 @@ def test_a_released_period_stays_open(tmp_path) -> None:
 def test_the_reporter_sends_one_report_per_period_and_counts_extra_calls(tmp_path) -> None:
     catalogue = {"metrics": [describe_metric("feature_x_enabled", "X", DEFAULT)]}
     with recording_collector(catalogue) as (url, recorder):
-        with Reporter(url, privacy_dir=tmp_path) as reporter:
-            assert reporter.wait_ready(10)  # the catalogue comes on a background thread
+        with Reporter(url, {"feature_x_enabled": DEFAULT}, privacy_dir=tmp_path) as reporter:
             for _ in range(100):
                 reporter.report("feature_x_enabled", True)
             assert reporter.flush() is True
@@ -98,8 +98,7 @@ def test_a_budget_refusal_leaves_the_period_open(tmp_path) -> None:
             return super()._perturb(metric, mechanism, true_value)
 
     with recording_collector(catalogue) as (url, _):
-        with Budgeted(url, privacy_dir=tmp_path) as reporter:
-            assert reporter.wait_ready(10)
+        with Budgeted(url, {"feature_x_enabled": DEFAULT}, privacy_dir=tmp_path) as reporter:
             with pytest.raises(BudgetExceededError):
                 reporter.report("feature_x_enabled", True)
             refuse[0] = False
@@ -108,32 +107,38 @@ def test_a_budget_refusal_leaves_the_period_open(tmp_path) -> None:
             assert reporter.stats().sent == 1
 
 
-def test_the_reporter_follows_the_registry_unless_the_app_says_otherwise(tmp_path) -> None:
+def test_the_reporter_follows_the_declaration_never_the_registry(tmp_path) -> None:
     catalogue = {"metrics": [
-        describe_metric("a", "", WIRE, CollectionPolicy("fresh")),
+        describe_metric("a", "", WIRE, CollectionPolicy("fresh", period="hour")),
         describe_metric("b", "", WIRE, CollectionPolicy("instantaneous", LAYER)),
-        describe_metric("c", "", WIRE, CollectionPolicy("fresh"))]}
+        describe_metric("c", "", WIRE, CollectionPolicy("fresh")),
+        describe_metric("d", "", WIRE, CollectionPolicy(period="week"))]}
     policies = parse_policies(catalogue)
     assert policies["b"].instantaneous == LAYER
+    declared = {"a": WIRE, "b": WIRE, "c": WIRE,
+                "d": {"mechanism": WIRE.id, "memoization": "fresh", "period": "hour"}}
     with recording_collector(catalogue) as (url, _):
-        with Reporter(url, irr={"c": LAYER}, privacy_dir=tmp_path) as reporter:
-            assert reporter.wait_ready(10)
+        with Reporter(url, declared, irr={"c": LAYER}, privacy_dir=tmp_path) as reporter:
+            wait_for(lambda: reporter.catalogue_fetched)
             guard = reporter._guard
-            assert guard.layers("a", WIRE).memo is None             # fresh, from the registry
-            assert guard.layers("b", WIRE).irr == LAYER              # its layer, from the registry
-            assert guard.layers("c", WIRE).irr == LAYER              # the app's choice wins
+            assert guard.layers("a", WIRE).memo == WIRE              # memoized, as declared
+            assert guard.layers("b", WIRE).irr is None               # no served layer
+            assert guard.layers("c", WIRE).irr == LAYER              # the app's irr=
+            assert guard.layers("d", WIRE).memo is None              # its table: fresh
+            assert reporter._policy("a").period == "day"             # not the served hour
+            assert reporter._policy("d").period == "hour"            # its table's
+            assert reporter.stats().ignored_served == {"a": 2, "b": 1, "c": 1, "d": 2}
     fresh, irr = follow_policies({"a": WIRE}, policies, {"a"}, {})
     assert (fresh, irr) == ({"a"}, {})
 
 
-def test_the_app_may_lengthen_the_period_but_never_shorten_it() -> None:
-    from deniable.client.period import within_app_limits
-
-    served = {"a": CollectionPolicy(period="day"), "b": CollectionPolicy(period="day")}
-    app = {"a": CollectionPolicy("fresh", period="week"), "b": CollectionPolicy(period="hour")}
-    merged = within_app_limits(served, app)
-    assert merged["a"] == CollectionPolicy("fresh", period="week")
-    assert merged["b"] == CollectionPolicy(period="day")  # an hour would break the analysis
+def test_policies_in_code_override_the_declaration_table() -> None:
+    declared = {"a": {"mechanism": WIRE.id, "period": "week"}}
+    with Reporter("http://127.0.0.1:9", declared, privacy_dir=":memory:",
+                  policies={"a": CollectionPolicy("fresh", period="hour")}) as reporter:
+        assert reporter._policy("a") == CollectionPolicy("fresh", period="hour")
+        assert reporter._guard.layers("a", WIRE).memo is None
+        reporter.close(timeout=0)
 
 
 def test_skips_are_counted_exactly_across_threads_and_reads() -> None:

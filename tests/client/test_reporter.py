@@ -17,6 +17,7 @@ from deniable.client.randomness import SYSTEM_BITS
 from deniable.client.stats import Stats
 from deniable.client.mechanism import DEFAULT, RandomizedResponse
 from deniable.client.metrics import describe_metric
+from tests.conftest import DECLARED
 from tests.servers import recording_collector
 
 CATALOGUE = {"metrics": [describe_metric("feature_x_enabled", "X", DEFAULT),
@@ -40,20 +41,26 @@ def wait_until(predicate, timeout: float = 10.0) -> None:  # type: ignore[no-unt
         time.sleep(0.01)
 
 
-def test_the_client_configures_itself_from_the_collector() -> None:
+def test_only_declared_metrics_are_reported_and_at_once() -> None:
     with recording_collector(CATALOGUE) as (url, recorder):
-        with Reporter(url, one_per_period=False) as reporter:
-            assert reporter.wait_ready(10)
-            assert reporter.metrics == {"feature_x_enabled": DEFAULT,
-                                        "dark_mode": RandomizedResponse("3/4", "1/2")}
-        assert recorder.paths == ["/v1/metrics"]
+        with Reporter(url, {"dark_mode": "rr:3/4:1/2"}, one_per_period=False) as reporter:
+            reporter.report("dark_mode", True)  # before any catalogue: queued at once
+            assert reporter.stats().queued == 1
+            wait_until(lambda: reporter.catalogue_fetched)
+            # The catalogue serves feature_x_enabled too: not declared, never reported.
+            assert reporter.metrics == {"dark_mode": RandomizedResponse("3/4", "1/2")}
+            with pytest.raises(UnknownMetricError, match="feature_x_enabled"):
+                reporter.report("feature_x_enabled", True)
+            assert reporter.flush() is True
+        assert recorder.paths[0] == "/v1/metrics"
+        assert [r["metric"] for r in bodies_reports(recorder)] == ["dark_mode"]
 
 
 def test_the_bytes_sent_carry_perturbed_bits_only() -> None:
     # With the truth coin forced to "lie" and the forced coin to "no", every fresh report of
     # a true "yes" goes out as 0: the wire must show the perturbed bit, not the true value.
     with recording_collector(CATALOGUE) as (url, recorder):
-        with Reporter(url, one_per_period=False,
+        with Reporter(url, DECLARED, one_per_period=False,
                       rng=FixedBits(0b11), fresh={"feature_x_enabled"}) as reporter:
             assert reporter.wait_ready(10)
             for _ in range(5):
@@ -68,7 +75,7 @@ def test_the_bytes_sent_carry_perturbed_bits_only() -> None:
 
 def test_requests_carry_no_identifiers_or_cookies() -> None:
     with recording_collector(CATALOGUE) as (url, recorder):
-        with Reporter(url, one_per_period=False,
+        with Reporter(url, DECLARED, one_per_period=False,
                       batch_size=1) as reporter:  # every report is its own request
             assert reporter.wait_ready(10)
             reporter.report("feature_x_enabled", True)
@@ -83,7 +90,7 @@ def test_requests_carry_no_identifiers_or_cookies() -> None:
 
 def test_batches_upload_when_full_and_on_flush() -> None:
     with recording_collector(CATALOGUE) as (url, recorder):
-        reporter = Reporter(url, one_per_period=False, batch_size=3)
+        reporter = Reporter(url, DECLARED, one_per_period=False, batch_size=3)
         assert reporter.wait_ready(10)
         for _ in range(7):
             reporter.report("dark_mode", False)
@@ -104,7 +111,7 @@ def test_batches_upload_when_full_and_on_flush() -> None:
 
 def test_a_partial_batch_is_sent_when_its_oldest_report_is_old_enough() -> None:
     with recording_collector(CATALOGUE) as (url, recorder):
-        with Reporter(url, one_per_period=False, batch_size=100, max_batch_age=0.3) as reporter:
+        with Reporter(url, DECLARED, one_per_period=False, batch_size=100, max_batch_age=0.3) as reporter:
             assert reporter.wait_ready(10)
             started = time.monotonic()
             reporter.report("dark_mode", True)
@@ -130,7 +137,7 @@ def test_report_never_waits_for_the_network() -> None:
 
 def test_report_after_close_is_refused() -> None:
     with recording_collector(CATALOGUE) as (url, _):
-        reporter = Reporter(url, one_per_period=False)
+        reporter = Reporter(url, DECLARED, one_per_period=False)
         assert reporter.wait_ready(10)
         reporter.close()
         with pytest.raises(QueueError, match="closed"):
@@ -148,7 +155,7 @@ def test_a_budget_refusal_is_counted_and_propagates() -> None:
             return super()._perturb(metric, mechanism, true_value)
 
     with recording_collector(CATALOGUE) as (url, recorder):
-        with Budgeted(url) as reporter:
+        with Budgeted(url, DECLARED) as reporter:
             assert reporter.wait_ready(10)
             for _ in range(3):
                 with pytest.raises(BudgetExceededError):
@@ -162,38 +169,43 @@ def test_a_budget_refusal_is_counted_and_propagates() -> None:
 
 
 def test_the_queue_file_keeps_the_cached_catalogue_for_offline_starts(tmp_path) -> None:
+    # The catalogue serves a more private version of dark_mode than declared: the client
+    # takes it, and an offline restart still does, from the copy cached in the queue file.
+    private = RandomizedResponse("1/2", "1/2")
+    served = {"metrics": [describe_metric("dark_mode", "Dark", private)]}
     queue = tmp_path / "q.db"
-    with recording_collector(CATALOGUE) as (url, _):
-        first = Reporter(url, one_per_period=False, queue_path=queue)
-        assert first.wait_ready(10)
-        wait_until(lambda: first.catalogue_fetched)
+    with recording_collector(served) as (url, _):
+        first = Reporter(url, DECLARED, one_per_period=False, queue_path=queue)
+        wait_until(lambda: first.metrics["dark_mode"] == private)
         first.close()
-    # The collector is gone; the cached catalogue still configures the client, at once.
-    with Reporter(url, one_per_period=False, queue_path=queue, timeout=(0.2, 0.2)) as reporter:
-        assert reporter.ready
-        assert set(reporter.metrics) == {"feature_x_enabled", "dark_mode"}
+    with Reporter(url, DECLARED, one_per_period=False, queue_path=queue,
+                  timeout=(0.2, 0.2)) as reporter:
+        assert reporter.metrics["dark_mode"] == private
         reporter.close(timeout=0)
-    # Nothing cached and nothing declared: not ready, and reports are dropped and counted.
-    with Reporter(url, one_per_period=False,
+    # Nothing cached, the collector gone: the declared metrics are reported all the same.
+    with Reporter(url, DECLARED, one_per_period=False,
                   queue_path=tmp_path / "fresh.db", timeout=(0.2, 0.2)) as reporter:
-        assert not reporter.ready
         reporter.report("dark_mode", True)
-        assert reporter.stats().not_ready == 1
+        stats = reporter.stats()
+        assert (stats.queued, stats.not_ready) == (1, 0)
+        assert reporter.metrics["dark_mode"] == RandomizedResponse("3/4", "1/2")
         reporter.close(timeout=0)
 
 
 def test_unknown_metrics_and_values_are_refused_without_echoing_the_value() -> None:
     with recording_collector(CATALOGUE) as (url, _):
-        with Reporter(url, one_per_period=False) as reporter:
+        with Reporter(url, DECLARED, one_per_period=False) as reporter:
             assert reporter.wait_ready(10)
             with pytest.raises(UnknownMetricError, match="not_registered"):
                 reporter.report("not_registered", True)
+            with pytest.raises(UnknownMetricError, match="not_registered"):  # the name decides
+                reporter.report("not_registered", object())
             with pytest.raises(InvalidParameterError) as info:
                 reporter.report("dark_mode", "sensitive answer")  # type: ignore[arg-type]
             assert "sensitive" not in str(info.value)
             assert reporter.stats().queued == 0
         with pytest.raises(InvalidParameterError):
-            Reporter(url, one_per_period=False, batch_size=0)
+            Reporter(url, DECLARED, one_per_period=False, batch_size=0)
 
 
 def test_metrics_can_be_given_in_code() -> None:
@@ -215,7 +227,7 @@ def test_many_threads_report_at_once_and_every_report_arrives_once(
         durability: str, tmp_path) -> None:
     n_threads, per_thread = (8, 2_500) if durability == "group" else (4, 250)
     with recording_collector(CATALOGUE) as (url, recorder):
-        with Reporter(url, one_per_period=False, batch_size=100, queue_path=tmp_path / "q.db",
+        with Reporter(url, DECLARED, one_per_period=False, batch_size=100, queue_path=tmp_path / "q.db",
                       durability=durability) as reporter:  # type: ignore[arg-type]
             assert reporter.wait_ready(10)
             def work(t: int) -> None:
@@ -245,7 +257,7 @@ def test_a_forked_child_gets_its_own_sender_and_its_own_randomness(
         queue_file: bool, tmp_path) -> None:
     with recording_collector(CATALOGUE) as (url, recorder):
         path = tmp_path / "q.db" if queue_file else None
-        reporter = Reporter(url, one_per_period=False, batch_size=7, queue_path=path)
+        reporter = Reporter(url, DECLARED, one_per_period=False, batch_size=7, queue_path=path)
         assert reporter.wait_ready(10)
         for _ in range(10):
             reporter.report("feature_x_enabled", True)  # some sent, some still buffered

@@ -41,6 +41,11 @@ def entry(name: str, mechanism: object, dims: Dimensions | None = None) -> dict:
 
 CATALOGUE = {"metrics": [entry("dark_mode", DEFAULT, DARK_DIMS), entry("os", OS, OS_DIMS),
                          entry("feature_x_enabled", DEFAULT)]}
+DECLARED = {"dark_mode": {"mechanism": RR, **DARK_DIMS.describe()},
+            "os": {"kind": "categorical", "categories": list(OS.categories),
+                   "mechanism": OS.mechanism.id, **OS_DIMS.describe()},
+            "feature_x_enabled": {"mechanism": RR}}
+"""What the app declares: the same metrics and dimensions as the collector serves."""
 DEVICE = {"app_version": "2.4", "platform": "android", "channel": "beta"}
 
 
@@ -51,6 +56,7 @@ def sent_reports(recorder) -> list[dict]:  # type: ignore[no-untyped-def]
 def reporter(url: str, **options: object) -> Reporter:
     """A Reporter that has fetched the catalogue (one report per call unless told)."""
     options.setdefault("one_per_period", False)
+    options.setdefault("metrics", DECLARED)
     r = Reporter(url, privacy_dir=IN_MEMORY, **options)  # type: ignore[arg-type]
     wait_for(lambda: r.catalogue_fetched)
     return r
@@ -155,17 +161,19 @@ def test_device_wide_values_must_be_names_to_strings(dimensions: object) -> None
     {"dimensions": {"platform": {"values": ["ios"]}, "app": {"values": ["1"]}},
      "combinations": [[1, "platform"]]},  # a name that is not a string (was a TypeError)
 ])
-def test_a_malformed_dimensions_entry_withholds_that_metric_only(malformed: dict) -> None:  # type: ignore[type-arg]
+def test_a_malformed_served_dimensions_entry_changes_nothing_for_a_declared_metric(
+        malformed: dict) -> None:  # type: ignore[type-arg]
     bad = {**entry("dark_mode", DEFAULT), **malformed}
     with recording_collector({"metrics": [bad, entry("feature_x_enabled", DEFAULT)]}) as (
             url, recorder):
         with reporter(url) as r:
-            assert "dimensions" in r.stats().withheld_metrics["dark_mode"]
-            r.report("dark_mode", True)          # withheld: counted, not queued
+            assert r.stats().withheld_metrics == {}
+            r.report("dark_mode", True, dims={"platform": "ios"})  # the declared list
             r.report("feature_x_enabled", True)
             assert r.flush(10)
-            assert r.stats().withheld == 1
-        assert [x["metric"] for x in sent_reports(recorder)] == ["feature_x_enabled"]
+            assert r.stats().withheld == 0
+        assert [x["metric"] for x in sent_reports(recorder)] == ["dark_mode",
+                                                                 "feature_x_enabled"]
     skipped: dict[str, str] = {}
     dims: dict[str, Dimensions] = {}
     assert set(parse_catalogue(CATALOGUE, skipped, dims)) == {"dark_mode", "os",
@@ -196,16 +204,20 @@ def test_declared_metrics_may_declare_dimensions_in_code_and_in_the_metrics_file
             "mechanism": RR, "dimensions": {"platform": {"values": []}}}})
 
 
-def test_the_collectors_declaration_wins_over_the_apps() -> None:
+def test_the_apps_declaration_wins_over_the_collectors() -> None:
     declared = {"dark_mode": {"mechanism": RR, "dimensions": {
         "channel": {"values": ["beta", "stable"]}}}}
     with recording_collector(CATALOGUE) as (url, recorder):
         with reporter(url, metrics=declared, dimensions=DEVICE) as r:
-            assert r.dimensions == {"dark_mode": DARK_DIMS}
+            assert r.dimensions == {"dark_mode": Dimensions.parse(
+                declared["dark_mode"]["dimensions"])}
+            assert r.stats().ignored_served == {"dark_mode": 1}  # the served dimensions
             r.report("dark_mode", True)
+            with pytest.raises(DimensionError, match="platform"):  # served, not declared
+                r.report("dark_mode", True, dims={"platform": "ios"})
             assert r.flush(10)
         [report] = sent_reports(recorder)
-    assert report["dims"] == {"app_version": "2.4", "platform": "android"}
+    assert report["dims"] == {"channel": "beta"}
 
 
 def test_dims_are_stored_durably_and_batches_without_dims_keep_the_compact_layout(

@@ -11,6 +11,7 @@ from deniable.client import BudgetExceededError, Reporter
 from deniable.client.budget import Budget
 from deniable.client.mechanism import DEFAULT, RandomizedResponse
 from deniable.client.metrics import describe_metric
+from tests.conftest import DECLARED
 from tests.servers import recording_collector
 
 CATALOGUE = {"metrics": [describe_metric("feature_x_enabled", "X", DEFAULT),
@@ -24,8 +25,7 @@ def sent_bits(recorder, metric: str) -> list[int]:  # type: ignore[no-untyped-de
 
 def test_repeats_of_a_value_send_the_same_memoized_answer_by_default() -> None:
     with recording_collector(CATALOGUE) as (url, recorder):
-        with Reporter(url, one_per_period=False) as reporter:
-            assert reporter.wait_ready(10)
+        with Reporter(url, DECLARED, one_per_period=False) as reporter:
             for _ in range(50):
                 reporter.report("feature_x_enabled", True)
                 reporter.report("dark_mode", False)
@@ -40,8 +40,7 @@ def test_memoized_answers_survive_a_restart_beside_the_queue(tmp_path: Path) -> 
     answers = []
     with recording_collector(CATALOGUE) as (url, recorder):
         for _ in range(3):  # three app runs
-            with Reporter(url, one_per_period=False, queue_path=queue) as reporter:
-                assert reporter.wait_ready(10)
+            with Reporter(url, DECLARED, one_per_period=False, queue_path=queue) as reporter:
                 for _ in range(20):
                     reporter.report("dark_mode", True)
             answers.append(set(sent_bits(recorder, "dark_mode")))
@@ -53,9 +52,8 @@ def test_memoized_answers_survive_a_restart_beside_the_queue(tmp_path: Path) -> 
 def test_fresh_metrics_spend_their_budget_and_refusals_are_counted() -> None:
     with recording_collector(CATALOGUE) as (url, recorder):
         budget = Budget.for_reports(3, DEFAULT.epsilon)
-        with Reporter(url, one_per_period=False, fresh={"feature_x_enabled"},
+        with Reporter(url, DECLARED, one_per_period=False, fresh={"feature_x_enabled"},
                       budgets={"feature_x_enabled": budget}) as reporter:
-            assert reporter.wait_ready(10)
             for _ in range(3):
                 reporter.report("feature_x_enabled", True)
             with pytest.raises(BudgetExceededError):
@@ -66,9 +64,8 @@ def test_fresh_metrics_spend_their_budget_and_refusals_are_counted() -> None:
 
 def test_an_instantaneous_layer_keeps_the_wire_mechanism_exact() -> None:
     with recording_collector(CATALOGUE) as (url, recorder):
-        with Reporter(url, one_per_period=False,
+        with Reporter(url, DECLARED, one_per_period=False,
                       irr={"feature_x_enabled": "rr:3/4:1/2"}) as reporter:
-            assert reporter.wait_ready(10)
             for _ in range(2000):
                 reporter.report("feature_x_enabled", True)
             loss = reporter.privacy_loss("feature_x_enabled")

@@ -648,8 +648,7 @@ def ceiling_entries() -> dict[str, Any]:
     ]
     doc = {"metrics": [describe_metric(name, f"the {name} metric", spec)
                        for name, spec in specs]}
-    resolution = resolve(None, parse_catalogue(doc, {}), DEFAULT_MAX_EPSILON)
-    assert resolution is not None
+    resolution = resolve(parse_catalogue(doc, {}), None, DEFAULT_MAX_EPSILON)
     return {"decisions": decisions, "doc": doc, "withheld": sorted(resolution.withheld),
             "usable": sorted(resolution.usable)}
 

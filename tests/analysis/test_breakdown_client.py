@@ -45,10 +45,9 @@ def collector(redis_url: str, tmp_path_factory: pytest.TempPathFactory
     with CollectorProcess(redis_url, path, workers=1, env=OPEN_ENV) as process:
         for version, n in (("2.3", N), ("2.4", N), ("2.5", 60), (None, 25)):
             device = {"app_version": version} if version else {}
-            with Reporter(process.url, dimensions=device, privacy_dir=IN_MEMORY,
+            with Reporter(process.url, path, dimensions=device, privacy_dir=IN_MEMORY,
                           one_per_period=False, fresh={"adoption_e2e"},
                           batch_size=250) as reporter:
-                assert reporter.wait_ready(10)
                 share = TRUTH.get(version or "", 0.5)
                 for i in range(n):
                     reporter.report("adoption_e2e", i % 100 < share * 100)

@@ -31,10 +31,10 @@ def test_plan_for_every_registered_metric(live_collector, capsys) -> None:  # ty
     assert plans["feature_x_enabled"]["n"] == 9_604
 
 
-def test_report_series_csv_and_html(live_collector, redis_client, tmp_path: Path,  # type: ignore[no-untyped-def]
-                                    capsys) -> None:
-    with Reporter(live_collector.url, one_per_period=False, batch_size=500) as reporter:
-        assert reporter.wait_ready(10)
+def test_report_series_csv_and_html(live_collector, metrics_file, redis_client,  # type: ignore[no-untyped-def]
+                                    tmp_path: Path, capsys) -> None:
+    with Reporter(live_collector.url, metrics_file, one_per_period=False,
+                  batch_size=500) as reporter:
         for i in range(1_000):
             reporter.report("dark_mode", i % 2 == 0)
     assert main(["report", "--collector", live_collector.url, "--metric", "dark_mode",

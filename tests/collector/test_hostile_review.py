@@ -259,9 +259,9 @@ def test_mechanism_ids_are_bounded_at_2_to_the_64_on_the_collector(
     assert response.status_code == 201, response.text
     ingest = create_key(redis_client, "ingest", app="wide").secret
     time.sleep(1.5)  # every worker's registry cache (1 s here) has seen the new metric
-    with Reporter(live_secure_collector.url, token=ingest, fresh={"wide_metric"},
+    with Reporter(live_secure_collector.url, {"wide_metric": edge}, token=ingest,
+                  fresh={"wide_metric"},
                   one_per_period=False) as reporter:  # 20 draws, not 20 devices
-        assert reporter.wait_ready(10)  # the catalogue comes on a background thread
         for _ in range(20):
             reporter.report("wide_metric", True)
         assert reporter.flush(timeout=10)

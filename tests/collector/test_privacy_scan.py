@@ -41,9 +41,8 @@ def test_after_real_traffic_the_scan_finds_nothing(redis_url: str, metrics_file:
     headers = {"X-Forwarded-For": CLIENT_IP, "User-Agent": "secret-agent/1.0"}
     with CollectorProcess(redis_url, metrics_file, workers=2, env=env) as collector:
         # Traffic of many devices from one Reporter: every call is sent (no period gate).
-        with Reporter(collector.url, token=ingest, batch_size=50,
+        with Reporter(collector.url, metrics_file, token=ingest, batch_size=50,
                       one_per_period=False) as reporter:
-            assert reporter.wait_ready(10)
             for i in range(400):
                 reporter.report(X, i % 3 == 0)
                 reporter.report(DARK, i % 5 == 0)

@@ -30,6 +30,8 @@ import requests
 from deniable.client import Reporter
 from deniable.client.wire import encode_batch, new_batch_id
 from deniable.collector.server import CollectorProcess
+from tests.client.test_sender import wait_for
+from tests.conftest import DECLARED
 from tests.nginx_kit import (NginxProcess, TLSFiles, nginx_test, pod_nginx, private_ca,
                              render_vm_site, vm_nginx)
 
@@ -194,8 +196,9 @@ def test_the_real_client_over_tls_with_a_private_ca_counts_exactly(
         requests.get(f"{url}/healthz", timeout=5)
     monkeypatch.delenv("REQUESTS_CA_BUNDLE", raising=False)  # only verify= trusts the CA
     # One Reporter stands in for many devices: every call is sent (no period gate).
-    with Reporter(url, batch_size=100, verify=str(tls.ca), one_per_period=False) as reporter:
-        assert reporter.wait_ready(10)  # the catalogue, fetched over TLS through nginx
+    with Reporter(url, DECLARED, batch_size=100, verify=str(tls.ca),
+                  one_per_period=False) as reporter:
+        wait_for(lambda: reporter.catalogue_fetched)  # fetched over TLS through nginx
         for i in range(1_000):
             reporter.report("feature_x_enabled", i % 10 == 0)
             reporter.report("dark_mode", i % 2 == 0)

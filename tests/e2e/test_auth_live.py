@@ -11,7 +11,8 @@ from deniable.cli.main import main
 from deniable.client import Reporter
 from deniable.collector import auth
 from deniable.collector.server import CollectorProcess
-from tests.conftest import snapshot
+from tests.client.test_sender import wait_for
+from tests.conftest import DECLARED, snapshot
 
 X, X_MECH = "feature_x_enabled", "rr:1/2:1/2"
 
@@ -29,13 +30,13 @@ def test_an_app_reports_with_its_key_and_an_analyst_reads_with_theirs(
     url = live_secure_collector.url
     ingest = auth.create_key(redis_client, "ingest", "shop")
     read = auth.create_key(redis_client, "read", "analysts")
-    with Reporter(url) as keyless:  # no key: the catalogue itself is refused
-        assert not keyless.wait_ready(0.5)
-        assert keyless.stats().key_refused
+    with Reporter(url, DECLARED) as keyless:  # no key: the catalogue itself is refused
+        wait_for(lambda: keyless.last_error is not None)
+        assert keyless.stats().key_refused and not keyless.catalogue_fetched
         assert "401" in (keyless.last_error or "")
         keyless.close(timeout=0)
-    with Reporter(url, one_per_period=False, token=ingest.secret, batch_size=100) as reporter:
-        assert reporter.wait_ready(10)
+    with Reporter(url, DECLARED, one_per_period=False, token=ingest.secret,
+                  batch_size=100) as reporter:
         for i in range(300):
             reporter.report(X, i % 3 == 0)
     # The leaked-ingest-key case: it cannot read counts.

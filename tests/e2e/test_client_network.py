@@ -18,7 +18,7 @@ import pytest
 import requests
 
 from deniable.cli.main import main
-from deniable.client import InvalidParameterError, Reporter
+from deniable.client import InvalidParameterError, Reporter, UnknownMetricError
 from deniable.collector import auth
 from tests.netfaults import (closed_port_url, make_private_ca, slow_proxy, stalled_listener,
                              tls_proxy)
@@ -81,14 +81,15 @@ def test_a_stalled_collector_never_blocks_the_app_and_nothing_is_lost(
         live_secure_collector, redis_client, tmp_path: Path) -> None:
     keys, queue = Keys(redis_client), tmp_path / "q.db"
     with stalled_listener() as stalled:
-        # Nothing declared, nothing cached: construction returns at once, not ready. (It does
+        # Nothing declared: construction returns at once, and nothing is reported. (It does
         # local work only, creating the SQLite file: a network wait would be the 10 s read
         # timeout against this listener.)
         fresh, took = timed(lambda: Reporter(stalled, token=keys.ingest.secret,
                                              queue_path=tmp_path / "fresh.db", one_per_period=False))
-        assert took < 1.0 and not fresh.ready and fresh.wait_ready(0.2) is False
-        fresh.report(X, True)                    # dropped and counted: no catalogue yet
-        assert fresh.stats().not_ready == 1 and fresh.stats().queued == 0
+        assert took < 1.0
+        with pytest.raises(UnknownMetricError):
+            fresh.report(X, True)                # not declared: never reported
+        assert fresh.stats().queued == 0
         assert timed(lambda: fresh.close(timeout=0.5))[1] < 0.5 + DEADLINE_SLACK
 
         reporter, took = timed(lambda: Reporter(stalled, DECLARED, token=keys.ingest.secret,
@@ -256,24 +257,8 @@ def test_a_huge_epsilon_in_the_catalogue_is_never_used(
     register_hostile(url, redis_client)
     caplog.set_level(logging.WARNING, logger="deniable.client")
 
-    # Without declared metrics: the metric is withheld, counted, and warned about once.
-    with Reporter(url, token=keys.ingest.secret, batch_size=10, one_per_period=False) as reporter:
-        assert reporter.wait_ready(10)
-        for i in range(30):
-            reporter.report(DARK, i % 2 == 0)
-            reporter.report(X, i % 2 == 0)
-        assert reporter.flush(timeout=20) is True
-        stats = reporter.stats()
-        assert (stats.withheld, stats.sent) == (30, 30)
-        assert HOSTILE in stats.withheld_metrics[DARK]
-        assert DARK not in reporter.ledger()
-        ledger_x = reporter.ledger()
-    withheld_lines = [r for r in caplog.records if "withheld" in r.getMessage()]
-    assert len(withheld_lines) == 1
-
-    # With declared metrics: the declared mechanism is the floor, and the collector still
-    # accepts it (an unretired earlier version of the metric).
-    caplog.clear()
+    # The declared mechanism is the floor, and the collector still accepts it (an unretired
+    # earlier version of the metric).
     with Reporter(url, DECLARED, token=keys.ingest.secret, batch_size=10,
                   catalogue_refresh=0.1, one_per_period=False) as reporter:
         wait_for(lambda: DARK in reporter.stats().floored_metrics)
@@ -289,15 +274,15 @@ def test_a_huge_epsilon_in_the_catalogue_is_never_used(
     assert len(floor_lines) == 1
     assert counted(url, keys, DARK, HOSTILE) == (0, 0)  # nothing was ever sent above it
     assert_exactly_once(url, keys, ledger, {DARK: 25})
-    assert_exactly_once(url, keys, ledger_x, {X: 30})
 
 
 def test_the_ceiling_can_be_raised_or_lowered_by_the_app(
         live_secure_collector, redis_client) -> None:
     keys, url = Keys(redis_client), live_secure_collector.url
-    with Reporter(url, token=keys.ingest.secret, max_epsilon=1.5, one_per_period=False) as strict:
-        assert strict.wait_ready(10)
-        assert set(strict.metrics) == {X} and DARK in strict.stats().withheld_metrics
+    with Reporter(url, {X: "rr:1/2:1/2"}, token=keys.ingest.secret, max_epsilon=1.5,
+                  one_per_period=False) as strict:
+        wait_for(lambda: strict.catalogue_fetched)
+        assert set(strict.metrics) == {X}  # the served dark_mode (ln 7) is not declared
         strict.close(timeout=0)
     with pytest.raises(InvalidParameterError, match="max_epsilon"):
         Reporter(url, DECLARED, max_epsilon=1.5, one_per_period=False)   # declaring above it is a programming error

@@ -195,9 +195,9 @@ def test_dashboard_renders_the_analysis_numbers_in_chromium(
     with CollectorProcess(redis_url, metrics_file, workers=1, env=env) as collector:
         for i, day in enumerate(days):
             clock.write_text(str(day * 86400))
-            with Reporter(collector.url, one_per_period=False, batch_size=1000, token=ingest,
-                          fresh={"feature_x_enabled", "dark_mode"}) as reporter:  # many devices
-                assert reporter.wait_ready(10)
+            with Reporter(collector.url, metrics_file, one_per_period=False, batch_size=1000,
+                          token=ingest, fresh={"feature_x_enabled", "dark_mode"}
+                          ) as reporter:  # many devices
                 for k in range(400 * (i + 1)):
                     reporter.report("feature_x_enabled", k % (i + 2) == 0)
                     reporter.report("dark_mode", k % 3 == 0)

@@ -6,6 +6,7 @@ exactly what each Reporter's ledger says it sent, value by value, for every kind
 from __future__ import annotations
 
 import json
+import tomllib
 from collections import Counter, defaultdict
 from collections.abc import Iterator
 
@@ -58,6 +59,8 @@ values = {json.dumps(PLATFORMS)}
 [metrics.feature_x_enabled]
 mechanism = "rr:1/2:1/2"
 """
+DECLARED = tomllib.loads(METRICS)["metrics"]
+"""The app declares what the collector registers (the same tables)."""
 KINDS = ("os", "crashes", "load")  # categorical, histogram, numeric: by platform
 # Each kind of device: its device-wide dimensions, per-call dims, and how many reports.
 DEVICES = [
@@ -87,9 +90,9 @@ def test_reporters_with_dimensions_give_exact_per_value_counts(
     by_kind: dict[str, dict[str | None, Counter[str]]] = {
         kind: defaultdict(Counter) for kind in KINDS}
     for device, per_call, n in DEVICES:
-        with Reporter(url, dimensions=device, privacy_dir=IN_MEMORY, one_per_period=False,
-                      fresh={"dark_mode", *KINDS}, batch_size=25) as reporter:
-            assert reporter.wait_ready(10)
+        with Reporter(url, DECLARED, dimensions=device, privacy_dir=IN_MEMORY,
+                      one_per_period=False, fresh={"dark_mode", *KINDS},
+                      batch_size=25) as reporter:
             for i in range(n):
                 reporter.report("dark_mode", i % 3 == 0, dims=per_call)
                 platform = {"platform": per_call["platform"]} if per_call else None

@@ -72,8 +72,8 @@ def test_every_kind_travels_from_the_client_to_an_honest_estimate(kinds_collecto
     startup = [draw.uniform(200, 1800) for _ in range(REPORTS)]
     crashes = [draw.choice([0, 0, 0, 1, 3, 7, 2000]) for _ in range(REPORTS)]
     menu = [f"item_{min(63, int(draw.expovariate(0.2)))}" for _ in range(REPORTS)]
-    with Reporter(collector.url, one_per_period=False, batch_size=500) as reporter:
-        assert reporter.wait_ready(10)
+    with Reporter(collector.url, metrics_path, one_per_period=False,
+                  batch_size=500) as reporter:
         for i in range(REPORTS):
             reporter.report("os", true_os[i])
             reporter.report("startup_ms", startup[i])

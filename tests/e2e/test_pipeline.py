@@ -16,7 +16,7 @@ from deniable.client.wire import new_batch_id
 from deniable.collector import keys
 from deniable.collector.server import CollectorProcess
 from deniable.collector.store import Store
-from tests.conftest import OPEN_ENV, snapshot
+from tests.conftest import DECLARED, OPEN_ENV, snapshot
 from tests.servers import response_dropping_proxy
 
 
@@ -36,8 +36,8 @@ def counters(redis_client: redis.Redis) -> dict[str, tuple[int, int]]:
 
 
 def test_counters_equal_exactly_what_the_client_sent(live_collector, redis_client) -> None:
-    with Reporter(live_collector.url, one_per_period=False, batch_size=100) as reporter:
-        assert reporter.wait_ready(10)
+    with Reporter(live_collector.url, DECLARED, one_per_period=False,
+                  batch_size=100) as reporter:
         for i in range(2_500):
             reporter.report("feature_x_enabled", i % 10 == 0)
             reporter.report("dark_mode", i % 2 == 0)
@@ -120,9 +120,8 @@ def test_a_failed_upload_stays_queued_and_is_retried_with_the_same_batch_id(
 def test_analysis_reads_the_same_counts_over_http_and_from_redis(
         live_collector, redis_client, redis_url: str, metrics_file: Path) -> None:
     # One reporter plays 4,000 devices: fresh coins per report, as 4,000 memoized devices.
-    with Reporter(live_collector.url, one_per_period=False,
+    with Reporter(live_collector.url, metrics_file, one_per_period=False,
                   batch_size=500, fresh={"feature_x_enabled"}) as reporter:
-        assert reporter.wait_ready(10)
         for i in range(4_000):
             reporter.report("feature_x_enabled", i % 4 == 0)
     over_http = summarize(HTTPSource(live_collector.url).counts("feature_x_enabled"))

@@ -1,8 +1,9 @@
 """Version churn through the real client and a real collector with auth on (issue 19).
 
 An admin publishes 25 versions of one metric in turn, each with epsilon ln 3; after each, every
-device starts a default-configured Reporter with its own privacy state (as an app restart
-would), which fetches the catalogue and reports the device's constant true value. Without a
+device starts a Reporter that declares the metric at epsilon ln 3, with its own privacy state
+(as an app restart would); it fetches the catalogue, takes the new version (the same question,
+an epsilon no larger than declared) and reports the device's constant true value. Without a
 cap, a majority vote over a device's 25 answers recovers its value almost surely (issue 19:
 197 of 200). With the default cap (ln 81 = 4 ln 3), no device sends more than 4 answers.
 
@@ -34,10 +35,13 @@ from deniable.client.mechanism import RandomizedResponse
 from deniable.client.state import IN_MEMORY
 from deniable.collector import auth
 from deniable.collector.server import CollectorProcess
+from tests.client.test_sender import wait_for
 
 METRIC = "churned"
 VERSIONS = 25
 CAP_REPORTS = 4  # ln 81 / ln 3
+DECLARED = "rr:1/2:1/2"
+"""What each device declares: epsilon ln 3, which every published version matches."""
 
 
 def version(j: int) -> RandomizedResponse:
@@ -113,12 +117,10 @@ def test_25_published_versions_reach_no_device_past_its_cap(
         for i, (state, value) in enumerate(devices):
             # The period gate is off: each version is reported on the same day (and a repeat
             # shows the memoized answer is free).
-            with Reporter(url, token=ingest, privacy_dir=state, batch_size=10,
-                          one_per_period=False) as reporter:
-                # A Reporter that fetches its catalogue in the background says when it has it.
-                wait_ready = getattr(reporter, "wait_ready", None)
-                assert wait_ready is None or wait_ready(10)
-                assert reporter.metrics[METRIC] == version(j)  # the catalogue's new version
+            with Reporter(url, {METRIC: DECLARED}, token=ingest, privacy_dir=state,
+                          batch_size=10, one_per_period=False) as reporter:
+                # The catalogue's new version, once fetched in the background.
+                wait_for(lambda: reporter.metrics[METRIC] == version(j))
                 reporter.report(METRIC, value)
                 reporter.report(METRIC, value)  # a repeat: the same answer, free
                 assert reporter.flush(timeout=10)

@@ -391,7 +391,10 @@ def run(args: argparse.Namespace) -> int:
         clock_file = Path(tmp) / "clock"
         clock_file.write_text(str(-(days - 1) * DAY))
         env = {**DEV_MODE, "DENIABLE_DEMO_CLOCK_FILE": str(clock_file)}
-        with CollectorProcess(redis_server.url, _metrics_toml(Path(tmp)), workers=args.workers,
+        # One metrics file: the collector registers it, and the app declares it (its
+        # privacy contract: the app follows it, whatever the collector serves).
+        metrics_file = _metrics_toml(Path(tmp))
+        with CollectorProcess(redis_server.url, metrics_file, workers=args.workers,
                               env=env) as collector:
             console.print(f"[bold]2.[/] collector (gunicorn, {args.workers} workers) on "
                           f"{collector.url}, with the demo clock on")
@@ -444,12 +447,9 @@ def run(args: argparse.Namespace) -> int:
 
             # One Reporter stands in for the whole population; each simulated device keeps
             # its own secret and memoized answers (the default policy), see above.
-            reporter: Any = _population_reporter(args.devices, collector.url,
+            reporter: Any = _population_reporter(args.devices, collector.url, metrics_file,
                                                  batch_size=args.batch_size,
                                                  privacy_dir=Path(tmp) / "privacy")
-            if not reporter.wait_ready(30):  # the catalogue comes on a background thread
-                reporter.close(timeout=0)
-                raise DemoError(f"no catalogue from the collector: {reporter.last_error}")
             interrupts.deferred = True
             try:
                 with Progress(*columns, console=console, transient=False) as progress:

@@ -72,12 +72,12 @@ TINY = 0.01
 @pytest.fixture()
 def hostile(redis_url: str, redis_client: redis.Redis, tmp_path: Path
             ) -> Iterator[tuple[CollectorProcess, Path, dict[str, dict[str, str]], str]]:
-    """A collector with auth on, its registry re-read on every request (a published version
+    """A collector with auth on (keys cached), its registry re-read on every request (a published version
     shows at once); the metrics file (which the apps declare too), the headers of an admin and
     a read key, and an ingest key."""
     path = tmp_path / "metrics.toml"
     path.write_text(METRICS)
-    env = {"DENIABLE_AUTH_CACHE_SECONDS": "0", "DENIABLE_REGISTRY_CACHE_SECONDS": "0",
+    env = {"DENIABLE_AUTH_CACHE_SECONDS": "60", "DENIABLE_REGISTRY_CACHE_SECONDS": "0",
            "DENIABLE_RATE_LIMIT_IP_PER_SECOND": "0", "DENIABLE_RATE_LIMIT_KEY_PER_SECOND": "0"}
     with CollectorProcess(redis_url, path, workers=1, env=env) as collector:
         admin = {"Authorization": f"Bearer {auth.create_key(redis_client, 'admin').secret}"}

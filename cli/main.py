@@ -7,9 +7,9 @@ import sys
 from collections.abc import Sequence
 
 from deniable.client.errors import DeniableError
-from deniable.cli import audit, demo, keys, migrate, plan, report, serve
+from deniable.cli import audit, demo, keys, metrics, migrate, plan, report, serve
 
-SUBCOMMANDS = (demo, serve, report, plan, keys, migrate, audit)
+SUBCOMMANDS = (demo, serve, report, plan, keys, metrics, migrate, audit)
 
 
 class CLIError(DeniableError):

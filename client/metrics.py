@@ -61,6 +61,14 @@ AllDimensions = dict[str, Dimensions]
 """name -> the public dimensions a metric declares (metrics that declare none are absent)."""
 AllPolicies = dict[str, CollectionPolicy]
 """name -> the collection policy a metric declares (memoization, instantaneous, period)."""
+SPEC_FIELDS = frozenset({"kind", "mechanism", "epsilon", "categories", "edges", "lower",
+                         "upper", "clamp"})
+"""The fields that declare what a metric asks and how (``MetricSpec.build``)."""
+DIMENSION_FIELDS = frozenset({"dimensions", "combinations"})
+"""The fields that declare a metric's public dimensions (``table_dimensions``)."""
+DECLARATION_FIELDS = SPEC_FIELDS | POLICY_FIELDS | DIMENSION_FIELDS
+"""Every field of a metrics-file table that is part of the app's declaration, its privacy
+contract; the others (``description``, ``retention_days``) are the collector's business."""
 SERVED_PARTS = ("mechanism", "memoization", "period", "dimensions")
 """The parts of a served catalogue entry a client may ignore for a declared metric, in the
 order ``Resolution.ignored`` lists them: its mechanism (not used: another question, or a larger
@@ -353,6 +361,22 @@ def load_metrics_file(path: str | os.PathLike[str],
         return coerce_catalogue(declared, dimensions, policies)
     except InvalidParameterError as exc:
         raise InvalidParameterError(f"{os.fspath(path)}: {exc}") from exc
+
+
+def declaration_document(path: str | os.PathLike[str]) -> dict[str, dict[str, Any]]:
+    """The metrics file's declaration as the web client takes it
+    (``new Reporter(url, {metrics})``): each ``[metrics.<name>]`` table's declaration fields
+    (``DECLARATION_FIELDS``), with the same keys and values, JSON-ready. The file is checked
+    first as this client reads it (``load_metrics_file``).
+
+    Raises:
+        InvalidParameterError: the file does not declare its metrics correctly.
+    """
+    load_metrics_file(path, skipped={})
+    with open(path, "rb") as handle:
+        tables = tomllib.load(handle)["metrics"]
+    return {name: {key: table[key] for key in sorted(table) if key in DECLARATION_FIELDS}
+            for name, table in tables.items()}
 
 
 def check_max_epsilon(max_epsilon: object) -> float:

@@ -63,16 +63,11 @@ from deniable.client.dimensions import DIMENSION_NAME, NONE, Dimensions
 from deniable.client.errors import DeniableError, InvalidParameterError
 from deniable.client.kinds import KINDS, Mechanism, MetricSpec, parse_mechanism
 from deniable.client.mechanism import RandomizedResponse
-from deniable.client.metrics import describe_metric
+from deniable.client.metrics import DIMENSION_FIELDS, SPEC_FIELDS, describe_metric
 from deniable.client.numeric import BitMean
 from deniable.client.period import DEFAULT_POLICY, CollectionPolicy, parse_policy
 from deniable.client.wire import is_metric_name
 
-SPEC_FIELDS = frozenset({"kind", "mechanism", "epsilon", "categories", "edges", "lower",
-                         "upper", "clamp"})
-"""The fields that declare what a metric asks and how (``declare``)."""
-DIMENSION_FIELDS = frozenset({"dimensions", "combinations"})
-"""The fields that declare a metric's public dimensions (``declare_dimensions``)."""
 _FIELDS = {"description", "retention_days", "memoization", "instantaneous", "period",
            *SPEC_FIELDS, *DIMENSION_FIELDS}
 _ONLY_FOR = {"categories": ("categorical",), "edges": ("histogram",), "lower": ("numeric",),

@@ -33,8 +33,10 @@ from deniable.client.numeric import BitMean
 from deniable.client.mechanism import RandomizedResponse, z_score
 from deniable.client.budget import DEFAULT_MAX_METRIC_EPSILON, PrivacyLedger
 from deniable.client.errors import MetricCapError
-from deniable.client.metrics import (DEFAULT_MAX_EPSILON, above_ceiling, describe_metric,
-                                     parse_catalogue, resolve)
+from deniable.client.metrics import (DEFAULT_MAX_EPSILON, Served, above_ceiling,
+                                     coerce_catalogue, describe_metric, parse_catalogue,
+                                     resolve, table_dimensions)
+from deniable.client.period import DEFAULT_POLICY, parse_policy
 from deniable.client.queue import dims_text
 from deniable.client.randomness import SecureBits
 from deniable.client.reporter import _DimensionRoute, _stated_dims
@@ -611,6 +613,107 @@ def dims_wire_entries(rng: random.Random) -> list[dict[str, Any]]:
                               for m, k, v, d in reports]) for reports in samples]
 
 
+# -- the declaration is the contract (issue 26: metrics.resolve, Served) ----------------------
+
+LN3_SERVED = "rr:499/1000:499/1002"
+"""A boolean version at epsilon ln 3 (likelihood ratio exactly 3) other than rr:1/2:1/2."""
+
+
+def _declaration_cases() -> list[tuple[str, dict[str, Any], list[dict[str, Any]]]]:
+    """(what the case shows, the app's declaration as the web client takes it, the served
+    catalogue's entries)."""
+    os_table = {"kind": "categorical", "categories": OS, "epsilon": 1.0}
+    startup = {"kind": "numeric", "lower": 0, "upper": 10000, "epsilon": 1.0}
+    dark = {"mechanism": "rr:1/2:1/2",
+            "dimensions": {"app_version": {"values": ["2.3", "2.4", "2.5"], "other": True}}}
+
+    def entry(name: str, table: dict[str, Any], **policy: Any) -> dict[str, Any]:
+        """The catalogue entry a collector serves for ``table`` (+ ``policy`` fields)."""
+        spec = coerce_catalogue({name: table})[name]
+        served = describe_metric(name, f"the {name} metric", spec,
+                                 parse_policy({**table, **policy}))
+        served.update(table_dimensions(table).describe())
+        return served
+
+    decoys = [entry("os", {**os_table, "categories": [label, "decoy"], "epsilon": 0.01})
+              for label in OS[:2]]
+    return [
+        ("the catalogue agrees: nothing ignored", {"os": os_table, "dark_mode": dark},
+         [entry("os", os_table), entry("dark_mode", dark)]),
+        ("no catalogue: the declaration alone", {"os": os_table, "startup_ms": startup}, []),
+        ("served fresh and hourly at the same epsilon: the version id only",
+         {"flag": {"mechanism": "rr:1/2:1/2"}},
+         [entry("flag", {"mechanism": LN3_SERVED}, memoization="fresh", period="hour")]),
+        ("served narrow categories (a decoy) at a tiny epsilon: another question",
+         {"os": os_table}, decoys[-1:]),
+        ("served narrower numeric range at a tiny epsilon: another question",
+         {"startup_ms": startup},
+         [entry("startup_ms", {**startup, "lower": 625, "epsilon": 0.01})]),
+        ("served clamp differs: another question", {"startup_ms": startup},
+         [entry("startup_ms", {**startup, "clamp": True, "epsilon": 0.5})]),
+        ("served larger epsilon, same question: the declared floor",
+         {"os": os_table}, [entry("os", {**os_table, "epsilon": 2.0})]),
+        ("served smaller epsilon, same question: taken", {"os": os_table},
+         [entry("os", {**os_table, "epsilon": 0.5})]),
+        ("served widened dimension list: the declared list", {"dark_mode": dark},
+         [entry("dark_mode", {**dark, "dimensions": {"app_version": {
+             "values": ["2.3", "2.4", "2.5"] + [f"2.4.{1100 + i}" for i in range(97)],
+             "other": True}}})]),
+        ("served dimension list in another order: the same list", {"dark_mode": dark},
+         [entry("dark_mode", {**dark, "dimensions": {"app_version": {
+             "other": True, "values": ["2.5", "2.3", "2.4"]}}})]),
+        ("served instantaneous layer on a declared memoized boolean",
+         {"flag": {"mechanism": "rr:1/4:1/2"}},
+         [entry("flag", {"mechanism": "rr:1/4:1/2"}, memoization="instantaneous",
+                instantaneous="rr:1/2:1/2")]),
+        ("declared fresh and weekly; served the defaults",
+         {"flag": {"mechanism": "rr:1/2:1/2", "memoization": "fresh", "period": "week"}},
+         [entry("flag", {"mechanism": "rr:1/2:1/2"})]),
+        ("served metrics the app did not declare are never reported",
+         {"flag": {"mechanism": "rr:1/2:1/2"}},
+         [entry("flag", {"mechanism": "rr:1/2:1/2"}), entry("os", os_table),
+          entry("startup_ms", startup)]),
+        ("served every kind narrowed at once, and more fresh",
+         {"os": os_table, "startup_ms": startup, "dark_mode": dark},
+         [*decoys[:1], entry("startup_ms", {**startup, "upper": 5000, "epsilon": 0.01},
+                              memoization="fresh"),
+          entry("dark_mode", {**dark, "dimensions": {}}, period="hour")]),
+    ]
+
+
+def declaration_entries() -> list[dict[str, Any]]:
+    """What each client makes of a declaration and a served catalogue: per declared metric,
+    the mechanism its reports use (None: withheld), the served parts ignored
+    (``SERVED_PARTS`` order; their count is ``stats().ignored_served`` /
+    ``ignoredServed``), whether the declared floor applied, and the policy and dimensions
+    followed (always the declaration's); and the served metrics never reported."""
+    out = []
+    for about, declared, served_entries in _declaration_cases():
+        dims: dict[str, Dimensions] = {}
+        policies: dict[str, Any] = {}
+        specs = coerce_catalogue(declared, dims, policies)
+        doc = {"metrics": served_entries}
+        served = Served.parse(json.loads(json.dumps(doc)), {})
+        resolution = resolve(specs, served, DEFAULT_MAX_EPSILON, policies=policies,
+                             dimensions=dims)
+        expect = {}
+        for name in sorted(specs):
+            policy = policies.get(name, DEFAULT_POLICY)
+            used = resolution.usable.get(name)
+            expect[name] = {
+                "mechanism": used.mechanism.id if used is not None else None,
+                "ignored": list(resolution.ignored.get(name, ())),
+                "floored": name in resolution.floored,
+                "memoization": policy.memoization,
+                "period": policy.period,
+                "dimensions": dims.get(name, Dimensions()).describe(),
+            }
+        out.append({"about": about, "declared": declared, "catalogue": doc,
+                    "max_epsilon": DEFAULT_MAX_EPSILON, "expect": expect,
+                    "undeclared": sorted(set(served.specs) - set(specs))})
+    return out
+
+
 # -- the epsilon ceiling and the cap over versions (issue 19: metrics.py, budget.py) ----------
 
 HUGE = "rr:999999999/1000000000:1/2"  # epsilon ~ 21.4: the review's attack
@@ -720,6 +823,7 @@ SECTIONS: dict[str, Callable[[random.Random], Any]] = {
     "dims_wire": dims_wire_entries,
     "ceiling": lambda rng: ceiling_entries(),
     "cap": lambda rng: cap_entries(),
+    "declarations": lambda rng: declaration_entries(),
 }
 
 

@@ -87,3 +87,23 @@ def test_the_example_file_declares_every_metric_the_readme_reports() -> None:
     declared = load_metrics_file(EXAMPLE)
     assert reported <= set(declared)
     assert set(collector_metrics_file(EXAMPLE)) == set(declared)  # the collector loads it too
+
+
+def test_ignored_served_parts_are_warned_about_once_per_metric_without_values(caplog) -> None:  # type: ignore[no-untyped-def]
+    import logging
+
+    from deniable.client.mechanism import RandomizedResponse
+    from deniable.client.metrics import describe_metric
+    from deniable.client.period import CollectionPolicy
+
+    caplog.set_level(logging.WARNING, logger="deniable.client")
+    doc = {"metrics": [describe_metric("flag", "F", RandomizedResponse.from_id("rr:1/2:1/2"),
+                                       CollectionPolicy("fresh", period="hour"))]}
+    with recording_collector(doc) as (url, recorder):
+        with Reporter(url, {"flag": "rr:1/2:1/2"}, privacy_dir=":memory:",
+                      catalogue_refresh=0.05) as reporter:
+            wait_for(lambda: recorder.paths.count("/v1/metrics") >= 4)  # several refreshes
+            reporter.report("flag", True)
+            assert reporter.stats().ignored_served == {"flag": 2}
+    lines = [r.getMessage() for r in caplog.records if "ignored" in r.getMessage()]
+    assert len(lines) == 1 and "memoization, period" in lines[0] and "True" not in lines[0]

@@ -4,7 +4,10 @@ file holding every metric the README's samples report."""
 from __future__ import annotations
 
 import json
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -107,3 +110,30 @@ def test_ignored_served_parts_are_warned_about_once_per_metric_without_values(ca
             assert reporter.stats().ignored_served == {"flag": 2}
     lines = [r.getMessage() for r in caplog.records if "ignored" in r.getMessage()]
     assert len(lines) == 1 and "memoization, period" in lines[0] and "True" not in lines[0]
+
+
+SHORT_LIVED_APP = """
+import sys
+from deniable.client import Reporter
+with Reporter(sys.argv[1], metrics=sys.argv[2]) as reporter:  # no queue_path, as documented
+    reporter.report("feature_x_enabled", True)
+    reporter.report("os", "linux")
+    reporter.flush()
+    print(reporter.stats().sent, reporter.stats().not_ready)
+"""
+
+
+def test_a_short_lived_process_loses_nothing_run_after_run(tmp_path: Path) -> None:
+    """Issue 26: a CLI run once a day without queue_path used to send nothing, run after run
+    (``Stats(sent=0, not_ready=2)``): the catalogue never arrived in time and was never cached.
+    Declared metrics need none."""
+    with recording_collector({"metrics": []}) as (url, recorder):
+        for run in range(2):
+            done = subprocess.run([sys.executable, "-c", SHORT_LIVED_APP, url, str(EXAMPLE)],
+                                  capture_output=True, text=True, timeout=60, cwd=ROOT,
+                                  env={**os.environ,
+                                       "XDG_DATA_HOME": str(tmp_path / f"home{run}")})
+            assert done.returncode == 0, done.stderr
+            assert done.stdout.split() == ["2", "0"]
+    sent = [r["metric"] for body in recorder.bodies for r in json.loads(body)["reports"]]
+    assert sorted(sent) == ["feature_x_enabled", "feature_x_enabled", "os", "os"]

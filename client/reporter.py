@@ -18,7 +18,8 @@ conditions).
 
 Public dimensions (``deniable.client.dimensions``: app version, platform, ...) are NOT
 protected by local differential privacy: they travel in clear, from the closed allow-lists
-each metric declares. ``Reporter(dimensions=...)`` sets device-wide values, attached to the
+each metric declares (the app's lists: a served list is never followed).
+``Reporter(dimensions=...)`` sets device-wide values, attached to the
 reports of every metric that declares that dimension; ``report(..., dims=...)`` overrides them
 per call. They are checked at the call (``other`` applied where declared), before any privacy
 budget is spent.
@@ -194,8 +195,7 @@ class Reporter:
             For tests on a throwaway certificate only.
         max_epsilon: the epsilon ceiling, in nats: no report is ever sent under a mechanism
             whose one-report epsilon exceeds it (default ln 9 ~ 2.2, docs/client.md). A
-            served metric above it is withheld (counted in ``stats().withheld``); a declared
-            one is refused here.
+            served mechanism above it is never used; a declared one is refused here.
         catalogue_refresh: seconds between catalogue fetches after a success.
         privacy_dir: directory of the on-device privacy state: the device secret behind the
             memoized answers and the budget ledger (docs/privacy.md). By default
@@ -208,8 +208,7 @@ class Reporter:
             metric's budget raises BudgetExceededError. Metrics without one are not capped.
         irr: metric -> an instantaneous layer (a RandomizedResponse or its id) that
             re-perturbs the memoized answer on every report, as RAPPOR's IRR does. Boolean
-            metrics only: for another kind it is refused (``InvalidParameterError`` for a
-            declared metric, else the metric is withheld, with the reason).
+            metrics only: for another kind it is refused here (``InvalidParameterError``).
         fresh: metrics reported with fresh coins on every report instead of a memoized
             answer (each report then costs its full epsilon; use with a budget). Numeric
             metrics are memoized by alpha-point rounding to a grid of 33 points unless fresh

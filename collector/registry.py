@@ -40,8 +40,11 @@ Metrics are registered in a TOML file loaded at start::
 ``epsilon`` (nats). The category list, the edges and the bounds are digested into the
 mechanism id, so changing them makes a new metric version with its own counters.
 
-The collection policy (memoization, instantaneous, period) is served in the catalogue: devices
-follow it, and the analysis uses it for intervals over time (docs/analysis.md).
+The collection policy (memoization, instantaneous, period) is served in the catalogue, and the
+analysis uses it for intervals over time (docs/analysis.md). Devices follow the app's own
+declaration (the same file, shipped with the app), never the served one: a runtime change here
+reaches a device only as a new version of the same question at an epsilon no larger than
+declared (docs/client.md, "The declaration is the contract").
 
 Public dimensions (``deniable.client.dimensions``) travel and are counted in clear: they are
 not protected by local differential privacy. They are not part of the mechanism, so changing

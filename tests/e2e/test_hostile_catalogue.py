@@ -72,9 +72,9 @@ TINY = 0.01
 @pytest.fixture()
 def hostile(redis_url: str, redis_client: redis.Redis, tmp_path: Path
             ) -> Iterator[tuple[CollectorProcess, Path, dict[str, dict[str, str]], str]]:
-    """A collector with auth on (keys cached), its registry re-read on every request (a published version
-    shows at once); the metrics file (which the apps declare too), the headers of an admin and
-    a read key, and an ingest key."""
+    """A collector with auth on (keys cached), its registry re-read on every request (a
+    published version shows at once); the metrics file (which the apps declare too), the
+    headers of an admin and a read key, and an ingest key."""
     path = tmp_path / "metrics.toml"
     path.write_text(METRICS)
     env = {"DENIABLE_AUTH_CACHE_SECONDS": "60", "DENIABLE_REGISTRY_CACHE_SECONDS": "0",

@@ -28,7 +28,8 @@ from deniable.client.categorical import (BITSET_MECHANISMS, KaryRandomizedRespon
 from deniable.client.dimensions import DimensionError, Dimensions
 from deniable.client.errors import InvalidParameterError, WireFormatError
 from deniable.client.kinds import Mechanism, MetricSpec, parse_mechanism, payload_field
-from deniable.client.memo import _context, alpha_threshold, memo_bit, memo_key, memo_value
+from deniable.client.memo import (_context, _value_context, alpha_threshold, memo_bit, memo_key,
+                                  memo_value, spend_tag, value_tag)
 from deniable.client.numeric import BitMean
 from deniable.client.mechanism import RandomizedResponse, z_score
 from deniable.client.budget import DEFAULT_MAX_METRIC_EPSILON, PrivacyLedger
@@ -696,6 +697,31 @@ def cap_entries() -> list[dict[str, Any]]:
     return out
 
 
+def ledger_tag_entries(rng: random.Random) -> list[dict[str, Any]]:
+    """The ledger's opaque tags (``spend_tag``, ``value_tag``: HMAC under the device secret)
+    of memoized answers of every kind, with their HMAC input, for known secrets."""
+    secrets = [bytes(range(32)), bytes(rng.getrandbits(8) for _ in range(32))]
+    out: list[dict[str, Any]] = []
+    for secret in secrets:
+        for mechanism in _mechanisms()[:3]:
+            for metric in ("dark_mode", "m" * 64):
+                for key in (0, 1):
+                    out.append({"secret": secret.hex(), "metric": metric,
+                                "mechanism": mechanism.id, "key": key,
+                                "context": _context(b"tag", metric, mechanism.id, key).hex(),
+                                "tag": spend_tag(secret, metric, mechanism, key)})
+        for name, spec in _kind_specs():
+            mechanism = spec.mechanism
+            keys = (0, 1, 32) if spec.kind == "numeric" else (0, 1, len(spec.categories) - 1)
+            for key in keys:
+                out.append({"secret": secret.hex(), "metric": name, "mechanism": mechanism.id,
+                            "key": key,
+                            "context": _value_context(b"tag", name, mechanism,  # type: ignore[arg-type]
+                                                      key, 32).hex(),
+                            "tag": value_tag(secret, name, mechanism, key)})  # type: ignore[arg-type]
+    return out
+
+
 SECTIONS: dict[str, Callable[[random.Random], Any]] = {
     "mechanisms": lambda rng: mechanism_entries(),
     "invalid_ids": lambda rng: invalid_id_entries(),
@@ -721,6 +747,7 @@ SECTIONS: dict[str, Callable[[random.Random], Any]] = {
     "dims_wire": dims_wire_entries,
     "ceiling": lambda rng: ceiling_entries(),
     "cap": lambda rng: cap_entries(),
+    "ledger_tags": ledger_tag_entries,
 }
 
 

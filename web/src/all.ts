@@ -423,7 +423,7 @@ export class Reporter extends BooleanReporter {
       const key = `${metric}\u0000${m.id}`;
       const bits = this.memo.get(key) ?? [undefined, undefined];
       for (const v of [0, 1] as const) {
-        if (!spend(this.ledger, metric, `${m.id}\u0000${v}`, 0, Infinity)) {
+        if (!spend(this.ledger, metric, await this.tag(metric, m, v), 0, Infinity)) {
           bits[v] ??= await memoBit(this.secret, metric, m, v);  // paid for
         }
       }

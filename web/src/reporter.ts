@@ -38,6 +38,7 @@ import {
   backoffDelay, DEFAULT_RETRY, DEFAULT_TIMEOUT, type RetryOptions, secureUniform, Transport,
 } from "./sender.js";
 import {defaultStore, IdbStore, type Store} from "./store.js";
+import {LEDGER_KEY, ledgerTag, retagLedger} from "./tags.js";
 import {DEFAULT_MAX_REPORTS, type Dims, type Item, METRICS_PATH, REPORTS_PATH} from "./wire.js";
 
 export interface ReporterOptions {
@@ -128,7 +129,6 @@ export interface Stats {
 type Early = [metric: string, value: 0 | 1, dims?: Readonly<Record<string, string>>];
 
 const CATALOGUE_KEY = "catalogue";
-const LEDGER_KEY = "ledger";
 
 /** A memoized answer's mechanism: what the ledger needs of it. */
 type Priced = {readonly id: string; readonly epsilon: number};
@@ -161,6 +161,8 @@ export class Reporter {
   protected readonly cap: number;
   /** The cap's ledger as last read or written (the store's copy decides). */
   protected ledger: Ledger = {};
+  /** metric \0 mechanism id \0 memo key -> its ledger tag (an HMAC under the secret). */
+  private readonly tags = new Map<string, string>();
   protected readonly declared: Catalogue | null;
   protected readonly memo = new Map<string, [0 | 1 | undefined, 0 | 1 | undefined]>();
   protected early: Early[] = [];
@@ -442,8 +444,18 @@ export class Reporter {
   /** Whether the cap refuses the memoized answer `key` of `metric` under `m`, as the ledger
    * last read says (counted, said once); else it is derived and charged in drainOne. */
   protected refused(metric: string, m: Priced, key: number): boolean {
-    return spend(this.ledger, metric, `${m.id}\u0000${key}`, m.epsilon, this.cap) > 1 &&
+    const tag = this.tags.get(`${metric}\u0000${m.id}\u0000${key}`);  // else: decided in charge
+    return tag !== undefined && spend(this.ledger, metric, tag, m.epsilon, this.cap) > 1 &&
       this.capped(metric);
+  }
+
+  /** The ledger tag of memoized answer `key` of `metric` under `m` (tags.ts); needs the
+   * secret. */
+  protected async tag(metric: string, m: Priced, key: number): Promise<string> {
+    const at = `${metric}\u0000${m.id}\u0000${key}`;
+    let tag = this.tags.get(at);
+    if (tag === undefined) this.tags.set(at, tag = await ledgerTag(this.secret!, metric, m.id, key));
+    return tag;
   }
 
   /**
@@ -453,7 +465,7 @@ export class Reporter {
    * cannot be written (the report is dropped: no report goes out whose charge could be lost).
    */
   protected async charge(metric: string, m: Priced, key: number): Promise<boolean> {
-    const tag = `${m.id}\u0000${key}`;
+    const tag = await this.tag(metric, m, key);
     let s: number = spend(this.ledger, metric, tag, m.epsilon, this.cap);
     if (s === 1) {
       try {
@@ -517,7 +529,7 @@ export class Reporter {
       this.once("load", `deniable: the queue could not be read: ${String(error)}`);
     }
     try {
-      this.ledger = await this.store.get<Ledger>(LEDGER_KEY) ?? {};
+      this.ledger = await retagLedger(this.store, this.secret);
     } catch {
       // unread: every new answer is charged in the store, which decides
     }
@@ -595,7 +607,7 @@ export class Reporter {
       const key = `${metric}\u0000${mechanism.id}`;
       const bits = this.memo.get(key) ?? [undefined, undefined];
       for (const v of [0, 1] as const) {
-        if (!spend(this.ledger, metric, `${mechanism.id}\u0000${v}`, 0, Infinity)) {
+        if (!spend(this.ledger, metric, await this.tag(metric, mechanism, v), 0, Infinity)) {
           bits[v] ??= await memoBit(this.secret, metric, mechanism, v);
         }
       }

@@ -722,6 +722,44 @@ def ledger_tag_entries(rng: random.Random) -> list[dict[str, Any]]:
     return out
 
 
+def period_entries(rng: random.Random) -> dict[str, Any]:
+    """The period gate (``PeriodGate``): period indexes of given times (UTC; ISO weeks from
+    Monday), and which calls of a sequence it admits, across restarts (a new gate on the same
+    state directory). Times are integer Unix milliseconds (the clock reads them / 1000)."""
+    import tempfile
+
+    from deniable.client.period import CollectionPolicy, PeriodGate
+
+    monday = 4 * 86_400_000  # 1970-01-05, the first Monday
+    day, week = 86_400_000, 7 * 86_400_000
+    times = [0, 1, 3_599_999, 3_600_000, day - 1, day, monday - 1, monday, monday + week - 1,
+             monday + week, 1_764_115_200_000 - 1, 1_764_115_200_000,  # 2025-11-26, Wednesday
+             1_767_571_200_000 - 1, 1_767_571_200_000,  # Monday 2026-01-05: ISO week 2
+             *(rng.randrange(1_600_000_000_000, 1_900_000_000_000) for _ in range(8))]
+    indexes = [{"ms": t, "period": p, "index": CollectionPolicy(period=p).period_index(t / 1000)}
+               for t in times for p in ("hour", "day", "week")]
+    start = 1_764_115_200_000 - 2 * 3_600_000  # Tuesday 22:00 UTC
+    events: list[dict[str, Any]] = []
+    now = start
+    for step in range(160):
+        now += rng.choice([1, 60_000, 600_000, 1_800_000, 3_600_000, 5 * 3_600_000])
+        metric = rng.choice(["a", "b", "c"])
+        period = {"a": "hour", "b": "day", "c": "week"}[metric]
+        if step >= 120 and metric == "a":
+            period = "day"  # the registry changed a's period
+        events.append({"ms": now, "metric": metric, "period": period,
+                       "restart": rng.random() < 0.15})
+    with tempfile.TemporaryDirectory() as state:
+        clock = [0.0]
+        gate = PeriodGate(state, clock=lambda: clock[0])
+        for event in events:
+            if event["restart"]:
+                gate = PeriodGate(state, clock=lambda: clock[0])
+            clock[0] = event["ms"] / 1000
+            event["admitted"] = gate.admit(event["metric"], CollectionPolicy(period=event["period"]))
+    return {"indexes": indexes, "sequence": events}
+
+
 SECTIONS: dict[str, Callable[[random.Random], Any]] = {
     "mechanisms": lambda rng: mechanism_entries(),
     "invalid_ids": lambda rng: invalid_id_entries(),
@@ -748,6 +786,7 @@ SECTIONS: dict[str, Callable[[random.Random], Any]] = {
     "ceiling": lambda rng: ceiling_entries(),
     "cap": lambda rng: cap_entries(),
     "ledger_tags": ledger_tag_entries,
+    "periods": period_entries,
 }
 
 

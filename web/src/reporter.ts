@@ -39,6 +39,7 @@ import {
 } from "./sender.js";
 import {defaultStore, IdbStore, type Store} from "./store.js";
 import {LEDGER_KEY, ledgerTag, retagLedger} from "./tags.js";
+import {PeriodGate} from "./period.js";
 import {DEFAULT_MAX_REPORTS, type Dims, type Item, METRICS_PATH, REPORTS_PATH} from "./wire.js";
 
 export interface ReporterOptions {
@@ -96,6 +97,14 @@ export interface ReporterOptions {
    * turns it off.
    */
   maxMetricEpsilon?: number;
+  /**
+   * At most one report per metric per period (its catalogue `period`: hour, day (default) or
+   * week, UTC): the first; later calls are no-ops counted in `stats().periodSkipped`. Kept
+   * in the store, so restarts and tabs share it (period.ts). Default true.
+   */
+  onePerPeriod?: boolean;
+  /** The clock the period gate reads, in Unix milliseconds; Date.now unless a test injects one. */
+  clock?: () => number;
 }
 
 /** What happened to the reports handed over, for diagnostics. */
@@ -123,6 +132,8 @@ export interface Stats {
   withheldMetrics: Record<string, string>;
   /** report() calls refused because their metric reached maxMetricEpsilon. */
   capRefused: number;
+  /** report() calls not sent because their metric's period was reported already. */
+  periodSkipped: number;
 }
 
 /** A report held until its answer can be derived: its public dims as the call gave them. */
@@ -163,6 +174,8 @@ export class Reporter {
   protected ledger: Ledger = {};
   /** metric \0 mechanism id \0 memo key -> its ledger tag (an HMAC under the secret). */
   private readonly tags = new Map<string, string>();
+  /** The period gate (onePerPeriod), or undefined. */
+  protected readonly gate: PeriodGate | undefined;
   protected readonly declared: Catalogue | null;
   protected readonly memo = new Map<string, [0 | 1 | undefined, 0 | 1 | undefined]>();
   protected early: Early[] = [];
@@ -246,6 +259,7 @@ export class Reporter {
     this.store = options.store ?? defaultStore();
     this.secretStore = options.secret ??
       (this.store instanceof IdbStore ? new StoreSecret(this.store) : new MemorySecret());
+    if (options.onePerPeriod ?? true) this.gate = new PeriodGate(this.store, options.clock ?? Date.now);
     this.queue = new DurableQueue(this.store, {
       batchSize,
       maxBatchAge: ms("maxBatchAge", DEFAULT_MAX_BATCH_AGE),
@@ -296,6 +310,7 @@ export class Reporter {
     if (catalogue !== null) {
       if (this.held(metric)) return;
       const mechanism = lookup(catalogue, metric);
+      if (this.gate?.closed(metric)) return;
       if (this.fresh.has(metric)) {
         this.put(metric, mechanism.id, mechanism.perturb(value, this.rng));
         return;
@@ -343,7 +358,7 @@ export class Reporter {
       droppedUnknownMetric: this.counts.unknown, keyRefused: this.keyRefused,
       mechanismMismatch: {...this.mismatch}, catalogueKnown: this.catalogue !== null,
       withheld: this.counts.withheld, withheldMetrics: Object.fromEntries(this.over),
-      capRefused: this.counts.capped,
+      capRefused: this.counts.capped, periodSkipped: this.gate?.skipped ?? 0,
     };
   }
 
@@ -375,6 +390,7 @@ export class Reporter {
     const deadline = Date.now() + timeout;
     await race(this.initialised, timeout);
     if (this.draining !== undefined) await race(this.draining, deadline - Date.now());
+    await race(this.gate?.pending ?? Promise.resolve(), deadline - Date.now());
     try {
       await race(this.queue.commit(true), deadline - Date.now());
     } catch {
@@ -493,7 +509,14 @@ export class Reporter {
     return true;
   }
 
+  /** Queue `item`, once the period gate has admitted it (period.ts). */
   protected put(...item: Item): void {
+    const claim = this.gate?.admit(item[0]);
+    if (claim === undefined) this.enqueue(item);
+    else if (claim) void claim.then((ok) => ok && this.enqueue(item));
+  }
+
+  private enqueue(item: Item): void {
     this.queue.put(item);
     if (this.commitTimer === undefined) {
       this.commitTimer = timer(() => {
@@ -528,6 +551,7 @@ export class Reporter {
     } catch (error) {
       this.once("load", `deniable: the queue could not be read: ${String(error)}`);
     }
+    await this.gate?.load().catch(() => undefined);
     try {
       this.ledger = await retagLedger(this.store, this.secret);
     } catch {
@@ -536,7 +560,10 @@ export class Reporter {
     if (this.catalogue === null) {
       try {
         const cached = await this.store.get<unknown>(CATALOGUE_KEY);
-        if (cached !== undefined) this.catalogue = this.parse(cached);
+        if (cached !== undefined) {
+          this.catalogue = this.parse(cached);
+          this.gate?.learn(cached);
+        }
       } catch {
         // a bad cache is no catalogue
       }
@@ -554,6 +581,7 @@ export class Reporter {
     try {
       const doc = await this.transport.request("GET", METRICS_PATH);
       const fetched = this.parse(doc);
+      this.gate?.learn(doc);
       if (this.declared === null) {
         this.catalogue = fetched;
         await this.store.set(CATALOGUE_KEY, doc).catch(() => undefined);
@@ -629,7 +657,7 @@ export class Reporter {
       this.counts.noCatalogue++;
       return;
     }
-    if (this.held(metric)) return;
+    if (this.held(metric) || mechanism && this.gate?.closed(metric)) return;
     if (mechanism === undefined) {
       this.counts.unknown++;
       this.once(`unknown:${metric}`, `deniable: metric '${metric}' is not in the catalogue; ` +

@@ -66,7 +66,7 @@ for (const [entry, lib] of [["default", core], ["all", all]]) {
     const {server, counted} = await collector(doc);
     t.after(() => server.close());
     const lines = [];
-    const r = new lib.Reporter(server.url, {log: (l) => lines.push(l), store: new MemoryStore(),
+    const r = new lib.Reporter(server.url, {log: (l) => lines.push(l), onePerPeriod: false, store: new MemoryStore(),
                                             refreshInterval: 20});
     assert.equal(await r.waitReady(5000), true);
     const values = {huge: true, at_ceiling: true, dark_mode: false, os_huge: "ios", os: "ios",
@@ -89,7 +89,7 @@ for (const [entry, lib] of [["default", core], ["all", all]]) {
   });
 
   test(`${entry}: a declared metric above the ceiling throws; at it, it does not`, async () => {
-    const opts = {log: () => undefined, store: new MemoryStore(), flushOnHide: false};
+    const opts = {log: () => undefined, onePerPeriod: false, store: new MemoryStore(), flushOnHide: false};
     const url = "http://127.0.0.1:9";
     assert.throws(() => new lib.Reporter(url, {...opts, metrics: {m: "rr:999999999/1000000000:1/2"}}),
                   (e) => e instanceof InvalidParameterError && /above maxEpsilon/.test(e.message));
@@ -120,7 +120,7 @@ for (const [entry, lib] of [["default", core], ["all", all]]) {
     t.after(() => server.close());
     const dir = mkdtempSync(join(tmpdir(), "deniable-cap-"));
     const lines = [];
-    const opts = {log: (l) => lines.push(l), refreshInterval: 20, ...nodeStorage(dir)};
+    const opts = {log: (l) => lines.push(l), onePerPeriod: false, refreshInterval: 20, ...nodeStorage(dir)};
     const r = new lib.Reporter(server.url, opts);
     const version = async (reporter, id) => {
       serve(booleanDoc("m", id));
@@ -163,7 +163,7 @@ for (const [entry, lib] of [["default", core], ["all", all]]) {
     // A cap of ln 9 = 2 ln 3: both answers of v1 once. Were each reporter to pay for its own,
     // the second pair would take the sum to 4 ln 3 and be refused.
     // One store, one device secret (as tabs of one origin share IndexedDB's).
-    const opts = {log: () => undefined, store, secret: new core.StoreSecret(store),
+    const opts = {log: () => undefined, onePerPeriod: false, store, secret: new core.StoreSecret(store),
                   refreshInterval: 20, maxMetricEpsilon: Math.log(9)};
     const [a, b] = [new lib.Reporter(server.url, opts), new lib.Reporter(server.url, opts)];
     for (const r of [a, b]) await until(() => r.metrics?.m === v1, "v1");
@@ -198,7 +198,7 @@ test("all: the cap counts each category's memoized answer", async (t) => {
   const os = vectors.ceiling.doc.metrics.find((m) => m.name === "os");  // epsilon 2 (rounded down)
   const {server, counted} = await collector({metrics: [os]});
   t.after(() => server.close());
-  const r = new all.Reporter(server.url, {log: () => undefined, store: new MemoryStore()});
+  const r = new all.Reporter(server.url, {log: () => undefined, onePerPeriod: false, store: new MemoryStore()});
   assert.equal(await r.waitReady(5000), true);
   // ln 81 ~ 4.39 holds two answers of epsilon ~2: ios and android; linux is refused.
   for (const v of ["ios", "android", "ios", "linux", "android", "linux"]) r.report("os", v);
@@ -228,7 +228,7 @@ test("ledger tags are HMACs under the device secret; a clear-tag ledger is re-ta
                  os: {paid: ["grr:3:1/2:0a1b2c3d\u00002", "x\u0000y"], spent},
                  t: {paid: ["bm:1/4:0:1000\u000017"], spent}};
   writeFileSync(join(dir, "queue.json"), JSON.stringify({ledger: clear}), {mode: 0o600});
-  const r = new core.Reporter(server.url, {log: () => undefined, ...nodeStorage(dir)});
+  const r = new core.Reporter(server.url, {log: () => undefined, onePerPeriod: false, ...nodeStorage(dir)});
   assert.equal(await r.waitReady(5000), true);
   const key = await core.importSecret(secret);
   const tag = (metric, id, k) => core.ledgerTag(key, metric, id, k);

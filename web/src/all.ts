@@ -195,7 +195,7 @@ export class Reporter extends BooleanReporter {
           `trueValue must be a boolean. Got a ${typeof trueValue} instead.`);
       }
       const value = trueValue ? 1 : 0;
-      if (this.gate?.closed(metric)) return;
+      if (this.skipped(metric)) return;
       if (this.fresh.has(metric)) this.put(metric, spec.id, spec.perturb(value, this.rng), stated);
       // Else its memoized answer, if derived and paid for; else derived and charged
       // asynchronously.
@@ -207,7 +207,7 @@ export class Reporter extends BooleanReporter {
       return;
     }
     const encoded = spec.encode(trueValue);  // throws for a value the metric does not take
-    if (this.gate?.closed(metric)) return;
+    if (this.skipped(metric)) return;
     if (this.fresh.has(metric)) {
       this.put(metric, spec.id, spec.perturb(encoded, this.rng), stated);
       return;
@@ -343,7 +343,7 @@ export class Reporter extends BooleanReporter {
       this.dropEarly(metric, "does not take the value reported before the catalogue was known");
       return;
     }
-    if (this.gate?.closed(metric)) return;
+    if (this.skipped(metric)) return;
     if (this.fresh.has(metric)) {
       this.put(metric, spec.id, spec.perturb(encoded, this.rng), stated);
       return;

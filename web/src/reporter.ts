@@ -37,7 +37,7 @@ import {MemorySecret, type SecretStore, StoreSecret} from "./secret.js";
 import {
   backoffDelay, DEFAULT_RETRY, DEFAULT_TIMEOUT, type RetryOptions, secureUniform, Transport,
 } from "./sender.js";
-import {defaultStore, IdbStore, type Store} from "./store.js";
+import {defaultStore, IdbStore, MemoryStore, type Store} from "./store.js";
 import {LEDGER_KEY, ledgerTag, retagLedger} from "./tags.js";
 import {PeriodGate} from "./period.js";
 import {DEFAULT_MAX_REPORTS, type Dims, type Item, METRICS_PATH, REPORTS_PATH} from "./wire.js";
@@ -121,6 +121,8 @@ export interface Stats {
   droppedEarly: number;
   /** Early reports of a metric the catalogue turned out not to hold. */
   droppedUnknownMetric: number;
+  /** Reports needing durable state (memoized, or period-gated) with no durable store. */
+  droppedNoState: number;
   /** The last upload was refused with 401/403: the key is wrong or revoked; data kept. */
   keyRefused: boolean;
   /** Declared metrics whose registered mechanism differs: metric -> the two ids. */
@@ -190,7 +192,11 @@ export class Reporter {
   protected readonly log: (message: string) => void;
   protected readonly opts: Required<Pick<ReporterOptions, "commitInterval" | "closeTimeout" |
     "refreshInterval" | "maxEarlyReports" | "uploadJitter">>;
-  protected readonly counts = {noCatalogue: 0, early: 0, unknown: 0, withheld: 0, capped: 0};
+  protected readonly counts = {noCatalogue: 0, early: 0, unknown: 0, withheld: 0, capped: 0,
+                               noState: 0};
+  /** No durable store and the app did not ask for one in memory: reports needing state are
+   * refused (stats().droppedNoState). */
+  private readonly stateless: boolean = false;
   protected readonly mismatch: Stats["mechanismMismatch"] = {};
   private readonly logged = new Set<string>();
   /** Metrics the collector serves in kinds this client does not report: name -> kind. */
@@ -259,6 +265,16 @@ export class Reporter {
     this.store = options.store ?? defaultStore();
     this.secretStore = options.secret ??
       (this.store instanceof IdbStore ? new StoreSecret(this.store) : new MemorySecret());
+    // State that would last this process only is never silent (issue 27): used with a warning
+    // if the app asks for it by name (store: new MemoryStore()), else refused.
+    if (this.secretStore instanceof MemorySecret || this.store instanceof MemoryStore) {
+      this.stateless = !(options.store instanceof MemoryStore);
+      this.log(this.stateless ? "deniable: no durable store (nodeStorage(dir) in Node, " +
+        "IndexedDB in browsers): memoized and period-gated reports are dropped " +
+        "(stats().droppedNoState); store: new MemoryStore() accepts state lasting one process"
+        : "deniable: state in memory (MemoryStore): memoized answers, ledger and period gate " +
+        "last this process only");
+    }
     if (options.onePerPeriod ?? true) this.gate = new PeriodGate(this.store, options.clock ?? Date.now);
     this.queue = new DurableQueue(this.store, {
       batchSize,
@@ -310,7 +326,7 @@ export class Reporter {
     if (catalogue !== null) {
       if (this.held(metric)) return;
       const mechanism = lookup(catalogue, metric);
-      if (this.gate?.closed(metric)) return;
+      if (this.skipped(metric)) return;
       if (this.fresh.has(metric)) {
         this.put(metric, mechanism.id, mechanism.perturb(value, this.rng));
         return;
@@ -355,7 +371,8 @@ export class Reporter {
       queued: this.queue.queued, sent: c.sent, dropped: c.dropped + this.queue.droppedInMemory,
       deadLettered: c.deadLettered,
       droppedNoCatalogue: this.counts.noCatalogue, droppedEarly: this.counts.early,
-      droppedUnknownMetric: this.counts.unknown, keyRefused: this.keyRefused,
+      droppedUnknownMetric: this.counts.unknown, droppedNoState: this.counts.noState,
+      keyRefused: this.keyRefused,
       mechanismMismatch: {...this.mismatch}, catalogueKnown: this.catalogue !== null,
       withheld: this.counts.withheld, withheldMetrics: Object.fromEntries(this.over),
       capRefused: this.counts.capped, periodSkipped: this.gate?.skipped ?? 0,
@@ -455,6 +472,13 @@ export class Reporter {
   /** Whether `metric` is withheld (above the ceiling); counts the report if so. */
   protected held(metric: string): boolean {
     return this.over.has(metric) && ++this.counts.withheld > 0;
+  }
+
+  /** Whether `metric`'s report is skipped now: its period is reported already, or it needs
+   * state (a secret, ledger, period gate) that would last this process only. Counted. */
+  protected skipped(metric: string): boolean {
+    if (this.stateless && (this.gate || !this.fresh.has(metric))) return ++this.counts.noState > 0;
+    return this.gate?.closed(metric) ?? false;
   }
 
   /** Whether the cap refuses the memoized answer `key` of `metric` under `m`, as the ledger
@@ -657,7 +681,7 @@ export class Reporter {
       this.counts.noCatalogue++;
       return;
     }
-    if (this.held(metric) || mechanism && this.gate?.closed(metric)) return;
+    if (this.held(metric) || mechanism && this.skipped(metric)) return;
     if (mechanism === undefined) {
       this.counts.unknown++;
       this.once(`unknown:${metric}`, `deniable: metric '${metric}' is not in the catalogue; ` +

@@ -153,3 +153,25 @@ def test_leaving_the_page_sends_its_sealed_batches(page_server, web_collector,
     while totals(web_collector, read, DARK)[0] < 20 and time.monotonic() < deadline:
         time.sleep(0.1)
     assert totals(web_collector, read, DARK)[0] == 20  # sent with fetch(keepalive) on the way out
+
+
+@pytest.mark.parametrize("held", [False, True], ids=["readme", "held-back"])
+def test_following_a_link_a_second_after_a_report_sends_it(page_server, web_collector,
+                                                          redis_client, held) -> None:
+    """Issue 27: Chromium fires pagehide with visibilityState still "visible" when the visitor
+    follows a link; the README's embed must deliver its report on the way out. Held back (a
+    sealed batch the upload loop would send 10 minutes later), only pagehide can send it."""
+    good = auth.create_key(redis_client, "ingest", "web")
+    read = auth.create_key(redis_client, "read", "analysts")
+    before = totals(web_collector, read, DARK)[0]
+    url = (f"{page_server}/e2e/index.html?phase=link&collector={web_collector.url}"
+           f"&good={good.secret}" + ("&held=1" if held else ""))
+    done = subprocess.run([node(), "scripts/browse.mjs", url, "30000"], cwd=WEB,
+                          capture_output=True, text=True, timeout=90)
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(done.stdout)
+    assert "phase=landed" in result["url"] and result["title"] == 'done {"left":"visible"}', result
+    deadline = time.monotonic() + 10
+    while totals(web_collector, read, DARK)[0] < before + 1 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert totals(web_collector, read, DARK)[0] == before + 1

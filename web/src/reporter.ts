@@ -55,7 +55,7 @@ export interface ReporterOptions {
   batchSize?: number;
   /** Milliseconds the in-memory buffer waits before a store commit. Default 50. */
   commitInterval?: number;
-  /** Milliseconds before a partial batch is sealed and sent. Default 15 000. */
+  /** Milliseconds before a partial batch is sealed and sent. Default 15 000; 0 in a page. */
   maxBatchAge?: number;
   /** Reports queued at most (oldest batches dropped beyond). Default 100 000. */
   maxQueuedReports?: number;
@@ -69,6 +69,9 @@ export interface ReporterOptions {
   uploadJitter?: number;
   /** Milliseconds `flush()` and `close()` wait by default. Default 10 000. */
   closeTimeout?: number;
+  /** Node: milliseconds the exit hook (beforeExit) waits for a Reporter left open to send
+   * its reports, as Python's exit_timeout. Default 2000. */
+  exitTimeout?: number;
   /** Milliseconds between catalogue refreshes. Default 1 hour. */
   refreshInterval?: number;
   /** Metrics reported with fresh coins each time instead of the memoized answer. */
@@ -191,7 +194,7 @@ export class Reporter {
   protected readonly rng: RandomBits;
   protected readonly log: (message: string) => void;
   protected readonly opts: Required<Pick<ReporterOptions, "commitInterval" | "closeTimeout" |
-    "refreshInterval" | "maxEarlyReports" | "uploadJitter">>;
+    "refreshInterval" | "maxEarlyReports" | "uploadJitter" | "exitTimeout">>;
   protected readonly counts = {noCatalogue: 0, early: 0, unknown: 0, withheld: 0, capped: 0,
                                noState: 0};
   /** No durable store and the app did not ask for one in memory: reports needing state are
@@ -212,11 +215,13 @@ export class Reporter {
   private refreshTimer: ReturnType<typeof setTimeout> | undefined;
   protected draining: Promise<void> | undefined;
   private inFlight: AbortController | undefined;
+  /** Aborted by close(): a catalogue request in flight then must not keep Node running. */
+  private readonly halt = new AbortController();
   private wakeBell = new Bell();
   private hurryBell = new Bell();
   private progressBell = new Bell();
   private closedBell = new Bell();
-  private readonly onHide: () => void;
+  private readonly onHide: (event?: Event) => void;
   private readonly loop: Promise<void>;
 
   /**
@@ -249,6 +254,7 @@ export class Reporter {
       refreshInterval: ms("refreshInterval", 3_600_000),
       maxEarlyReports: ms("maxEarlyReports", 1000),
       uploadJitter: ms("uploadJitter", 0),
+      exitTimeout: ms("exitTimeout", 2000),
     };
     this.retry = {...DEFAULT_RETRY, ...options.retry};
     this.maxEpsilon = nats("maxEpsilon", options.maxEpsilon ?? DEFAULT_MAX_EPSILON);
@@ -278,19 +284,25 @@ export class Reporter {
     if (options.onePerPeriod ?? true) this.gate = new PeriodGate(this.store, options.clock ?? Date.now);
     this.queue = new DurableQueue(this.store, {
       batchSize,
-      maxBatchAge: ms("maxBatchAge", DEFAULT_MAX_BATCH_AGE),
+      // A page seals at every commit: a store transaction started when the page is left may
+      // never complete (a followed link), and only sealed batches can go then.
+      maxBatchAge: ms("maxBatchAge", globalThis.document ? 0 : DEFAULT_MAX_BATCH_AGE),
       maxQueuedReports: ms("maxQueuedReports", DEFAULT_MAX_QUEUED_REPORTS),
       maxQueueAge: ms("maxQueueAge", DEFAULT_MAX_QUEUE_AGE),
     });
     this.transport = new Transport(collectorUrl, {
       timeout: ms("timeout", DEFAULT_TIMEOUT), token: options.token, fetch: options.fetch});
-    this.onHide = () => {
-      if (globalThis.document?.visibilityState !== "visible") void this.sendOnHide();
+    // pagehide whatever the visibility: Chromium keeps "visible" when a link is followed.
+    this.onHide = (event?: Event) => {
+      if (event?.type === "pagehide" || globalThis.document?.visibilityState !== "visible") {
+        void this.sendOnHide();
+      }
     };
     if (options.flushOnHide ?? true) {
       globalThis.document?.addEventListener("visibilitychange", this.onHide);
       globalThis.addEventListener?.("pagehide", this.onHide);
     }
+    atExit(this, this.opts.exitTimeout);
     this.initialised = this.init();
     this.loop = this.initialised.then(() => this.run());
   }
@@ -434,10 +446,12 @@ export class Reporter {
   async close(timeout = this.opts.closeTimeout): Promise<boolean> {
     if (this.closed) return true;
     this.closed = true;
+    OPEN.delete(this);
     const drained = await this.flushUntil(timeout).catch(() => false);
     this.stopping = true;
     this.closedBell.ring();
     this.inFlight?.abort();
+    this.halt.abort();
     for (const t of [this.commitTimer, this.sealTimer, this.refreshTimer]) clearTimeout(t);
     globalThis.document?.removeEventListener("visibilitychange", this.onHide);
     globalThis.removeEventListener?.("pagehide", this.onHide);
@@ -603,7 +617,7 @@ export class Reporter {
   private async refresh(): Promise<void> {
     clearTimeout(this.refreshTimer);
     try {
-      const doc = await this.transport.request("GET", METRICS_PATH);
+      const doc = await this.transport.request("GET", METRICS_PATH, undefined, this.halt.signal);
       const fetched = this.parse(doc);
       this.gate?.learn(doc);
       if (this.declared === null) {
@@ -815,6 +829,23 @@ export class Reporter {
     this.logged.add(key);
     this.log(message);
   }
+}
+
+/** Reporters not closed yet: Node's exit hook closes them with their exitTimeout. */
+const OPEN = new Map<Reporter, number>();
+let hooked = false;
+
+/** In Node, close `r` when the event loop empties (beforeExit: not process.exit() or a
+ * signal), waiting at most its exitTimeout, as Python's atexit hook. */
+function atExit(r: Reporter, timeout: number): void {
+  const node = (globalThis as {process?: {on?: (e: string, f: () => void) => void}}).process;
+  if (globalThis.document || !node?.on) return;
+  OPEN.set(r, timeout);
+  if (hooked) return;
+  hooked = true;
+  node.on("beforeExit", () => {
+    for (const [open, timeout] of OPEN) void open.close(timeout);
+  });
 }
 
 /** A reusable wake-up: wait() resolves at the next ring(). */

@@ -157,6 +157,7 @@ export class Reporter extends BooleanReporter {
    */
   override report(metric: string, trueValue: unknown, dims?: DimensionValues): void {
     if (this.closed) throw new QueueError("the reporter is closed");
+    if (this.disabled) return;
     const kind = this.otherKinds.get(metric);
     if (kind !== undefined) {
       throw new UnknownMetricError(`${JSON.stringify(metric)} is of kind ${JSON.stringify(kind)}, ` +
@@ -409,6 +410,12 @@ export class Reporter extends BooleanReporter {
                 (same ? "never a larger epsilon)" : "it asks another question)"));
     }
     this.catalogue = next as unknown as Catalogue;
+  }
+
+  protected override forget(): void {
+    super.forget();
+    this.answers.clear();
+    this.alphas.clear();
   }
 
   /** The memoized answers of boolean metrics, and each numeric metric's α, derived at once. */

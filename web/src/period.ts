@@ -92,6 +92,11 @@ export class PeriodGate {
     this.periods = cataloguePeriods(doc);
   }
 
+  /** Forget every claim (consent withdrawn; the store's copy is deleted with the rest). */
+  clear(): void {
+    this.claims = {};
+  }
+
   private now(metric: string): [string, number] {
     const period = this.periods.get(metric) ?? "day";
     return [`${metric}/${period}`, periodIndex(period, this.clock())];

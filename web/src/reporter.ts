@@ -40,6 +40,7 @@ import {
 import {defaultStore, IdbStore, MemoryStore, type Store} from "./store.js";
 import {LEDGER_KEY, ledgerTag, retagLedger} from "./tags.js";
 import {PeriodGate} from "./period.js";
+import {setConsent, withdrawn} from "./consent.js";
 import {DEFAULT_MAX_REPORTS, type Dims, type Item, METRICS_PATH, REPORTS_PATH} from "./wire.js";
 
 export interface ReporterOptions {
@@ -205,6 +206,8 @@ export class Reporter {
   /** Metrics the collector serves in kinds this client does not report: name -> kind. */
   protected otherKinds = new Map<string, string>();
   protected initDone = false;
+  /** Consent withdrawn (setEnabled(false)): nothing is collected, kept or sent. */
+  protected disabled = false;
   protected readonly initialised: Promise<void>;
   protected closed = false;
   private stopping = false;
@@ -321,6 +324,7 @@ export class Reporter {
    */
   report(metric: string, trueValue: boolean): void {
     if (this.closed) throw new QueueError("the reporter is closed");
+    if (this.disabled) return;
     const kind = this.otherKinds.get(metric);
     if (kind !== undefined) {
       throw new UnknownMetricError(`${JSON.stringify(metric)} is ${kind}: boolean metrics ` +
@@ -389,6 +393,37 @@ export class Reporter {
       withheld: this.counts.withheld, withheldMetrics: Object.fromEntries(this.over),
       capRefused: this.counts.capped, periodSkipped: this.gate?.skipped ?? 0,
     };
+  }
+
+  /**
+   * The app's consent switch (Python's set_enabled). `false` stops collection at once
+   * (report() does nothing), drops every queued report and deletes the device's local state
+   * (secret, ledger, period gate, cached catalogue: consent.ts), leaving only a marker so that
+   * later Reporters on the same store stay off; `true` resumes, as a new device (new secret).
+   * Nothing can be deleted on the collector: it holds sums of perturbed reports only.
+   * @throws InvalidParameterError `enabled` is not a boolean.
+   */
+  async setEnabled(enabled: boolean): Promise<void> {
+    if (typeof enabled !== "boolean") {
+      throw new InvalidParameterError(`enabled must be a boolean. Got a ${typeof enabled} instead.`);
+    }
+    await this.initialised;
+    this.disabled = !enabled;
+    if (!enabled) {
+      this.early = [];
+      this.inFlight?.abort();
+      await this.draining;
+      await this.gate?.pending;
+      this.forget();
+      await this.queue.clear();
+    }
+    if (!await setConsent(this.store, this.secretStore, enabled)) {
+      this.log("deniable: the secret store cannot delete the device secret (no clear())");
+    }
+    if (enabled) {
+      this.secret = await this.secretStore.load();
+      await this.prepareMemo();
+    }
   }
 
   /** Batches the collector refused for good, with its reasons. */
@@ -549,6 +584,7 @@ export class Reporter {
 
   /** Queue `item`, once the period gate has admitted it (period.ts). */
   protected put(...item: Item): void {
+    if (this.disabled) return;
     const claim = this.gate?.admit(item[0]);
     if (claim === undefined) this.enqueue(item);
     else if (claim) void claim.then((ok) => ok && this.enqueue(item));
@@ -565,6 +601,7 @@ export class Reporter {
   }
 
   protected async commit(sealAll: boolean): Promise<void> {
+    if (this.disabled) return;
     try {
       const sealed = await this.queue.commit(sealAll);
       if (sealed > 0) this.wakeBell.ring();
@@ -578,9 +615,19 @@ export class Reporter {
     }
   }
 
+  /** Forget everything derived from the device secret and the ledger (consent withdrawn). */
+  protected forget(): void {
+    this.secret = undefined;
+    this.memo.clear();
+    this.tags.clear();
+    this.ledger = {};
+    this.gate?.clear();
+  }
+
   private async init(): Promise<void> {
+    this.disabled = await withdrawn(this.store).catch(() => false);
     try {
-      this.secret = await this.secretStore.load();
+      if (!this.disabled) this.secret = await this.secretStore.load();
     } catch (error) {
       this.once("secret", `deniable: the device secret could not be loaded: ${String(error)}`);
     }
@@ -622,7 +669,7 @@ export class Reporter {
       this.gate?.learn(doc);
       if (this.declared === null) {
         this.catalogue = fetched;
-        await this.store.set(CATALOGUE_KEY, doc).catch(() => undefined);
+        if (!this.disabled) await this.store.set(CATALOGUE_KEY, doc).catch(() => undefined);
       } else {
         this.checkDeclared(fetched);
       }

@@ -1,7 +1,8 @@
 """The web client's period gate end to end (issue 27): 40 Node devices open an app twice a day
 and call report() three times per run, on simulated days (the Reporter's clock); a real
 gunicorn collector counts 40 reports of a daily metric a day and 40 of a weekly one a week,
-however often the app starts.
+however often the app starts. And a Node device without a store (finding 3) sends nothing
+memoized, saying so at each start.
 
 Needs `./dev test` (or `./dev setup` plus `npm ci && npm run build` in web/).
 """
@@ -66,3 +67,24 @@ def test_forty_devices_starting_twice_a_day_send_forty_reports_a_day(
     states = [json.loads((tmp_path / str(i) / "queue.json").read_text())["periods"]
               for i in range(DEVICES)]
     assert states == [{"dark_mode/day": WEDNESDAY + 2, "weekly_opt_in/week": 2917}] * DEVICES
+
+
+def test_a_node_device_without_a_store_sends_no_memoized_report_and_says_so(
+        collector: CollectorProcess) -> None:
+    """Issue 27, finding 3: a default Node Reporter (no nodeStorage) kept its secret in memory,
+    so 15 starts gave 15 answers a majority vote decoded. Now it reports nothing memoized and
+    warns once per start; counted in stats().droppedNoState."""
+    before = reports(collector.url, "dark_mode")
+    script = (f'import {{Reporter}} from "{(WEB / "dist" / "index.js").as_uri()}";\n'
+              f'const r = new Reporter("{collector.url}");\n'
+              'await r.waitReady(10000);\n'
+              'r.report("dark_mode", true);\n'
+              'await r.close(5000);\n'
+              'console.log(JSON.stringify(r.stats()));\n')
+    for _ in range(3):  # three starts of the app
+        done = subprocess.run([node(), "--input-type=module", "-e", script], cwd=WEB,
+                              capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, done.stderr[-3000:]
+        assert json.loads(done.stdout)["droppedNoState"] == 1
+        assert done.stderr.count("deniable: no durable store") == 1, done.stderr
+    assert reports(collector.url, "dark_mode") == before

@@ -49,8 +49,7 @@ export class PeriodGate {
   /** metric -> its period, from the catalogue; "day" for a metric not listed. */
   periods = new Map<string, Period>();
   private claims: Claims = {};
-  /** Claims in flight: flush() waits for them. */
-  pending: Promise<unknown> = Promise.resolve();
+  private readonly inFlight = new Set<Promise<boolean>>();
 
   constructor(private readonly store: Store, private readonly clock: () => number) {}
 
@@ -76,8 +75,14 @@ export class PeriodGate {
       claims[key] = index;
       return claims;
     }).then(() => won || this.skip(), () => true);
-    this.pending = Promise.all([this.pending, claim]);
+    this.inFlight.add(claim);
+    void claim.then(() => this.inFlight.delete(claim));
     return claim;
+  }
+
+  /** The claims in flight: flush() waits for them. */
+  get pending(): Promise<unknown> {
+    return Promise.all(this.inFlight);
   }
 
   /** Whether `metric`'s period now is claimed already, as far as this gate knows (counted:

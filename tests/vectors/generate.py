@@ -760,6 +760,27 @@ def period_entries(rng: random.Random) -> dict[str, Any]:
     return {"indexes": indexes, "sequence": events}
 
 
+def privacy_loss_entries() -> list[dict[str, Any]]:
+    """``PrivacyLoss`` of every kind's mechanism, memoized and fresh, without an instantaneous
+    layer (the web client has none): epsilons, the exact probability that two values'
+    permanent answers differ, and ``after(n)``."""
+    from deniable.client.longitudinal import Layers, PrivacyLoss
+
+    out: list[dict[str, Any]] = []
+    for mechanism in [*_mechanisms(), *(spec.mechanism for _, spec in _kind_specs())]:
+        for memoized in (True, False):
+            loss = PrivacyLoss.of("m", Layers(mechanism, mechanism if memoized else None, None))
+            out.append({"mechanism": mechanism.id, "memoized": memoized,
+                        "one_report_epsilon": loss.one_report_epsilon,
+                        "long_run_epsilon": loss.long_run_epsilon,
+                        "p_answers_differ": None if loss.p_answers_differ is None
+                        else str(loss.p_answers_differ),
+                        "cost_per_new_value": loss.cost_per_new_value,
+                        "after": [loss.after(n) for n in range(4)],
+                        "value_change": loss.value_change})
+    return out
+
+
 SECTIONS: dict[str, Callable[[random.Random], Any]] = {
     "mechanisms": lambda rng: mechanism_entries(),
     "invalid_ids": lambda rng: invalid_id_entries(),
@@ -787,6 +808,7 @@ SECTIONS: dict[str, Callable[[random.Random], Any]] = {
     "cap": lambda rng: cap_entries(),
     "ledger_tags": ledger_tag_entries,
     "periods": period_entries,
+    "privacy_loss": lambda rng: privacy_loss_entries(),
 }
 
 

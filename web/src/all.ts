@@ -28,6 +28,7 @@ import {type RandomizedResponse, Rr} from "./mechanism.js";
 import {memoBit} from "./memo.js";
 import {type Catalogue, lookup} from "./catalogue.js";
 import {DEFAULT_MAX_EPSILON, spend} from "./privacy.js";
+import {PrivacyLoss} from "./loss.js";
 import {above, nats, Reporter as BooleanReporter, type ReporterOptions as BooleanOptions,
   type Stats as BooleanStats} from "./reporter.js";
 import type {Dims, Payload} from "./wire.js";
@@ -35,6 +36,7 @@ import type {Dims, Payload} from "./wire.js";
 export * from "./index.js";
 export * from "./kinds.js";
 export * from "./dimensions.js";
+export {PrivacyLoss} from "./loss.js";
 
 /** Public dimension values as an app states them: name -> value. */
 export type DimensionValues = Readonly<Record<string, string>>;
@@ -220,6 +222,18 @@ export class Reporter extends BooleanReporter {
       : this.answers.get(`${metric}\u0000${spec.id}`)?.get(key);
     if (answer !== undefined) this.put(metric, spec.id, answer, stated);
     else if (key === undefined || !this.refused(metric, spec, key)) this.wait(metric, trueValue, dims);
+  }
+
+  /**
+   * Epsilon per report, long-run epsilon of a constant value, and what a change of value
+   * reveals, for `metric` on this device under the mechanism its reports follow now (Python's
+   * privacy_loss; loss.ts).
+   * @throws UnknownMetricError no catalogue is known yet, or it does not hold `metric`.
+   */
+  privacyLoss(metric: string): PrivacyLoss {
+    if (this.catalogue === null) throw new UnknownMetricError("no catalogue is known yet");
+    const m = lookup(this.catalogue, metric) as unknown as AnyMetric;
+    return new PrivacyLoss(metric, m instanceof MetricSpec ? m.mechanism : m, !this.fresh.has(metric));
   }
 
   /** The public dimensions each metric reported now declares: name -> Dimensions (metrics

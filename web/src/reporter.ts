@@ -225,6 +225,8 @@ export class Reporter {
   private progressBell = new Bell();
   private closedBell = new Bell();
   private readonly onHide: (event?: Event) => void;
+  /** The page-hide send in progress (pagehide and visibilitychange may both fire). */
+  private hiding: Promise<void> | undefined;
   private readonly loop: Promise<void>;
 
   /**
@@ -298,7 +300,7 @@ export class Reporter {
     // pagehide whatever the visibility: Chromium keeps "visible" when a link is followed.
     this.onHide = (event?: Event) => {
       if (event?.type === "pagehide" || globalThis.document?.visibilityState !== "visible") {
-        void this.sendOnHide();
+        this.hiding ??= this.sendOnHide().finally(() => { this.hiding = undefined; });
       }
     };
     if (options.flushOnHide ?? true) {
@@ -421,6 +423,7 @@ export class Reporter {
       this.log("deniable: the secret store cannot delete the device secret (no clear())");
     }
     if (enabled) {
+      this.forget();  // nothing derived from the deleted secret survives
       this.secret = await this.secretStore.load();
       await this.prepareMemo();
     }

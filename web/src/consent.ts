@@ -18,19 +18,11 @@ export async function withdrawn(store: Store): Promise<boolean> {
   return await store.get<boolean>(MARKER) === false;
 }
 
-/**
- * Delete the device's local state and leave the marker, or (`enabled`) remove the marker.
- * Returns false if the secret store cannot delete its secret (a custom one without `clear`).
- */
-export async function setConsent(store: Store, secret: SecretStore,
-                                 enabled: boolean): Promise<boolean> {
-  if (enabled) {
-    await store.del(MARKER);
-    return true;
-  }
+/** Delete the device's local state and leave the marker, or (`enabled`) remove the marker. */
+export async function setConsent(store: Store, secret: SecretStore, enabled: boolean):
+    Promise<void> {
+  if (enabled) return store.del(MARKER);
   await store.set(MARKER, false);
   for (const key of KEYS) await store.del(key);
-  if (secret.clear === undefined) return false;
   await secret.clear();
-  return true;
 }

@@ -280,11 +280,10 @@ export class Reporter {
     // if the app asks for it by name (store: new MemoryStore()), else refused.
     if (this.secretStore instanceof MemorySecret || this.store instanceof MemoryStore) {
       this.stateless = !(options.store instanceof MemoryStore);
-      this.log(this.stateless ? "deniable: no durable store (nodeStorage(dir) in Node, " +
-        "IndexedDB in browsers): memoized and period-gated reports are dropped " +
-        "(stats().droppedNoState); store: new MemoryStore() accepts state lasting one process"
-        : "deniable: state in memory (MemoryStore): memoized answers, ledger and period gate " +
-        "last this process only");
+      this.log(this.stateless ? "deniable: no durable store (nodeStorage(dir) in Node): " +
+        "memoized and period-gated reports are dropped; store: new MemoryStore() keeps state " +
+        "for one process" : "deniable: state in memory: memoized answers, ledger and period " +
+        "gate last one process");
     }
     if (options.onePerPeriod ?? true) this.gate = new PeriodGate(this.store, options.clock ?? Date.now);
     this.queue = new DurableQueue(this.store, {
@@ -403,7 +402,7 @@ export class Reporter {
    * (secret, ledger, period gate, cached catalogue: consent.ts), leaving only a marker so that
    * later Reporters on the same store stay off; `true` resumes, as a new device (new secret).
    * Nothing can be deleted on the collector: it holds sums of perturbed reports only.
-   * @throws InvalidParameterError `enabled` is not a boolean.
+   * @throws InvalidParameterError `enabled` is not a boolean; the store's errors (QueueError).
    */
   async setEnabled(enabled: boolean): Promise<void> {
     if (typeof enabled !== "boolean") {
@@ -419,9 +418,7 @@ export class Reporter {
       this.forget();
       await this.queue.clear();
     }
-    if (!await setConsent(this.store, this.secretStore, enabled)) {
-      this.log("deniable: the secret store cannot delete the device secret (no clear())");
-    }
+    await setConsent(this.store, this.secretStore, enabled);
     if (enabled) {
       this.forget();  // nothing derived from the deleted secret survives
       this.secret = await this.secretStore.load();

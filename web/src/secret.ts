@@ -11,7 +11,7 @@ export interface SecretStore {
   /** The device's HMAC key, created on first use and the same on every later call. */
   load(): Promise<CryptoKey>;
   /** Delete the secret (consent withdrawn): the next load() creates a new one. */
-  clear?(): Promise<void>;
+  clear(): Promise<void>;
 }
 
 /** A secret kept in a Store (IndexedDB): created once, atomically (the first writer wins). */

@@ -55,7 +55,7 @@ for (const [entry, R] of [["default", Reporter], ["all", AllReporter]]) {
     assert.equal(await r.close(5000), true);
     assert.equal(counted().length, 1);
     assert.equal(r.stats().droppedNoState, 0);
-    assert.equal(lines.filter((l) => /last this process only/.test(l)).length, 1, lines.join("\n"));
+    assert.equal(lines.filter((l) => /last one process/.test(l)).length, 1, lines.join("\n"));
     const dir = mkdtempSync(join(tmpdir(), "deniable-state-"));
     const quiet = [];
     const durable = new R(url, {log: (l) => quiet.push(l), ...nodeStorage(dir)});

@@ -87,3 +87,39 @@ def test_dims_wire_bodies_are_what_the_collector_counts_per_series() -> None:
                 expected[(metric, label)] += 1
         assert {(m, label): counts[0] for m, t in batch.tallies.items()
                 for label, counts in t.series.items()} == dict(expected)
+
+
+def test_ledger_tags_are_the_python_ledgers_hmac_tags() -> None:
+    from deniable.client.kinds import parse_mechanism
+    from deniable.client.memo import spend_tag, value_tag
+
+    entries = VECTORS["ledger_tags"]
+    assert {e["mechanism"].split(":")[0] for e in entries} == {"rr", "grr", "oue", "ss", "bm"}
+    for entry in entries:
+        secret = bytes.fromhex(entry["secret"])
+        if entry["mechanism"].startswith("rr:"):
+            tag = spend_tag(secret, entry["metric"],
+                            RandomizedResponse.from_id(entry["mechanism"]), entry["key"])
+        else:
+            tag = value_tag(secret, entry["metric"], parse_mechanism(entry["mechanism"]),
+                            entry["key"])
+        assert tag == entry["tag"] and len(tag) == 32
+
+
+def test_period_vectors_replay_through_pythons_gate_across_restarts(tmp_path) -> None:
+    from deniable.client.period import CollectionPolicy, PeriodGate
+
+    for entry in VECTORS["periods"]["indexes"]:
+        policy = CollectionPolicy(period=entry["period"])
+        assert policy.period_index(entry["ms"] / 1000) == entry["index"]
+    clock = [0.0]
+    gate = PeriodGate(tmp_path, clock=lambda: clock[0])
+    sequence = VECTORS["periods"]["sequence"]
+    for entry in sequence:
+        if entry["restart"]:
+            gate = PeriodGate(tmp_path, clock=lambda: clock[0])
+        clock[0] = entry["ms"] / 1000
+        assert gate.admit(entry["metric"], CollectionPolicy(period=entry["period"])) \
+            == entry["admitted"], entry
+    assert {e["admitted"] for e in sequence} == {True, False}
+    assert any(e["restart"] and not e["admitted"] for e in sequence)  # a restart kept its gate

@@ -153,3 +153,52 @@ def test_leaving_the_page_sends_its_sealed_batches(page_server, web_collector,
     while totals(web_collector, read, DARK)[0] < 20 and time.monotonic() < deadline:
         time.sleep(0.1)
     assert totals(web_collector, read, DARK)[0] == 20  # sent with fetch(keepalive) on the way out
+
+
+@pytest.mark.parametrize("held", [False, True], ids=["readme", "held-back"])
+def test_following_a_link_a_second_after_a_report_sends_it(page_server, web_collector,
+                                                          redis_client, held) -> None:
+    """Issue 27: Chromium fires pagehide with visibilityState still "visible" when the visitor
+    follows a link; the README's embed must deliver its report on the way out. Held back (a
+    sealed batch the upload loop would send 10 minutes later), only pagehide can send it."""
+    good = auth.create_key(redis_client, "ingest", "web")
+    read = auth.create_key(redis_client, "read", "analysts")
+    before = totals(web_collector, read, DARK)[0]
+    url = (f"{page_server}/e2e/index.html?phase=link&collector={web_collector.url}"
+           f"&good={good.secret}" + ("&held=1" if held else ""))
+    done = subprocess.run([node(), "scripts/browse.mjs", url, "30000"], cwd=WEB,
+                          capture_output=True, text=True, timeout=90)
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(done.stdout)
+    assert "phase=landed" in result["url"] and result["title"] == 'done {"left":"visible"}', result
+    deadline = time.monotonic() + 10
+    while totals(web_collector, read, DARK)[0] < before + 1 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert totals(web_collector, read, DARK)[0] == before + 1
+
+
+def test_two_tabs_share_one_period_gate_and_one_ledger(page_server, web_collector,
+                                                        redis_client) -> None:
+    """Issue 27: two tabs of one origin (one IndexedDB) report a daily metric three times each,
+    at once: the collector counts one report; then an ungated metric once each: two reports of
+    one answer, paid for once in the shared ledger."""
+    good = auth.create_key(redis_client, "ingest", "web")
+    read = auth.create_key(redis_client, "read", "analysts")
+    before = {m: totals(web_collector, read, m) for m in (X, DARK)}
+    url = f"{page_server}/e2e/index.html?phase=tab&collector={web_collector.url}&good={good.secret}"
+    done = subprocess.run([node(), "scripts/tabs.mjs", url, "30000"], cwd=WEB,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(done.stdout)
+    assert all(t["flushed"] for t in result["gated"] + result["ungated"]), result
+    assert sum(t["stats"]["sent"] for t in result["gated"]) >= 1
+    assert sum(t["stats"]["periodSkipped"] for t in result["gated"]) == 5  # 6 calls, 1 sent
+    dark_n, dark_ones = totals(web_collector, read, DARK)
+    x_n, x_ones = totals(web_collector, read, X)
+    assert dark_n - before[DARK][0] == 1
+    assert x_n - before[X][0] == 2 and (x_ones - before[X][1]) in (0, 2)  # one answer, twice
+    state = result["state"]
+    assert list(state["periods"]) == ["dark_mode/day"]
+    assert {m: len(e["paid"]) for m, e in state["ledger"].items()} == {DARK: 1, X: 1}
+    assert state["ledger"][X]["spent"] == state["oneLn3"]  # paid once, not once per tab
+    assert all(len(tag) == 32 for e in state["ledger"].values() for tag in e["paid"])

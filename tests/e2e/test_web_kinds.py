@@ -21,7 +21,8 @@ import requests
 
 from deniable.client.categorical import BITSET_MECHANISMS, UnaryEncoding, domain_tag
 from deniable.client.kinds import MetricSpec, parse_mechanism
-from deniable.client.memo import memo_value
+from deniable.client.mechanism import RandomizedResponse
+from deniable.client.memo import memo_key, memo_value, spend_tag, value_tag
 from deniable.client.state import StateDir
 from deniable.collector.server import CollectorProcess
 from tests.conftest import OPEN_ENV
@@ -119,3 +120,69 @@ def test_node_reports_every_kind_as_python_memoizes_it(collector: CollectorProce
                 want[slot] += by
         assert summed_counts(collector.url, name) == want, name
     assert summed_counts(collector.url, "dark_mode")[0] == 10
+
+
+def _strings(doc: object) -> Iterator[str]:
+    """Every key, string and number in a JSON document, as text."""
+    if isinstance(doc, dict):
+        for key, value in doc.items():
+            yield str(key)
+            yield from _strings(value)
+    elif isinstance(doc, list):
+        for value in doc:
+            yield from _strings(value)
+    else:
+        yield json.dumps(doc)
+
+
+def test_no_file_a_node_device_writes_holds_a_value_it_reported(collector: CollectorProcess,
+                                                               tmp_path: Path) -> None:
+    """Issue 27: the ledger held the true values in clear. Two Node devices report every kind;
+    then every file they wrote is scanned for every value reported (none found), and the
+    ledger's tags are exactly Python's HMAC tags (spend_tag, value_tag) under their secrets."""
+    doc = requests.get(f"{collector.url}/v1/metrics", timeout=5).json()
+    specs = {e["name"]: MetricSpec.from_document(e, parse_mechanism(e["mechanism"]))
+             for e in doc["metrics"] if e.get("kind", "boolean") != "boolean"}
+    dark = next(RandomizedResponse.from_id(e["mechanism"]) for e in doc["metrics"]
+                if e["name"] == "dark_mode")
+    devices = {
+        "a": [["os", "macos"], ["locale", "l7"], ["crashes_per_week", 7.25],
+              ["startup_ms", 1234.5678], ["startup_ms", 812.5], ["dark_mode", True]],
+        "b": [["os", "windows"], ["os_oue", "linux"], ["crashes_per_week", 99.5],
+              ["startup_ms", 9999.99], ["dark_mode", False]],
+    }
+    for name, reports in devices.items():
+        home = tmp_path / name
+        secret = StateDir(home / "privacy").secret()
+        path = tmp_path / f"{name}.json"
+        path.write_text(json.dumps(reports))
+        done = subprocess.run([node(), "scripts/node-kinds-reporter.mjs", collector.url,
+                               str(home), str(path)], cwd=WEB, capture_output=True, text=True,
+                              timeout=90)
+        assert done.returncode == 0, done.stderr[-3000:]
+        assert json.loads(done.stdout)["sent"] is True
+        files = sorted(p for p in home.rglob("*") if p.is_file())
+        assert [p.relative_to(home).as_posix() for p in files] == ["privacy/secret", "queue.json"]
+        state = json.loads((home / "queue.json").read_text())
+        # The catalogue cached is the collector's public document (labels of every category);
+        # everything else the device keeps must not depend on what it reported.
+        assert state.pop("catalogue") == doc
+        kept = set(_strings(state))
+        raw = json.dumps(state).encode()  # (the secret file is 32 random bytes)
+        want: dict[str, set[str]] = {}
+        for metric, value in reports:
+            if metric == "dark_mode":
+                tag = spend_tag(secret, metric, dark, int(value))
+            else:
+                spec = specs[metric]
+                key = memo_key(secret, metric, spec.mechanism,  # type: ignore[arg-type]
+                               spec.encode(value))
+                tag = value_tag(secret, metric, spec.mechanism, key)  # type: ignore[arg-type]
+                assert f"{spec.mechanism.id}\x00{key}" not in raw.decode("latin-1")
+            want.setdefault(metric, set()).add(tag)
+            for spelled in {json.dumps(value), str(value), repr(value)}:
+                assert spelled.encode() not in raw or spelled in ("true", "false", "True",
+                                                                   "False"), (name, spelled)
+                assert spelled not in kept or spelled in ("true", "false")
+        assert b"\\u0000" not in (home / "queue.json").read_bytes()
+        assert {m: set(e["paid"]) for m, e in state["ledger"].items()} == want

@@ -28,7 +28,8 @@ from deniable.client.categorical import (BITSET_MECHANISMS, KaryRandomizedRespon
 from deniable.client.dimensions import DimensionError, Dimensions
 from deniable.client.errors import InvalidParameterError, WireFormatError
 from deniable.client.kinds import Mechanism, MetricSpec, parse_mechanism, payload_field
-from deniable.client.memo import _context, alpha_threshold, memo_bit, memo_key, memo_value
+from deniable.client.memo import (_context, _value_context, alpha_threshold, memo_bit, memo_key,
+                                  memo_value, spend_tag, value_tag)
 from deniable.client.numeric import BitMean
 from deniable.client.mechanism import RandomizedResponse, z_score
 from deniable.client.budget import DEFAULT_MAX_METRIC_EPSILON, PrivacyLedger
@@ -798,6 +799,90 @@ def cap_entries() -> list[dict[str, Any]]:
     return out
 
 
+def ledger_tag_entries(rng: random.Random) -> list[dict[str, Any]]:
+    """The ledger's opaque tags (``spend_tag``, ``value_tag``: HMAC under the device secret)
+    of memoized answers of every kind, with their HMAC input, for known secrets."""
+    secrets = [bytes(range(32)), bytes(rng.getrandbits(8) for _ in range(32))]
+    out: list[dict[str, Any]] = []
+    for secret in secrets:
+        for mechanism in _mechanisms()[:3]:
+            for metric in ("dark_mode", "m" * 64):
+                for key in (0, 1):
+                    out.append({"secret": secret.hex(), "metric": metric,
+                                "mechanism": mechanism.id, "key": key,
+                                "context": _context(b"tag", metric, mechanism.id, key).hex(),
+                                "tag": spend_tag(secret, metric, mechanism, key)})
+        for name, spec in _kind_specs():
+            mechanism = spec.mechanism
+            keys = (0, 1, 32) if spec.kind == "numeric" else (0, 1, len(spec.categories) - 1)
+            for key in keys:
+                out.append({"secret": secret.hex(), "metric": name, "mechanism": mechanism.id,
+                            "key": key,
+                            "context": _value_context(b"tag", name, mechanism,  # type: ignore[arg-type]
+                                                      key, 32).hex(),
+                            "tag": value_tag(secret, name, mechanism, key)})  # type: ignore[arg-type]
+    return out
+
+
+def period_entries(rng: random.Random) -> dict[str, Any]:
+    """The period gate (``PeriodGate``): period indexes of given times (UTC; ISO weeks from
+    Monday), and which calls of a sequence it admits, across restarts (a new gate on the same
+    state directory). Times are integer Unix milliseconds (the clock reads them / 1000)."""
+    import tempfile
+
+    from deniable.client.period import CollectionPolicy, PeriodGate
+
+    monday = 4 * 86_400_000  # 1970-01-05, the first Monday
+    day, week = 86_400_000, 7 * 86_400_000
+    times = [0, 1, 3_599_999, 3_600_000, day - 1, day, monday - 1, monday, monday + week - 1,
+             monday + week, 1_764_115_200_000 - 1, 1_764_115_200_000,  # 2025-11-26, Wednesday
+             1_767_571_200_000 - 1, 1_767_571_200_000,  # Monday 2026-01-05: ISO week 2
+             *(rng.randrange(1_600_000_000_000, 1_900_000_000_000) for _ in range(8))]
+    indexes = [{"ms": t, "period": p, "index": CollectionPolicy(period=p).period_index(t / 1000)}
+               for t in times for p in ("hour", "day", "week")]
+    start = 1_764_115_200_000 - 2 * 3_600_000  # Tuesday 22:00 UTC
+    events: list[dict[str, Any]] = []
+    now = start
+    for step in range(160):
+        now += rng.choice([1, 60_000, 600_000, 1_800_000, 3_600_000, 5 * 3_600_000])
+        metric = rng.choice(["a", "b", "c"])
+        period = {"a": "hour", "b": "day", "c": "week"}[metric]
+        if step >= 120 and metric == "a":
+            period = "day"  # the registry changed a's period
+        events.append({"ms": now, "metric": metric, "period": period,
+                       "restart": rng.random() < 0.15})
+    with tempfile.TemporaryDirectory() as state:
+        clock = [0.0]
+        gate = PeriodGate(state, clock=lambda: clock[0])
+        for event in events:
+            if event["restart"]:
+                gate = PeriodGate(state, clock=lambda: clock[0])
+            clock[0] = event["ms"] / 1000
+            event["admitted"] = gate.admit(event["metric"], CollectionPolicy(period=event["period"]))
+    return {"indexes": indexes, "sequence": events}
+
+
+def privacy_loss_entries() -> list[dict[str, Any]]:
+    """``PrivacyLoss`` of every kind's mechanism, memoized and fresh, without an instantaneous
+    layer (the web client has none): epsilons, the exact probability that two values'
+    permanent answers differ, and ``after(n)``."""
+    from deniable.client.longitudinal import Layers, PrivacyLoss
+
+    out: list[dict[str, Any]] = []
+    for mechanism in [*_mechanisms(), *(spec.mechanism for _, spec in _kind_specs())]:
+        for memoized in (True, False):
+            loss = PrivacyLoss.of("m", Layers(mechanism, mechanism if memoized else None, None))
+            out.append({"mechanism": mechanism.id, "memoized": memoized,
+                        "one_report_epsilon": loss.one_report_epsilon,
+                        "long_run_epsilon": loss.long_run_epsilon,
+                        "p_answers_differ": None if loss.p_answers_differ is None
+                        else str(loss.p_answers_differ),
+                        "cost_per_new_value": loss.cost_per_new_value,
+                        "after": [loss.after(n) for n in range(4)],
+                        "value_change": loss.value_change})
+    return out
+
+
 SECTIONS: dict[str, Callable[[random.Random], Any]] = {
     "mechanisms": lambda rng: mechanism_entries(),
     "invalid_ids": lambda rng: invalid_id_entries(),
@@ -824,6 +909,9 @@ SECTIONS: dict[str, Callable[[random.Random], Any]] = {
     "ceiling": lambda rng: ceiling_entries(),
     "cap": lambda rng: cap_entries(),
     "declarations": lambda rng: declaration_entries(),
+    "ledger_tags": ledger_tag_entries,
+    "periods": period_entries,
+    "privacy_loss": lambda rng: privacy_loss_entries(),
 }
 
 

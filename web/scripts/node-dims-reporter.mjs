@@ -16,6 +16,7 @@ const results = [];
 for (const [i, device] of devices.entries()) {
   const reporter = new Reporter(url, {
     dimensions: device.dimensions, batchSize: 25, retry: {backoff: 50}, log: () => undefined,
+    onePerPeriod: false,  // many reports per device stand for many days
     ...nodeStorage(join(dir, String(i))),
   });
   if (!await reporter.waitReady(10_000)) throw new Error("no catalogue");

@@ -7,7 +7,9 @@ import {nodeStorage} from "../dist/node.js";
 
 const [url, token, dir, n, closeTimeout = "5000"] = process.argv.slice(2);
 const reporter = new Reporter(url, {
+  // n reports of each metric stand for n devices' or days': the period gate is off.
   token, batchSize: 40, retry: {backoff: 50}, log: () => undefined, ...nodeStorage(dir),
+  onePerPeriod: false,
   metrics: {feature_x_enabled: "rr:1/2:1/2", dark_mode: "rr:3/4:1/2"},
 });
 for (let i = 0; i < Number(n); i++) {

@@ -28,6 +28,7 @@ import {type RandomizedResponse, Rr} from "./mechanism.js";
 import {memoBit} from "./memo.js";
 import {type Catalogue, lookup} from "./catalogue.js";
 import {DEFAULT_MAX_EPSILON, spend} from "./privacy.js";
+import {PrivacyLoss} from "./loss.js";
 import {above, nats, Reporter as BooleanReporter, type ReporterOptions as BooleanOptions,
   type Stats as BooleanStats} from "./reporter.js";
 import type {Dims, Payload} from "./wire.js";
@@ -35,6 +36,7 @@ import type {Dims, Payload} from "./wire.js";
 export * from "./index.js";
 export * from "./kinds.js";
 export * from "./dimensions.js";
+export {PrivacyLoss} from "./loss.js";
 
 /** Public dimension values as an app states them: name -> value. */
 export type DimensionValues = Readonly<Record<string, string>>;
@@ -157,6 +159,7 @@ export class Reporter extends BooleanReporter {
    */
   override report(metric: string, trueValue: unknown, dims?: DimensionValues): void {
     if (this.closed) throw new QueueError("the reporter is closed");
+    if (this.disabled) return;
     const kind = this.otherKinds.get(metric);
     if (kind !== undefined) {
       throw new UnknownMetricError(`${JSON.stringify(metric)} is of kind ${JSON.stringify(kind)}, ` +
@@ -195,6 +198,7 @@ export class Reporter extends BooleanReporter {
           `trueValue must be a boolean. Got a ${typeof trueValue} instead.`);
       }
       const value = trueValue ? 1 : 0;
+      if (this.skipped(metric)) return;
       if (this.fresh.has(metric)) this.put(metric, spec.id, spec.perturb(value, this.rng), stated);
       // Else its memoized answer, if derived and paid for; else derived and charged
       // asynchronously.
@@ -206,6 +210,7 @@ export class Reporter extends BooleanReporter {
       return;
     }
     const encoded = spec.encode(trueValue);  // throws for a value the metric does not take
+    if (this.skipped(metric)) return;
     if (this.fresh.has(metric)) {
       this.put(metric, spec.id, spec.perturb(encoded, this.rng), stated);
       return;
@@ -217,6 +222,18 @@ export class Reporter extends BooleanReporter {
       : this.answers.get(`${metric}\u0000${spec.id}`)?.get(key);
     if (answer !== undefined) this.put(metric, spec.id, answer, stated);
     else if (key === undefined || !this.refused(metric, spec, key)) this.wait(metric, trueValue, dims);
+  }
+
+  /**
+   * Epsilon per report, long-run epsilon of a constant value, and what a change of value
+   * reveals, for `metric` on this device under the mechanism its reports follow now (Python's
+   * privacy_loss; loss.ts).
+   * @throws UnknownMetricError no catalogue is known yet, or it does not hold `metric`.
+   */
+  privacyLoss(metric: string): PrivacyLoss {
+    if (this.catalogue === null) throw new UnknownMetricError("no catalogue is known yet");
+    const m = lookup(this.catalogue, metric) as unknown as AnyMetric;
+    return new PrivacyLoss(metric, m instanceof MetricSpec ? m.mechanism : m, !this.fresh.has(metric));
   }
 
   /** The public dimensions each metric reported now declares: name -> Dimensions (metrics
@@ -341,6 +358,7 @@ export class Reporter extends BooleanReporter {
       this.dropEarly(metric, "does not take the value reported before the catalogue was known");
       return;
     }
+    if (this.skipped(metric)) return;
     if (this.fresh.has(metric)) {
       this.put(metric, spec.id, spec.perturb(encoded, this.rng), stated);
       return;
@@ -408,6 +426,12 @@ export class Reporter extends BooleanReporter {
     this.catalogue = next as unknown as Catalogue;
   }
 
+  protected override forget(): void {
+    super.forget();
+    this.answers.clear();
+    this.alphas.clear();
+  }
+
   /** The memoized answers of boolean metrics, and each numeric metric's α, derived at once. */
   protected override async prepareMemo(): Promise<void> {
     for (const why of Object.values(this.stats().dimensionProblems)) this.once(why, `deniable: ${why}`);
@@ -423,7 +447,7 @@ export class Reporter extends BooleanReporter {
       const key = `${metric}\u0000${m.id}`;
       const bits = this.memo.get(key) ?? [undefined, undefined];
       for (const v of [0, 1] as const) {
-        if (!spend(this.ledger, metric, `${m.id}\u0000${v}`, 0, Infinity)) {
+        if (!spend(this.ledger, metric, await this.tag(metric, m, v), 0, Infinity)) {
           bits[v] ??= await memoBit(this.secret, metric, m, v);  // paid for
         }
       }

@@ -14,6 +14,8 @@ export {
 export {type Fraction, frac, parseFraction, fracToString} from "./fraction.js";
 export {SecureBits, SYSTEM_BITS, below, type RandomBits, type ReadBytes} from "./random.js";
 export {memoBit, memoContext, importSecret, newSecretKey, SECRET_BYTES} from "./memo.js";
+export {ledgerTag, tagContext} from "./tags.js";
+export {PeriodGate, periodIndex, PERIODS, type Period} from "./period.js";
 export {encodeBatch, newBatchId, isMetricName, REPORTS_PATH, METRICS_PATH, type Item, type Payload} from "./wire.js";
 export {type Catalogue} from "./catalogue.js";
 import {declareCatalogue as declare, parseCatalogue as parse} from "./catalogue.js";

@@ -117,6 +117,12 @@ export class FileSecret implements SecretStore {
     return this.key;
   }
 
+  /** Delete the secret file (consent withdrawn). */
+  async clear(): Promise<void> {
+    this.key = undefined;
+    await fs.rm(this.path, {force: true});
+  }
+
   private async loadOnce(): Promise<CryptoKey> {
     await fs.mkdir(dirname(this.path), {recursive: true, mode: DIR_MODE});
     let bytes: Uint8Array;

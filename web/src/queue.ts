@@ -206,6 +206,15 @@ export class DurableQueue {
       : Math.max(0, oldest + this.options.maxBatchAge - this.now());
   }
 
+  /** Drop every report, in memory and in the store (consent withdrawn). */
+  clear(): Promise<void> {
+    this.buffer = [];
+    return this.serial(async () => {
+      await this.store.del(KEY);
+      this.state = empty();
+    });
+  }
+
   private seal(state: QueueState, sealAll: boolean): number {
     const size = this.options.batchSize;
     let sealed = 0;

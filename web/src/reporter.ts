@@ -37,7 +37,10 @@ import {MemorySecret, type SecretStore, StoreSecret} from "./secret.js";
 import {
   backoffDelay, DEFAULT_RETRY, DEFAULT_TIMEOUT, type RetryOptions, secureUniform, Transport,
 } from "./sender.js";
-import {defaultStore, IdbStore, type Store} from "./store.js";
+import {defaultStore, IdbStore, MemoryStore, type Store} from "./store.js";
+import {LEDGER_KEY, ledgerTag, retagLedger} from "./tags.js";
+import {PeriodGate} from "./period.js";
+import {setConsent, withdrawn} from "./consent.js";
 import {DEFAULT_MAX_REPORTS, type Dims, type Item, METRICS_PATH, REPORTS_PATH} from "./wire.js";
 
 export interface ReporterOptions {
@@ -53,7 +56,7 @@ export interface ReporterOptions {
   batchSize?: number;
   /** Milliseconds the in-memory buffer waits before a store commit. Default 50. */
   commitInterval?: number;
-  /** Milliseconds before a partial batch is sealed and sent. Default 15 000. */
+  /** Milliseconds before a partial batch is sealed and sent. Default 15 000; 0 in a page. */
   maxBatchAge?: number;
   /** Reports queued at most (oldest batches dropped beyond). Default 100 000. */
   maxQueuedReports?: number;
@@ -67,6 +70,9 @@ export interface ReporterOptions {
   uploadJitter?: number;
   /** Milliseconds `flush()` and `close()` wait by default. Default 10 000. */
   closeTimeout?: number;
+  /** Node: milliseconds the exit hook (beforeExit) waits for a Reporter left open to send
+   * its reports, as Python's exit_timeout. Default 2000. */
+  exitTimeout?: number;
   /** Milliseconds between catalogue refreshes. Default 1 hour. */
   refreshInterval?: number;
   /** Metrics reported with fresh coins each time instead of the memoized answer. */
@@ -95,6 +101,14 @@ export interface ReporterOptions {
    * turns it off.
    */
   maxMetricEpsilon?: number;
+  /**
+   * At most one report per metric per period (its catalogue `period`: hour, day (default) or
+   * week, UTC): the first; later calls are no-ops counted in `stats().periodSkipped`. Kept
+   * in the store, so restarts and tabs share it (period.ts). Default true.
+   */
+  onePerPeriod?: boolean;
+  /** The clock the period gate reads, in Unix milliseconds; Date.now unless a test injects one. */
+  clock?: () => number;
 }
 
 /** What happened to the reports handed over, for diagnostics. */
@@ -111,6 +125,8 @@ export interface Stats {
   droppedEarly: number;
   /** Early reports of a metric the catalogue turned out not to hold. */
   droppedUnknownMetric: number;
+  /** Reports needing durable state (memoized, or period-gated) with no durable store. */
+  droppedNoState: number;
   /** The last upload was refused with 401/403: the key is wrong or revoked; data kept. */
   keyRefused: boolean;
   /** Declared metrics whose registered mechanism differs: metric -> the two ids. */
@@ -122,13 +138,14 @@ export interface Stats {
   withheldMetrics: Record<string, string>;
   /** report() calls refused because their metric reached maxMetricEpsilon. */
   capRefused: number;
+  /** report() calls not sent because their metric's period was reported already. */
+  periodSkipped: number;
 }
 
 /** A report held until its answer can be derived: its public dims as the call gave them. */
 type Early = [metric: string, value: 0 | 1, dims?: Readonly<Record<string, string>>];
 
 const CATALOGUE_KEY = "catalogue";
-const LEDGER_KEY = "ledger";
 
 /** A memoized answer's mechanism: what the ledger needs of it. */
 type Priced = {readonly id: string; readonly epsilon: number};
@@ -161,6 +178,10 @@ export class Reporter {
   protected readonly cap: number;
   /** The cap's ledger as last read or written (the store's copy decides). */
   protected ledger: Ledger = {};
+  /** metric \0 mechanism id \0 memo key -> its ledger tag (an HMAC under the secret). */
+  private readonly tags = new Map<string, string>();
+  /** The period gate (onePerPeriod), or undefined. */
+  protected readonly gate: PeriodGate | undefined;
   protected readonly declared: Catalogue | null;
   protected readonly memo = new Map<string, [0 | 1 | undefined, 0 | 1 | undefined]>();
   protected early: Early[] = [];
@@ -174,13 +195,19 @@ export class Reporter {
   protected readonly rng: RandomBits;
   protected readonly log: (message: string) => void;
   protected readonly opts: Required<Pick<ReporterOptions, "commitInterval" | "closeTimeout" |
-    "refreshInterval" | "maxEarlyReports" | "uploadJitter">>;
-  protected readonly counts = {noCatalogue: 0, early: 0, unknown: 0, withheld: 0, capped: 0};
+    "refreshInterval" | "maxEarlyReports" | "uploadJitter" | "exitTimeout">>;
+  protected readonly counts = {noCatalogue: 0, early: 0, unknown: 0, withheld: 0, capped: 0,
+                               noState: 0};
+  /** No durable store and the app did not ask for one in memory: reports needing state are
+   * refused (stats().droppedNoState). */
+  private readonly stateless: boolean = false;
   protected readonly mismatch: Stats["mechanismMismatch"] = {};
   private readonly logged = new Set<string>();
   /** Metrics the collector serves in kinds this client does not report: name -> kind. */
   protected otherKinds = new Map<string, string>();
   protected initDone = false;
+  /** Consent withdrawn (setEnabled(false)): nothing is collected, kept or sent. */
+  protected disabled = false;
   protected readonly initialised: Promise<void>;
   protected closed = false;
   private stopping = false;
@@ -191,11 +218,15 @@ export class Reporter {
   private refreshTimer: ReturnType<typeof setTimeout> | undefined;
   protected draining: Promise<void> | undefined;
   private inFlight: AbortController | undefined;
+  /** Aborted by close(): a catalogue request in flight then must not keep Node running. */
+  private readonly halt = new AbortController();
   private wakeBell = new Bell();
   private hurryBell = new Bell();
   private progressBell = new Bell();
   private closedBell = new Bell();
-  private readonly onHide: () => void;
+  private readonly onHide: (event?: Event) => void;
+  /** The page-hide send in progress (pagehide and visibilitychange may both fire). */
+  private hiding: Promise<void> | undefined;
   private readonly loop: Promise<void>;
 
   /**
@@ -228,6 +259,7 @@ export class Reporter {
       refreshInterval: ms("refreshInterval", 3_600_000),
       maxEarlyReports: ms("maxEarlyReports", 1000),
       uploadJitter: ms("uploadJitter", 0),
+      exitTimeout: ms("exitTimeout", 2000),
     };
     this.retry = {...DEFAULT_RETRY, ...options.retry};
     this.maxEpsilon = nats("maxEpsilon", options.maxEpsilon ?? DEFAULT_MAX_EPSILON);
@@ -244,21 +276,37 @@ export class Reporter {
     this.store = options.store ?? defaultStore();
     this.secretStore = options.secret ??
       (this.store instanceof IdbStore ? new StoreSecret(this.store) : new MemorySecret());
+    // State that would last this process only is never silent (issue 27): used with a warning
+    // if the app asks for it by name (store: new MemoryStore()), else refused.
+    if (this.secretStore instanceof MemorySecret || this.store instanceof MemoryStore) {
+      this.stateless = !(options.store instanceof MemoryStore);
+      this.log(this.stateless ? "deniable: no durable store (nodeStorage(dir) in Node): " +
+        "memoized and period-gated reports are dropped; store: new MemoryStore() keeps state " +
+        "for one process" : "deniable: state in memory: memoized answers, ledger and period " +
+        "gate last one process");
+    }
+    if (options.onePerPeriod ?? true) this.gate = new PeriodGate(this.store, options.clock ?? Date.now);
     this.queue = new DurableQueue(this.store, {
       batchSize,
-      maxBatchAge: ms("maxBatchAge", DEFAULT_MAX_BATCH_AGE),
+      // A page seals at every commit: a store transaction started when the page is left may
+      // never complete (a followed link), and only sealed batches can go then.
+      maxBatchAge: ms("maxBatchAge", globalThis.document ? 0 : DEFAULT_MAX_BATCH_AGE),
       maxQueuedReports: ms("maxQueuedReports", DEFAULT_MAX_QUEUED_REPORTS),
       maxQueueAge: ms("maxQueueAge", DEFAULT_MAX_QUEUE_AGE),
     });
     this.transport = new Transport(collectorUrl, {
       timeout: ms("timeout", DEFAULT_TIMEOUT), token: options.token, fetch: options.fetch});
-    this.onHide = () => {
-      if (globalThis.document?.visibilityState !== "visible") void this.sendOnHide();
+    // pagehide whatever the visibility: Chromium keeps "visible" when a link is followed.
+    this.onHide = (event?: Event) => {
+      if (event?.type === "pagehide" || globalThis.document?.visibilityState !== "visible") {
+        this.hiding ??= this.sendOnHide().finally(() => { this.hiding = undefined; });
+      }
     };
     if (options.flushOnHide ?? true) {
       globalThis.document?.addEventListener("visibilitychange", this.onHide);
       globalThis.addEventListener?.("pagehide", this.onHide);
     }
+    atExit(this, this.opts.exitTimeout);
     this.initialised = this.init();
     this.loop = this.initialised.then(() => this.run());
   }
@@ -277,6 +325,7 @@ export class Reporter {
    */
   report(metric: string, trueValue: boolean): void {
     if (this.closed) throw new QueueError("the reporter is closed");
+    if (this.disabled) return;
     const kind = this.otherKinds.get(metric);
     if (kind !== undefined) {
       throw new UnknownMetricError(`${JSON.stringify(metric)} is ${kind}: boolean metrics ` +
@@ -294,6 +343,7 @@ export class Reporter {
     if (catalogue !== null) {
       if (this.held(metric)) return;
       const mechanism = lookup(catalogue, metric);
+      if (this.skipped(metric)) return;
       if (this.fresh.has(metric)) {
         this.put(metric, mechanism.id, mechanism.perturb(value, this.rng));
         return;
@@ -338,11 +388,42 @@ export class Reporter {
       queued: this.queue.queued, sent: c.sent, dropped: c.dropped + this.queue.droppedInMemory,
       deadLettered: c.deadLettered,
       droppedNoCatalogue: this.counts.noCatalogue, droppedEarly: this.counts.early,
-      droppedUnknownMetric: this.counts.unknown, keyRefused: this.keyRefused,
+      droppedUnknownMetric: this.counts.unknown, droppedNoState: this.counts.noState,
+      keyRefused: this.keyRefused,
       mechanismMismatch: {...this.mismatch}, catalogueKnown: this.catalogue !== null,
       withheld: this.counts.withheld, withheldMetrics: Object.fromEntries(this.over),
-      capRefused: this.counts.capped,
+      capRefused: this.counts.capped, periodSkipped: this.gate?.skipped ?? 0,
     };
+  }
+
+  /**
+   * The app's consent switch (Python's set_enabled). `false` stops collection at once
+   * (report() does nothing), drops every queued report and deletes the device's local state
+   * (secret, ledger, period gate, cached catalogue: consent.ts), leaving only a marker so that
+   * later Reporters on the same store stay off; `true` resumes, as a new device (new secret).
+   * Nothing can be deleted on the collector: it holds sums of perturbed reports only.
+   * @throws InvalidParameterError `enabled` is not a boolean; the store's errors (QueueError).
+   */
+  async setEnabled(enabled: boolean): Promise<void> {
+    if (typeof enabled !== "boolean") {
+      throw new InvalidParameterError(`enabled must be a boolean. Got a ${typeof enabled} instead.`);
+    }
+    await this.initialised;
+    this.disabled = !enabled;
+    if (!enabled) {
+      this.early = [];
+      this.inFlight?.abort();
+      await this.draining;
+      await this.gate?.pending;
+      this.forget();
+      await this.queue.clear();
+    }
+    await setConsent(this.store, this.secretStore, enabled);
+    if (enabled) {
+      this.forget();  // nothing derived from the deleted secret survives
+      this.secret = await this.secretStore.load();
+      await this.prepareMemo();
+    }
   }
 
   /** Batches the collector refused for good, with its reasons. */
@@ -373,6 +454,7 @@ export class Reporter {
     const deadline = Date.now() + timeout;
     await race(this.initialised, timeout);
     if (this.draining !== undefined) await race(this.draining, deadline - Date.now());
+    await race(this.gate?.pending ?? Promise.resolve(), deadline - Date.now());
     try {
       await race(this.queue.commit(true), deadline - Date.now());
     } catch {
@@ -399,10 +481,12 @@ export class Reporter {
   async close(timeout = this.opts.closeTimeout): Promise<boolean> {
     if (this.closed) return true;
     this.closed = true;
+    OPEN.delete(this);
     const drained = await this.flushUntil(timeout).catch(() => false);
     this.stopping = true;
     this.closedBell.ring();
     this.inFlight?.abort();
+    this.halt.abort();
     for (const t of [this.commitTimer, this.sealTimer, this.refreshTimer]) clearTimeout(t);
     globalThis.document?.removeEventListener("visibilitychange", this.onHide);
     globalThis.removeEventListener?.("pagehide", this.onHide);
@@ -439,11 +523,28 @@ export class Reporter {
     return this.over.has(metric) && ++this.counts.withheld > 0;
   }
 
+  /** Whether `metric`'s report is skipped now: its period is reported already, or it needs
+   * state (a secret, ledger, period gate) that would last this process only. Counted. */
+  protected skipped(metric: string): boolean {
+    if (this.stateless && (this.gate || !this.fresh.has(metric))) return ++this.counts.noState > 0;
+    return this.gate?.closed(metric) ?? false;
+  }
+
   /** Whether the cap refuses the memoized answer `key` of `metric` under `m`, as the ledger
    * last read says (counted, said once); else it is derived and charged in drainOne. */
   protected refused(metric: string, m: Priced, key: number): boolean {
-    return spend(this.ledger, metric, `${m.id}\u0000${key}`, m.epsilon, this.cap) > 1 &&
+    const tag = this.tags.get(`${metric}\u0000${m.id}\u0000${key}`);  // else: decided in charge
+    return tag !== undefined && spend(this.ledger, metric, tag, m.epsilon, this.cap) > 1 &&
       this.capped(metric);
+  }
+
+  /** The ledger tag of memoized answer `key` of `metric` under `m` (tags.ts); needs the
+   * secret. */
+  protected async tag(metric: string, m: Priced, key: number): Promise<string> {
+    const at = `${metric}\u0000${m.id}\u0000${key}`;
+    let tag = this.tags.get(at);
+    if (tag === undefined) this.tags.set(at, tag = await ledgerTag(this.secret!, metric, m.id, key));
+    return tag;
   }
 
   /**
@@ -453,7 +554,7 @@ export class Reporter {
    * cannot be written (the report is dropped: no report goes out whose charge could be lost).
    */
   protected async charge(metric: string, m: Priced, key: number): Promise<boolean> {
-    const tag = `${m.id}\u0000${key}`;
+    const tag = await this.tag(metric, m, key);
     let s: number = spend(this.ledger, metric, tag, m.epsilon, this.cap);
     if (s === 1) {
       try {
@@ -481,7 +582,15 @@ export class Reporter {
     return true;
   }
 
+  /** Queue `item`, once the period gate has admitted it (period.ts). */
   protected put(...item: Item): void {
+    if (this.disabled) return;
+    const claim = this.gate?.admit(item[0]);
+    if (claim === undefined) this.enqueue(item);
+    else if (claim) void claim.then((ok) => ok && this.enqueue(item));
+  }
+
+  private enqueue(item: Item): void {
     this.queue.put(item);
     if (this.commitTimer === undefined) {
       this.commitTimer = timer(() => {
@@ -492,6 +601,7 @@ export class Reporter {
   }
 
   protected async commit(sealAll: boolean): Promise<void> {
+    if (this.disabled) return;
     try {
       const sealed = await this.queue.commit(sealAll);
       if (sealed > 0) this.wakeBell.ring();
@@ -505,9 +615,19 @@ export class Reporter {
     }
   }
 
+  /** Forget everything derived from the device secret and the ledger (consent withdrawn). */
+  protected forget(): void {
+    this.secret = undefined;
+    this.memo.clear();
+    this.tags.clear();
+    this.ledger = {};
+    this.gate?.clear();
+  }
+
   private async init(): Promise<void> {
+    this.disabled = await withdrawn(this.store).catch(() => false);
     try {
-      this.secret = await this.secretStore.load();
+      if (!this.disabled) this.secret = await this.secretStore.load();
     } catch (error) {
       this.once("secret", `deniable: the device secret could not be loaded: ${String(error)}`);
     }
@@ -516,15 +636,19 @@ export class Reporter {
     } catch (error) {
       this.once("load", `deniable: the queue could not be read: ${String(error)}`);
     }
+    await this.gate?.load().catch(() => undefined);
     try {
-      this.ledger = await this.store.get<Ledger>(LEDGER_KEY) ?? {};
+      this.ledger = await retagLedger(this.store, this.secret);
     } catch {
       // unread: every new answer is charged in the store, which decides
     }
     if (this.catalogue === null) {
       try {
         const cached = await this.store.get<unknown>(CATALOGUE_KEY);
-        if (cached !== undefined) this.catalogue = this.parse(cached);
+        if (cached !== undefined) {
+          this.catalogue = this.parse(cached);
+          this.gate?.learn(cached);
+        }
       } catch {
         // a bad cache is no catalogue
       }
@@ -540,11 +664,12 @@ export class Reporter {
   private async refresh(): Promise<void> {
     clearTimeout(this.refreshTimer);
     try {
-      const doc = await this.transport.request("GET", METRICS_PATH);
+      const doc = await this.transport.request("GET", METRICS_PATH, undefined, this.halt.signal);
       const fetched = this.parse(doc);
+      this.gate?.learn(doc);
       if (this.declared === null) {
         this.catalogue = fetched;
-        await this.store.set(CATALOGUE_KEY, doc).catch(() => undefined);
+        if (!this.disabled) await this.store.set(CATALOGUE_KEY, doc).catch(() => undefined);
       } else {
         this.checkDeclared(fetched);
       }
@@ -595,7 +720,7 @@ export class Reporter {
       const key = `${metric}\u0000${mechanism.id}`;
       const bits = this.memo.get(key) ?? [undefined, undefined];
       for (const v of [0, 1] as const) {
-        if (!spend(this.ledger, metric, `${mechanism.id}\u0000${v}`, 0, Infinity)) {
+        if (!spend(this.ledger, metric, await this.tag(metric, mechanism, v), 0, Infinity)) {
           bits[v] ??= await memoBit(this.secret, metric, mechanism, v);
         }
       }
@@ -617,7 +742,7 @@ export class Reporter {
       this.counts.noCatalogue++;
       return;
     }
-    if (this.held(metric)) return;
+    if (this.held(metric) || mechanism && this.skipped(metric)) return;
     if (mechanism === undefined) {
       this.counts.unknown++;
       this.once(`unknown:${metric}`, `deniable: metric '${metric}' is not in the catalogue; ` +
@@ -751,6 +876,23 @@ export class Reporter {
     this.logged.add(key);
     this.log(message);
   }
+}
+
+/** Reporters not closed yet: Node's exit hook closes them with their exitTimeout. */
+const OPEN = new Map<Reporter, number>();
+let hooked = false;
+
+/** In Node, close `r` when the event loop empties (beforeExit: not process.exit() or a
+ * signal), waiting at most its exitTimeout, as Python's atexit hook. */
+function atExit(r: Reporter, timeout: number): void {
+  const node = (globalThis as {process?: {on?: (e: string, f: () => void) => void}}).process;
+  if (globalThis.document || !node?.on) return;
+  OPEN.set(r, timeout);
+  if (hooked) return;
+  hooked = true;
+  node.on("beforeExit", () => {
+    for (const [open, timeout] of OPEN) void open.close(timeout);
+  });
 }
 
 /** A reusable wake-up: wait() resolves at the next ring(). */

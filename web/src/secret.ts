@@ -10,6 +10,8 @@ import type {Store} from "./store.js";
 export interface SecretStore {
   /** The device's HMAC key, created on first use and the same on every later call. */
   load(): Promise<CryptoKey>;
+  /** Delete the secret (consent withdrawn): the next load() creates a new one. */
+  clear(): Promise<void>;
 }
 
 /** A secret kept in a Store (IndexedDB): created once, atomically (the first writer wins). */
@@ -22,6 +24,10 @@ export class StoreSecret implements SecretStore {
     const fresh = await newSecretKey();
     return this.store.update<CryptoKey>(this.key, (old) => old ?? fresh);
   }
+
+  clear(): Promise<void> {
+    return this.store.del(this.key);
+  }
 }
 
 /** A secret for this object's life only: memoized answers last as long as the Reporter. */
@@ -31,5 +37,9 @@ export class MemorySecret implements SecretStore {
   load(): Promise<CryptoKey> {
     this.key ??= newSecretKey();
     return this.key;
+  }
+
+  async clear(): Promise<void> {
+    this.key = undefined;
   }
 }

@@ -19,7 +19,8 @@ import {collectorLike, startServer} from "./helpers.js";
 import {vectors} from "./vectors.js";
 
 const DOC = vectors.dims_catalogue.doc;
-const quiet = {log: () => undefined};
+// These tests send many reports of one metric: the period gate (tested in period.test.js) is off.
+const quiet = {log: () => undefined, onePerPeriod: false};
 const DEVICE = {app_version: "2.9", platform: "web", country: "fr"};
 
 /** A collector-like server serving DOC; its posts' raw bodies are in server.posts. */
@@ -101,7 +102,7 @@ test("a device-wide value a list refuses: said once, in stats, and that metric's
      "unless they give their own", async (t) => {
   const {c, server} = await collector(t);
   const logged = [];
-  const r = new Reporter(server.url, {log: (m) => logged.push(m), store: new MemoryStore(),
+  const r = new Reporter(server.url, {log: (m) => logged.push(m), onePerPeriod: false, store: new MemoryStore(),
                                       dimensions: {platform: "windows", app_version: "2.3"}});
   assert.equal(await r.waitReady(5000), true);
   assert.deepEqual(Object.keys(r.stats().dimensionProblems).sort(), ["dark_mode", "os"]);
@@ -155,7 +156,7 @@ test("an entry whose dimensions are malformed is withheld (said once); the other
      async (t) => {
   const {server} = await collector(t);
   const logged = [];
-  const r = new Reporter(server.url, {log: (m) => logged.push(m), store: new MemoryStore()});
+  const r = new Reporter(server.url, {log: (m) => logged.push(m), onePerPeriod: false, store: new MemoryStore()});
   assert.equal(await r.waitReady(5000), true);
   assert.deepEqual(Object.keys(r.metrics).sort(), vectors.dims_catalogue.parsed);
   for (const metric of vectors.dims_catalogue.withheld) {

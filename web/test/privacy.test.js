@@ -2,7 +2,7 @@
 // both entries: the shared vectors (Python's decisions), then Reporters against a loopback
 // collector that serves a huge epsilon and then publishes version after version.
 import assert from "node:assert/strict";
-import {mkdtempSync, readFileSync} from "node:fs";
+import {mkdirSync, mkdtempSync, readFileSync, writeFileSync} from "node:fs";
 import {tmpdir} from "node:os";
 import {join} from "node:path";
 import {test} from "node:test";
@@ -66,7 +66,7 @@ for (const [entry, lib] of [["default", core], ["all", all]]) {
     const {server, counted} = await collector(doc);
     t.after(() => server.close());
     const lines = [];
-    const r = new lib.Reporter(server.url, {log: (l) => lines.push(l), store: new MemoryStore(),
+    const r = new lib.Reporter(server.url, {log: (l) => lines.push(l), onePerPeriod: false, store: new MemoryStore(),
                                             refreshInterval: 20});
     assert.equal(await r.waitReady(5000), true);
     const values = {huge: true, at_ceiling: true, dark_mode: false, os_huge: "ios", os: "ios",
@@ -89,7 +89,7 @@ for (const [entry, lib] of [["default", core], ["all", all]]) {
   });
 
   test(`${entry}: a declared metric above the ceiling throws; at it, it does not`, async () => {
-    const opts = {log: () => undefined, store: new MemoryStore(), flushOnHide: false};
+    const opts = {log: () => undefined, onePerPeriod: false, store: new MemoryStore(), flushOnHide: false};
     const url = "http://127.0.0.1:9";
     assert.throws(() => new lib.Reporter(url, {...opts, metrics: {m: "rr:999999999/1000000000:1/2"}}),
                   (e) => e instanceof InvalidParameterError && /above maxEpsilon/.test(e.message));
@@ -120,7 +120,7 @@ for (const [entry, lib] of [["default", core], ["all", all]]) {
     t.after(() => server.close());
     const dir = mkdtempSync(join(tmpdir(), "deniable-cap-"));
     const lines = [];
-    const opts = {log: (l) => lines.push(l), refreshInterval: 20, ...nodeStorage(dir)};
+    const opts = {log: (l) => lines.push(l), onePerPeriod: false, refreshInterval: 20, ...nodeStorage(dir)};
     const r = new lib.Reporter(server.url, opts);
     const version = async (reporter, id) => {
       serve(booleanDoc("m", id));
@@ -162,7 +162,9 @@ for (const [entry, lib] of [["default", core], ["all", all]]) {
     const store = new MemoryStore();
     // A cap of ln 9 = 2 ln 3: both answers of v1 once. Were each reporter to pay for its own,
     // the second pair would take the sum to 4 ln 3 and be refused.
-    const opts = {log: () => undefined, store, refreshInterval: 20, maxMetricEpsilon: Math.log(9)};
+    // One store, one device secret (as tabs of one origin share IndexedDB's).
+    const opts = {log: () => undefined, onePerPeriod: false, store, secret: new core.StoreSecret(store),
+                  refreshInterval: 20, maxMetricEpsilon: Math.log(9)};
     const [a, b] = [new lib.Reporter(server.url, opts), new lib.Reporter(server.url, opts)];
     for (const r of [a, b]) await until(() => r.metrics?.m === v1, "v1");
     a.report("m", true);
@@ -196,7 +198,7 @@ test("all: the cap counts each category's memoized answer", async (t) => {
   const os = vectors.ceiling.doc.metrics.find((m) => m.name === "os");  // epsilon 2 (rounded down)
   const {server, counted} = await collector({metrics: [os]});
   t.after(() => server.close());
-  const r = new all.Reporter(server.url, {log: () => undefined, store: new MemoryStore()});
+  const r = new all.Reporter(server.url, {log: () => undefined, onePerPeriod: false, store: new MemoryStore()});
   assert.equal(await r.waitReady(5000), true);
   // ln 81 ~ 4.39 holds two answers of epsilon ~2: ios and android; linux is refused.
   for (const v of ["ios", "android", "ios", "linux", "android", "linux"]) r.report("os", v);
@@ -210,4 +212,41 @@ test("the exported catalogue parsers still give RandomizedResponse, with its est
   assert.ok(parsed instanceof core.RandomizedResponse);
   assert.equal(parsed.estimate(50, 100).value, 0.5);
   assert.ok(core.declareCatalogue({m: "rr:1/2:1/2"}).get("m") instanceof core.RandomizedResponse);
+});
+
+test("ledger tags are HMACs under the device secret; a clear-tag ledger is re-tagged on load", async (t) => {
+  const {server, counted} = await collector(booleanDoc("m", "rr:1/2:1/2"));
+  t.after(() => server.close());
+  const dir = mkdtempSync(join(tmpdir(), "deniable-tags-"));
+  const secret = new Uint8Array(32).map((_, i) => 7 * i + 1);
+  mkdirSync(join(dir, "privacy"), {mode: 0o700});
+  writeFileSync(join(dir, "privacy", "secret"), secret, {mode: 0o600});
+  // A ledger as earlier versions wrote it: the true values in clear (m: true; os: index 2;
+  // a grid point; a malformed tag, which cannot be re-tagged and is dropped).
+  const spent = `${3n * units(Math.log(3))}`;
+  const clear = {m: {paid: ["rr:1/2:1/2\u00001"], spent},
+                 os: {paid: ["grr:3:1/2:0a1b2c3d\u00002", "x\u0000y"], spent},
+                 t: {paid: ["bm:1/4:0:1000\u000017"], spent}};
+  writeFileSync(join(dir, "queue.json"), JSON.stringify({ledger: clear}), {mode: 0o600});
+  const r = new core.Reporter(server.url, {log: () => undefined, onePerPeriod: false, ...nodeStorage(dir)});
+  assert.equal(await r.waitReady(5000), true);
+  const key = await core.importSecret(secret);
+  const tag = (metric, id, k) => core.ledgerTag(key, metric, id, k);
+  const text = readFileSync(join(dir, "queue.json"), "utf8");
+  assert.ok(!text.includes("\\u0000"), text);
+  assert.deepEqual(JSON.parse(text).ledger, {
+    m: {paid: [await tag("m", "rr:1/2:1/2", 1)], spent},
+    os: {paid: [await tag("os", "grr:3:1/2:0a1b2c3d", 2)], spent},
+    t: {paid: [await tag("t", "bm:1/4:0:1000", 17)], spent}});
+  // The re-tagged answer is still paid for (free); the other is charged under its HMAC tag.
+  r.report("m", true);
+  r.report("m", true);
+  assert.equal(await r.flush(5000), true);
+  r.report("m", false);
+  assert.equal(await r.close(5000), true);
+  assert.equal(counted().length, 3);
+  const ledger = JSON.parse(readFileSync(join(dir, "queue.json"), "utf8")).ledger;
+  assert.deepEqual(ledger.m.paid, [await tag("m", "rr:1/2:1/2", 1), await tag("m", "rr:1/2:1/2", 0)]);
+  assert.equal(BigInt(ledger.m.spent), 4n * units(Math.log(3)));
+  for (const t of [...ledger.m.paid, ...ledger.os.paid]) assert.match(t, /^[0-9a-f]{32}$/);
 });

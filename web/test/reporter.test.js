@@ -13,7 +13,8 @@ import {
 import {nodeStorage} from "../dist/node.js";
 import {CATALOGUE, collectorLike, sleep, startServer} from "./helpers.js";
 
-const quiet = {log: () => undefined};
+// These tests send many reports of one metric: the period gate (tested in period.test.js) is off.
+const quiet = {log: () => undefined, onePerPeriod: false};
 const DECLARED = {feature_x_enabled: "rr:1/2:1/2", dark_mode: "rr:3/4:1/2"};
 
 test("bad input throws at the call and sends nothing", async (t) => {
@@ -43,7 +44,7 @@ test("a collector serving other metric kinds leaves every boolean metric working
   const server = await startServer(c.answer);
   t.after(() => server.close());
   const lines = [];
-  const r = new Reporter(server.url, {log: (line) => lines.push(line), refreshInterval: 20,
+  const r = new Reporter(server.url, {log: (line) => lines.push(line), onePerPeriod: false, refreshInterval: 20,
                                       store: new MemoryStore()});
   assert.equal(await r.waitReady(5000), true);
   assert.deepEqual(r.metrics, mixed.boolean);
@@ -233,7 +234,7 @@ test("declared metrics are a privacy floor: never a registered mechanism with a 
   t.after(() => server.close());
   const logged = [];
   const r = new Reporter(server.url, {
-    log: (m) => logged.push(m), store: new MemoryStore(),
+    log: (m) => logged.push(m), onePerPeriod: false, store: new MemoryStore(),
     metrics: {dark_mode: "rr:1/2:1/2", feature_x_enabled: "rr:3/4:1/2"}});
   assert.equal(await r.waitReady(5000), true);
   for (let i = 0; i < 50 && Object.keys(r.stats().mechanismMismatch).length < 2; i++) {

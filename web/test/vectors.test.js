@@ -6,6 +6,7 @@ import {test} from "node:test";
 import {
   RandomizedResponse, below, encodeBatch, fracToString, importSecret, memoBit,
   memoContext, parseCatalogue, parseFraction, zScore, WireFormatError, InvalidParameterError,
+  ledgerTag, tagContext,
 } from "../dist/index.js";
 import {fromHex, source, vectors} from "./vectors.js";
 
@@ -126,5 +127,16 @@ test("vectors: estimator values", () => {
     }
     assert.equal(e.clipped, v.clipped, what);
     assert.equal(e.wide, v.wide, what);
+  }
+});
+
+test("vectors: ledger tags are the Python ledger's HMAC tags under the same secret", async () => {
+  const keys = new Map();
+  assert.ok(vectors.ledger_tags.length > 0);
+  for (const v of vectors.ledger_tags) {
+    if (!keys.has(v.secret)) keys.set(v.secret, await importSecret(fromHex(v.secret)));
+    assert.equal(hex(tagContext(v.metric, v.mechanism, v.key)), v.context,
+                 `context of ${v.metric} ${v.mechanism} ${v.key}`);
+    assert.equal(await ledgerTag(keys.get(v.secret), v.metric, v.mechanism, v.key), v.tag);
   }
 });

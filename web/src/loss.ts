@@ -1,0 +1,94 @@
+/**
+ * What a metric's reports reveal on this device, as Python's `PrivacyLoss`
+ * (client/longitudinal.py), without the instantaneous layer (the web client has none): the
+ * epsilon of one report, the epsilon of any number of reports of a value held constant, and,
+ * stated apart because no epsilon bounds it, what a change of value reveals, with the exact
+ * probability that the permanent answers of two values differ. Shared vectors
+ * (`privacy_loss`) check every kind against Python's.
+ */
+import {add, type Fraction, frac, fracToString, mul, sub, toNumber} from "./fraction.js";
+import {KaryRandomizedResponse, SubsetSelection, UnaryEncoding} from "./kinds.js";
+
+/** A mechanism as the statements need it: its epsilon and its channel (P1, Q) or kind. */
+type Mechanism = {readonly epsilon: number; readonly id: string};
+
+const ONE = frac(1n);
+
+export class PrivacyLoss {
+  /** Epsilon per report, in nats. */
+  readonly oneReportEpsilon: number;
+  /** Epsilon of any number of reports of one value held constant; null for fresh reporting
+   * (n reports lose n times oneReportEpsilon: `after(n)`). */
+  readonly longRunEpsilon: number | null;
+  /** Memoized: the exact probability that the permanent answers of two values differ (numeric:
+   * the two ends of the range, the most it can be); null for fresh reporting. */
+  readonly pAnswersDiffer: Fraction | null;
+  /** What the ledger charges for a new (mechanism, value) (memoized), or per report (fresh). */
+  readonly costPerNewValue: number;
+  /** In plain words, what a change of value reveals and why no epsilon bounds it. */
+  readonly valueChange: string;
+
+  constructor(readonly metric: string, mechanism: Mechanism, memoized: boolean) {
+    this.oneReportEpsilon = this.costPerNewValue = mechanism.epsilon;
+    this.longRunEpsilon = memoized ? mechanism.epsilon : null;
+    if (!memoized) {
+      this.pAnswersDiffer = null;
+      this.valueChange = "Each report is a fresh draw, so n reports lose at most n times the " +
+        "one-report epsilon whatever the values, changed or not. A change of value shifts the " +
+        "share of ones in the reports, which an observer who links them can see by averaging " +
+        "the reports on either side of it: the more reports, the more sharply it dates the change.";
+      return;
+    }
+    const differ = this.pAnswersDiffer = answersDiffer(mechanism);
+    const perPoint = mechanism.id.startsWith("bm:")
+      ? " (numeric: each grid point of alpha-point rounding)" : "";
+    this.valueChange = `A new value gets its own permanent answer${perPoint}. The two answers ` +
+      `differ with probability ${fracToString(differ)} (${Number(toNumber(differ).toPrecision(3))}); ` +
+      "when they do, anyone who links this device's reports sees when " +
+      "the value changed, and every later change back and forth. No epsilon bounds this: the " +
+      "timing of each change shows, whatever the nats charged.";
+  }
+
+  /** The exact worst-case loss of `n` reports of one value held constant. */
+  after(n: number): number {
+    if (!Number.isInteger(n) || n < 0) throw new RangeError("n must be an integer >= 0");
+    return this.longRunEpsilon === null ? n * this.oneReportEpsilon : n ? this.longRunEpsilon : 0;
+  }
+}
+
+/** P(the permanent answers of two values differ), exact (Python's _p_answers_differ). */
+function answersDiffer(m: Mechanism): Fraction {
+  const sq = (x: Fraction): Fraction => mul(x, x);
+  if (m instanceof KaryRandomizedResponse) {
+    return sub(ONE, add(mul(frac(2n), mul(m.p, m.q)), mul(frac(BigInt(m.d - 2)), sq(m.q))));
+  }
+  if (m instanceof UnaryEncoding) {
+    const agree = add(sq(m.q), sq(sub(ONE, m.q)));
+    let power = ONE;
+    for (let i = 0; i < m.d - 2; i++) power = mul(power, agree);
+    return sub(ONE, mul(frac(1n, 4n), power));
+  }
+  if (m instanceof SubsetSelection) {
+    const {d, k, r} = m;
+    const c = (n: number, j: number): Fraction => frac(choose(n, j));
+    const num = add(add(mul(c(d - 2, k - 2), sq(r)), mul(mul(frac(2n), c(d - 2, k - 1)), r)),
+                    c(d - 2, k));
+    const den = sq(add(mul(c(d - 1, k - 1), r), c(d - 1, k)));
+    return sub(ONE, mul(num, frac(den.den, den.num)));
+  }
+  const [p1, q] = channel(m);
+  return add(mul(p1, sub(ONE, q)), mul(q, sub(ONE, p1)));
+}
+
+/** (P1, Q) of a boolean mechanism or a 1BitMean (1 - a, a). */
+function channel(m: Mechanism): [Fraction, Fraction] {
+  const rr = m as {pYesGivenYes?: Fraction; pYesGivenNo?: Fraction; a?: Fraction};
+  return rr.a !== undefined ? [sub(ONE, rr.a), rr.a] : [rr.pYesGivenYes!, rr.pYesGivenNo!];
+}
+
+function choose(n: number, k: number): bigint {
+  if (k < 0 || k > n) return 0n;
+  let out = 1n;
+  for (let i = 1; i <= k; i++) out = out * BigInt(n - k + i) / BigInt(i);
+  return out;
+}

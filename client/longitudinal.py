@@ -61,7 +61,9 @@ from typing import cast
 from deniable.client.budget import DEFAULT_MAX_METRIC_EPSILON, Budget, MetricSpend, PrivacyLedger
 from deniable.client.composition import repeated_loss, split
 from deniable.client.errors import InvalidParameterError
-from deniable.client.categorical import KaryRandomizedResponse, SubsetSelection, UnaryEncoding
+from deniable.client.categorical import (MAX_UNIQUE_SHARE, UNIQUE_SHARE_DEVICES,
+                                         KaryRandomizedResponse, SubsetSelection, UnaryEncoding,
+                                         unique_share)
 from deniable.client.mechanism import RandomizedResponse
 from deniable.client.memo import (DEFAULT_GRID, Grid, ValueMechanism, alpha_threshold,
                                   check_grid, memo_answer, memo_bit, new_secret, spend_tag,
@@ -254,10 +256,16 @@ class LongitudinalGuard:
             with ``MetricCapError`` (deniable.client.budget). ``math.inf`` turns it off.
         grid: numeric metrics: the intervals m of α-point rounding (``DEFAULT_GRID`` = 32,
             so 33 grid points per range).
+        max_unique_share: the most a memoized categorical answer may single out: the
+            expected share of 20,000 same-valued devices whose answer under the metric's
+            mechanism no other has (``unique_share``; 1 % by default, ``1.0`` turns the
+            check off). A memoized metric above it is refused whatever its value
+            (``InvalidParameterError`` from ``layers``; the Reporter withholds it).
 
     Raises:
         InvalidParameterError: a metric both fresh and with an instantaneous layer, a
-            layer that is not a RandomizedResponse, or a grid out of range.
+            layer that is not a RandomizedResponse, a grid out of range, or a
+            max_unique_share outside [0, 1].
         PrivacyStateError: the state directory holds a corrupt secret or ledger.
     """
 
@@ -267,8 +275,14 @@ class LongitudinalGuard:
                  fresh: Collection[str] = (), rng: RandomBits | None = None,
                  clock: Callable[[], float] = time.time,
                  max_metric_epsilon: float = DEFAULT_MAX_METRIC_EPSILON,
-                 grid: int = DEFAULT_GRID) -> None:
+                 grid: int = DEFAULT_GRID,
+                 max_unique_share: float = MAX_UNIQUE_SHARE) -> None:
         self._grid = check_grid(grid)
+        if isinstance(max_unique_share, bool) or not isinstance(max_unique_share, (int, float)) \
+                or not 0 <= max_unique_share <= 1:
+            raise InvalidParameterError(
+                f"max_unique_share must be a share in [0, 1]. Got {max_unique_share!r} instead.")
+        self._max_unique_share = float(max_unique_share)
         self._alphas: dict[str, int] = {}
         self._irr = dict(irr or {})
         for name, layer in self._irr.items():
@@ -360,6 +374,17 @@ class LongitudinalGuard:
                 raise InvalidParameterError(f"metric {metric!r}: {exc}") from exc
         else:
             layers = Layers(wire=mechanism, memo=mechanism, irr=None)
+        memo = layers.memo
+        if isinstance(memo, (KaryRandomizedResponse, UnaryEncoding, SubsetSelection)):
+            share = unique_share(memo)
+            if share > self._max_unique_share:
+                raise InvalidParameterError(
+                    f"metric {metric!r}: a memoized answer of {memo.id} would single this "
+                    f"device out: among {UNIQUE_SHARE_DEVICES:,} devices with the same value, "
+                    f"{share:.1%} would hold an answer no other has (the limit is "
+                    f"{self._max_unique_share:.1%}). Declare it by epsilon (the automatic "
+                    f"choice keeps answers shared), a smaller subset, or GRR "
+                    f"(docs/privacy.md).")
         return layers
 
     def check(self, catalogue: Mapping[str, object]) -> None:

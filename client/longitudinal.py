@@ -37,7 +37,9 @@ policies, with these differences:
   α-point rounding to one of ``grid`` + 1 points (``DEFAULT_GRID`` = 32 intervals) and each
   point gets its permanent 1BitMean bit (deniable.client.memo). The ledger charges
   ``mechanism.epsilon`` once per new category or grid point: a value held constant costs
-  epsilon once, a numeric value drifting within one grid cell at most twice.
+  epsilon once, a numeric value drifting within one grid cell at most twice. A numeric
+  value whose grid point is new when the cap (or a budget) refuses new answers is reported as
+  the nearest grid point already paid for, so a drifting number never goes silent.
 - fresh: a fresh secure draw of the mechanism on the exact value (no rounding), charged
   ``mechanism.epsilon`` every report.
 - an instantaneous layer is defined for boolean metrics only (a randomized-response layer
@@ -60,7 +62,7 @@ from typing import cast
 
 from deniable.client.budget import DEFAULT_MAX_METRIC_EPSILON, Budget, MetricSpend, PrivacyLedger
 from deniable.client.composition import repeated_loss, split
-from deniable.client.errors import InvalidParameterError
+from deniable.client.errors import BudgetExceededError, InvalidParameterError
 from deniable.client.categorical import (MAX_UNIQUE_SHARE, UNIQUE_SHARE_DEVICES,
                                          KaryRandomizedResponse, SubsetSelection, UnaryEncoding,
                                          unique_share)
@@ -474,8 +476,13 @@ class LongitudinalGuard:
                 index, or an exact number in [lower, upper]. It never leaves this call; only
                 an HMAC tag of its category or grid point reaches the ledger.
 
+        A memoized numeric value whose grid point is new and refused by the cap or a budget
+        is reported as the nearest grid point already paid for (``_nearest_paid_point``):
+        free, and the same behaviour for every value, so silence never marks a drift.
+
         Raises:
-            BudgetExceededError, MetricCapError: as ``perturb``; nothing is spent.
+            BudgetExceededError, MetricCapError: as ``perturb``; nothing is spent. Numeric
+                metrics raise them only while no grid point of the mechanism is paid for.
             InvalidParameterError: a boolean mechanism (use ``perturb``), an index or number
                 out of the mechanism's range, or an instantaneous layer for this metric.
         """
@@ -504,10 +511,43 @@ class LongitudinalGuard:
         if answer is None:
             tag = value_tag(self._secret, metric, mechanism, key, self._grid)
             if not self._ledger.is_paid(metric, tag):
-                self._ledger.charge(metric, mechanism.epsilon, tag)
+                try:
+                    self._ledger.charge(metric, mechanism.epsilon, tag)
+                except BudgetExceededError:
+                    if not isinstance(mechanism, BitMean):
+                        raise
+                    paid = self._nearest_paid_point(route, metric, mechanism, key)
+                    if paid is None:
+                        raise
+                    return paid
             answer = memo_answer(self._secret, metric, mechanism, key, self._grid)
             route.answers[key] = answer
         return answer
+
+    def _nearest_paid_point(self, route: _Route, metric: str, mechanism: BitMean,
+                            key: int) -> int | None:
+        """The memoized answer of the paid grid point nearest ``key`` (the lower one on a
+        tie), or None if no point of this mechanism is paid for.
+
+        A numeric value whose new grid point the cap or a budget refuses is reported as the
+        nearest point already paid for, so a drifting value never makes the device go silent
+        (which would say "moved to a new grid cell"): once one point is paid, every value is
+        reported. It repeats a paid answer, so it costs nothing and draws no new coins; the
+        reported point is at most the distance to the nearest paid one from the true value
+        (a bias of the mean, stated in docs/privacy.md).
+        """
+        for distance in range(self._grid + 1):
+            for point in (key - distance, key + distance) if distance else (key,):
+                if not 0 <= point <= self._grid:
+                    continue
+                answer = route.answers.get(point)
+                if answer is None and self._ledger.is_paid(
+                        metric, value_tag(self._secret, metric, mechanism, point, self._grid)):
+                    answer = memo_answer(self._secret, metric, mechanism, point, self._grid)
+                    route.answers[point] = answer
+                if answer is not None:
+                    return answer
+        return None
 
     # -- guarantees and accounting --------------------------------------------------------
 

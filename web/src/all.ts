@@ -195,10 +195,16 @@ export class Reporter extends BooleanReporter {
           `trueValue must be a boolean. Got a ${typeof trueValue} instead.`);
       }
       const value = trueValue ? 1 : 0;
-      if (this.fresh.has(metric)) this.put(metric, spec.id, spec.perturb(value, this.rng), stated);
+      // Behind reports still waiting, it waits too: reports keep their call order.
+      if (this.waiting) {
+        if (this.fresh.has(metric) || !this.refused(metric, spec, value)) {
+          this.wait(metric, value, dims);
+        }
+      } else if (this.fresh.has(metric)) {
+        this.put(metric, spec.id, spec.perturb(value, this.rng), stated);
       // Else its memoized answer, if derived and paid for; else derived and charged
       // asynchronously.
-      else {
+      } else {
         const bit = this.memo.get(`${metric}\u0000${spec.id}`)?.[value];  // paid for
         if (bit !== undefined) this.put(metric, spec.id, bit, stated);
         else if (!this.refused(metric, spec, value)) this.wait(metric, value, dims);
@@ -206,6 +212,10 @@ export class Reporter extends BooleanReporter {
       return;
     }
     const encoded = spec.encode(trueValue);  // throws for a value the metric does not take
+    if (this.fresh.has(metric) && this.waiting) {
+      this.wait(metric, trueValue, dims);
+      return;
+    }
     if (this.fresh.has(metric)) {
       this.put(metric, spec.id, spec.perturb(encoded, this.rng), stated);
       return;
@@ -215,7 +225,7 @@ export class Reporter extends BooleanReporter {
     // Its memoized answer, if derived and paid for; else derived and charged asynchronously.
     const answer = key === undefined ? undefined
       : this.answers.get(`${metric}\u0000${spec.id}`)?.get(key);
-    if (answer !== undefined) this.put(metric, spec.id, answer, stated);
+    if (answer !== undefined && !this.waiting) this.put(metric, spec.id, answer, stated);
     else if (key === undefined || !this.refused(metric, spec, key)) this.wait(metric, trueValue, dims);
   }
 
@@ -309,7 +319,7 @@ export class Reporter extends BooleanReporter {
     }
     this.early.push([metric, value as 0 | 1, dims === undefined || dims === null ? undefined
       : {...dims}]);
-    this.draining ??= this.drain().finally(() => { this.draining = undefined; });
+    this.schedule();
   }
 
   protected override async drainOne(metric: string, value: unknown,

@@ -294,17 +294,17 @@ export class Reporter {
     if (catalogue !== null) {
       if (this.held(metric)) return;
       const mechanism = lookup(catalogue, metric);
-      if (this.fresh.has(metric)) {
+      if (!this.waiting && this.fresh.has(metric)) {
         this.put(metric, mechanism.id, mechanism.perturb(value, this.rng));
         return;
       }
       // The memo holds answers already paid for; another is derived and charged in drainOne.
       const bit = this.memo.get(`${metric}\u0000${mechanism.id}`)?.[value];
-      if (bit !== undefined) {
+      if (!this.waiting && bit !== undefined) {
         this.put(metric, mechanism.id, bit);
         return;
       }
-      if (this.refused(metric, mechanism, value)) return;
+      if (!this.fresh.has(metric) && this.refused(metric, mechanism, value)) return;
     } else if (this.initDone) {
       this.counts.noCatalogue++;
       this.once("no-catalogue", "deniable: no metric catalogue yet (collector unreachable, " +
@@ -316,7 +316,24 @@ export class Reporter {
       return;
     }
     this.early.push([metric, value]);
-    this.draining ??= this.drain().finally(() => { this.draining = undefined; });
+    this.schedule();
+  }
+
+  /**
+   * Whether reports are waiting for their answer (derived and charged asynchronously). While
+   * any is, every later report waits behind it, paid for or not: reports are queued in call
+   * order, so their order in a batch never says which answers were new (issue 26).
+   */
+  protected get waiting(): boolean {
+    return this.draining !== undefined || this.early.length > 0;
+  }
+
+  /** Drain the waiting reports, in order; again if one arrived as the last drain ended. */
+  protected schedule(): void {
+    this.draining ??= this.drain().finally(() => {
+      this.draining = undefined;
+      if (this.early.length > 0) this.schedule();
+    });
   }
 
   /** The metrics this reporter knows now (name -> mechanism id); null if none yet. */

@@ -35,6 +35,7 @@ import type {Dims, Payload} from "./wire.js";
 export * from "./index.js";
 export * from "./kinds.js";
 export * from "./dimensions.js";
+export {identifying, MAX_UNIQUE_SHARE, UNIQUE_SHARE_DEVICES, uniqueShare} from "./unique.js";
 
 /** Public dimension values as an app states them: name -> value. */
 export type DimensionValues = Readonly<Record<string, string>>;

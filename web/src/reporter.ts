@@ -38,6 +38,7 @@ import {
   backoffDelay, DEFAULT_RETRY, DEFAULT_TIMEOUT, type RetryOptions, secureUniform, Transport,
 } from "./sender.js";
 import {defaultStore, IdbStore, type Store} from "./store.js";
+import {identifying} from "./unique.js";
 import {DEFAULT_MAX_REPORTS, type Dims, type Item, METRICS_PATH, REPORTS_PATH} from "./wire.js";
 
 export interface ReporterOptions {
@@ -237,8 +238,8 @@ export class Reporter {
       const why = above(m, this.maxEpsilon);
       if (why) throw new InvalidParameterError(`metric '${name}': ${why}`);
     }
-    this.catalogue = this.declared;
     this.fresh = new Set(options.fresh ?? []);
+    this.catalogue = this.declared;
     this.rng = options.rng ?? SYSTEM_BITS;
     this.log = options.log ?? ((message) => console.warn(message));
     this.store = options.store ?? defaultStore();
@@ -433,7 +434,8 @@ export class Reporter {
   // -- internals ------------------------------------------------------------------------
 
   /** The catalogue report() routes by; setting it withholds every metric above the ceiling
-   * (Python's resolve), saying so once per metric and mechanism. */
+   * (Python's resolve) and every memoized one whose answer would single the device out
+   * (unique.ts, as Python's guard), saying so once per metric and mechanism. */
   protected get catalogue(): Catalogue | null {
     return this.cat;
   }
@@ -441,7 +443,8 @@ export class Reporter {
     this.over = new Map();
     let kept = catalogue;
     for (const [name, m] of catalogue ?? []) {
-      const why = above(m, this.maxEpsilon);
+      // Above the ceiling, or memoized with an answer that would identify the device.
+      const why = above(m, this.maxEpsilon) ?? (this.fresh.has(name) ? undefined : identifying(m));
       if (why === undefined) continue;
       if (kept === catalogue) kept = new Map(catalogue);
       kept!.delete(name);

@@ -14,6 +14,7 @@ each assertion.
 from __future__ import annotations
 
 import itertools
+import json
 import math
 import random
 from collections import Counter
@@ -214,3 +215,28 @@ def test_estimates_from_memoized_answers_of_the_choice_are_unbiased(epsilon: flo
     # failure for any of d <= 1024 categories has probability below 1024 * 2e-9 = 2e-6 (and
     # below 1.3e-7 at d = 64).
     assert max(abs(x) for x in z) < 6
+
+
+def test_the_reporter_withholds_a_served_identifying_metric_and_reports_the_rest() -> None:
+    from deniable.client import Reporter
+    from deniable.client.metrics import describe_metric
+    from tests.servers import recording_collector
+    labels = [f"c{i}" for i in range(64)]
+    wide = MetricSpec.build("categorical", categories=labels,
+                            mechanism=UnaryEncoding.from_epsilon(2.0, 64, "00000000").id
+                            .replace("00000000", MetricSpec.build(
+                                "categorical", categories=labels, epsilon=2.0).mechanism.tag))
+    narrow = MetricSpec.build("categorical", categories=labels, epsilon=2.0)
+    doc = {"metrics": [describe_metric("wide", "W", wide), describe_metric("narrow", "N", narrow)]}
+    with recording_collector(doc) as (url, recorder):
+        with Reporter(url, one_per_period=False, privacy_dir=":memory:") as reporter:
+            assert reporter.wait_ready(10)
+            assert "single this device out" in reporter.stats().withheld_metrics["wide"]
+            assert set(reporter.metrics) == {"narrow"}
+            for value in ("c0", "c5", "c63"):
+                reporter.report("wide", value)  # the same for every value: counted, not sent
+            reporter.report("narrow", "c5")
+            assert reporter.flush(10) is True
+            assert reporter.stats().withheld == 3
+    sent = [json.loads(body) for body in recorder.bodies]
+    assert [r["metric"] for batch in sent for r in batch["reports"]] == ["narrow"]

@@ -21,8 +21,8 @@ import {DIMENSION_NAME, DimensionError, Dimensions, NONE} from "./dimensions.js"
 import {InvalidParameterError, QueueError, UnknownMetricError} from "./errors.js";
 import {cmp} from "./fraction.js";
 import {
-  alphaThreshold, type AnyMetric, type Declared, declareMetric, type KindDeclaration, MetricSpec,
-  parseAllCatalogue,
+  alphaThreshold, type AnyMetric, DEFAULT_GRID, type Declared, declareMetric, type KindDeclaration,
+  MetricSpec, parseAllCatalogue,
 } from "./kinds.js";
 import {type RandomizedResponse, Rr} from "./mechanism.js";
 import {memoBit} from "./memo.js";
@@ -227,7 +227,10 @@ export class Reporter extends BooleanReporter {
     const answer = key === undefined ? undefined
       : this.answers.get(`${metric}\u0000${spec.id}`)?.get(key);
     if (answer !== undefined && !this.waiting) this.put(metric, spec.id, answer, stated);
-    else if (key === undefined || !this.refused(metric, spec, key)) this.wait(metric, trueValue, dims);
+    // A numeric value is never silent once a grid point is paid: drainOne sends the nearest.
+    else if (key === undefined || spec.kind === "numeric" || !this.refused(metric, spec, key)) {
+      this.wait(metric, trueValue, dims);
+    }
   }
 
   /** The public dimensions each metric reported now declares: name -> Dimensions (metrics
@@ -365,11 +368,39 @@ export class Reporter extends BooleanReporter {
     const id = `${metric}\u0000${spec.id}`;
     const key = spec.memoKey(encoded, alpha);
     const answer = this.answers.get(id)?.get(key) ?? await spec.memoAnswer(this.secret, metric, key);
-    if (!await this.charge(metric, spec, key)) return;
+    if (!await this.charge(metric, spec, key)) {
+      const nearest = spec.kind === "numeric" ? await this.nearestPaid(metric, spec, key)
+        : undefined;
+      if (nearest !== undefined) this.put(metric, spec.id, nearest, stated);
+      return;
+    }
     let answers = this.answers.get(id);
     if (answers === undefined) this.answers.set(id, answers = new Map());
     answers.set(key, answer);  // paid for: reported synchronously from now on
     this.put(metric, spec.id, answer, stated);
+  }
+
+  /**
+   * The memoized answer of the paid grid point nearest `key` (the lower one on a tie), or
+   * undefined if none is paid: a numeric value whose new grid point the cap refuses is sent
+   * as that, free, so a drifting number never goes silent (as Python's guard; issue 26).
+   */
+  private async nearestPaid(metric: string, spec: MetricSpec, key: number):
+      Promise<Payload | undefined> {
+    const known = this.answers.get(`${metric}\u0000${spec.id}`);
+    for (let distance = 1; distance <= DEFAULT_GRID; distance++) {
+      for (const point of [key - distance, key + distance]) {
+        if (point < 0 || point > DEFAULT_GRID) continue;
+        const answer = known?.get(point);
+        if (answer !== undefined) return answer;
+        // Paid in another process (the ledger as last read): derive its answer.
+        const tag = `${spec.id}\u0000${point}`;
+        if (spend(this.ledger, metric, tag, spec.mechanism.epsilon, this.cap) === 0) {
+          return spec.memoAnswer(this.secret!, metric, point);
+        }
+      }
+    }
+    return undefined;
   }
 
   private dropEarly(metric: string, why: string): void {

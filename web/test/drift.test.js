@@ -1,0 +1,31 @@
+// Numeric silence under drift (issue 26, item 7): a start-up time drifting +150 ms a "day" on
+// [0, 10000] at epsilon 1 reaches a new grid point every ~2 days, and the cap (ln 81) pays for
+// four. A refused new point is sent as the nearest paid one, so every report is sent, whatever
+// the value; before, reports stopped once the cap was reached.
+import assert from "node:assert/strict";
+import {test} from "node:test";
+
+import * as core from "../dist/index.js";
+import * as all from "../dist/all.js";
+import {collectorLike, startServer} from "./helpers.js";
+import {vectors} from "./vectors.js";
+
+test("all: a drifting number keeps being reported after the cap, as paid points", async (t) => {
+  const startup = vectors.ceiling.doc.metrics.find((m) => m.name === "startup_ms");
+  const c = collectorLike({metrics: [startup]});
+  const server = await startServer(c.answer);
+  t.after(() => server.close());
+  const devices = 12, days = 30;
+  for (let device = 0; device < devices; device++) {
+    const r = new all.Reporter(server.url, {store: new core.MemoryStore(), log: () => {}});
+    assert.equal(await r.waitReady(5000), true);
+    const start = c.counted().length;
+    for (let day = 0; day < days; day++) r.report("startup_ms", 400 * device + 150 * day);
+    assert.equal(await r.close(5000), true);
+    const sent = c.counted().slice(start);
+    assert.equal(sent.length, days, `device ${device}: every day sent, none silent`);
+    assert.ok(r.stats().capRefused > 0, "the cap was reached: the case is tested");
+    // Only answers of paid points: at most four distinct grid points' bits, all 0 or 1.
+    assert.ok(sent.every((x) => x.metric === "startup_ms" && (x.bit === 0 || x.bit === 1)));
+  }
+});

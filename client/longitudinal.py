@@ -467,7 +467,7 @@ class LongitudinalGuard:
         return pool.perturb(true_bit) if pool is not None else mechanism.perturb(true_bit)
 
     def perturb_value(self, metric: str, mechanism: ValueMechanism,
-                      value: int | Fraction) -> int:
+                      value: int | Fraction, *, ordered: bool = False) -> int:
         """The answer to report for a categorical, histogram or numeric metric: a GRR index,
         an OUE bitset (an int, bit i = category i) or a 1BitMean bit, following ``mechanism``.
 
@@ -475,10 +475,13 @@ class LongitudinalGuard:
             value: the true value as ``MetricSpec.encode`` gives it: a category (or bucket)
                 index, or an exact number in [lower, upper]. It never leaves this call; only
                 an HMAC tag of its category or grid point reaches the ledger.
+            ordered: the indices are ordered (a histogram's buckets): a refused new bucket
+                is then treated as a number's refused grid point.
 
-        A memoized numeric value whose grid point is new and refused by the cap or a budget
-        is reported as the nearest grid point already paid for (``_nearest_paid_point``):
-        free, and the same behaviour for every value, so silence never marks a drift.
+        A memoized numeric value (or bucket, ``ordered``) whose grid point is new and refused
+        by the cap or a budget is reported as the nearest point (bucket) already paid for
+        (``_nearest_paid_point``): free, and the same behaviour for every value, so silence
+        never marks a drift.
 
         Raises:
             BudgetExceededError, MetricCapError: as ``perturb``; nothing is spent. Numeric
@@ -514,7 +517,7 @@ class LongitudinalGuard:
                 try:
                     self._ledger.charge(metric, mechanism.epsilon, tag)
                 except BudgetExceededError:
-                    if not isinstance(mechanism, BitMean):
+                    if not (ordered or isinstance(mechanism, BitMean)):
                         raise
                     paid = self._nearest_paid_point(route, metric, mechanism, key)
                     if paid is None:
@@ -524,10 +527,10 @@ class LongitudinalGuard:
             route.answers[key] = answer
         return answer
 
-    def _nearest_paid_point(self, route: _Route, metric: str, mechanism: BitMean,
+    def _nearest_paid_point(self, route: _Route, metric: str, mechanism: ValueMechanism,
                             key: int) -> int | None:
-        """The memoized answer of the paid grid point nearest ``key`` (the lower one on a
-        tie), or None if no point of this mechanism is paid for.
+        """The memoized answer of the paid grid point (or histogram bucket) nearest ``key``
+        (the lower one on a tie), or None if no point of this mechanism is paid for.
 
         A numeric value whose new grid point the cap or a budget refuses is reported as the
         nearest point already paid for, so a drifting value never makes the device go silent
@@ -536,9 +539,10 @@ class LongitudinalGuard:
         reported point is at most the distance to the nearest paid one from the true value
         (a bias of the mean, stated in docs/privacy.md).
         """
-        for distance in range(self._grid + 1):
-            for point in (key - distance, key + distance) if distance else (key,):
-                if not 0 <= point <= self._grid:
+        last = self._grid if isinstance(mechanism, BitMean) else mechanism.d - 1
+        for distance in range(1, last + 1):
+            for point in (key - distance, key + distance):
+                if not 0 <= point <= last:
                     continue
                 answer = route.answers.get(point)
                 if answer is None and self._ledger.is_paid(

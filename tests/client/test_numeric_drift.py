@@ -82,3 +82,27 @@ def test_a_budget_refusal_substitutes_too_and_a_new_period_pays_again() -> None:
     secret = guard._secret  # noqa: SLF001
     assert guard.perturb_value("t", MECHANISM, step * 9) == memo_answer(secret, "t", MECHANISM, 9)
     assert guard.stats()["t"].paid_values == 2
+
+
+def test_a_drifting_histogram_value_keeps_reporting_through_the_reporter() -> None:
+    # A histogram is a number in buckets: a new bucket past the cap is sent as the nearest
+    # paid bucket. 20 buckets of 500 ms at epsilon 1 (the automatic choice); the cap pays for
+    # four buckets, the drift crosses twelve.
+    import json
+
+    from deniable.client import Reporter
+    from deniable.client.kinds import MetricSpec
+    from deniable.client.metrics import describe_metric
+    from tests.servers import recording_collector
+    spec = MetricSpec.build("histogram", epsilon=1.0, edges=list(range(0, 10001, 500)))
+    with recording_collector({"metrics": [describe_metric("startup", "S", spec)]}) \
+            as (url, recorder):
+        with Reporter(url, one_per_period=False, privacy_dir=":memory:") as reporter:
+            assert reporter.wait_ready(10)
+            for day in range(DAYS):
+                reporter.report("startup", 1000 + 200 * day)
+            assert reporter.flush(10) is True
+            stats = reporter.stats()
+    sent = [r for body in recorder.bodies for r in json.loads(body)["reports"]]
+    assert len(sent) == DAYS  # every day, none silent
+    assert stats.cap_refused > 0  # the cap was reached: the case is tested

@@ -227,8 +227,8 @@ export class Reporter extends BooleanReporter {
     const answer = key === undefined ? undefined
       : this.answers.get(`${metric}\u0000${spec.id}`)?.get(key);
     if (answer !== undefined && !this.waiting) this.put(metric, spec.id, answer, stated);
-    // A numeric value is never silent once a grid point is paid: drainOne sends the nearest.
-    else if (key === undefined || spec.kind === "numeric" || !this.refused(metric, spec, key)) {
+    // A number (or histogram bucket) is never silent once one is paid: drainOne sends the nearest.
+    else if (key === undefined || spec.kind !== "categorical" || !this.refused(metric, spec, key)) {
       this.wait(metric, trueValue, dims);
     }
   }
@@ -369,7 +369,7 @@ export class Reporter extends BooleanReporter {
     const key = spec.memoKey(encoded, alpha);
     const answer = this.answers.get(id)?.get(key) ?? await spec.memoAnswer(this.secret, metric, key);
     if (!await this.charge(metric, spec, key)) {
-      const nearest = spec.kind === "numeric" ? await this.nearestPaid(metric, spec, key)
+      const nearest = spec.kind !== "categorical" ? await this.nearestPaid(metric, spec, key)
         : undefined;
       if (nearest !== undefined) this.put(metric, spec.id, nearest, stated);
       return;
@@ -381,16 +381,18 @@ export class Reporter extends BooleanReporter {
   }
 
   /**
-   * The memoized answer of the paid grid point nearest `key` (the lower one on a tie), or
-   * undefined if none is paid: a numeric value whose new grid point the cap refuses is sent
-   * as that, free, so a drifting number never goes silent (as Python's guard; issue 26).
+   * The memoized answer of the paid grid point (or histogram bucket) nearest `key` (the lower
+   * one on a tie), or undefined if none is paid: a number whose new grid point (or bucket) the
+   * cap refuses is sent as that, free, so a drifting number never goes silent (as Python's
+   * guard; issue 26).
    */
   private async nearestPaid(metric: string, spec: MetricSpec, key: number):
       Promise<Payload | undefined> {
     const known = this.answers.get(`${metric}\u0000${spec.id}`);
-    for (let distance = 1; distance <= DEFAULT_GRID; distance++) {
+    const last = spec.kind === "numeric" ? DEFAULT_GRID : spec.edges.length - 2;
+    for (let distance = 1; distance <= last; distance++) {
       for (const point of [key - distance, key + distance]) {
-        if (point < 0 || point > DEFAULT_GRID) continue;
+        if (point < 0 || point > last) continue;
         const answer = known?.get(point);
         if (answer !== undefined) return answer;
         // Paid in another process (the ledger as last read): derive its answer.

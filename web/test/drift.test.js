@@ -29,3 +29,21 @@ test("all: a drifting number keeps being reported after the cap, as paid points"
     assert.ok(sent.every((x) => x.metric === "startup_ms" && (x.bit === 0 || x.bit === 1)));
   }
 });
+
+test("all: a drifting histogram value keeps being reported after the cap", async (t) => {
+  const edges = Array.from({length: 21}, (_, i) => String(500 * i));
+  const id = `ss:20:3:5837465777/2147483648:${all.domainTag(edges)}`;  // Python's choice at eps 1
+  const m = all.parseMechanism(id);
+  const entry = {name: "startup_h", description: "", kind: "histogram", edges, mechanism: id,
+                 p1: core.fracToString(m.p1), q: core.fracToString(m.q), epsilon: m.epsilon,
+                 memoization: "memoized", instantaneous: null, period: "day"};
+  const c = collectorLike({metrics: [entry]});
+  const server = await startServer(c.answer);
+  t.after(() => server.close());
+  const r = new all.Reporter(server.url, {store: new core.MemoryStore(), log: () => {}});
+  assert.equal(await r.waitReady(5000), true, JSON.stringify(r.stats()));
+  for (let day = 0; day < 30; day++) r.report("startup_h", 1000 + 200 * day);  // 12 buckets
+  assert.equal(await r.close(5000), true);
+  assert.equal(c.counted().length, 30);  // every day, none silent
+  assert.ok(r.stats().capRefused > 0, "the cap was reached: the case is tested");
+});

@@ -1014,33 +1014,98 @@ def _rare_variance(channel: tuple[Fraction, Fraction]) -> Fraction:
     return q * (1 - q) / (p1 - q) ** 2
 
 
+UNIQUE_SHARE_DEVICES = 20_000
+"""The population the unique share of a memoized answer is stated for: 20,000 devices that
+hold the same value (issue 26; docs/privacy.md, "Memoized answers are not identifiers")."""
+
+MAX_UNIQUE_SHARE = 0.01
+"""The most a memoized answer may single out: the expected share of ``UNIQUE_SHARE_DEVICES``
+same-valued devices whose permanent answer no other of them has (1 %; the docs' ten boolean
+metrics make 0.6 % of devices unique)."""
+
+
+def _log_comb(n: int, k: int) -> float:
+    return math.lgamma(n + 1) - math.lgamma(k + 1) - math.lgamma(n - k + 1)
+
+
+def unique_share(mechanism: CategoricalMechanism, devices: int = UNIQUE_SHARE_DEVICES) -> float:
+    """The expected share of ``devices`` devices holding the same category whose memoized
+    answer under ``mechanism`` no other of them has: sum over answers y of
+    P(y) (1 - P(y))**(devices - 1), in floats (a design figure, not a privacy bound).
+
+    The answers fall in classes of equally likely ones, so the sum has a few terms: GRR, the
+    true category or one of d - 1 others; SS, k-sets with or without the true category; OUE,
+    the true bit and the number of other bits set. Independent of which category is held.
+    """
+    if isinstance(devices, bool) or not isinstance(devices, int) or devices < 1:
+        raise InvalidParameterError(f"devices must be a positive int. Got {devices!r} instead.")
+    d = mechanism.d
+    classes: list[tuple[float, float]] = []  # (ln count, ln P(answer)) per class
+    if isinstance(mechanism, KaryRandomizedResponse):
+        classes = [(0.0, math.log(mechanism.p)), (math.log(d - 1), math.log(mechanism.q))]
+    elif isinstance(mechanism, SubsetSelection):
+        k, r = mechanism.k, mechanism.r
+        with_true, without = _log_comb(d - 1, k - 1) + math.log(r), _log_comb(d - 1, k)
+        log_z = max(with_true, without) + math.log1p(math.exp(-abs(with_true - without)))
+        classes = [(_log_comb(d - 1, k - 1), math.log(r) - log_z), (without, -log_z)]
+    else:
+        log_q, log_not_q = math.log(mechanism.q), math.log(1 - mechanism.q)
+        for w in range(d):  # w of the d - 1 other bits set; the true bit 1 or 0 (1/2 each)
+            classes.append((_log_comb(d - 1, w) + math.log(2),
+                            -math.log(2) + w * log_q + (d - 1 - w) * log_not_q))
+    share = 0.0
+    for log_count, log_p in classes:
+        share += math.exp(log_count + log_p + (devices - 1) * math.log1p(-math.exp(log_p)))
+    return share
+
+
 def choose_categorical(epsilon: float, d: int, tag: str) -> tuple[CategoricalMechanism, str]:
-    """GRR, OUE or subset selection for ``d`` categories at ``epsilon``, whichever has the
-    smallest exact variance for a rare category (f -> 0, the usual case in telemetry), and
-    why in plain words.
+    """GRR, OUE or subset selection for ``d`` categories at ``epsilon``: of those whose
+    memoized answer is no identifier (``unique_share`` at most ``MAX_UNIQUE_SHARE``), the one
+    with the smallest exact variance for a rare category (f -> 0, the usual case in
+    telemetry), and why in plain words.
 
     At equal epsilon GRR's variance is (d - 2 + e^eps) / (n (e^eps - 1)^2) and OUE's is
     4 e^eps / (n (e^eps - 1)^2): GRR wins while d < 3 e^eps + 2 (Wang et al. 2017). Subset
     selection with its best k (about d / (e^eps + 1)) is never worse than either up to the
-    rounding of its parameters, and strictly better in between; with k = 1 or d - 1 it is
-    GRR itself, so it is chosen only for 2 <= k <= d - 2 and a strictly smaller variance.
+    rounding of its parameters. But a memoized bitset of many categories is a device
+    identifier: at d = 64, epsilon 2, the best k (7) and OUE leave over 99 % of 20,000
+    same-valued devices with an answer nobody else has. So the sets are kept small: subset
+    selection with the k of smallest variance among those whose answers stay shared, which
+    is GRR itself (k = 1) for large d, and OUE only where it passes too. GRR's answers, one
+    category, are always shared for d <= 1024 (docs/privacy.md).
     """
     grr = KaryRandomizedResponse.from_epsilon(epsilon, d, tag)
     oue = UnaryEncoding.from_epsilon(epsilon, d, tag)
-    ss = SubsetSelection.from_epsilon(epsilon, d, tag)
-    v_grr, v_oue, v_ss = (_rare_variance(m.channel) for m in (grr, oue, ss))
+    best = SubsetSelection.from_epsilon(epsilon, d, tag)
+    sets = [SubsetSelection(d, k, best.r, tag) for k in range(2, d - 1)]
+    passing = [m for m in sets if unique_share(m) <= MAX_UNIQUE_SHARE]
+    ss = min(passing, key=lambda m: (_rare_variance(m.channel), m.k)) if passing else None
+    v_grr, v_oue = _rare_variance(grr.channel), _rare_variance(oue.channel)
+    v_ss = _rare_variance(ss.channel) if ss is not None else None
+    oue_ok = unique_share(oue) <= MAX_UNIQUE_SHARE
     threshold = 3 * math.exp(float(epsilon)) + 2
-    if 2 <= ss.k <= d - 2 and v_ss < min(v_grr, v_oue):
+    held = "" if ss is None or ss.k == best.k else (
+        f"; k is kept at {ss.k} (not {best.k}, the unconstrained best) so that a memoized "
+        f"answer is no device identifier (docs/privacy.md)")
+    if ss is not None and v_ss is not None and v_ss < v_grr and (not oue_ok or v_ss < v_oue):
         return ss, (f"subset selection of k = {ss.k} of the {d} categories: at epsilon "
                     f"{epsilon:g} its variance per report ({float(v_ss):.4g}) is below k-ary "
-                    f"randomized response's ({float(v_grr):.4g}) and unary encoding's "
-                    f"({float(v_oue):.4g}); each report names a set of {ss.k} categories, "
-                    f"the true one among them more often than chance")
-    if v_grr <= v_oue:
-        return grr, (f"k-ary randomized response: with d = {d} categories at epsilon "
-                     f"{epsilon:g} its variance per report ({float(v_grr):.4g}) is below unary "
-                     f"encoding's ({float(v_oue):.4g}); GRR wins while d < 3e^eps + 2 = "
-                     f"{threshold:.1f}")
+                    f"randomized response's ({float(v_grr):.4g})"
+                    + (f" and unary encoding's ({float(v_oue):.4g})" if oue_ok else "")
+                    + f"; each report names a set of {ss.k} categories, the true one among "
+                    f"them more often than chance{held}")
+    if v_grr <= v_oue or not oue_ok:
+        why = (f"k-ary randomized response: with d = {d} categories at epsilon {epsilon:g} its "
+               f"variance per report ({float(v_grr):.4g}) is below unary encoding's "
+               f"({float(v_oue):.4g}); GRR wins while d < 3e^eps + 2 = {threshold:.1f}")
+        if v_grr > v_oue or (v_ss is not None and v_ss < v_grr):
+            why = (f"k-ary randomized response: with d = {d} categories at epsilon "
+                   f"{epsilon:g} its variance per report is {float(v_grr):.4g}; unary "
+                   f"encoding ({float(v_oue):.4g}) and larger subsets would be more precise, "
+                   f"but their memoized answers would single a device out among those with "
+                   f"the same value (docs/privacy.md), and one category never does")
+        return grr, why
     return oue, (f"optimized unary encoding: with d = {d} categories at epsilon {epsilon:g} "
                  f"its variance per report ({float(v_oue):.4g}) is below k-ary randomized "
                  f"response's ({float(v_grr):.4g}); OUE wins once d >= 3e^eps + 2 = "

@@ -37,7 +37,9 @@ policies, with these differences:
   α-point rounding to one of ``grid`` + 1 points (``DEFAULT_GRID`` = 32 intervals) and each
   point gets its permanent 1BitMean bit (deniable.client.memo). The ledger charges
   ``mechanism.epsilon`` once per new category or grid point: a value held constant costs
-  epsilon once, a numeric value drifting within one grid cell at most twice.
+  epsilon once, a numeric value drifting within one grid cell at most twice. A numeric
+  value whose grid point is new when the cap (or a budget) refuses new answers is reported as
+  the nearest grid point already paid for, so a drifting number never goes silent.
 - fresh: a fresh secure draw of the mechanism on the exact value (no rounding), charged
   ``mechanism.epsilon`` every report.
 - an instantaneous layer is defined for boolean metrics only (a randomized-response layer
@@ -60,8 +62,10 @@ from typing import cast
 
 from deniable.client.budget import DEFAULT_MAX_METRIC_EPSILON, Budget, MetricSpend, PrivacyLedger
 from deniable.client.composition import repeated_loss, split
-from deniable.client.errors import InvalidParameterError
-from deniable.client.categorical import KaryRandomizedResponse, SubsetSelection, UnaryEncoding
+from deniable.client.errors import BudgetExceededError, InvalidParameterError
+from deniable.client.categorical import (MAX_UNIQUE_SHARE, UNIQUE_SHARE_DEVICES,
+                                         KaryRandomizedResponse, SubsetSelection, UnaryEncoding,
+                                         unique_share)
 from deniable.client.mechanism import RandomizedResponse
 from deniable.client.memo import (DEFAULT_GRID, Grid, ValueMechanism, alpha_threshold,
                                   check_grid, memo_answer, memo_bit, new_secret, spend_tag,
@@ -255,10 +259,16 @@ class LongitudinalGuard:
             with ``MetricCapError`` (deniable.client.budget). ``math.inf`` turns it off.
         grid: numeric metrics: the intervals m of α-point rounding (``DEFAULT_GRID`` = 32,
             so 33 grid points per range).
+        max_unique_share: the most a memoized categorical answer may single out: the
+            expected share of 20,000 same-valued devices whose answer under the metric's
+            mechanism no other has (``unique_share``; 1 % by default, ``1.0`` turns the
+            check off). A memoized metric above it is refused whatever its value
+            (``InvalidParameterError`` from ``layers``; the Reporter withholds it).
 
     Raises:
         InvalidParameterError: a metric both fresh and with an instantaneous layer, a
-            layer that is not a RandomizedResponse, or a grid out of range.
+            layer that is not a RandomizedResponse, a grid out of range, or a
+            max_unique_share outside [0, 1].
         PrivacyStateError: the state directory holds a corrupt secret or ledger.
     """
 
@@ -268,8 +278,14 @@ class LongitudinalGuard:
                  fresh: Collection[str] = (), rng: RandomBits | None = None,
                  clock: Callable[[], float] = time.time,
                  max_metric_epsilon: float = DEFAULT_MAX_METRIC_EPSILON,
-                 grid: int = DEFAULT_GRID) -> None:
+                 grid: int = DEFAULT_GRID,
+                 max_unique_share: float = MAX_UNIQUE_SHARE) -> None:
         self._grid = check_grid(grid)
+        if isinstance(max_unique_share, bool) or not isinstance(max_unique_share, (int, float)) \
+                or not 0 <= max_unique_share <= 1:
+            raise InvalidParameterError(
+                f"max_unique_share must be a share in [0, 1]. Got {max_unique_share!r} instead.")
+        self._max_unique_share = float(max_unique_share)
         self._alphas: dict[str, int] = {}
         self._irr = dict(irr or {})
         for name, layer in self._irr.items():
@@ -361,6 +377,17 @@ class LongitudinalGuard:
                 raise InvalidParameterError(f"metric {metric!r}: {exc}") from exc
         else:
             layers = Layers(wire=mechanism, memo=mechanism, irr=None)
+        memo = layers.memo
+        if isinstance(memo, (KaryRandomizedResponse, UnaryEncoding, SubsetSelection)):
+            share = unique_share(memo)
+            if share > self._max_unique_share:
+                raise InvalidParameterError(
+                    f"metric {metric!r}: a memoized answer of {memo.id} would single this "
+                    f"device out: among {UNIQUE_SHARE_DEVICES:,} devices with the same value, "
+                    f"{share:.1%} would hold an answer no other has (the limit is "
+                    f"{self._max_unique_share:.1%}). Declare it by epsilon (the automatic "
+                    f"choice keeps answers shared), a smaller subset, or GRR "
+                    f"(docs/privacy.md).")
         return layers
 
     def policy(self, metric: str, period: str) -> CollectionPolicy:
@@ -451,7 +478,7 @@ class LongitudinalGuard:
         return pool.perturb(true_bit) if pool is not None else mechanism.perturb(true_bit)
 
     def perturb_value(self, metric: str, mechanism: ValueMechanism,
-                      value: int | Fraction) -> int:
+                      value: int | Fraction, *, ordered: bool = False) -> int:
         """The answer to report for a categorical, histogram or numeric metric: a GRR index,
         an OUE bitset (an int, bit i = category i) or a 1BitMean bit, following ``mechanism``.
 
@@ -459,9 +486,17 @@ class LongitudinalGuard:
             value: the true value as ``MetricSpec.encode`` gives it: a category (or bucket)
                 index, or an exact number in [lower, upper]. It never leaves this call; only
                 an HMAC tag of its category or grid point reaches the ledger.
+            ordered: the indices are ordered (a histogram's buckets): a refused new bucket
+                is then treated as a number's refused grid point.
+
+        A memoized numeric value (or bucket, ``ordered``) whose grid point is new and refused
+        by the cap or a budget is reported as the nearest point (bucket) already paid for
+        (``_nearest_paid_point``): free, and the same behaviour for every value, so silence
+        never marks a drift.
 
         Raises:
-            BudgetExceededError, MetricCapError: as ``perturb``; nothing is spent.
+            BudgetExceededError, MetricCapError: as ``perturb``; nothing is spent. Numeric
+                metrics raise them only while no grid point of the mechanism is paid for.
             InvalidParameterError: a boolean mechanism (use ``perturb``), an index or number
                 out of the mechanism's range, or an instantaneous layer for this metric.
         """
@@ -490,10 +525,44 @@ class LongitudinalGuard:
         if answer is None:
             tag = value_tag(self._secret, metric, mechanism, key, self._grid)
             if not self._ledger.is_paid(metric, tag):
-                self._ledger.charge(metric, mechanism.epsilon, tag)
+                try:
+                    self._ledger.charge(metric, mechanism.epsilon, tag)
+                except BudgetExceededError:
+                    if not (ordered or isinstance(mechanism, BitMean)):
+                        raise
+                    paid = self._nearest_paid_point(route, metric, mechanism, key)
+                    if paid is None:
+                        raise
+                    return paid
             answer = memo_answer(self._secret, metric, mechanism, key, self._grid)
             route.answers[key] = answer
         return answer
+
+    def _nearest_paid_point(self, route: _Route, metric: str, mechanism: ValueMechanism,
+                            key: int) -> int | None:
+        """The memoized answer of the paid grid point (or histogram bucket) nearest ``key``
+        (the lower one on a tie), or None if no point of this mechanism is paid for.
+
+        A numeric value whose new grid point the cap or a budget refuses is reported as the
+        nearest point already paid for, so a drifting value never makes the device go silent
+        (which would say "moved to a new grid cell"): once one point is paid, every value is
+        reported. It repeats a paid answer, so it costs nothing and draws no new coins; the
+        reported point is at most the distance to the nearest paid one from the true value
+        (a bias of the mean, stated in docs/privacy.md).
+        """
+        last = self._grid if isinstance(mechanism, BitMean) else mechanism.d - 1
+        for distance in range(1, last + 1):
+            for point in (key - distance, key + distance):
+                if not 0 <= point <= last:
+                    continue
+                answer = route.answers.get(point)
+                if answer is None and self._ledger.is_paid(
+                        metric, value_tag(self._secret, metric, mechanism, point, self._grid)):
+                    answer = memo_answer(self._secret, metric, mechanism, point, self._grid)
+                    route.answers[point] = answer
+                if answer is not None:
+                    return answer
+        return None
 
     # -- guarantees and accounting --------------------------------------------------------
 

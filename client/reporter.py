@@ -547,7 +547,8 @@ class Reporter:
                                                                  self._policy(metric)):
             return
         try:
-            answer = self._perturb_value(metric, mechanism, encoded)  # type: ignore[arg-type]
+            answer = self._perturb_value(metric, mechanism, encoded,  # type: ignore[arg-type]
+                                         ordered=spec.kind == "histogram")
         except MetricCapError:
             return
         except BudgetExceededError:
@@ -585,13 +586,15 @@ class Reporter:
         return self._guard.perturb(metric, mechanism, true_value)
 
     def _perturb_value(self, metric: str, mechanism: ValueMechanism,
-                       value: int | Fraction) -> int:
+                       value: int | Fraction, *, ordered: bool = False) -> int:
         """The one place a categorical, histogram or numeric value (already encoded: a
         category index or an exact number in range) becomes a perturbed answer: a GRR index,
         an OUE bitset (an int) or a 1BitMean bit. Memoized by default (per category; numbers
         by alpha-point rounding), fresh if the metric is. May raise ``BudgetExceededError``.
+        ``ordered``: a histogram's buckets, whose refused new bucket is sent as the nearest
+        paid one (as a number's grid point).
         """
-        return self._guard.perturb_value(metric, mechanism, value)
+        return self._guard.perturb_value(metric, mechanism, value, ordered=ordered)
 
     def _policy(self, metric: str) -> CollectionPolicy:
         return self._policies.get(metric, DEFAULT_POLICY)

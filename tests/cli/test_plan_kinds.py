@@ -55,7 +55,7 @@ def test_plan_cli_for_categories_and_ranges(capsys: pytest.CaptureFixture[str]) 
     assert main(["plan", "--epsilon", "4", "--categories", "1024", "--devices", "100000",
                  "--simultaneous", "--format", "json"]) == 0
     got = json.loads(capsys.readouterr().out)["plans"][0]
-    assert got["mechanism"].startswith("ss:1024:") and got["simultaneous"]
+    assert got["mechanism"].startswith("grr:1024:") and got["simultaneous"]  # docs/privacy.md
     with pytest.raises(SystemExit):
         main(["plan", "--mechanism", "rr:1/2:1/2", "--categories", "6", "--margin", "0.01"])
     with pytest.raises(SystemExit):

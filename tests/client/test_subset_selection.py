@@ -25,6 +25,7 @@ import pytest
 from deniable.client import InvalidParameterError, Reporter, WireFormatError
 from deniable.client.categorical import (KaryRandomizedResponse, SubsetSelection,
                                          UnaryEncoding, choose_categorical, domain_tag,
+                                         unique_share, MAX_UNIQUE_SHARE,
                                          uniform_block)
 from deniable.client.kinds import MetricSpec, parse_mechanism, payload_field, width
 from deniable.client.mechanism import log_ratio_exceeds
@@ -174,25 +175,36 @@ def test_parameters_out_of_range_are_refused(d: int, k: int, r: Fraction) -> Non
 
 @pytest.mark.parametrize("epsilon, d, prefix", [
     (1.0, 2, "grr"), (2.0, 8, "grr"), (4.0, 64, "grr"),   # small d: GRR
-    (0.5, 8, "ss"), (1.0, 8, "ss"), (1.0, 64, "ss"), (4.0, 1024, "ss")])
-def test_the_choice_is_the_smallest_exact_variance_of_the_three(epsilon: float, d: int,
-                                                                prefix: str) -> None:
+    (0.5, 8, "ss"), (1.0, 8, "ss"), (1.0, 64, "ss"),
+    (4.0, 1024, "grr"), (1.0, 256, "grr")])  # large d: a larger set would identify
+def test_the_choice_is_the_smallest_exact_variance_of_those_whose_answers_stay_shared(
+        epsilon: float, d: int, prefix: str) -> None:
     chosen, why = choose_categorical(epsilon, d, TAG)
     assert chosen.id.startswith(prefix + ":")
+    assert unique_share(chosen) <= MAX_UNIQUE_SHARE
     grr = KaryRandomizedResponse.from_epsilon(epsilon, d, TAG)
     oue = UnaryEncoding.from_epsilon(epsilon, d, TAG)
     ss = SubsetSelection.from_epsilon(epsilon, d, TAG)
+    sets = [SubsetSelection(d, k, ss.r, TAG) for k in range(2, d - 1)]
 
     def rare(m: Any) -> Fraction:
         p1, q = m.channel
         return Fraction(q * (1 - q) / (p1 - q) ** 2)
-    if ss.k in (1, d - 1):  # a set of 1 (or all but 1) is GRR: only r's rounding differs
-        assert float(rare(ss)) == pytest.approx(float(rare(grr)), rel=1e-8)
-        assert rare(chosen) == min(rare(grr), rare(oue))
-    else:
-        assert rare(chosen) == min(rare(grr), rare(oue), rare(ss))
+    allowed = [m for m in [grr, oue, *sets] if unique_share(m) <= MAX_UNIQUE_SHARE]
+    assert rare(chosen) == min(rare(m) for m in allowed)
     assert ("subset selection" in why) == (prefix == "ss")
     assert f"epsilon {epsilon:g}" in why
+
+
+def test_the_unconstrained_best_would_identify_and_the_choice_says_what_it_costs() -> None:
+    # d = 64 at epsilon 1: the best k (17) leaves nearly every device unique; k = 2 does not.
+    best = SubsetSelection.from_epsilon(1.0, 64, TAG)
+    chosen, why = choose_categorical(1.0, 64, TAG)
+    assert best.k == 17 and unique_share(best) > 0.99
+    assert isinstance(chosen, SubsetSelection) and chosen.k == 2 and chosen.r == best.r
+    assert "not 17" in why and "identifier" in why
+    grr, why = choose_categorical(1.0, 1024, TAG)
+    assert isinstance(grr, KaryRandomizedResponse) and "single a device out" in why
 
 
 # -- the id and the wire -------------------------------------------------------------------

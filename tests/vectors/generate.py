@@ -23,8 +23,9 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
-from deniable.client.categorical import (BITSET_MECHANISMS, KaryRandomizedResponse,
-                                         SubsetSelection, UnaryEncoding, domain_tag)
+from deniable.client.categorical import (BITSET_MECHANISMS, MAX_UNIQUE_SHARE,
+                                         KaryRandomizedResponse, SubsetSelection, UnaryEncoding,
+                                         choose_categorical, domain_tag, unique_share)
 from deniable.client.dimensions import DimensionError, Dimensions
 from deniable.client.errors import InvalidParameterError, WireFormatError
 from deniable.client.kinds import Mechanism, MetricSpec, parse_mechanism, payload_field
@@ -883,6 +884,31 @@ def privacy_loss_entries() -> list[dict[str, Any]]:
     return out
 
 
+def unique_share_entries() -> list[dict[str, Any]]:
+    """Memoized answers as identifiers: each mechanism's expected unique share among 20,000
+    same-valued devices (``unique_share``, a float) and whether the guard refuses to memoize it
+    (above 1 %). Shares within a relative 1e-6 of the limit are left out: there the two
+    languages' floats may decide apart."""
+    tag = "0a1b2c3d"
+    mechanisms: list[Any] = []
+    for d in (2, 6, 16, 64, 256, 1024):
+        for epsilon in (0.5, 1.0, 2.0, 4.0):
+            best = SubsetSelection.from_epsilon(epsilon, d, tag)
+            mechanisms += [choose_categorical(epsilon, d, tag)[0],
+                           UnaryEncoding.from_epsilon(epsilon, d, tag),
+                           KaryRandomizedResponse.from_epsilon(epsilon, d, tag), best]
+            mechanisms += [SubsetSelection(d, k, best.r, tag) for k in (2, 3, d // 2)
+                           if 1 <= k < d]
+    out, seen = [], set()
+    for m in mechanisms:
+        share = unique_share(m)
+        if m.id in seen or abs(share - MAX_UNIQUE_SHARE) <= 1e-6 * MAX_UNIQUE_SHARE:
+            continue
+        seen.add(m.id)
+        out.append({"mechanism": m.id, "share": share, "identifying": share > MAX_UNIQUE_SHARE})
+    return out
+
+
 SECTIONS: dict[str, Callable[[random.Random], Any]] = {
     "mechanisms": lambda rng: mechanism_entries(),
     "invalid_ids": lambda rng: invalid_id_entries(),
@@ -912,6 +938,7 @@ SECTIONS: dict[str, Callable[[random.Random], Any]] = {
     "ledger_tags": ledger_tag_entries,
     "periods": period_entries,
     "privacy_loss": lambda rng: privacy_loss_entries(),
+    "unique_share": lambda rng: unique_share_entries(),
 }
 
 

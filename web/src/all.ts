@@ -21,8 +21,8 @@ import {DIMENSION_NAME, DimensionError, Dimensions, NONE} from "./dimensions.js"
 import {InvalidParameterError, QueueError, UnknownMetricError} from "./errors.js";
 import {cmp} from "./fraction.js";
 import {
-  alphaThreshold, type AnyMetric, type Declared, declareMetric, type KindDeclaration, MetricSpec,
-  parseAllCatalogue,
+  alphaThreshold, type AnyMetric, DEFAULT_GRID, type Declared, declareMetric, type KindDeclaration,
+  MetricSpec, parseAllCatalogue,
 } from "./kinds.js";
 import {type RandomizedResponse, Rr} from "./mechanism.js";
 import {memoBit} from "./memo.js";
@@ -37,6 +37,7 @@ export * from "./index.js";
 export * from "./kinds.js";
 export * from "./dimensions.js";
 export {PrivacyLoss} from "./loss.js";
+export {identifying, MAX_UNIQUE_SHARE, UNIQUE_SHARE_DEVICES, uniqueShare} from "./unique.js";
 
 /** Public dimension values as an app states them: name -> value. */
 export type DimensionValues = Readonly<Record<string, string>>;
@@ -199,10 +200,16 @@ export class Reporter extends BooleanReporter {
       }
       const value = trueValue ? 1 : 0;
       if (this.skipped(metric)) return;
-      if (this.fresh.has(metric)) this.put(metric, spec.id, spec.perturb(value, this.rng), stated);
+      // Behind reports still waiting, it waits too: reports keep their call order.
+      if (this.waiting) {
+        if (this.fresh.has(metric) || !this.refused(metric, spec, value)) {
+          this.wait(metric, value, dims);
+        }
+      } else if (this.fresh.has(metric)) {
+        this.put(metric, spec.id, spec.perturb(value, this.rng), stated);
       // Else its memoized answer, if derived and paid for; else derived and charged
       // asynchronously.
-      else {
+      } else {
         const bit = this.memo.get(`${metric}\u0000${spec.id}`)?.[value];  // paid for
         if (bit !== undefined) this.put(metric, spec.id, bit, stated);
         else if (!this.refused(metric, spec, value)) this.wait(metric, value, dims);
@@ -211,6 +218,10 @@ export class Reporter extends BooleanReporter {
     }
     const encoded = spec.encode(trueValue);  // throws for a value the metric does not take
     if (this.skipped(metric)) return;
+    if (this.fresh.has(metric) && this.waiting) {
+      this.wait(metric, trueValue, dims);
+      return;
+    }
     if (this.fresh.has(metric)) {
       this.put(metric, spec.id, spec.perturb(encoded, this.rng), stated);
       return;
@@ -220,8 +231,11 @@ export class Reporter extends BooleanReporter {
     // Its memoized answer, if derived and paid for; else derived and charged asynchronously.
     const answer = key === undefined ? undefined
       : this.answers.get(`${metric}\u0000${spec.id}`)?.get(key);
-    if (answer !== undefined) this.put(metric, spec.id, answer, stated);
-    else if (key === undefined || !this.refused(metric, spec, key)) this.wait(metric, trueValue, dims);
+    if (answer !== undefined && !this.waiting) this.put(metric, spec.id, answer, stated);
+    // A number (or histogram bucket) is never silent once one is paid: drainOne sends the nearest.
+    else if (key === undefined || spec.kind !== "categorical" || !this.refused(metric, spec, key)) {
+      this.wait(metric, trueValue, dims);
+    }
   }
 
   /**
@@ -326,7 +340,7 @@ export class Reporter extends BooleanReporter {
     }
     this.early.push([metric, value as 0 | 1, dims === undefined || dims === null ? undefined
       : {...dims}]);
-    this.draining ??= this.drain().finally(() => { this.draining = undefined; });
+    this.schedule();
   }
 
   protected override async drainOne(metric: string, value: unknown,
@@ -372,11 +386,41 @@ export class Reporter extends BooleanReporter {
     const id = `${metric}\u0000${spec.id}`;
     const key = spec.memoKey(encoded, alpha);
     const answer = this.answers.get(id)?.get(key) ?? await spec.memoAnswer(this.secret, metric, key);
-    if (!await this.charge(metric, spec, key)) return;
+    if (!await this.charge(metric, spec, key)) {
+      const nearest = spec.kind !== "categorical" ? await this.nearestPaid(metric, spec, key)
+        : undefined;
+      if (nearest !== undefined) this.put(metric, spec.id, nearest, stated);
+      return;
+    }
     let answers = this.answers.get(id);
     if (answers === undefined) this.answers.set(id, answers = new Map());
     answers.set(key, answer);  // paid for: reported synchronously from now on
     this.put(metric, spec.id, answer, stated);
+  }
+
+  /**
+   * The memoized answer of the paid grid point (or histogram bucket) nearest `key` (the lower
+   * one on a tie), or undefined if none is paid: a number whose new grid point (or bucket) the
+   * cap refuses is sent as that, free, so a drifting number never goes silent (as Python's
+   * guard; issue 26).
+   */
+  private async nearestPaid(metric: string, spec: MetricSpec, key: number):
+      Promise<Payload | undefined> {
+    const known = this.answers.get(`${metric}\u0000${spec.id}`);
+    const last = spec.kind === "numeric" ? DEFAULT_GRID : spec.edges.length - 2;
+    for (let distance = 1; distance <= last; distance++) {
+      for (const point of [key - distance, key + distance]) {
+        if (point < 0 || point > last) continue;
+        const answer = known?.get(point);
+        if (answer !== undefined) return answer;
+        // Paid in another process (the ledger as last read): derive its answer.
+        const tag = await this.tag(metric, spec, point);
+        if (spend(this.ledger, metric, tag, spec.epsilon, this.cap) === 0) {
+          return spec.memoAnswer(this.secret!, metric, point);
+        }
+      }
+    }
+    return undefined;
   }
 
   private dropEarly(metric: string, why: string): void {

@@ -41,6 +41,7 @@ import {defaultStore, IdbStore, MemoryStore, type Store} from "./store.js";
 import {LEDGER_KEY, ledgerTag, retagLedger} from "./tags.js";
 import {PeriodGate} from "./period.js";
 import {setConsent, withdrawn} from "./consent.js";
+import {identifying} from "./unique.js";
 import {DEFAULT_MAX_REPORTS, type Dims, type Item, METRICS_PATH, REPORTS_PATH} from "./wire.js";
 
 export interface ReporterOptions {
@@ -269,8 +270,8 @@ export class Reporter {
       const why = above(m, this.maxEpsilon);
       if (why) throw new InvalidParameterError(`metric '${name}': ${why}`);
     }
-    this.catalogue = this.declared;
     this.fresh = new Set(options.fresh ?? []);
+    this.catalogue = this.declared;
     this.rng = options.rng ?? SYSTEM_BITS;
     this.log = options.log ?? ((message) => console.warn(message));
     this.store = options.store ?? defaultStore();
@@ -344,17 +345,17 @@ export class Reporter {
       if (this.held(metric)) return;
       const mechanism = lookup(catalogue, metric);
       if (this.skipped(metric)) return;
-      if (this.fresh.has(metric)) {
+      if (!this.waiting && this.fresh.has(metric)) {
         this.put(metric, mechanism.id, mechanism.perturb(value, this.rng));
         return;
       }
       // The memo holds answers already paid for; another is derived and charged in drainOne.
       const bit = this.memo.get(`${metric}\u0000${mechanism.id}`)?.[value];
-      if (bit !== undefined) {
+      if (!this.waiting && bit !== undefined) {
         this.put(metric, mechanism.id, bit);
         return;
       }
-      if (this.refused(metric, mechanism, value)) return;
+      if (!this.fresh.has(metric) && this.refused(metric, mechanism, value)) return;
     } else if (this.initDone) {
       this.counts.noCatalogue++;
       this.once("no-catalogue", "deniable: no metric catalogue yet (collector unreachable, " +
@@ -366,7 +367,24 @@ export class Reporter {
       return;
     }
     this.early.push([metric, value]);
-    this.draining ??= this.drain().finally(() => { this.draining = undefined; });
+    this.schedule();
+  }
+
+  /**
+   * Whether reports are waiting for their answer (derived and charged asynchronously). While
+   * any is, every later report waits behind it, paid for or not: reports are queued in call
+   * order, so their order in a batch never says which answers were new (issue 26).
+   */
+  protected get waiting(): boolean {
+    return this.draining !== undefined || this.early.length > 0;
+  }
+
+  /** Drain the waiting reports, in order; again if one arrived as the last drain ended. */
+  protected schedule(): void {
+    this.draining ??= this.drain().finally(() => {
+      this.draining = undefined;
+      if (this.early.length > 0) this.schedule();
+    });
   }
 
   /** The metrics this reporter knows now (name -> mechanism id); null if none yet. */
@@ -500,7 +518,8 @@ export class Reporter {
   // -- internals ------------------------------------------------------------------------
 
   /** The catalogue report() routes by; setting it withholds every metric above the ceiling
-   * (Python's resolve), saying so once per metric and mechanism. */
+   * (Python's resolve) and every memoized one whose answer would single the device out
+   * (unique.ts, as Python's guard), saying so once per metric and mechanism. */
   protected get catalogue(): Catalogue | null {
     return this.cat;
   }
@@ -508,7 +527,8 @@ export class Reporter {
     this.over = new Map();
     let kept = catalogue;
     for (const [name, m] of catalogue ?? []) {
-      const why = above(m, this.maxEpsilon);
+      // Above the ceiling, or memoized with an answer that would identify the device.
+      const why = above(m, this.maxEpsilon) ?? (this.fresh.has(name) ? undefined : identifying(m));
       if (why === undefined) continue;
       if (kept === catalogue) kept = new Map(catalogue);
       kept!.delete(name);

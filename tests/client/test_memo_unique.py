@@ -220,6 +220,7 @@ def test_estimates_from_memoized_answers_of_the_choice_are_unbiased(epsilon: flo
 def test_the_reporter_withholds_a_served_identifying_metric_and_reports_the_rest() -> None:
     from deniable.client import Reporter
     from deniable.client.metrics import describe_metric
+    from tests.client.test_sender import wait_for
     from tests.servers import recording_collector
     labels = [f"c{i}" for i in range(64)]
     wide = MetricSpec.build("categorical", categories=labels,
@@ -229,8 +230,13 @@ def test_the_reporter_withholds_a_served_identifying_metric_and_reports_the_rest
     narrow = MetricSpec.build("categorical", categories=labels, epsilon=2.0)
     doc = {"metrics": [describe_metric("wide", "W", wide), describe_metric("narrow", "N", narrow)]}
     with recording_collector(doc) as (url, recorder):
-        with Reporter(url, one_per_period=False, privacy_dir=":memory:") as reporter:
-            assert reporter.wait_ready(10)
+        # Both declared alike; the collector serves "wide" under OUE, a version of the same
+        # question at the same epsilon, which the declaration lets it choose.
+        declared = {name: {"kind": "categorical", "categories": labels, "epsilon": 2.0}
+                    for name in ("wide", "narrow")}
+        with Reporter(url, metrics=declared, one_per_period=False,
+                      privacy_dir=":memory:") as reporter:
+            wait_for(lambda: reporter.catalogue_fetched)
             assert "single this device out" in reporter.stats().withheld_metrics["wide"]
             assert set(reporter.metrics) == {"narrow"}
             for value in ("c0", "c5", "c63"):

@@ -97,8 +97,8 @@ def test_a_drifting_histogram_value_keeps_reporting_through_the_reporter() -> No
     spec = MetricSpec.build("histogram", epsilon=1.0, edges=list(range(0, 10001, 500)))
     with recording_collector({"metrics": [describe_metric("startup", "S", spec)]}) \
             as (url, recorder):
-        with Reporter(url, one_per_period=False, privacy_dir=":memory:") as reporter:
-            assert reporter.wait_ready(10)
+        with Reporter(url, metrics={"startup": spec}, one_per_period=False,
+                      privacy_dir=":memory:") as reporter:
             for day in range(DAYS):
                 reporter.report("startup", 1000 + 200 * day)
             assert reporter.flush(10) is True

@@ -78,23 +78,22 @@ function policy(name: string, table: Record<string, unknown>): Policy {
   for (const field of Object.keys(table)) {
     if (!FIELDS.includes(field)) fail(field, "not a field of a metric declaration");
   }
-  const {description = "", retention_days: days = 1, memoization = "memoized",
-         period = "day"} = table;
+  const one = (field: string, allowed: string[]): string => {
+    const value = table[field] ?? allowed[0];
+    return allowed.includes(value as string) ? value as string
+      : fail(field, `must be one of ${allowed.join(", ")}`);
+  };
+  const {description = "", retention_days: days = 1} = table;
   if (typeof description !== "string") fail("description", "must be a string");
   if (!Number.isInteger(days) || (days as number) < 1) fail("retention_days", "must be a whole number >= 1");
   if ("epsilon" in table) {
-    fail("epsilon", "the web client does not choose a mechanism: declare `mechanism` (`deniable " +
-         "metrics json FILE.toml` writes the one the collector chooses)");
+    fail("epsilon", "declare the mechanism (`deniable metrics json FILE.toml` writes the one the " +
+         "collector chooses)");
   }
-  if (memoization === "instantaneous" || (table.instantaneous ?? null) !== null) {
-    fail("memoization", "the web client has no instantaneous layer: declare \"memoized\" or \"fresh\"");
-  }
-  if (memoization !== "memoized" && memoization !== "fresh") {
-    fail("memoization", "must be \"memoized\" or \"fresh\"");
-  }
-  if (period !== "hour" && period !== "day" && period !== "week") {
-    fail("period", "must be \"hour\", \"day\" or \"week\"");
-  }
+  // The web client has no instantaneous layer (memoization "instantaneous" is refused).
+  if ((table.instantaneous ?? null) !== null) fail("instantaneous", "the web client has no instantaneous layer");
+  const memoization = one("memoization", ["memoized", "fresh"]);
+  const period = one("period", ["day", "hour", "week"]);
   return {memoization, period, dims: dimsKey(table)} as Policy;
 }
 

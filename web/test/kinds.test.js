@@ -237,8 +237,12 @@ test("without deniable-client/all, declared metrics of other kinds throw and say
   r.report("dark_mode", true);
   assert.equal(await r.waitReady(5000), true);
   assert.throws(() => r.report("os", "ios"), /deniable-client\/all/);
-  assert.throws(() => new BooleanReporter(server.url, {...quiet, metrics: {os: {kind: "nominal"}}}),
-                /metric 'os': kind: /);
+  // An unknown kind: the default entry never reports it; deniable-client/all refuses it.
+  const odd = new BooleanReporter(server.url, {...quiet, metrics: {os: {kind: "nominal"}}});
+  assert.throws(() => odd.report("os", "x"), /is nominal: boolean metrics only/);
+  await odd.close(10);
+  assert.throws(() => new Reporter(server.url, {...quiet, metrics: {os: {kind: "nominal", mechanism: `grr:6:1/4:${TAG6}`}}}),
+                /metric 'os': kind must be one of/);
   assert.equal(await r.flush(5000), true);
   await r.close();
   assert.deepEqual(c.counted().map((x) => x.metric), ["dark_mode"]);

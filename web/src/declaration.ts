@@ -97,11 +97,13 @@ function policy(name: string, table: Record<string, unknown>): Policy {
   return {memoization, period, dims: dimsKey(table)} as Policy;
 }
 
-/** A table's public dimensions in one canonical string (names and combinations sorted). */
+/** A table's public dimensions in one canonical string: what they allow, in any order
+ * (Python's _dimension_key). */
 function dimsKey(t: {dimensions?: unknown; combinations?: unknown}): string {
   const dims = (t.dimensions ?? {}) as Record<string, {values?: unknown; other?: unknown}>;
   return JSON.stringify([
-    Object.keys(dims).sort().map((n) => [n, dims[n]?.values, dims[n]?.other === true]),
+    Object.keys(dims).sort().map((n) => [n, String([dims[n]?.values].flat().sort()),
+                                         dims[n]?.other === true]),
     (Array.isArray(t.combinations) ? t.combinations as unknown[] : [])
       .map((c) => String(Array.isArray(c) ? [...c].sort() : c)).sort()]);
 }
@@ -128,24 +130,23 @@ export function resolve<M extends Declarable>(declared: Declared<M>, served: Map
   for (const e of Array.isArray(entries) ? entries as Record<string, unknown>[] : []) {
     const name = String(e?.name);
     const mine = declared.metrics.get(name);
-    const p = declared.policies.get(name);
-    if (mine === undefined || p === undefined) {
-      found.ignored.set(name, ["metric"]);  // undeclared (or of a kind this entry leaves out)
-      continue;
-    }
-    const parts: string[] = [];
     const theirs = served.get(name);
-    if (theirs !== undefined && theirs.id !== mine.id) {
+    // Undeclared metrics are never reported (nothing of them is used, nor counted, as in
+    // Python); an entry this client could not parse offers nothing to take.
+    if (mine === undefined || theirs === undefined) continue;
+    const p = declared.policies.get(name)!;
+    const parts: string[] = [];
+    if (theirs.id !== mine.id) {
       const same = theirs.question === mine.question &&
         cmp(theirs.likelihoodRatio, mine.likelihoodRatio) <= 0;
       if (same) found.using.set(name, theirs);
       else parts.push("mechanism");
       found.mismatch[name] = {declared: mine.id, registered: theirs.id, using: same ? theirs.id : mine.id};
-    } else if (theirs === undefined) {
-      parts.push("mechanism");
     }
-    if ((e.memoization ?? "memoized") !== p.memoization) parts.push("memoization");
-    if ((e.instantaneous ?? null) !== null) parts.push("instantaneous");
+    // Python's SERVED_PARTS: memoization (with its instantaneous layer), period, dimensions.
+    if ((e.memoization ?? "memoized") !== p.memoization || (e.instantaneous ?? null) !== null) {
+      parts.push("memoization");
+    }
     if ((e.period ?? "day") !== p.period) parts.push("period");
     if (dimsKey(e) !== p.dims) parts.push("dimensions");
     if (parts.length > 0) found.ignored.set(name, parts);

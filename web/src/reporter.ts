@@ -125,8 +125,9 @@ export interface Stats {
   mechanismMismatch: Record<string, {declared: string; registered: string; using: string}>;
   /** A served catalogue is known (fetched or cached); declared metrics never need one. */
   catalogueKnown: boolean;
-  /** The latest served catalogue's parts this client ignored (beyond the choice of a
-   * mechanism for the same question at no larger epsilon): metric -> how many. */
+  /** Declared metrics whose latest served entry this client ignores in part: metric -> how
+   * many of its mechanism (another question or a larger epsilon), memoization, period,
+   * dimensions (Python's ignored_served); metrics served as declared are absent. */
   ignoredServed: Record<string, number>;
   /** report() calls of a withheld metric (above maxEpsilon); nothing of them was kept. */
   withheld: number;
@@ -612,9 +613,8 @@ export class Reporter {
     this.servedKnown = true;
     for (const [name, parts] of found.ignored) {
       this.once(`ignored:${name}`, `deniable: metric '${name}': the collector's catalogue ` +
-                (parts[0] === "metric" ? "serves it and this Reporter does not declare it" :
-                  `differs from this app's declaration in ${parts.join(", ")}`) +
-                "; ignored (the declaration is the privacy contract)");
+                `differs from this app's declaration in ${parts.join(", ")}; ignored (the ` +
+                "declaration is the privacy contract)");
     }
   }
 

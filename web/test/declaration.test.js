@@ -84,7 +84,7 @@ for (const [entry, lib] of [["default", core], ["all", all]]) {
     assert.equal(await r.close(5000), true);
     assert.deepEqual(counted().map((x) => x.metric), ["a"]);
     assert.equal(server.posts.length, 1);
-    assert.deepEqual(r.stats().ignoredServed, {b: 1});
+    assert.deepEqual(r.stats().ignoredServed, {});  // undeclared: nothing of it is used
   });
 
   test(`${entry}: served memoization, period and dimensions are ignored; one answer per value`,
@@ -146,24 +146,31 @@ test("all: a narrow served domain or a decoy at a tiny epsilon changes nothing",
                    mechanism: "bm:1/4:0:10000"};
   const decoy = all.parseMechanism(`grr:2:101/200:${all.domainTag(["ios", "decoy"])}`);
   const narrow = all.parseMechanism("bm:199/400:5000:10000");
+  // Same bounds, a smaller epsilon, but no clamp: another question (a value out of range
+  // would throw), so ignored too.
+  const load = {kind: "numeric", lower: 0, upper: 1000, clamp: true, mechanism: "bm:1/4:0:1000"};
+  const unclamped = all.parseMechanism("bm:1/3:0:1000");
   const entry = (name, m, fields) => ({name, description: "", ...fields, mechanism: m.id,
     p1: core.fracToString(m.p1), q: core.fracToString(m.q), epsilon: m.epsilon,
     memoization: "memoized", instantaneous: null, period: "day"});
   const doc = {metrics: [
     entry("os", decoy, {kind: "categorical", categories: ["ios", "decoy"]}),
-    entry("startup_ms", narrow, {kind: "numeric", lower: "5000", upper: "10000"})]};
+    entry("startup_ms", narrow, {kind: "numeric", lower: "5000", upper: "10000"}),
+    entry("load_ms", unclamped, {kind: "numeric", lower: "0", upper: "1000"})]};
   const {url, counted} = await collector(t, doc);
   const r = new all.Reporter(url, {log: () => undefined, store: new MemoryStore(),
-                                   metrics: {os, startup_ms: startup}, maxMetricEpsilon: Infinity});
+                                   metrics: {os, startup_ms: startup, load_ms: load},
+                                   maxMetricEpsilon: Infinity});
   assert.equal(await r.waitReady(5000), true);
-  assert.deepEqual(r.metrics, {os: os.mechanism, startup_ms: startup.mechanism});
+  const declared = {os: os.mechanism, startup_ms: startup.mechanism, load_ms: load.mechanism};
+  assert.deepEqual(r.metrics, declared);
   for (const v of OS) r.report("os", v);                    // every label, decoy's or not
   for (const v of [0, 812.5, 4999, 5000, 10000]) r.report("startup_ms", v);
+  for (const v of [0, 5000]) r.report("load_ms", v);       // 5000: clamped, as declared
   assert.equal(await r.close(5000), true);
   const sent = counted();
-  assert.equal(sent.length, OS.length + 5);
-  assert.ok(sent.every((x) => x.mechanism === (x.metric === "os" ? os.mechanism
-                                                                  : startup.mechanism)));
-  assert.deepEqual(r.stats().ignoredServed, {os: 1, startup_ms: 1});
+  assert.equal(sent.length, OS.length + 5 + 2);
+  assert.ok(sent.every((x) => x.mechanism === declared[x.metric]));
+  assert.deepEqual(r.stats().ignoredServed, {os: 1, startup_ms: 1, load_ms: 1});
   assert.equal(r.stats().mechanismMismatch.os.using, os.mechanism);
 });

@@ -4,7 +4,7 @@
 
 Runs web/bench/bench.mjs under Node (``./dev bench web`` installs and builds web/ first):
 the minified, gzipped size of what a page ships for ``import {Reporter} from
-"deniable-client"`` (target < 10 KB), and perturbations per second of the web client against
+"deniable-client"`` (budget 12 KiB), and perturbations per second of the web client against
 Math.random-based randomized response, measured side by side.
 """
 from __future__ import annotations

@@ -45,7 +45,8 @@ export interface ReporterOptions extends Omit<BooleanOptions, "metrics"> {
    * dimensions, combinations}`), or a mechanism, spec or id (`rr:`, or `bm:` with its bounds).
    * Reported at once, before any network. Undeclared metrics are never reported.
    */
-  metrics?: Record<string, Declared | (KindOrBoolean & DimensionDeclaration & Policies)>;
+  metrics?: Record<string, Declared | (KindOrBoolean & DimensionDeclaration & Policies) |
+    MetricTable>;
   /**
    * The device's public dimension values, e.g. `{app_version: "2.4", platform: "web"}`:
    * attached, in clear (NOT protected by local differential privacy), to each report of a
@@ -63,6 +64,9 @@ export interface DimensionDeclaration {
 }
 
 type KindOrBoolean = KindDeclaration | {kind?: "boolean"; mechanism: string};
+
+/** A metrics-file table as an app loads it from JSON (checked at construction). */
+export type MetricTable = Readonly<Record<string, unknown>>;
 
 /** A declaration's collection policy and notes, as in the metrics file. */
 interface Policies {

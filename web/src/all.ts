@@ -2,7 +2,9 @@
  * deniable-client/all: the Reporter with every metric kind the Python client reports.
  *
  *     import {Reporter} from "deniable-client/all";
- *     const reporter = new Reporter("https://telemetry.example.com", {token: "dn_ingest_..."});
+ *     import metrics from "./metrics.json" with {type: "json"};  // the app's declarations
+ *     const reporter = new Reporter("https://telemetry.example.com", {token: "dn_ingest_...",
+ *                                                                    metrics});
  *     reporter.report("dark_mode", true);          // boolean
  *     reporter.report("os", "android");            // categorical: a declared label
  *     reporter.report("crashes_per_week", 3);      // histogram: put in its bucket

@@ -2,7 +2,8 @@
  * Reporter: the app-facing client. Perturb on the device, queue durably, upload in the
  * background, exactly once.
  *
- *     const reporter = new Reporter("https://telemetry.example.com", {token: "dn_ingest_..."});
+ *     const reporter = new Reporter("https://telemetry.example.com", {token: "dn_ingest_...",
+ *                                   metrics: {dark_mode: {mechanism: "rr:1/2:1/2"}}});
  *     reporter.report("dark_mode", true);   // perturbed here; true never leaves this call
  *
  * The rules it keeps (the same as the Python client's, docs/client.md):

@@ -87,8 +87,8 @@ function policy(name: string, table: Record<string, unknown>): Policy {
   if (typeof description !== "string") fail("description", "must be a string");
   if (!Number.isInteger(days) || (days as number) < 1) fail("retention_days", "must be a whole number >= 1");
   if ("epsilon" in table) {
-    fail("epsilon", "declare the mechanism (`deniable metrics json FILE.toml` writes the one the " +
-         "collector chooses)");
+    fail("epsilon", "the web client does not choose a mechanism: declare the `mechanism` the " +
+         "collector chose (its catalogue entry's)");
   }
   // The web client has no instantaneous layer (memoization "instantaneous" is refused).
   if ((table.instantaneous ?? null) !== null) fail("instantaneous", "the web client has no instantaneous layer");

@@ -19,9 +19,10 @@ import shutil
 import subprocess
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 
 import pytest
 import requests
@@ -46,6 +47,28 @@ def node() -> str:
     if not (WEB / "dist" / "index.js").exists() or not (WEB / "node_modules").exists():
         pytest.fail("the web client is not built: run ./dev test (npm ci and a build in web/)")
     return exe
+
+
+DECLARATION_FIELDS = ("kind", "mechanism", "edges", "lower", "upper", "clamp", "memoization",
+                      "period", "dimensions", "combinations")
+"""The metrics-file fields a web declaration carries (``categories`` too, for categorical)."""
+
+
+def web_declarations(doc: dict[str, Any], names: Iterable[str] | None = None
+                     ) -> dict[str, dict[str, Any]]:
+    """The web client's ``metrics`` option for the metrics a catalogue serves now (all, or
+    ``names``): each entry's metrics-file fields, as an app ships them (the mechanism the
+    collector chose for ``epsilon``). The web tests declare what their collector registered."""
+    wanted = None if names is None else set(names)
+    found: dict[str, dict[str, Any]] = {}
+    for entry in doc["metrics"]:
+        if wanted is not None and entry["name"] not in wanted:
+            continue
+        table = {field: entry[field] for field in DECLARATION_FIELDS if field in entry}
+        if entry.get("kind") == "categorical":
+            table["categories"] = entry["categories"]
+        found[entry["name"]] = table
+    return found
 
 
 class _Quiet(SimpleHTTPRequestHandler):

@@ -29,7 +29,7 @@ from deniable.collector.server import CollectorProcess
 from tests.conftest import OPEN_ENV
 from tests.e2e.test_dimensions_client import DEVICES, METRICS, PLATFORMS, VERSIONS
 from tests.e2e.test_dimensions_live import counts, summed
-from tests.e2e.test_web_client import WEB, node
+from tests.e2e.test_web_client import WEB, node, web_declarations
 
 pytestmark = pytest.mark.slow
 
@@ -69,8 +69,11 @@ def test_node_reports_with_dimensions_give_exact_per_series_counts(
         StateDir(tmp_path / str(i) / "privacy").secret()  # made by the Python client
     path = tmp_path / "devices.json"
     path.write_text(json.dumps(devices))
+    metrics = tmp_path / "metrics.json"
+    metrics.write_text(json.dumps(web_declarations({"metrics": list(catalogue.values())})))
     done = subprocess.run([node(), "scripts/node-dims-reporter.mjs", url, str(tmp_path),
-                           str(path)], cwd=WEB, capture_output=True, text=True, timeout=120)
+                           str(path), str(metrics)], cwd=WEB, capture_output=True, text=True,
+                          timeout=120)
     assert done.returncode == 0, done.stderr[-3000:]
     results = json.loads(done.stdout)
     assert [(r["sent"], r["refused"], r["stats"]["queued"], r["stats"]["deadLettered"])

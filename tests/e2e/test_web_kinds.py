@@ -26,7 +26,7 @@ from deniable.client.memo import memo_key, memo_value, spend_tag, value_tag
 from deniable.client.state import StateDir
 from deniable.collector.server import CollectorProcess
 from tests.conftest import OPEN_ENV
-from tests.e2e.test_web_client import WEB, node
+from tests.e2e.test_web_client import WEB, node, web_declarations
 
 pytestmark = pytest.mark.slow
 
@@ -100,9 +100,11 @@ def test_node_reports_every_kind_as_python_memoizes_it(collector: CollectorProce
     reports += [["dark_mode", True]] * 10
     path = tmp_path / "reports.json"
     path.write_text(json.dumps(reports))
+    metrics = tmp_path / "metrics.json"
+    metrics.write_text(json.dumps(web_declarations(doc)))
     done = subprocess.run([node(), "scripts/node-kinds-reporter.mjs", collector.url,
-                           str(tmp_path), str(path)], cwd=WEB, capture_output=True, text=True,
-                          timeout=90)
+                           str(tmp_path), str(path), str(metrics)], cwd=WEB,
+                          capture_output=True, text=True, timeout=90)
     assert done.returncode == 0, done.stderr[-3000:]
     result = json.loads(done.stdout)
     assert result["sent"] is True and result["stats"]["queued"] == 0, result

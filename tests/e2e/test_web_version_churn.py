@@ -3,9 +3,12 @@ Redis, auth on) whose admin API first publishes a metric of huge epsilon, then s
 versions of another, and Node devices (web/scripts/node-churn-reporter.mjs, half on the default
 entry, half on deniable-client/all), each app start a new Reporter on the device's directory.
 
-What the collector counts (not what the client says) is asserted: nothing ever under the huge
-mechanism, and under the versions, 2 reports (one answer, repeated for free) per device for each
-of the first 4 versions (4 ln 3 = ln 81, the default cap) and none after.
+Each device declares both metrics at ln 3 (the app's declaration is the contract): the huge
+version is ignored (the declared mechanism reports, `ignoredServed` counts it), and each version
+at ln 3 (no larger) is taken. What the collector counts (not what the client says) is asserted:
+nothing ever under the huge mechanism, and under the versions, 2 reports (one answer, repeated
+for free) per device for each of the first 4 versions (4 ln 3 = ln 81, the default cap) and none
+after.
 
 Needs `./dev test` (or `./dev setup` plus `npm ci && npm run build` in web/).
 """
@@ -33,10 +36,13 @@ VERSIONS = CAP_REPORTS + 3
 DEVICES = [("default", True), ("default", False), ("all", True), ("all", False)]
 
 
+DECLARED = version(0).id  # rr:1/2:1/2, ln 3: what the app declares for both metrics
+
+
 def start(url: str, state: Path, token: str, metric: str, value: bool, entry: str,
           mechanism: str) -> dict[str, object]:
     done = subprocess.run([node(), "scripts/node-churn-reporter.mjs", url, str(state), token,
-                           metric, "true" if value else "false", entry, mechanism],
+                           metric, "true" if value else "false", entry, mechanism, DECLARED],
                           cwd=WEB, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr[-3000:]
     result: dict[str, object] = json.loads(done.stdout)
@@ -63,12 +69,15 @@ def test_node_devices_send_nothing_above_the_ceiling_and_nothing_past_the_cap(
                                   json={"name": name, "mechanism": mechanism})
         assert published.status_code == 201, published.text
 
-    publish("exposed", HUGE)
+    publish("exposed", DECLARED)
+    publish("exposed", HUGE)  # a new version: the declared one stays registered
     for i, (entry, value) in enumerate(DEVICES):
-        stats = start(url, tmp_path / f"device{i}", ingest, "exposed", value, entry,
-                      HUGE)["stats"]
-        assert stats["withheld"] == 2 and "exposed" in stats["withheldMetrics"], stats  # type: ignore[index,operator]
+        result = start(url, tmp_path / f"device{i}", ingest, "exposed", value, entry, HUGE)
+        stats = result["stats"]
+        assert stats["ignoredServed"]["exposed"] == 1 and stats["withheld"] == 0, stats  # type: ignore[index]
+        assert result["metrics"] == {"exposed": DECLARED}, result
     assert counted(url, read, "exposed", HUGE) == 0
+    assert counted(url, read, "exposed", DECLARED) == 2 * len(DEVICES)
 
     for j in range(VERSIONS):
         publish("churned", version(j).id)

@@ -2,22 +2,23 @@
 // of deniable-client/all on its own directory (queue, secret and privacy ledger), which
 // fetches the catalogue, reports one metric's true value twice, and closes.
 //     node scripts/node-churn-reporter.mjs <collector url> <dir> <token> <metric> <value> <entry>
-//         <mechanism>
+//         <mechanism> <declared>
 // <entry> is "default" or "all"; <value> "true" or "false"; <mechanism> the id the collector
-// serves now. Prints the metrics it knew and its stats as JSON.
-const [url, dir, token, metric, value, entry, mechanism] = process.argv.slice(2);
+// serves now; <declared> the app's declaration of <metric> (a mechanism id): the device takes
+// the served mechanism only if its epsilon is no larger. Prints the metrics it knew and its
+// stats as JSON.
+const [url, dir, token, metric, value, entry, mechanism, declared] = process.argv.slice(2);
 const {Reporter} = await import(entry === "all" ? "../dist/all.js" : "../dist/index.js");
 const {nodeStorage} = await import("../dist/node.js");
 
-const reporter = new Reporter(url, {token, batchSize: 10, retry: {backoff: 50},
-                                    log: () => undefined, ...nodeStorage(dir),
-                                    onePerPeriod: false});  // a run per version, not per day
+const reporter = new Reporter(url, {onePerPeriod: false, token, metrics: {[metric]: declared}, batchSize: 10, retry: {backoff: 50},
+                                    log: () => undefined, ...nodeStorage(dir)});
 if (!await reporter.waitReady(10_000)) throw new Error("no catalogue");
 // A cached catalogue (the last version) makes the reporter ready at once: wait for the one
-// fetched now, which serves <mechanism> (or withholds the metric, above the ceiling).
+// fetched now, which serves <mechanism> (taken, or ignored: counted in ignoredServed).
 const deadline = Date.now() + 10_000;
 while (Date.now() < deadline && reporter.metrics[metric] !== mechanism &&
-       !reporter.stats().withheldMetrics[metric]?.includes(mechanism)) {
+       reporter.stats().mechanismMismatch[metric]?.registered !== mechanism) {
   await new Promise((resolve) => setTimeout(resolve, 20));
 }
 reporter.report(metric, value === "true");

@@ -2,7 +2,9 @@
  * deniable-client/all: the Reporter with every metric kind the Python client reports.
  *
  *     import {Reporter} from "deniable-client/all";
- *     const reporter = new Reporter("https://telemetry.example.com", {token: "dn_ingest_..."});
+ *     import metrics from "./metrics.json" with {type: "json"};  // the app's declarations
+ *     const reporter = new Reporter("https://telemetry.example.com", {token: "dn_ingest_...",
+ *                                                                    metrics});
  *     reporter.report("dark_mode", true);          // boolean
  *     reporter.report("os", "android");            // categorical: a declared label
  *     reporter.report("crashes_per_week", 3);      // histogram: put in its bucket
@@ -18,18 +20,17 @@
  * booleans, the rules) is the same Reporter's.
  */
 import {DIMENSION_NAME, DimensionError, Dimensions, NONE} from "./dimensions.js";
-import {InvalidParameterError, QueueError, UnknownMetricError} from "./errors.js";
-import {cmp} from "./fraction.js";
+import {InvalidParameterError} from "./errors.js";
 import {
   alphaThreshold, type AnyMetric, DEFAULT_GRID, type Declared, declareMetric, type KindDeclaration,
   MetricSpec, parseAllCatalogue,
 } from "./kinds.js";
-import {type RandomizedResponse, Rr} from "./mechanism.js";
+import {Rr} from "./mechanism.js";
 import {memoBit} from "./memo.js";
 import {type Catalogue, lookup} from "./catalogue.js";
-import {DEFAULT_MAX_EPSILON, spend} from "./privacy.js";
+import {spend} from "./privacy.js";
 import {PrivacyLoss} from "./loss.js";
-import {above, nats, Reporter as BooleanReporter, type ReporterOptions as BooleanOptions,
+import {Reporter as BooleanReporter, type ReporterOptions as BooleanOptions,
   type Stats as BooleanStats} from "./reporter.js";
 import type {Dims, Payload} from "./wire.js";
 
@@ -44,11 +45,13 @@ export type DimensionValues = Readonly<Record<string, string>>;
 
 export interface ReporterOptions extends Omit<BooleanOptions, "metrics"> {
   /**
-   * name -> mechanism, spec, id (`rr:`, or `bm:` with its bounds) or declaration
-   * (`{kind, mechanism, categories | edges | lower, upper, clamp}`): usable at once, before
-   * any network; a privacy floor.
+   * The metrics this app reports, and the privacy contract: name -> the metrics file's table
+   * as JSON (`{kind, mechanism, categories | edges | lower, upper, clamp, memoization, period,
+   * dimensions, combinations}`), or a mechanism, spec or id (`rr:`, or `bm:` with its bounds).
+   * Reported at once, before any network. Undeclared metrics are never reported.
    */
-  metrics?: Record<string, Declared | (KindOrBoolean & DimensionDeclaration)>;
+  metrics?: Record<string, Declared | (KindOrBoolean & DimensionDeclaration & Policies) |
+    MetricTable>;
   /**
    * The device's public dimension values, e.g. `{app_version: "2.4", platform: "web"}`:
    * attached, in clear (NOT protected by local differential privacy), to each report of a
@@ -66,6 +69,17 @@ export interface DimensionDeclaration {
 }
 
 type KindOrBoolean = KindDeclaration | {kind?: "boolean"; mechanism: string};
+
+/** A metrics-file table as an app loads it from JSON (checked at construction). */
+export type MetricTable = Readonly<Record<string, unknown>>;
+
+/** A declaration's collection policy and notes, as in the metrics file. */
+interface Policies {
+  memoization?: "memoized" | "fresh";
+  period?: "hour" | "day" | "week";
+  description?: string;
+  retention_days?: number;
+}
 
 export interface Stats extends BooleanStats {
   /** Metrics whose list refuses a device-wide dimension value: metric -> why. */
@@ -85,6 +99,10 @@ interface Route {
 
 type Metrics = Map<string, AnyMetric>;
 
+/** Fields that only some kinds declare (collector/registry.py's _ONLY_FOR). */
+const ONLY_FOR: [string, string[]][] = [["categories", ["categorical"]], ["edges", ["histogram"]],
+  ["lower", ["numeric"]], ["upper", ["numeric"]], ["clamp", ["histogram", "numeric"]]];
+
 /** The Reporter of every metric kind (see the module doc and ../reporter.ts). */
 export class Reporter extends BooleanReporter {
   /** metric \0 mechanism id -> memo key (category index or grid point) -> answer. */
@@ -92,13 +110,10 @@ export class Reporter extends BooleanReporter {
   /** metric -> the device's α-point rounding threshold (numeric metrics). */
   private readonly alphas = new Map<string, bigint>();
   private readonly device: Record<string, string>;
-  /** The app's declared dimensions: metric -> Dimensions (metrics that declare none absent). */
+  /** The app's declared dimensions: metric -> Dimensions (metrics that declare none absent);
+   * the only ones ever attached (a served list changes nothing). */
   private readonly declaredDims: Map<string, Dimensions>;
-  /** The served catalogue's metric names and dimensions; null while none is known. */
-  private served: {names: Set<string>; dimensions: Map<string, Dimensions>} | null = null;
-  /** Served entries left out for their public dimensions: metric -> why. */
-  private withheld = new Map<string, string>();
-  private routes = new Map<string, Route | undefined>();
+  private readonly routes = new Map<string, Route | undefined>();
 
   /**
    * @throws InvalidParameterError an option out of range, an invalid declared metric or
@@ -107,35 +122,32 @@ export class Reporter extends BooleanReporter {
    */
   constructor(collectorUrl: string, options: ReporterOptions = {}) {
     const device = deviceDimensions(options.dimensions);
-    let booleans: Record<string, RandomizedResponse> | undefined;
-    const others = new Map<string, MetricSpec>();
     const declaredDims = new Map<string, Dimensions>();
-    if (options.metrics !== undefined) {
-      booleans = {};
-      for (const [name, declared] of Object.entries(options.metrics)) {
-        const metric = declareMetric(name, declared as Declared);
-        const why = above(metric, nats("maxEpsilon", options.maxEpsilon ?? DEFAULT_MAX_EPSILON));
-        if (why) throw new InvalidParameterError(`metric '${name}': ${why}`);
-        if (metric instanceof Rr) booleans[name] = metric;
-        else others.set(name, metric);
-        if (typeof declared === "object" && declared !== null &&
-            !(declared instanceof Rr) && !(declared instanceof MetricSpec)) {
-          let found: Dimensions;
-          try {
-            found = Dimensions.of(declared as DimensionDeclaration);
-          } catch (error) {
-            throw new InvalidParameterError(`metric '${name}': ${(error as Error).message}`);
-          }
-          if (found !== NONE) declaredDims.set(name, found);
-        }
+    for (const [name, declared] of Object.entries(options.metrics ?? {})) {
+      if (declared?.constructor !== Object) continue;
+      let found: Dimensions;
+      try {
+        found = Dimensions.of(declared as DimensionDeclaration);
+      } catch (error) {
+        throw new InvalidParameterError(`metric '${name}': dimensions: ${(error as Error).message}`);
       }
+      if (found !== NONE) declaredDims.set(name, found);
     }
-    super(collectorUrl, {...options, metrics: booleans});
+    super(collectorUrl, options as BooleanOptions);
     this.device = device;
     this.declaredDims = declaredDims;
-    // The declared catalogue is the catalogue until one is fetched (the same map): add the
-    // other kinds to it before init() reads it (after its first await).
-    for (const [name, spec] of others) (this.declared as unknown as Metrics).set(name, spec);
+  }
+
+  /** Every kind (kinds.ts, declareMetric). */
+  protected override declareOne(name: string, value: unknown): Rr {
+    const table = value?.constructor === Object ? value as Record<string, unknown> : {};
+    for (const [field, kinds] of ONLY_FOR) {
+      if (field in table && !kinds.includes(table.kind as string)) {
+        throw new InvalidParameterError(`metric '${name}': ${field}: only ${kinds.join(" and ")} ` +
+                                        "metrics declare it");
+      }
+    }
+    return declareMetric(name, value as Declared) as Rr;
   }
 
   /**
@@ -155,44 +167,16 @@ export class Reporter extends BooleanReporter {
    *   or device-wide; `field` names the dimension. Checked first; nothing is queued or sent.
    * @throws InvalidParameterError a value the metric does not take (the message never shows
    *   it), or `dims` that is not an object; nothing is queued or sent.
-   * @throws UnknownMetricError a catalogue is known and does not hold `metric`.
+   * @throws UnknownMetricError the app does not declare `metric` (whatever the value);
+   *   nothing is queued or sent.
    * @throws QueueError the reporter is closed.
    */
   override report(metric: string, trueValue: unknown, dims?: DimensionValues): void {
-    if (this.closed) throw new QueueError("the reporter is closed");
-    if (this.disabled) return;
-    const kind = this.otherKinds.get(metric);
-    if (kind !== undefined) {
-      throw new UnknownMetricError(`${JSON.stringify(metric)} is of kind ${JSON.stringify(kind)}, ` +
-                                   "which this client does not know: upgrade it to report it");
-    }
-    const spec = this.catalogue === null ? undefined : this.metricsMap.get(metric);
-    const booleanLike = typeof trueValue === "boolean" || trueValue === 0 || trueValue === 1;
-    if (spec === undefined) {
-      const someKind = ["string", "number", "bigint"].includes(typeof trueValue);
-      if (this.catalogue !== null) {
-        if (this.held(metric)) return;
-        const withheld = this.withheld.get(metric);
-        if (withheld !== undefined) {
-          throw new UnknownMetricError(`${JSON.stringify(metric)} is withheld: ${withheld}`);
-        }
-        if (someKind && typeof metric === "string") lookup(this.catalogue, metric);
-        super.report(metric, trueValue as boolean);  // throws: not a value, or not a metric
-        return;
-      }
-      if (typeof metric !== "string") {
-        throw new InvalidParameterError(`metric must be a string. Got a ${typeof metric} instead.`);
-      }
-      if (!someKind && !booleanLike) {
-        throw new InvalidParameterError("trueValue must be a boolean, a category label " +
-                                        `(string) or a number. Got a ${typeof trueValue} instead.`);
-      }
-      if (dims !== undefined && dims !== null) checkStated(metric, dims);
-      this.wait(metric, trueValue, dims);  // no catalogue yet: its kind is not known
-      return;
-    }
+    const spec = this.declaredMetric(metric) as AnyMetric;
+    if (this.disabled || this.held(metric)) return;
     // Public dimensions first, as in Python: a refused one spends nothing.
     const stated = this.stated(metric, dims);
+    const booleanLike = typeof trueValue === "boolean" || trueValue === 0 || trueValue === 1;
     if (spec instanceof Rr) {
       if (!booleanLike) {
         throw new InvalidParameterError(
@@ -242,20 +226,18 @@ export class Reporter extends BooleanReporter {
    * Epsilon per report, long-run epsilon of a constant value, and what a change of value
    * reveals, for `metric` on this device under the mechanism its reports follow now (Python's
    * privacy_loss; loss.ts).
-   * @throws UnknownMetricError no catalogue is known yet, or it does not hold `metric`.
+   * @throws UnknownMetricError `metric` is not declared.
    */
   privacyLoss(metric: string): PrivacyLoss {
-    if (this.catalogue === null) throw new UnknownMetricError("no catalogue is known yet");
     const m = lookup(this.catalogue, metric) as unknown as AnyMetric;
     return new PrivacyLoss(metric, m instanceof MetricSpec ? m.mechanism : m, !this.fresh.has(metric));
   }
 
-  /** The public dimensions each metric reported now declares: name -> Dimensions (metrics
-   * that declare none are absent). The collector's declaration when its catalogue lists the
-   * metric (it refuses any other), else the app's. */
+  /** The public dimensions each metric declares: name -> Dimensions (metrics that declare
+   * none are absent). The app's declaration only: a served list changes nothing. */
   get dimensions(): Record<string, Dimensions> {
     const found: Record<string, Dimensions> = {};
-    for (const name of this.catalogue?.keys() ?? []) {
+    for (const name of this.catalogue.keys()) {
       const route = this.route(name);
       if (route !== undefined) found[name] = route.dimensions;
     }
@@ -264,7 +246,7 @@ export class Reporter extends BooleanReporter {
 
   override stats(): Stats {
     const dimensionProblems: Record<string, string> = {};
-    for (const name of this.catalogue?.keys() ?? []) {
+    for (const name of this.catalogue.keys()) {
       const error = this.route(name)?.error;
       if (error !== undefined) dimensionProblems[name] = error.message;
     }
@@ -274,9 +256,7 @@ export class Reporter extends BooleanReporter {
   /** The declaration that applies to `metric`'s dimensions, and the device's values in it. */
   private route(metric: string): Route | undefined {
     if (this.routes.has(metric)) return this.routes.get(metric);
-    const served = this.served;
-    const dimensions = (served !== null && served.names.has(metric) ?
-      served.dimensions.get(metric) : this.declaredDims.get(metric)) ?? NONE;
+    const dimensions = this.declaredDims.get(metric) ?? NONE;
     let route: Route | undefined;
     if (dimensions !== NONE) {
       const device: Record<string, string> = {};
@@ -328,12 +308,6 @@ export class Reporter extends BooleanReporter {
 
   /** Hold a report in memory until it can be perturbed (never written anywhere). */
   private wait(metric: string, value: unknown, dims?: DimensionValues): void {
-    if (this.catalogue === null && this.initDone) {
-      this.counts.noCatalogue++;
-      this.once("no-catalogue", "deniable: no metric catalogue yet (collector unreachable, " +
-                "nothing cached, no metrics declared): reports are dropped until one is known");
-      return;
-    }
     if (this.early.length >= this.opts.maxEarlyReports) {
       this.counts.early++;
       return;
@@ -345,8 +319,8 @@ export class Reporter extends BooleanReporter {
 
   protected override async drainOne(metric: string, value: unknown,
                                     dims?: DimensionValues): Promise<void> {
-    if (this.catalogue !== null && this.held(metric)) return;
-    const spec = this.catalogue === null ? undefined : this.metricsMap.get(metric);
+    if (this.held(metric)) return;
+    const spec = this.metricsMap.get(metric);
     let stated: Dims | undefined;
     if (spec !== undefined) {
       try {
@@ -361,8 +335,7 @@ export class Reporter extends BooleanReporter {
       if (typeof value === "boolean" || value === 0 || value === 1) {
         return super.drainOne(metric, value ? 1 : 0, stated);
       }
-      if (this.catalogue === null) this.counts.noCatalogue++;
-      else this.dropEarly(metric, "is not in the catalogue, or not a metric of this value's kind");
+      this.dropEarly(metric, "is not a declared metric of this value's kind");
       return;
     }
     let encoded: ReturnType<MetricSpec["encode"]>;
@@ -429,45 +402,10 @@ export class Reporter extends BooleanReporter {
               "were dropped");
   }
 
-  /** Every kind of a catalogue document; metrics of kinds this client does not know are left
-   * out (logged once; reporting one throws UnknownMetricError). */
+  /** Every kind of a catalogue document (entries of kinds this client does not know left out).
+   * @throws WireFormatError a malformed document: nothing of it is used. */
   protected override parse(doc: unknown): Catalogue {
-    const other = new Map<string, string>();
-    const withheld = new Map<string, string>();
-    const dimensions = new Map<string, Dimensions>();
-    const catalogue = parseAllCatalogue(
-      doc, (name, kind, why) => (why === undefined ? other : withheld).set(name, why ?? kind),
-      dimensions);
-    this.otherKinds = other;
-    this.withheld = withheld;
-    this.served = {names: new Set(catalogue.keys()), dimensions};
-    this.routes = new Map();
-    const listed = [...other].map(([name, kind]) => `${name} (${kind})`).sort().join(", ");
-    if (listed) this.once(`kinds:${listed}`, `deniable: left out metrics of unknown kinds: ${listed}`);
-    for (const [name, why] of withheld) this.once(`withheld:${name}:${why}`, `deniable: metric '${name}' is withheld: ${why}`);
-    return catalogue as unknown as Catalogue;
-  }
-
-  /**
-   * Declared metrics are a privacy floor (Python's resolve_catalogue): the registered spec is
-   * used if it asks the same question (kind, categories, edges, bounds) with a likelihood ratio
-   * no larger; otherwise the declared one.
-   */
-  protected override checkDeclared(registered: Catalogue): void {
-    const declared = this.declared as unknown as Metrics;
-    const next: Metrics = new Map(declared);
-    for (const [name, mine] of declared) {
-      const found = (registered as unknown as Metrics).get(name);
-      if (found === undefined || found.id === mine.id) continue;
-      const same = question(found) === question(mine);
-      const using = same && cmp(found.likelihoodRatio, mine.likelihoodRatio) <= 0 ? found : mine;
-      next.set(name, using);
-      this.mismatch[name] = {declared: mine.id, registered: found.id, using: using.id};
-      this.once(`mismatch:${name}`, `deniable: metric '${name}' is registered as ${found.id} ` +
-                `but declared as ${mine.id}; using ${using.id} (` +
-                (same ? "never a larger epsilon)" : "it asks another question)"));
-    }
-    this.catalogue = next as unknown as Catalogue;
+    return parseAllCatalogue(doc) as unknown as Catalogue;
   }
 
   protected override forget(): void {
@@ -479,7 +417,7 @@ export class Reporter extends BooleanReporter {
   /** The memoized answers of boolean metrics, and each numeric metric's α, derived at once. */
   protected override async prepareMemo(): Promise<void> {
     for (const why of Object.values(this.stats().dimensionProblems)) this.once(why, `deniable: ${why}`);
-    if (this.catalogue === null || this.secret === undefined) return;
+    if (this.secret === undefined) return;
     for (const [metric, m] of this.metricsMap) {
       if (this.fresh.has(metric)) continue;
       if (m instanceof MetricSpec) {
@@ -498,10 +436,6 @@ export class Reporter extends BooleanReporter {
       this.memo.set(key, bits);
     }
   }
-}
-
-function question(metric: AnyMetric): string {
-  return metric instanceof MetricSpec ? metric.question : "boolean";
 }
 
 /** `dimensions` (the option): a plain object of dimension names to strings (whether a metric's

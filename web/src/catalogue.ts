@@ -76,8 +76,8 @@ export function lookup(catalogue: Catalogue, metric: string): Rr {
   const mechanism = catalogue.get(metric);
   if (mechanism === undefined) {
     throw new UnknownMetricError(
-      `metric ${JSON.stringify(metric)} is not one this client knows; known: ` +
-      `${JSON.stringify([...catalogue.keys()].sort())}`);
+      `metric ${JSON.stringify(metric)} is not declared (the Reporter's metrics option); ` +
+      `nothing was reported. Declared: ${JSON.stringify([...catalogue.keys()].sort())}`);
   }
   return mechanism;
 }

@@ -2,7 +2,8 @@
  * deniable-client: private telemetry under local differential privacy, for browsers and Node.
  *
  *     import {Reporter} from "deniable-client";
- *     const reporter = new Reporter("https://telemetry.example.com", {token: "dn_ingest_..."});
+ *     const reporter = new Reporter("https://telemetry.example.com", {token: "dn_ingest_...",
+ *                                   metrics: {dark_mode: {mechanism: "rr:1/2:1/2"}}});
  *     reporter.report("dark_mode", matchMedia("(prefers-color-scheme: dark)").matches);
  */
 export {Reporter, type ReporterOptions, type Stats} from "./reporter.js";

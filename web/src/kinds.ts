@@ -571,12 +571,13 @@ export class MetricSpec {
   get likelihoodRatio(): Fraction { return this.mechanism.likelihoodRatio; }
   get epsilon(): number { return this.mechanism.epsilon; }
 
-  /** What the metric asks (kind, categories, edges, bounds): two specs that ask the same may
-   * replace each other under the declared-floor rule. */
+  /** What the metric asks (kind, categories, edges, bounds, clamp): a served spec replaces
+   * the declared one only if it asks the same (Python's _same_question). */
   get question(): string {
     const m = this.mechanism as BitMean;
     return JSON.stringify([this.kind, this.categories, this.edges.map(fracToString),
-                           m.lower && fracToString(m.lower), m.upper && fracToString(m.upper)]);
+                           m.lower && fracToString(m.lower), m.upper && fracToString(m.upper),
+                           this.clamp]);
   }
 
   /**

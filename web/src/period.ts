@@ -26,27 +26,13 @@ export function periodIndex(period: Period, ms: number): number {
   return Math.floor((ms + (period === "week" ? 259_200_000 : 0)) / PERIODS[period]);
 }
 
-/** A catalogue document's periods: metric -> its declared period (default "day"; an unknown
- * one reads as "week", the fewest reports). */
-export function cataloguePeriods(doc: unknown): Map<string, Period> {
-  const out = new Map<string, Period>();
-  const metrics = (doc as {metrics?: unknown} | null)?.metrics;
-  if (!Array.isArray(metrics)) return out;
-  for (const entry of metrics) {
-    const p = (entry as {period?: unknown})?.period ?? "day";
-    out.set(String((entry as {name?: unknown})?.name),
-            Object.hasOwn(PERIODS, p as string) ? p as Period : "week");
-  }
-  return out;
-}
-
 /** metric/period -> the index of the last period a report was admitted in. */
 type Claims = Record<string, number>;
 
 export class PeriodGate {
   /** Calls turned into no-ops because their period was already reported. */
   skipped = 0;
-  /** metric -> its period, from the catalogue; "day" for a metric not listed. */
+  /** metric -> its declared period; "day" for a metric not listed. */
   periods = new Map<string, Period>();
   private claims: Claims = {};
   private readonly inFlight = new Set<Promise<boolean>>();
@@ -92,10 +78,6 @@ export class PeriodGate {
     return this.claims[key] === index && !this.skip();
   }
 
-  /** Read the catalogue document `doc`'s periods. */
-  learn(doc: unknown): void {
-    this.periods = cataloguePeriods(doc);
-  }
 
   /** Forget every claim (consent withdrawn; the store's copy is deleted with the rest). */
   clear(): void {

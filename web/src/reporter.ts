@@ -2,16 +2,18 @@
  * Reporter: the app-facing client. Perturb on the device, queue durably, upload in the
  * background, exactly once.
  *
- *     const reporter = new Reporter("https://telemetry.example.com", {token: "dn_ingest_..."});
+ *     const reporter = new Reporter("https://telemetry.example.com", {token: "dn_ingest_...",
+ *                                   metrics: {dark_mode: {mechanism: "rr:1/2:1/2"}}});
  *     reporter.report("dark_mode", true);   // perturbed here; true never leaves this call
  *
  * The rules it keeps (the same as the Python client's, docs/client.md):
- * - Construction never waits on the network: it uses the declared metrics, else the cached
- *   catalogue, else none yet, and fetches the catalogue in the background.
- * - `report()` never touches the network and never throws for network conditions. It throws
- *   at once for programming errors: a value that is not a boolean, or an unknown metric once
- *   a catalogue is known. Reports made before the local state has loaded wait in memory
- *   (at most `maxEarlyReports`); if no catalogue can be had, they are dropped and counted.
+ * - The app's declaration (`metrics`) is the privacy contract (declaration.ts): only declared
+ *   metrics are reported, at once, under the declared mechanism; the catalogue, fetched in the
+ *   background, may only swap in a mechanism asking the same question at no larger epsilon.
+ * - Construction never waits on the network. `report()` never touches the network and never
+ *   throws for network conditions. It throws at once for programming errors: an undeclared
+ *   metric, or a value that is not a boolean. Reports made before the local state has loaded
+ *   wait in memory (at most `maxEarlyReports`).
  * - A revoked or refused key (401/403) keeps the data queued; uploads back off.
  * - `flush(timeout)` and `close(timeout)` return by their deadline; a request in flight then is
  *   abandoned and its batch stays queued under the same id.
@@ -20,10 +22,11 @@
  *   and a metric's new memoized answers stop at `maxMetricEpsilon` over every version, paid
  *   for in the store's ledger before their report is queued (privacy.ts, docs/privacy.md).
  */
-import {type Catalogue, declareCatalogue, lookup, parseCatalogue} from "./catalogue.js";
+import {type Catalogue, lookup, parseCatalogue} from "./catalogue.js";
+import {type Declared, declare, type Policy, resolve} from "./declaration.js";
 import {InvalidParameterError, QueueError, UnknownMetricError, UploadError} from "./errors.js";
-import {cmp, type Fraction} from "./fraction.js";
-import type {RandomizedResponse} from "./mechanism.js";
+import type {Fraction} from "./fraction.js";
+import {type RandomizedResponse, Rr} from "./mechanism.js";
 import {memoBit} from "./memo.js";
 import {
   aboveCeiling, DEFAULT_MAX_EPSILON, DEFAULT_MAX_METRIC_EPSILON, type Ledger, spend,
@@ -45,8 +48,13 @@ import {identifying} from "./unique.js";
 import {DEFAULT_MAX_REPORTS, type Dims, type Item, METRICS_PATH, REPORTS_PATH} from "./wire.js";
 
 export interface ReporterOptions {
-  /** name -> mechanism (or id): usable at once, before any network; a privacy floor. */
-  metrics?: Record<string, RandomizedResponse | string>;
+  /**
+   * The metrics this app reports, and the privacy contract: name -> the metrics file's table
+   * as JSON (`{mechanism, memoization, period, ...}`; this entry reports boolean ones), or a
+   * mechanism or its id. Reported at once, before any network. Undeclared metrics are never
+   * reported.
+   */
+  metrics?: Record<string, RandomizedResponse | string | Record<string, unknown>>;
   /** An ingest key (sent as `Authorization: Bearer`). */
   token?: string;
   /** The durable store: IndexedDB in browsers by default; `fileStore()` in Node. */
@@ -76,7 +84,8 @@ export interface ReporterOptions {
   exitTimeout?: number;
   /** Milliseconds between catalogue refreshes. Default 1 hour. */
   refreshInterval?: number;
-  /** Metrics reported with fresh coins each time instead of the memoized answer. */
+  /** Metrics reported with fresh coins each time instead of the memoized answer (as
+   * declaring `memoization: "fresh"`). */
   fresh?: readonly string[];
   /** Seal and send with fetch(keepalive) when the page is hidden. Default true. */
   flushOnHide?: boolean;
@@ -120,7 +129,7 @@ export interface Stats {
   /** Dropped by maxQueuedReports or maxQueueAge. */
   dropped: number;
   deadLettered: number;
-  /** Dropped because no catalogue could be had (nothing true is kept). */
+  /** Dropped because the device secret could not be had (nothing true is kept). */
   droppedNoCatalogue: number;
   /** Dropped because more than maxEarlyReports arrived before the local state loaded. */
   droppedEarly: number;
@@ -132,7 +141,12 @@ export interface Stats {
   keyRefused: boolean;
   /** Declared metrics whose registered mechanism differs: metric -> the two ids. */
   mechanismMismatch: Record<string, {declared: string; registered: string; using: string}>;
+  /** A served catalogue is known (fetched or cached); declared metrics never need one. */
   catalogueKnown: boolean;
+  /** Declared metrics whose latest served entry this client ignores in part: metric -> how
+   * many of its mechanism (another question or a larger epsilon), memoization, period,
+   * dimensions (Python's ignored_served); metrics served as declared are absent. */
+  ignoredServed: Record<string, number>;
   /** report() calls of a withheld metric (above maxEpsilon); nothing of them was kept. */
   withheld: number;
   /** Withheld metrics: metric -> why. */
@@ -172,7 +186,7 @@ export class Reporter {
   /** The latest upload failure (undefined after a success), without any report content. */
   lastError: string | undefined;
 
-  private cat: Catalogue | null = null;
+  private cat: Catalogue = new Map();
   /** Served metrics above the ceiling: metric -> why. */
   protected over = new Map<string, string>();
   protected readonly maxEpsilon: number;
@@ -183,7 +197,11 @@ export class Reporter {
   private readonly tags = new Map<string, string>();
   /** The period gate (onePerPeriod), or undefined. */
   protected readonly gate: PeriodGate | undefined;
-  protected readonly declared: Catalogue | null;
+  protected readonly declared: Declared<Rr>;
+  /** The latest served catalogue's ignored parts: metric -> field names. */
+  private ignored = new Map<string, string[]>();
+  private servedKnown = false;
+  private fetched: Promise<void> | undefined;
   protected readonly memo = new Map<string, [0 | 1 | undefined, 0 | 1 | undefined]>();
   protected early: Early[] = [];
   private readonly queue: DurableQueue;
@@ -202,10 +220,10 @@ export class Reporter {
   /** No durable store and the app did not ask for one in memory: reports needing state are
    * refused (stats().droppedNoState). */
   private readonly stateless: boolean = false;
-  protected readonly mismatch: Stats["mechanismMismatch"] = {};
+  protected mismatch: Stats["mechanismMismatch"] = {};
   private readonly logged = new Set<string>();
-  /** Metrics the collector serves in kinds this client does not report: name -> kind. */
-  protected otherKinds = new Map<string, string>();
+  /** Declared metrics of kinds this entry does not report: name -> kind. */
+  protected readonly otherKinds: Map<string, string>;
   protected initDone = false;
   /** Consent withdrawn (setEnabled(false)): nothing is collected, kept or sent. */
   protected disabled = false;
@@ -265,15 +283,20 @@ export class Reporter {
     this.retry = {...DEFAULT_RETRY, ...options.retry};
     this.maxEpsilon = nats("maxEpsilon", options.maxEpsilon ?? DEFAULT_MAX_EPSILON);
     this.cap = nats("maxMetricEpsilon", options.maxMetricEpsilon ?? DEFAULT_MAX_METRIC_EPSILON);
-    this.declared = options.metrics === undefined ? null : declareCatalogue(options.metrics);
-    for (const [name, m] of this.declared ?? []) {
+    this.declared = declare(options.metrics, (name, value) => this.declareOne(name, value));
+    for (const [name, m] of this.declared.metrics) {
       const why = above(m, this.maxEpsilon);
       if (why) throw new InvalidParameterError(`metric '${name}': ${why}`);
     }
-    this.fresh = new Set(options.fresh ?? []);
-    this.catalogue = this.declared;
+    this.otherKinds = this.declared.other;
+    this.fresh = new Set(options.fresh);
+    for (const [name, p] of this.policies) if (p.memoization === "fresh") this.fresh.add(name);
+    this.catalogue = this.declared.metrics;  // after fresh: a fresh metric is never withheld as identifying
     this.rng = options.rng ?? SYSTEM_BITS;
     this.log = options.log ?? ((message) => console.warn(message));
+    if (this.policies.size === 0) {
+      this.log("deniable: no metrics declared (the `metrics` option): nothing will be reported");
+    }
     this.store = options.store ?? defaultStore();
     this.secretStore = options.secret ??
       (this.store instanceof IdbStore ? new StoreSecret(this.store) : new MemorySecret());
@@ -286,7 +309,10 @@ export class Reporter {
         "for one process" : "deniable: state in memory: memoized answers, ledger and period " +
         "gate last one process");
     }
-    if (options.onePerPeriod ?? true) this.gate = new PeriodGate(this.store, options.clock ?? Date.now);
+    if (options.onePerPeriod ?? true) {
+      this.gate = new PeriodGate(this.store, options.clock ?? Date.now);
+      for (const [name, p] of this.policies) this.gate.periods.set(name, p.period);  // declared
+    }
     this.queue = new DurableQueue(this.store, {
       batchSize,
       // A page seals at every commit: a store transaction started when the page is left may
@@ -318,50 +344,30 @@ export class Reporter {
    * Perturb `trueValue` for `metric` and queue the perturbed bit. Never touches the network.
    *
    * @throws InvalidParameterError `trueValue` is not a boolean (or 0/1), or `metric` not a string.
-   * @throws UnknownMetricError a catalogue is known and does not hold `metric`, or the
-   *   collector serves `metric` in a kind this client does not report (categorical,
-   *   histogram, numeric: this entry point reports boolean metrics; deniable-client/all
-   *   reports every kind).
+   * @throws UnknownMetricError the app does not declare `metric` (whatever the value), or
+   *   declares it in a kind this entry does not report (categorical, histogram, numeric:
+   *   deniable-client/all reports every kind).
    * @throws QueueError the reporter is closed.
    */
   report(metric: string, trueValue: boolean): void {
-    if (this.closed) throw new QueueError("the reporter is closed");
-    if (this.disabled) return;
-    const kind = this.otherKinds.get(metric);
-    if (kind !== undefined) {
-      throw new UnknownMetricError(`${JSON.stringify(metric)} is ${kind}: boolean metrics ` +
-                                   'only; import {Reporter} from "deniable-client/all"');
-    }
+    const mechanism = this.declaredMetric(metric);
     if (typeof trueValue !== "boolean" && trueValue !== 0 && trueValue !== 1) {
       throw new InvalidParameterError(
         `trueValue must be a boolean. Got a ${typeof trueValue} instead.`);
     }
-    if (typeof metric !== "string") {
-      throw new InvalidParameterError(`metric must be a string. Got a ${typeof metric} instead.`);
-    }
     const value: 0 | 1 = trueValue ? 1 : 0;
-    const catalogue = this.catalogue;
-    if (catalogue !== null) {
-      if (this.held(metric)) return;
-      const mechanism = lookup(catalogue, metric);
-      if (this.skipped(metric)) return;
-      if (!this.waiting && this.fresh.has(metric)) {
-        this.put(metric, mechanism.id, mechanism.perturb(value, this.rng));
-        return;
-      }
-      // The memo holds answers already paid for; another is derived and charged in drainOne.
-      const bit = this.memo.get(`${metric}\u0000${mechanism.id}`)?.[value];
-      if (!this.waiting && bit !== undefined) {
-        this.put(metric, mechanism.id, bit);
-        return;
-      }
-      if (!this.fresh.has(metric) && this.refused(metric, mechanism, value)) return;
-    } else if (this.initDone) {
-      this.counts.noCatalogue++;
-      this.once("no-catalogue", "deniable: no metric catalogue yet (collector unreachable, " +
-                "nothing cached, no metrics declared): reports are dropped until one is known");
+    if (this.disabled || this.held(metric) || this.skipped(metric)) return;
+    if (!this.waiting && this.fresh.has(metric)) {
+      this.put(metric, mechanism.id, mechanism.perturb(value, this.rng));
       return;
     }
+    // The memo holds answers already paid for; another is derived and charged in drainOne.
+    const bit = this.memo.get(`${metric}\u0000${mechanism.id}`)?.[value];
+    if (!this.waiting && bit !== undefined) {
+      this.put(metric, mechanism.id, bit);
+      return;
+    }
+    if (!this.fresh.has(metric) && this.refused(metric, mechanism, value)) return;
     if (this.early.length >= this.opts.maxEarlyReports) {
       this.counts.early++;
       return;
@@ -387,16 +393,57 @@ export class Reporter {
     });
   }
 
-  /** The metrics this reporter knows now (name -> mechanism id); null if none yet. */
-  get metrics(): Record<string, string> | null {
-    return this.catalogue === null ? null
-      : Object.fromEntries([...this.catalogue].map(([name, m]) => [name, m.id]));
+  /**
+   * The mechanism `metric` is reported under now: the check every report() makes first; it
+   * depends on the name alone, never on a value.
+   * @throws QueueError closed; InvalidParameterError not a string; UnknownMetricError see report().
+   */
+  protected declaredMetric(metric: string): Rr {
+    if (this.closed) throw new QueueError("the reporter is closed");
+    if (typeof metric !== "string") {
+      throw new InvalidParameterError(`metric must be a string. Got a ${typeof metric} instead.`);
+    }
+    const kind = this.otherKinds.get(metric);
+    if (kind !== undefined) {
+      throw new UnknownMetricError(`${JSON.stringify(metric)} is ${kind}: boolean metrics ` +
+                                   'only; import {Reporter} from "deniable-client/all"');
+    }
+    return lookup(this.catalogue, metric);
   }
 
-  /** Wait until a catalogue is known, at most `timeout` ms. Returns whether one is. */
+  /** The declared metric `value` (a table, an id or a mechanism), or its kind if this entry
+   * does not report it. Called by the constructor: it may not use instance fields. */
+  protected declareOne(name: string, value: unknown): Rr | string {
+    if (value instanceof Rr) return value;
+    const table = value?.constructor === Object ? value as {kind?: unknown; mechanism?: unknown}
+      : undefined;
+    const kind = table?.kind ?? "boolean";
+    if (kind !== "boolean") return String(kind);  // deniable-client/all checks it
+    try {
+      return Rr.fromId((table ? table.mechanism : value) as string);
+    } catch (error) {
+      throw new InvalidParameterError(`metric '${name}': mechanism: ${(error as Error).message}`);
+    }
+  }
+
+  /** The declared metrics' collection policies (memoization, period, dimensions). */
+  protected get policies(): Map<string, Policy> {
+    return this.declared.policies;
+  }
+
+  /** The metrics this reporter reports now: name -> mechanism id. */
+  get metrics(): Record<string, string> {
+    return Object.fromEntries([...this.catalogue].map(([name, m]) => [name, m.id]));
+  }
+
+  /**
+   * Wait until the local state has loaded and the first catalogue fetch has answered or
+   * failed, at most `timeout` ms. Declared metrics are reported without it. Returns whether a
+   * served catalogue is known (fetched or cached).
+   */
   async waitReady(timeout = this.opts.closeTimeout): Promise<boolean> {
-    await race(this.initialised, timeout);
-    return this.catalogue !== null;
+    await race(this.initialised.then(() => this.fetched), timeout);
+    return this.servedKnown;
   }
 
   /** Queued, sent, dropped and dead-lettered report counts, and what went wrong. */
@@ -408,7 +455,8 @@ export class Reporter {
       droppedNoCatalogue: this.counts.noCatalogue, droppedEarly: this.counts.early,
       droppedUnknownMetric: this.counts.unknown, droppedNoState: this.counts.noState,
       keyRefused: this.keyRefused,
-      mechanismMismatch: {...this.mismatch}, catalogueKnown: this.catalogue !== null,
+      mechanismMismatch: {...this.mismatch}, catalogueKnown: this.servedKnown,
+      ignoredServed: Object.fromEntries([...this.ignored].map(([m, parts]) => [m, parts.length])),
       withheld: this.counts.withheld, withheldMetrics: Object.fromEntries(this.over),
       capRefused: this.counts.capped, periodSkipped: this.gate?.skipped ?? 0,
     };
@@ -520,13 +568,13 @@ export class Reporter {
   /** The catalogue report() routes by; setting it withholds every metric above the ceiling
    * (Python's resolve) and every memoized one whose answer would single the device out
    * (unique.ts, as Python's guard), saying so once per metric and mechanism. */
-  protected get catalogue(): Catalogue | null {
+  protected get catalogue(): Catalogue {
     return this.cat;
   }
-  protected set catalogue(catalogue: Catalogue | null) {
+  protected set catalogue(catalogue: Catalogue) {
     this.over = new Map();
     let kept = catalogue;
-    for (const [name, m] of catalogue ?? []) {
+    for (const [name, m] of catalogue) {
       // Above the ceiling, or memoized with an answer that would identify the device.
       const why = above(m, this.maxEpsilon) ?? (this.fresh.has(name) ? undefined : identifying(m));
       if (why === undefined) continue;
@@ -662,19 +710,13 @@ export class Reporter {
     } catch {
       // unread: every new answer is charged in the store, which decides
     }
-    if (this.catalogue === null) {
-      try {
-        const cached = await this.store.get<unknown>(CATALOGUE_KEY);
-        if (cached !== undefined) {
-          this.catalogue = this.parse(cached);
-          this.gate?.learn(cached);
-        }
-      } catch {
-        // a bad cache is no catalogue
-      }
+    try {
+      const cached = await this.store.get<unknown>(CATALOGUE_KEY);
+      if (cached !== undefined) this.serve(cached);
+    } catch {
+      // a bad cache is no catalogue: the declared metrics are used
     }
-    if (this.catalogue === null) await this.refresh();
-    else void this.refresh();
+    this.fetched = this.refresh();
     await this.prepareMemo();
     this.initDone = true;
     void this.commit(false);
@@ -685,14 +727,8 @@ export class Reporter {
     clearTimeout(this.refreshTimer);
     try {
       const doc = await this.transport.request("GET", METRICS_PATH, undefined, this.halt.signal);
-      const fetched = this.parse(doc);
-      this.gate?.learn(doc);
-      if (this.declared === null) {
-        this.catalogue = fetched;
-        if (!this.disabled) await this.store.set(CATALOGUE_KEY, doc).catch(() => undefined);
-      } else {
-        this.checkDeclared(fetched);
-      }
+      this.serve(doc);
+      if (!this.disabled) await this.store.set(CATALOGUE_KEY, doc).catch(() => undefined);
       await this.prepareMemo();
     } catch (error) {
       if (error instanceof UploadError && error.authRefused) this.keyRefused = true;
@@ -703,38 +739,32 @@ export class Reporter {
     }
   }
 
-  /**
-   * A catalogue document's boolean metrics. Metrics of other kinds are left out, remembered
-   * (so reporting one throws a clear error) and logged once per set of such metrics.
-   */
+  /** A catalogue document's entries this entry can parse (boolean ones; others left out).
+   * @throws WireFormatError a malformed document: nothing of it is used. */
   protected parse(doc: unknown): Catalogue {
-    const other = new Map<string, string>();
-    const catalogue = parseCatalogue(doc, (name, kind) => other.set(name, kind));
-    this.otherKinds = other;
-    const listed = [...other].map(([name, kind]) => `${name} (${kind})`).sort().join(", ");
-    if (listed) this.once(`kinds:${listed}`, `deniable: boolean metrics only; left out ${listed}`);
-    return catalogue;
+    return parseCatalogue(doc);
   }
 
-  /** Declared metrics are a privacy floor: never a mechanism with a larger epsilon. */
-  protected checkDeclared(registered: Catalogue): void {
-    const next: Catalogue = new Map(this.declared!);
-    for (const [name, declared] of this.declared!) {
-      const found = registered.get(name);
-      if (found === undefined || found.equals(declared)) continue;
-      const using = cmp(found.likelihoodRatio, declared.likelihoodRatio) <= 0 ? found : declared;
-      next.set(name, using);
-      this.mismatch[name] = {declared: declared.id, registered: found.id, using: using.id};
-      this.once(`mismatch:${name}`, `deniable: metric '${name}' is registered as ${found.id} ` +
-                `but declared as ${declared.id}; using ${using.id} (never a larger epsilon)`);
+  /** Apply a served catalogue to the declared metrics (declaration.ts, resolve): only a
+   * mechanism asking the same question at no larger epsilon is taken; the rest is ignored,
+   * counted in stats().ignoredServed and said once per metric, without any value. */
+  private serve(doc: unknown): void {
+    const found = resolve(this.declared, this.parse(doc), doc);
+    this.catalogue = found.using;
+    this.ignored = found.ignored;
+    this.mismatch = found.mismatch;
+    this.servedKnown = true;
+    for (const [name, parts] of found.ignored) {
+      this.once(`ignored:${name}`, `deniable: metric '${name}': the collector's catalogue ` +
+                `differs from this app's declaration in ${parts.join(", ")}; ignored (the ` +
+                "declaration is the privacy contract)");
     }
-    this.catalogue = next;
   }
 
   /** Derive the memoized answers already paid for of every known metric, so report() is
    * synchronous for them. */
   protected async prepareMemo(): Promise<void> {
-    if (this.catalogue === null || this.secret === undefined) return;
+    if (this.secret === undefined) return;
     for (const [metric, mechanism] of this.catalogue) {
       if (this.fresh.has(metric)) continue;
       const key = `${metric}\u0000${mechanism.id}`;
@@ -757,15 +787,11 @@ export class Reporter {
   /** One early report: perturbed (and memoized) once the local state has loaded; `dims` are
    * its public dimension values (deniable-client/all), checked already. */
   protected async drainOne(metric: string, value: 0 | 1, dims?: Dims): Promise<void> {
-    const mechanism = this.catalogue?.get(metric);
-    if (this.catalogue === null) {
-      this.counts.noCatalogue++;
-      return;
-    }
+    const mechanism = this.catalogue.get(metric);
     if (this.held(metric) || mechanism && this.skipped(metric)) return;
     if (mechanism === undefined) {
       this.counts.unknown++;
-      this.once(`unknown:${metric}`, `deniable: metric '${metric}' is not in the catalogue; ` +
+      this.once(`unknown:${metric}`, `deniable: metric '${metric}' is no longer reported; ` +
                 "its early reports were dropped");
       return;
     }

@@ -1,9 +1,9 @@
 // Public dimensions in deniable-client/all: the Reporter against real HTTP servers on loopback.
-// The catalogue served is the vectors' (tests/vectors/generate.py, dims_catalogue):
-// dark_mode declares app_version (2.3, 2.4, 2.5, other), platform (android, ios, web) and
+// The catalogue served is the vectors' (tests/vectors/generate.py, dims_catalogue), and the app
+// declares its parsed metrics as served (DECLARED): dark_mode declares app_version (2.3, 2.4, 2.5, other), platform (android, ios, web) and
 // channel (beta, stable), with the combination app_version x platform; os declares platform;
 // startup_ms app_version; crashes_per_week none; bad_dims, bad_combo and bad_both declare
-// malformed ones and are withheld.
+// malformed ones (served only).
 import assert from "node:assert/strict";
 import {mkdtempSync, readFileSync, writeFileSync} from "node:fs";
 import {tmpdir} from "node:os";
@@ -15,12 +15,13 @@ import {
 } from "../dist/all.js";
 import {Reporter as BooleanReporter} from "../dist/index.js";
 import {nodeStorage} from "../dist/node.js";
-import {collectorLike, startServer} from "./helpers.js";
+import {collectorLike, declarations, startServer} from "./helpers.js";
 import {vectors} from "./vectors.js";
 
 const DOC = vectors.dims_catalogue.doc;
+const DECLARED = declarations(DOC, vectors.dims_catalogue.parsed);
 // These tests send many reports of one metric: the period gate (tested in period.test.js) is off.
-const quiet = {log: () => undefined, onePerPeriod: false};
+const quiet = {onePerPeriod: false, log: () => undefined, metrics: DECLARED};
 const DEVICE = {app_version: "2.9", platform: "web", country: "fr"};
 
 /** A collector-like server serving DOC; its posts' raw bodies are in server.posts. */
@@ -102,7 +103,7 @@ test("a device-wide value a list refuses: said once, in stats, and that metric's
      "unless they give their own", async (t) => {
   const {c, server} = await collector(t);
   const logged = [];
-  const r = new Reporter(server.url, {log: (m) => logged.push(m), onePerPeriod: false, store: new MemoryStore(),
+  const r = new Reporter(server.url, {...quiet, log: (m) => logged.push(m), store: new MemoryStore(),
                                       dimensions: {platform: "windows", app_version: "2.3"}});
   assert.equal(await r.waitReady(5000), true);
   assert.deepEqual(Object.keys(r.stats().dimensionProblems).sort(), ["dark_mode", "os"]);
@@ -134,10 +135,12 @@ test("the dimensions option is checked at construction", () => {
                 InvalidParameterError);
   assert.throws(() => new Reporter(url, {...quiet, metrics: {m: {
     mechanism: "rr:1/2:1/2", dimensions: {platform: {values: ["web", "web"]}}}}}),
-                /metric 'm': dimension 'platform' lists a value twice/);
+                /metric 'm': dimensions: dimension 'platform' lists a value twice/);
+  assert.throws(() => new Reporter(url, {...quiet, metrics: {m: {
+    mechanism: "rr:1/2:1/2", combinations: [["a", "b"]]}}}), /metric 'm': dimensions: /);
 });
 
-test("declared dimensions apply until the collector's catalogue lists the metric", async (t) => {
+test("declared dimensions apply, with or without a catalogue", async (t) => {
   const stalled = await startServer(() => null);
   t.after(() => stalled.close());
   const r = new Reporter(stalled.url, {...quiet, store: new MemoryStore(), timeout: 200,
@@ -152,26 +155,37 @@ test("declared dimensions apply until the collector's catalogue lists the metric
   await r.close(300);
 });
 
-test("an entry whose dimensions are malformed is withheld (said once); the others work",
+test("served dimensions, malformed or other, are ignored (said once); the declared ones apply",
      async (t) => {
-  const {server} = await collector(t);
+  const {c, server} = await collector(t);
   const logged = [];
-  const r = new Reporter(server.url, {log: (m) => logged.push(m), onePerPeriod: false, store: new MemoryStore()});
+  // The app declares the served entries with malformed dimensions as plain booleans, and
+  // dark_mode with platform only: whatever the collector lists, only that is ever attached.
+  const metrics = {...DECLARED, bad_dims: "rr:1/2:1/2", bad_combo: {mechanism: "rr:1/2:1/2"},
+                   bad_both: {mechanism: "rr:1/2:1/2"},
+                   dark_mode: {mechanism: "rr:1/2:1/2",
+                               dimensions: {platform: {values: ["web", "ios"]}}}};
+  const r = new Reporter(server.url, {onePerPeriod: false, log: (m) => logged.push(m), store: new MemoryStore(),
+                                      metrics, dimensions: DEVICE});
   assert.equal(await r.waitReady(5000), true);
-  assert.deepEqual(Object.keys(r.metrics).sort(), vectors.dims_catalogue.parsed);
-  for (const metric of vectors.dims_catalogue.withheld) {
-    assert.throws(() => r.report(metric, true), (e) => e instanceof UnknownMetricError &&
-                  /public dimensions are malformed/.test(e.message));
-    assert.equal(logged.filter((m) => m.includes(`metric '${metric}' is withheld`)).length, 1);
-  }
-  r.report("dark_mode", true);
-  await r.close(5000);
+  const stats = r.stats();
+  // Entries with malformed dimensions do not parse: nothing of them is taken (or counted).
+  assert.deepEqual(stats.ignoredServed, {dark_mode: 1});
+  assert.equal(logged.filter((m) => m.includes("metric 'dark_mode'")).length, 1);
+  for (const metric of [...vectors.dims_catalogue.withheld, "dark_mode"]) r.report(metric, true);
+  assert.ok(logged.every((m) => !m.includes("2.3") && !m.includes("android")), logged.join("\n"));
+  assert.throws(() => r.report("dark_mode", true, {app_version: "2.4"}), DimensionError);
+  assert.throws(() => r.report("undeclared", true), UnknownMetricError);
+  assert.equal(await r.close(5000), true);
+  assert.deepEqual(dimsOf(c.counted(), "dark_mode"), ['{"platform":"web"}']);
+  assert.deepEqual(dimsOf(c.counted(), "bad_dims"), ["null"]);
 });
 
 test("the default entry sends no dims, whatever the catalogue declares", async (t) => {
   const {c, server} = await collector(t);
   const r = new BooleanReporter(server.url, {...quiet, store: new MemoryStore(),
                                              dimensions: DEVICE});
+  assert.equal(r.stats().ignoredServed.dark_mode, undefined);
   assert.equal(await r.waitReady(5000), true);
   r.report("dark_mode", true, {platform: "ios"});
   assert.equal(await r.close(5000), true);

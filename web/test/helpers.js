@@ -57,3 +57,26 @@ export function collectorLike(catalogue = CATALOGUE) {
 }
 
 export const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** The fields of a metrics-file table (what `deniable metrics json` writes for the web client). */
+const DECLARATION_FIELDS = ["kind", "mechanism", "edges", "lower", "upper", "clamp",
+  "memoization", "period", "dimensions", "combinations"];
+
+/**
+ * The declarations an app would ship for the metrics of a served catalogue `doc` (name ->
+ * metrics-file table as JSON), for the names in `only` if given: tests declare what a loopback
+ * collector serves.
+ */
+export function declarations(doc, only) {
+  const found = {};
+  for (const e of doc.metrics) {
+    if (only !== undefined ? !only.includes(e.name)
+      : !["boolean", "categorical", "histogram", "numeric", undefined].includes(e.kind) ||
+        !/^(rr|grr|oue|ss|bm):/.test(e.mechanism)) continue;
+    const table = {};
+    for (const field of DECLARATION_FIELDS) if (field in e) table[field] = e[field];
+    if (e.kind === "categorical") table.categories = e.categories;
+    found[e.name] = table;
+  }
+  return found;
+}

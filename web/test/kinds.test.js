@@ -10,7 +10,7 @@ import {
   memoValue, parseAllCatalogue, parseFraction,
 } from "../dist/all.js";
 import {Reporter as BooleanReporter} from "../dist/index.js";
-import {collectorLike, sleep, startServer} from "./helpers.js";
+import {collectorLike, declarations, sleep, startServer} from "./helpers.js";
 
 const vectors = JSON.parse(readFileSync(new URL("../../tests/vectors/vectors.json", import.meta.url)));
 // These tests send many reports of one metric: the period gate (tested in period.test.js) is off.
@@ -97,6 +97,7 @@ test("1BitMean sends 1 with probability exactly a + (1 - 2a) s", () => {
 
 const KIND_DOC = vectors.kind_catalogue.good;  // written by describe_metric from MetricSpecs
 const entry = (name) => KIND_DOC.metrics.find((e) => e.name === name);
+const KIND_DECLARED = declarations(KIND_DOC);
 const specOf = (name) => parseAllCatalogue({metrics: [entry(name)]}).get(name);
 const SECRET = new Uint8Array(32).map((_, i) => 7 * i + 1);
 const fixedSecret = () => ({load: () => importSecret(SECRET)});
@@ -105,8 +106,8 @@ test("every kind is reported memoized, under its mechanism's payload field", asy
   const c = collectorLike(KIND_DOC);
   const server = await startServer(c.answer);
   t.after(() => server.close());
-  const r = new Reporter(server.url, {...quiet, store: new MemoryStore(), secret: fixedSecret()});
-  // Before the catalogue is known: held in memory, reported once it is.
+  const r = new Reporter(server.url, {...quiet, metrics: KIND_DECLARED, store: new MemoryStore(), secret: fixedSecret()});
+  // Before the local state has loaded: held in memory, reported once it has.
   r.report("os", "ios");
   r.report("startup_ms", 812.5);
   assert.equal(await r.waitReady(5000), true);
@@ -148,7 +149,7 @@ test("a value the metric does not take throws at the call, never shows it, queue
   const c = collectorLike(KIND_DOC);
   const server = await startServer(c.answer);
   t.after(() => server.close());
-  const r = new Reporter(server.url, {...quiet, store: new MemoryStore()});
+  const r = new Reporter(server.url, {...quiet, metrics: KIND_DECLARED, store: new MemoryStore()});
   assert.equal(await r.waitReady(5000), true);
   const bad = [["os", "Android"], ["os", 3], ["os", null], ["os", true], ["os", ["ios"]],
                ["crashes_per_week", "3"], ["crashes_per_week", NaN], ["crashes_per_week", true],
@@ -176,7 +177,7 @@ test("fresh metrics draw fresh coins; memoized ones repeat one answer per value"
   const c = collectorLike(KIND_DOC);
   const server = await startServer(c.answer);
   t.after(() => server.close());
-  const r = new Reporter(server.url, {...quiet, store: new MemoryStore(), fresh: ["os_oue"],
+  const r = new Reporter(server.url, {...quiet, metrics: KIND_DECLARED, store: new MemoryStore(), fresh: ["os_oue"],
                                       batchSize: 1000});
   assert.equal(await r.waitReady(5000), true);
   for (let i = 0; i < 200; i++) {
@@ -225,20 +226,27 @@ test("declared metrics of every kind are a privacy floor", async (t) => {
                 InvalidParameterError);
 });
 
-test("without deniable-client/all, other kinds are left out as before and say how to opt in",
+test("without deniable-client/all, declared metrics of other kinds throw and say how to opt in",
      async (t) => {
   const c = collectorLike(KIND_DOC);
   const server = await startServer(c.answer);
   t.after(() => server.close());
-  const lines = [];
-  const r = new BooleanReporter(server.url, {log: (m) => lines.push(m), onePerPeriod: false, store: new MemoryStore()});
+  const r = new BooleanReporter(server.url, {...quiet, metrics: KIND_DECLARED,
+                                             store: new MemoryStore()});
+  assert.throws(() => r.report("os", "ios"), (e) => e instanceof UnknownMetricError &&
+                /boolean metrics only.*deniable-client\/all/.test(e.message));
+  r.report("dark_mode", true);
   assert.equal(await r.waitReady(5000), true);
   assert.throws(() => r.report("os", "ios"), /deniable-client\/all/);
-  r.report("dark_mode", true);
+  // An unknown kind: the default entry never reports it; deniable-client/all refuses it.
+  const odd = new BooleanReporter(server.url, {...quiet, metrics: {os: {kind: "nominal"}}});
+  assert.throws(() => odd.report("os", "x"), /is nominal: boolean metrics only/);
+  await odd.close(10);
+  assert.throws(() => new Reporter(server.url, {...quiet, metrics: {os: {kind: "nominal", mechanism: `grr:6:1/4:${TAG6}`}}}),
+                /metric 'os': kind must be one of/);
   assert.equal(await r.flush(5000), true);
   await r.close();
   assert.deepEqual(c.counted().map((x) => x.metric), ["dark_mode"]);
-  assert.equal(lines.filter((l) => l.includes("boolean metrics only")).length, 1);
 });
 
 test("a spec encodes as Python's MetricSpec (spot checks beside the vectors)", () => {

@@ -10,7 +10,7 @@ import {test} from "node:test";
 import * as core from "../dist/index.js";
 import * as all from "../dist/all.js";
 import {nodeStorage} from "../dist/node.js";
-import {collectorLike, sleep, startServer} from "./helpers.js";
+import {collectorLike, declarations, sleep, startServer} from "./helpers.js";
 import {vectors} from "./vectors.js";
 
 const {aboveCeiling, spend, InvalidParameterError, MemoryStore} = core;
@@ -60,32 +60,44 @@ async function until(condition, what) {
 }
 
 for (const [entry, lib] of [["default", core], ["all", all]]) {
-  test(`${entry}: a served catalogue above the ceiling sends nothing, counts, warns once`, async (t) => {
+  test(`${entry}: a served catalogue above the ceiling is ignored: the declared mechanisms report`,
+       async (t) => {
     const doc = entry === "all" ? vectors.ceiling.doc : {metrics: vectors.ceiling.doc.metrics
       .filter((m) => m.kind === "boolean")};
     const {server, counted} = await collector(doc);
     t.after(() => server.close());
     const lines = [];
-    const r = new lib.Reporter(server.url, {log: (l) => lines.push(l), onePerPeriod: false, store: new MemoryStore(),
-                                            refreshInterval: 20});
+    const served = Object.fromEntries(doc.metrics.map((m) => [m.name, m]));
+    // The app declares each metric at an epsilon of its own (the same question); the usable
+    // ones as served, exactly at the ceiling (ln 9) included.
+    const metrics = {...declarations(doc, vectors.ceiling.usable), huge: "rr:1/2:1/2"};
+    if (entry === "all") {
+      metrics.os_huge = {...metrics.os};
+      metrics.crashes_huge = {kind: "histogram", edges: served.crashes_huge.edges,
+                              mechanism: "grr:5:1/2:b780497b"};
+      metrics.startup_huge = {...metrics.startup_ms};
+    }
+    const r = new lib.Reporter(server.url, {onePerPeriod: false, log: (l) => lines.push(l), store: new MemoryStore(),
+                                            refreshInterval: 20, metrics});
+    const declared = r.metrics;
     assert.equal(await r.waitReady(5000), true);
     const values = {huge: true, at_ceiling: true, dark_mode: false, os_huge: "ios", os: "ios",
                     crashes_huge: 3, startup_huge: 812.5, startup_ms: 812.5};
     const names = doc.metrics.map((m) => m.name);
     for (let i = 0; i < 10; i++) for (const name of names) r.report(name, values[name]);
-    await sleep(100);  // several refreshes: each withheld metric is still said once
+    await sleep(100);  // several refreshes: each ignored metric is still said once
     assert.equal(await r.close(5000), true);
-    const withheld = vectors.ceiling.withheld.filter((n) => names.includes(n));
-    const usable = vectors.ceiling.usable.filter((n) => names.includes(n));
-    assert.deepEqual(Object.keys(r.stats().withheldMetrics).sort(), withheld);
-    assert.equal(r.stats().withheld, 10 * withheld.length);
+    const huge = vectors.ceiling.withheld.filter((n) => names.includes(n));
+    assert.deepEqual(r.metrics, declared);
+    assert.equal(r.stats().withheld, 0);
+    assert.deepEqual(r.stats().ignoredServed, Object.fromEntries(huge.map((n) => [n, 1])));
     const sent = counted();
-    assert.equal(sent.length, 10 * usable.length);  // exactly at the ceiling (ln 9) passes
-    assert.deepEqual([...new Set(sent.map((x) => x.metric))].sort(), usable);
-    for (const name of withheld) {
-      assert.equal(lines.filter((l) => l.includes(`'${name}' is withheld`)).length, 1, name);
+    assert.equal(sent.length, 10 * names.length);
+    for (const x of sent) assert.equal(x.mechanism, declared[x.metric], x.metric);
+    for (const name of huge) {
+      assert.equal(lines.filter((l) => l.includes(`'${name}'`)).length, 1, name);
+      assert.ok(lines.some((l) => l.includes(`'${name}'`) && /in mechanism;/.test(l)), name);
     }
-    assert.deepEqual(Object.keys(r.metrics).sort(), usable);
   });
 
   test(`${entry}: a declared metric above the ceiling throws; at it, it does not`, async () => {
@@ -120,7 +132,8 @@ for (const [entry, lib] of [["default", core], ["all", all]]) {
     t.after(() => server.close());
     const dir = mkdtempSync(join(tmpdir(), "deniable-cap-"));
     const lines = [];
-    const opts = {log: (l) => lines.push(l), onePerPeriod: false, refreshInterval: 20, ...nodeStorage(dir)};
+    const opts = {onePerPeriod: false, log: (l) => lines.push(l), refreshInterval: 20, ...nodeStorage(dir),
+                  metrics: {m: v1}};
     const r = new lib.Reporter(server.url, opts);
     const version = async (reporter, id) => {
       serve(booleanDoc("m", id));
@@ -162,9 +175,8 @@ for (const [entry, lib] of [["default", core], ["all", all]]) {
     const store = new MemoryStore();
     // A cap of ln 9 = 2 ln 3: both answers of v1 once. Were each reporter to pay for its own,
     // the second pair would take the sum to 4 ln 3 and be refused.
-    // One store, one device secret (as tabs of one origin share IndexedDB's).
-    const opts = {log: () => undefined, onePerPeriod: false, store, secret: new core.StoreSecret(store),
-                  refreshInterval: 20, maxMetricEpsilon: Math.log(9)};
+    const opts = {onePerPeriod: false, log: () => undefined, store, refreshInterval: 20, maxMetricEpsilon: Math.log(9),
+                  metrics: {m: v1}};
     const [a, b] = [new lib.Reporter(server.url, opts), new lib.Reporter(server.url, opts)];
     for (const r of [a, b]) await until(() => r.metrics?.m === v1, "v1");
     a.report("m", true);
@@ -198,8 +210,8 @@ test("all: the cap counts each category's memoized answer", async (t) => {
   const os = vectors.ceiling.doc.metrics.find((m) => m.name === "os");  // epsilon 2 (rounded down)
   const {server, counted} = await collector({metrics: [os]});
   t.after(() => server.close());
-  const r = new all.Reporter(server.url, {log: () => undefined, onePerPeriod: false, store: new MemoryStore()});
-  assert.equal(await r.waitReady(5000), true);
+  const r = new all.Reporter(server.url, {onePerPeriod: false, log: () => undefined, store: new MemoryStore(),
+                                          metrics: declarations({metrics: [os]})});
   // ln 81 ~ 4.39 holds two answers of epsilon ~2: ios and android; linux is refused.
   for (const v of ["ios", "android", "ios", "linux", "android", "linux"]) r.report("os", v);
   assert.equal(await r.close(5000), true);

@@ -37,37 +37,59 @@ test("bad input throws at the call and sends nothing", async (t) => {
                 InvalidParameterError);
 });
 
-test("a collector serving other metric kinds leaves every boolean metric working", async (t) => {
+test("a served catalogue of every kind: declared metrics work, the rest is never used",
+     async (t) => {
   const mixed = JSON.parse(readFileSync(
     new URL("../../tests/vectors/vectors.json", import.meta.url))).catalogue_kinds;
   const c = collectorLike(mixed.doc);
   const server = await startServer(c.answer);
   t.after(() => server.close());
   const lines = [];
-  const r = new Reporter(server.url, {log: (line) => lines.push(line), onePerPeriod: false, refreshInterval: 20,
-                                      store: new MemoryStore()});
+  const r = new Reporter(server.url, {onePerPeriod: false, log: (line) => lines.push(line), refreshInterval: 20,
+                                      store: new MemoryStore(), metrics: mixed.boolean});
   assert.equal(await r.waitReady(5000), true);
   assert.deepEqual(r.metrics, mixed.boolean);
   for (let i = 0; i < 30; i++) r.report(i % 2 ? "dark_mode" : "notifications_on", i % 3 === 0);
   for (const [metric, value] of [["os", "android"], ["startup_ms", 812.5], ["os", true]]) {
     assert.throws(() => r.report(metric, value), (e) => e instanceof UnknownMetricError &&
-                  /boolean metrics only/.test(e.message) && !e.message.includes("android"));
+                  /is not declared/.test(e.message) && !e.message.includes("android"));
   }
-  await sleep(100);  // several catalogue refreshes: still logged once
+  await sleep(100);  // several catalogue refreshes
   assert.equal(await r.close(5000), true);
   assert.equal(c.counted().length, 30);
   assert.ok(c.counted().every((x) => x.mechanism.startsWith("rr:") && (x.bit === 0 || x.bit === 1)));
   assert.ok(server.gets.length >= 3, `${server.gets.length} catalogue fetches`);
-  const notes = lines.filter((line) => line.includes("boolean metrics only"));
-  assert.equal(notes.length, 1, lines.join("\n"));
-  for (const name of Object.keys(mixed.skipped)) assert.ok(notes[0].includes(name), name);
+  // Served as declared: nothing ignored, nothing said; the undeclared ones are never used.
+  assert.deepEqual(r.stats().ignoredServed, {});
+  assert.deepEqual(lines, []);
+});
+
+test("a Reporter without declarations reports nothing: every metric throws, nothing is sent",
+     async (t) => {
+  const c = collectorLike();
+  const server = await startServer(c.answer);
+  t.after(() => server.close());
+  const lines = [];
+  const r = new Reporter(server.url, {log: (line) => lines.push(line), store: new MemoryStore()});
+  assert.equal(lines.length, 1);
+  assert.match(lines[0], /no metrics declared/);
+  for (const value of [true, false, "yes", 7]) {
+    assert.throws(() => r.report("dark_mode", value), UnknownMetricError);  // whatever the value
+  }
+  assert.equal(await r.waitReady(5000), true);
+  assert.throws(() => r.report("dark_mode", true), UnknownMetricError);
+  assert.deepEqual(r.metrics, {});
+  assert.deepEqual(r.stats().ignoredServed, {});
+  assert.equal(r.stats().catalogueKnown, true);
+  assert.equal(await r.close(5000), true);
+  assert.equal(server.posts.length, 0);
 });
 
 test("reports arrive exactly once, in batches of the wire format, with the key", async (t) => {
   const c = collectorLike();
   const server = await startServer(c.answer);
   t.after(() => server.close());
-  const r = new Reporter(server.url, {...quiet, token: "k1", batchSize: 40,
+  const r = new Reporter(server.url, {...quiet, token: "k1", batchSize: 40, metrics: DECLARED,
                                       store: new MemoryStore()});
   assert.equal(await r.waitReady(5000), true);
   for (let i = 0; i < 250; i++) r.report(i % 2 ? "dark_mode" : "feature_x_enabled", i % 3 === 0);
@@ -85,20 +107,24 @@ test("reports arrive exactly once, in batches of the wire format, with the key",
   assert.ok(answers.size <= 2);
 });
 
-test("construction never waits on a stalled collector; early reports are dropped and counted",
+test("construction never waits on a stalled collector; declared metrics need no catalogue",
      async (t) => {
   const server = await startServer(() => null);
   t.after(() => server.close());
   const started = performance.now();
-  const r = new Reporter(server.url, {...quiet, timeout: 300, store: new MemoryStore()});
-  r.report("feature_x_enabled", true);  // no catalogue yet: never throws for that
+  const r = new Reporter(server.url, {...quiet, timeout: 300, store: new MemoryStore(),
+                                      metrics: DECLARED});
+  r.report("feature_x_enabled", true);  // no catalogue: queued all the same
   assert.ok(performance.now() - started < 100);
   assert.equal(await r.waitReady(2000), false);
-  r.report("anything_at_all", true);
+  r.report("dark_mode", false);
+  assert.throws(() => r.report("anything_at_all", true), UnknownMetricError);
+  await sleep(50);
   const stats = r.stats();
   assert.equal(stats.catalogueKnown, false);
-  assert.equal(stats.droppedNoCatalogue, 2);
-  assert.equal(stats.queued, 0);
+  assert.equal(stats.droppedNoCatalogue, 0);
+  assert.equal(stats.queued, 2);
+  assert.deepEqual(r.metrics, DECLARED);
   const closing = performance.now();
   await r.close(500);
   assert.ok(performance.now() - closing < 500 + 250);

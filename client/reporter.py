@@ -667,6 +667,15 @@ class Reporter:
             raise QueueError("the reporter is closed")
         return self._queue.retry_dead_letters()
 
+    def retry_refused(self, metric: str | None = None) -> int:
+        """Send again the reports the collector refused per metric (``stats().refused``, with
+        its reasons in ``stats().refused_metrics``), of ``metric`` or of every metric, once
+        the cause is fixed (e.g. the collector registers the app's declared mechanism). They
+        go in new batches: the collector never counted them. Returns the number requeued."""
+        if self._queue.closed:
+            raise QueueError("the reporter is closed")
+        return self._queue.retry_refused(metric)
+
     @property
     def last_error(self) -> str | None:
         """The latest upload (or catalogue fetch) failure, None after a success; e.g.

@@ -32,6 +32,9 @@ class Stats:
         period_skipped: ``report()`` calls of a metric already reported in its period (the
             first of a period is sent; the rest are no-ops, never queued). In memory: it
             counts this Reporter's calls only.
+        refused: reports the collector refused per metric (its registry does not accept
+            them: an unregistered metric, another mechanism, ...) while counting the rest of
+            their batch. Kept in the queue file, not sent, until ``Reporter.retry_refused``.
 
     The fields below describe the reporter now, not the queue file's history:
 
@@ -45,6 +48,8 @@ class Stats:
         dimension_problems: metric -> why its device-wide dimension values
             (``Reporter(dimensions=...)``) are refused by its allow-list: its ``report()``
             raises unless the call gives its own value.
+        refused_metrics: metric -> the collector's latest reason for refusing its reports
+            (those counted in ``refused``, still kept).
 
     New fields always come with a default, so code that builds or compares ``Stats`` keeps
     working as they are added.
@@ -64,6 +69,8 @@ class Stats:
     cap_refused: int = 0
     period_skipped: int = 0
     dimension_problems: Mapping[str, str] = field(default_factory=dict)
+    refused: int = 0
+    refused_metrics: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

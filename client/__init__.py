@@ -56,7 +56,7 @@ def __getattr__(name: str) -> object:
         from deniable.client.reporter import Reporter
 
         return Reporter
-    # The privacy-over-time layer locks its state dir with fcntl (POSIX); import it on use.
+    # The privacy-over-time layer: imported on use.
     if name == "LongitudinalGuard":
         from deniable.client.longitudinal import LongitudinalGuard
 

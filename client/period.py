@@ -218,14 +218,12 @@ class PeriodGate:
 
     def _claim_on_disk(self, key: str, period: int | None) -> bool:
         """Record ``period`` for ``key`` in the state file unless it is there already."""
-        import fcntl
+        from deniable.client.locking import exclusive
 
         path = self._path
         assert path is not None
         path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        fd = os.open(path.with_suffix(".lock"), os.O_RDWR | os.O_CREAT, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
+        with exclusive(path.with_suffix(".lock")):
             try:
                 seen = json.loads(path.read_text(encoding="utf-8"))
                 if not isinstance(seen, dict):
@@ -244,8 +242,6 @@ class PeriodGate:
                 handle.write(json.dumps(seen, sort_keys=True))
             os.replace(tmp, path)
             return True
-        finally:
-            os.close(fd)
 
 
 def follow_policies(catalogue: Collection[str],

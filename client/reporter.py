@@ -327,6 +327,7 @@ class Reporter:
         self._put = self._queue.put_sync if durability == "sync" else self._queue.put
         self._closed = False
         self._close_lock = threading.Lock()
+        self._last_stats: Stats | None = None  # taken by close(), served by stats() after
         self._queue.start()
         self._sender.start()
         self._fetcher.start()
@@ -637,9 +638,20 @@ class Reporter:
     # -- introspection ---------------------------------------------------------------------
 
     def stats(self) -> Stats:
-        """Report counts (queued, sent, dropped, dead-lettered, budget- and cap-refused, not
-        ready, withheld) and the reporter's state: withheld and floored metrics, a refused
-        key, the last error. See ``Stats``."""
+        """Report counts (queued, sent, dropped, dead-lettered, refused, budget- and
+        cap-refused, not ready, withheld) and the reporter's state: withheld and floored
+        metrics, a refused key, the last error. See ``Stats``.
+
+        After ``close()``: the stats as they were when it closed (``queued`` then counts what
+        stays in the queue file for the next start).
+
+        Raises:
+            QueueError: the reporter is closed and its last stats could not be read.
+        """
+        if self._queue.closed:
+            if self._last_stats is None:
+                raise QueueError("the reporter is closed and its last stats could not be read")
+            return self._last_stats
         resolution = self._resolution
         return replace(
             self._queue.stats(),
@@ -653,12 +665,26 @@ class Reporter:
             dimension_problems=dict(self._dimension_problems))
 
     def ledger(self) -> dict[str, LedgerEntry]:
-        """metric -> perturbed bits committed to the queue (handed over) and sent."""
+        """metric -> perturbed bits committed to the queue (handed over) and sent.
+
+        Raises:
+            QueueError: the reporter is closed.
+        """
+        self._check_open()
         return self._queue.ledger()
 
     def dead_letters(self) -> list[DeadLetter]:
-        """Batches the collector refused for good (400, 409, 413, 422), with its reasons."""
+        """Batches the collector refused for good (400, 409, 413, 422), with its reasons.
+
+        Raises:
+            QueueError: the reporter is closed.
+        """
+        self._check_open()
         return self._queue.dead_letters()
+
+    def _check_open(self) -> None:
+        if self._queue.closed:
+            raise QueueError("the reporter is closed")
 
     def retry_dead_letters(self) -> int:
         """Queue every dead-lettered batch again, unchanged (same batch ids), once the cause
@@ -745,6 +771,11 @@ class Reporter:
         finally:
             self._fetcher.stop()
             self._sender.stop(timeout=max(0.0, deadline - time.monotonic()))
+            try:
+                self._queue.stop()  # commits what is buffered: the last stats count it
+                self._last_stats = self.stats()
+            except Exception:  # never fail close(); stats() then says it could not read them
+                log.exception("deniable: reading the last stats at close failed")
             self._queue.close()
             self._guard.close()
         if not drained:

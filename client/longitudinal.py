@@ -511,6 +511,15 @@ class LongitudinalGuard:
         """Write spends and counters that are only in memory to the ledger file."""
         self._ledger.flush()
 
+    def erase(self, also: tuple[str, ...] = ()) -> None:
+        """Close without flushing and delete the state: the device secret, the ledger and
+        the files of the state directory named in ``also`` (``StateDir.erase``). Spends
+        still in memory are dropped; the guard is unusable afterwards."""
+        self._closed = True
+        if self._state is not None:
+            self._state.erase(also)
+        self._secret = b""
+
     def close(self) -> None:
         """Flush. The guard holds no open files, so this is all closing takes."""
         if not self._closed:

@@ -159,6 +159,17 @@ class PeriodGate:
         self._skips = itertools.count()  # next() is atomic under the GIL
         self._reads = 0
 
+    def erase(self) -> None:
+        """Forget every period reported, in memory and on disk (its state file, lock file and
+        temporary file are deleted); from then on it keeps periods in memory only."""
+        with self._lock:
+            path, self._path = self._path, None
+            self._last.clear()
+            self._closed.clear()
+        if path is not None:
+            for leftover in (path, path.with_suffix(".tmp"), path.with_suffix(".lock")):
+                leftover.unlink(missing_ok=True)
+
     @property
     def skipped(self) -> int:
         """Calls turned into no-ops because their period was already reported."""

@@ -202,6 +202,7 @@ class DurableQueue:
         self._urgent = Doorbell()              # buffer is full, or flush/stop
         self._stopping = False
         self._closed = False
+        self._discarding = False               # erase(discard=True): puts are dropped
         self._thread: threading.Thread | None = None
         self._oldest_pending: float | None = None
 
@@ -270,6 +271,8 @@ class DurableQueue:
         with self._buffer_lock:
             if self._closed:
                 raise QueueError("the queue is closed")
+            if self._discarding:
+                return
             buffer = self._buffer
             buffer.append(item)
             self._appended += 1
@@ -284,6 +287,8 @@ class DurableQueue:
         with self._buffer_lock:
             if self._closed:
                 raise QueueError("the queue is closed")
+            if self._discarding:
+                return
             self._buffer.append(item)
             self._appended += 1
             mine = self._appended
@@ -305,6 +310,8 @@ class DurableQueue:
         """Count one ``report()`` call that queued nothing, under ``counter`` (one of
         ``REFUSAL_COUNTERS``); written with the next commit."""
         with self._buffer_lock:
+            if self._discarding:
+                return
             self._refused[counter] += 1
         self._wake.set()
 
@@ -550,6 +557,38 @@ class DurableQueue:
         if rows and self._on_sealed is not None:
             self._on_sealed()
         return n_reports
+
+    def erase(self, *, discard: bool) -> int:
+        """Delete every report and count: the memory buffer, pending reports, sealed
+        batches, dead letters, refused reports, the ledger and the counters (the cached
+        catalogue stays: it holds nothing of the device). The file is then vacuumed, so no
+        deleted page keeps them. With ``discard``, later ``put`` calls are dropped (and
+        refusals not counted) until ``erase(discard=False)``. Returns the reports deleted.
+        """
+        with self._db_lock:
+            with self._buffer_lock:
+                self._discarding = discard
+                dropped = len(self._buffer)
+                self._buffer = []
+                self._committed = self._appended
+                self._refused = Counter()
+            db = self._db
+            with _write_transaction(db):
+                dropped += db.execute("SELECT COUNT(*) FROM pending").fetchone()[0]
+                dropped += db.execute(
+                    "SELECT COALESCE(SUM(n_reports), 0) FROM batches").fetchone()[0]
+                for table in ("pending", "batches", "dead_letter", "refused", "ledger",
+                              "counters"):
+                    db.execute(f"DELETE FROM {table}")  # noqa: S608 - fixed names
+            self._oldest_pending = None
+            self._in_flight = None
+            try:
+                db.execute("VACUUM")
+                db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            except sqlite3.Error as exc:  # the rows are gone either way
+                log.warning("deniable: compacting the queue after erasing it failed (%s)",
+                            type(exc).__name__)
+        return int(dropped)
 
     # -- reading ---------------------------------------------------------------------------
 

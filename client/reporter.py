@@ -103,6 +103,8 @@ DEFAULT_EXIT_TIMEOUT = 2.0
 """Seconds the atexit hook waits for uploads (all open reporters together): short, so an
 offline app still exits promptly."""
 _CATALOGUE_META = "catalogue"
+_PERIODS_FILE = "periods.json"
+"""The PeriodGate's file in the privacy directory (deniable.client.period), erased with it."""
 _SEEN_DIMS = 1024
 """Per-call dims combinations whose queued text each metric remembers."""
 _VALUE_TYPES = (bool, int, float, Fraction, str)
@@ -228,6 +230,9 @@ class Reporter:
             a metric's allow-list refuses (and that it does not count as ``other``) makes
             that metric's ``report()`` raise InvalidParameterError, unless the call gives
             its own value; a warning says so once (``stats().dimension_problems``).
+        enabled: the user's consent, as the app keeps it: False is ``set_enabled(False)``
+            right after construction (nothing is collected, and the device's state is
+            deleted). See ``set_enabled``.
 
     Raises:
         InvalidParameterError: an option out of range, an invalid declared catalogue, a
@@ -264,7 +269,8 @@ class Reporter:
                  max_metric_epsilon: float = DEFAULT_MAX_METRIC_EPSILON,
                  policies: Mapping[str, CollectionPolicy] | None = None,
                  one_per_period: bool = True,
-                 dimensions: Mapping[str, str] | None = None) -> None:
+                 dimensions: Mapping[str, str] | None = None,
+                 enabled: bool = True) -> None:
         self.collector_url = collector_url
         self.batch_size = batch_size
         self.close_timeout = close_timeout
@@ -287,26 +293,30 @@ class Reporter:
                                    max_queued_reports=max_queued_reports,
                                    max_queue_age=max_queue_age, on_sealed=self._on_sealed)
         try:
-            self._sender = Sender(self._queue, self._new_transport, backoff=backoff,
-                                  max_backoff=max_backoff, max_config_backoff=max_config_backoff,
-                                  upload_jitter=upload_jitter)
-            self._fetcher = CatalogueFetcher(
-                self._new_transport, self._on_catalogue_document, refresh=catalogue_refresh,
-                backoff=backoff, max_backoff=max_backoff, max_config_backoff=max_config_backoff)
+            self._sender_options: dict[str, Any] = dict(
+                backoff=backoff, max_backoff=max_backoff,
+                max_config_backoff=max_config_backoff, upload_jitter=upload_jitter)
+            self._fetcher_options: dict[str, Any] = dict(
+                refresh=catalogue_refresh, backoff=backoff, max_backoff=max_backoff,
+                max_config_backoff=max_config_backoff)
+            self._sender = Sender(self._queue, self._new_transport, **self._sender_options)
+            self._fetcher = CatalogueFetcher(self._new_transport, self._on_catalogue_document,
+                                             **self._fetcher_options)
             if privacy_dir is None:
                 privacy_dir = (f"{os.fspath(queue_path)}.privacy" if queue_path is not None
                                else default_state_dir(origin_namespace(collector_url)))
-            self._periods = (PeriodGate(None if privacy_dir == IN_MEMORY else privacy_dir)
-                             if one_per_period else None)
+            self._privacy_dir = privacy_dir
+            self._one_per_period = one_per_period
+            self._periods = self._new_periods()
             self._app_policies: dict[str, CollectionPolicy] = dict(policies or {})
             self._policies = dict(self._app_policies)
             self._app_fresh, self._app_irr = fresh, dict(irr or {})
-            self._guard = LongitudinalGuard(
-                privacy_dir, budgets=budgets, fresh=fresh, rng=rng,
-                max_metric_epsilon=max_metric_epsilon,
+            self._guard_options: dict[str, Any] = dict(
+                budgets=budgets, fresh=fresh, rng=rng, max_metric_epsilon=max_metric_epsilon,
                 irr={name: (layer if isinstance(layer, RandomizedResponse)
                             else RandomizedResponse.from_id(layer))
                      for name, layer in (irr or {}).items()})
+            self._guard = LongitudinalGuard(privacy_dir, **self._guard_options)
             if self._declared is not None:
                 self._guard.check(self._declared)  # a programming error: raise it now
         except BaseException:
@@ -328,11 +338,15 @@ class Reporter:
         self._closed = False
         self._close_lock = threading.Lock()
         self._last_stats: Stats | None = None  # taken by close(), served by stats() after
+        self._enabled = True
+        self._consent_lock = threading.Lock()
         self._queue.start()
         self._sender.start()
         self._fetcher.start()
         with _OPEN_LOCK:
             _OPEN.add(self)
+        if not enabled:
+            self.set_enabled(False)
 
     # -- configuration ---------------------------------------------------------------------
 
@@ -526,6 +540,8 @@ class Reporter:
                 ``stats().budget_refused``; nothing was queued).
             QueueError: the reporter is closed, or (sync) the report could not be committed.
         """
+        if not self._enabled:
+            return  # collection is off (set_enabled): nothing is checked, kept or counted
         entry = self._entries.get(metric)
         if entry is None:  # its kind is unknown here: only a value no kind takes is refused
             if not isinstance(true_value, _VALUE_TYPES):
@@ -635,6 +651,72 @@ class Reporter:
         spec = lookup(self.specs, metric)
         return self._guard.privacy_loss(metric, spec.mechanism)
 
+    # -- consent -----------------------------------------------------------------------------
+
+    @property
+    def enabled(self) -> bool:
+        """Whether the reporter collects (``set_enabled``)."""
+        return self._enabled
+
+    def set_enabled(self, enabled: bool) -> None:
+        """Turn collection on or off, e.g. when the user gives or withdraws consent.
+
+        ``set_enabled(False)``: from then on ``report()`` does nothing (it neither checks nor
+        counts), uploads and catalogue fetches stop, every queued report (pending, sealed,
+        dead-lettered, refused) and every count is deleted from the queue, and the device's
+        privacy state is deleted: the device secret, the privacy ledger and the periods file
+        (the directory too, if nothing else is left in it). A batch already on the wire may
+        still arrive. The counters on the collector hold no per-device data, so what was
+        sent before cannot be picked out and deleted there (docs/client.md, "Consent").
+        Calling it again erases again. A ``report()`` running in another thread at that
+        moment is deleted with the rest, or raises ``PrivacyStateError``: nothing of it is
+        kept or sent.
+
+        ``set_enabled(True)``: collection starts afresh, as a new device: a new secret (new
+        memoized answers), an empty ledger and no period reported yet.
+
+        The choice is not stored: the app keeps its user's consent and passes it
+        (``Reporter(enabled=...)``) at every start, in every process that reports.
+
+        Raises:
+            InvalidParameterError: ``enabled`` is not a bool.
+            QueueError: the reporter is closed.
+            PrivacyStateError: a state file could not be deleted.
+        """
+        if not isinstance(enabled, bool):
+            raise InvalidParameterError(f"enabled must be a bool. Got {enabled!r} instead.")
+        with self._consent_lock:
+            self._check_open()
+            if enabled and self._enabled:
+                return
+            if not enabled:
+                self._enabled = False  # report() returns at once from here on
+                self._fetcher.stop()
+                self._sender.stop(timeout=0.0)  # an upload in flight is abandoned
+                self._queue.erase(discard=True)
+                if self._periods is not None:
+                    self._periods.erase()
+                self._guard.erase(also=(_PERIODS_FILE,))
+                log.info("deniable: collection disabled; queued reports and the device's "
+                         "privacy state deleted")
+                return
+            guard = LongitudinalGuard(self._privacy_dir, **self._guard_options)
+            guard._fresh, guard._irr = self._guard._fresh, self._guard._irr  # noqa: SLF001
+            self._guard = guard
+            self._periods = self._new_periods()
+            self._queue.erase(discard=False)
+            self._sender = Sender(self._queue, self._new_transport, **self._sender_options)
+            self._fetcher = CatalogueFetcher(self._new_transport, self._on_catalogue_document,
+                                             **self._fetcher_options)
+            self._sender.start()
+            self._fetcher.start()
+            self._enabled = True
+
+    def _new_periods(self) -> PeriodGate | None:
+        if not self._one_per_period:
+            return None
+        return PeriodGate(None if self._privacy_dir == IN_MEMORY else self._privacy_dir)
+
     # -- introspection ---------------------------------------------------------------------
 
     def stats(self) -> Stats:
@@ -662,7 +744,8 @@ class Reporter:
                          or self._fetcher.last_kind == "key_refused"),
             last_error=self.last_error,
             period_skipped=self._periods.skipped if self._periods is not None else 0,
-            dimension_problems=dict(self._dimension_problems))
+            dimension_problems=dict(self._dimension_problems),
+            enabled=self._enabled)
 
     def ledger(self) -> dict[str, LedgerEntry]:
         """metric -> perturbed bits committed to the queue (handed over) and sent.

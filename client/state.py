@@ -156,6 +156,8 @@ class StateDir:
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = Path(path)
+        self.erased = False
+        """Set by ``erase``: this object then refuses to create the secret or write a file."""
         try:
             # Every missing directory is created 0700 (the XDG spec asks the same of data
             # directories), so the list of namespaces is private too.
@@ -176,6 +178,7 @@ class StateDir:
             PrivacyStateError: the secret file exists but is not exactly 32 bytes.
         """
         path = self.path / SECRET_FILE
+        self._check_not_erased()
         try:
             try:
                 return self._read_secret(path)
@@ -242,7 +245,12 @@ class StateDir:
         return doc
 
     def write_json(self, doc: dict[str, Any], name: str = LEDGER_FILE) -> None:
-        """Replace ``name`` with ``doc`` atomically and durably."""
+        """Replace ``name`` with ``doc`` atomically and durably.
+
+        Raises:
+            PrivacyStateError: the file cannot be written, or the state was erased.
+        """
+        self._check_not_erased()
         data = json.dumps(doc, sort_keys=True, separators=(",", ":")).encode("utf-8")
         tmp = self._tmp_name(name)
         try:
@@ -260,6 +268,38 @@ class StateDir:
         """Hold an exclusive lock on the directory (blocks until it is free)."""
         with exclusive(self.path / LOCK_FILE):
             yield
+
+    def erase(self, also: tuple[str, ...] = ()) -> None:
+        """Delete the device secret, the ledger, the files named in ``also`` and any
+        temporary file, under the lock; then the lock file and the directory if empty.
+
+        From then on this object refuses to create a secret or write a file
+        (``PrivacyStateError``), so a writer racing the erasure cannot bring the state back.
+        Another object on the same directory (another process) can: each must erase its own.
+
+        Raises:
+            PrivacyStateError: a file cannot be deleted.
+        """
+        self.erased = True
+        if not self.path.is_dir():
+            return  # erased already (by this object or another)
+        try:
+            with self.locked():
+                for name in (SECRET_FILE, LEDGER_FILE, *also):
+                    (self.path / name).unlink(missing_ok=True)
+                for leftover in self.path.glob(".*.tmp"):
+                    leftover.unlink(missing_ok=True)
+                self._sync_dir()
+        except OSError as exc:
+            raise PrivacyStateError(f"cannot erase the privacy state in {self.path}") from exc
+        with contextlib.suppress(OSError):
+            (self.path / LOCK_FILE).unlink()
+            self.path.rmdir()  # only if nothing else is left in it
+
+    def _check_not_erased(self) -> None:
+        if self.erased:
+            raise PrivacyStateError(
+                f"the privacy state in {self.path} was erased (Reporter.set_enabled(False))")
 
     # -- helpers -------------------------------------------------------------------------
 

@@ -50,6 +50,8 @@ class Stats:
             raises unless the call gives its own value.
         refused_metrics: metric -> the collector's latest reason for refusing its reports
             (those counted in ``refused``, still kept).
+        enabled: whether the reporter collects (``Reporter.set_enabled``); after
+            ``set_enabled(False)`` every count above starts again from 0.
 
     New fields always come with a default, so code that builds or compares ``Stats`` keeps
     working as they are added.
@@ -71,6 +73,7 @@ class Stats:
     dimension_problems: Mapping[str, str] = field(default_factory=dict)
     refused: int = 0
     refused_metrics: Mapping[str, str] = field(default_factory=dict)
+    enabled: bool = True
 
 
 @dataclass(frozen=True)

@@ -15,18 +15,17 @@ import http.cookiejar
 import json
 import os
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
-
-import requests
-from requests.adapters import HTTPAdapter
-from urllib3.util.retry import Retry
 
 from deniable.client.errors import InvalidParameterError, UploadError, WireFormatError
 from deniable.client.kinds import Mechanism
 from deniable.client.metrics import parse_catalogue
 from deniable.client.wire import (LENIENT_PREFERENCE, MEDIA_TYPE, METRICS_PATH, PREFER_HEADER,
                                   REPORTS_PATH, parse_refused)
+
+if TYPE_CHECKING:  # requests is imported when the first Transport is made: importing the
+    import requests  # client (its mechanisms alone, say) does not load it
 
 DEFAULT_TIMEOUT = (3.05, 10.0)
 """(connect, read) timeouts in seconds for every request."""
@@ -70,6 +69,10 @@ class Transport:
     def __init__(self, collector_url: str, *, timeout: tuple[float, float] = DEFAULT_TIMEOUT,
                  retries: int = 3, backoff: float = 0.5, token: str | None = None,
                  session: requests.Session | None = None, verify: Verify = True) -> None:
+        import requests
+        from requests.adapters import HTTPAdapter
+        from urllib3.util.retry import Retry
+
         self.base_url = collector_url.rstrip("/")
         self.host = urlsplit(self.base_url).hostname or self.base_url
         self.timeout = timeout
@@ -136,6 +139,8 @@ class Transport:
         self._session.close()
 
     def _request(self, method: str, path: str, data: bytes | None = None) -> requests.Response:
+        import requests
+
         url = f"{self.base_url}{path}"
         try:
             response = self._session.request(method, url, data=data, headers=self._headers,
@@ -191,6 +196,8 @@ def _tls_failure(host: str, exc: Exception) -> str:
 
 def _network_failure(host: str, exc: Exception) -> str:
     """What kind of network failure: DNS, refused, timed out, or another (by class name)."""
+    import requests
+
     text = str(exc)
     if isinstance(exc, requests.exceptions.ConnectTimeout):
         return f"connecting to host {host} timed out (ConnectTimeout)"

@@ -35,6 +35,10 @@ from deniable.client.reporter import Reporter
 from deniable.client.state import IN_MEMORY
 from deniable.client.stats import Stats
 
+__version__ = "0.1.0"
+"""The distribution's version (pyproject.toml reads it from here; web/package.json and
+CHANGELOG.md carry the same, checked by tests/test_release.py)."""
+
 LOGGER_NAME = "deniable.client"
 """The one logger of the client library. It has a ``NullHandler``: nothing reaches the app's
 terminal unless the app configures logging (e.g. ``logging.basicConfig()``, or a handler on
@@ -63,4 +67,5 @@ __all__ = [
     "UnknownMetricError",
     "UploadError",
     "WireFormatError",
+    "__version__",
 ]

@@ -10,6 +10,7 @@ and runs it against a live collector and a dead one.
 """
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -22,9 +23,9 @@ METRICS = {
 """What this app reports, declared in code (a metrics TOML file works the same)."""
 
 
-def run(collector_url: str, data_dir: Path, dark_mode: bool) -> Stats:
+def run(collector_url: str, data_dir: Path, dark_mode: bool, token: str | None = None) -> Stats:
     """Report today's values and return the reporter's last stats."""
-    with Reporter(collector_url, metrics=METRICS,
+    with Reporter(collector_url, metrics=METRICS, token=token,
                   queue_path=data_dir / "deniable.db",  # kept for the next run if offline
                   close_timeout=1.0,      # the `with` block waits at most 1 s for the upload
                   exit_timeout=0.5,       # the exit hook, for a reporter left open
@@ -40,7 +41,7 @@ def main(argv: list[str]) -> int:
     # reaches the terminal unless the app configures logging (logging.basicConfig(), ...).
     url = argv[1] if len(argv) > 1 else "http://127.0.0.1:8000"
     data_dir = Path(argv[2]) if len(argv) > 2 else Path.home() / ".cache" / "daily-cli"
-    stats = run(url, data_dir, dark_mode=True)
+    stats = run(url, data_dir, dark_mode=True, token=os.environ.get("DAILY_CLI_INGEST_KEY"))
     print(f"sent {stats.sent}, queued {stats.queued}")
     return 0
 

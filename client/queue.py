@@ -590,6 +590,16 @@ class DurableQueue:
                             type(exc).__name__)
         return int(dropped)
 
+    def refused_mechanisms(self) -> dict[str, set[str]]:
+        """metric -> the mechanism ids of its refused reports (those kept for
+        ``retry_refused``)."""
+        with self._db_lock:
+            rows = self._db.execute("SELECT DISTINCT metric, mechanism FROM refused").fetchall()
+        found: dict[str, set[str]] = {}
+        for metric, mechanism in rows:
+            found.setdefault(metric, set()).add(mechanism)
+        return found
+
     # -- reading ---------------------------------------------------------------------------
 
     def stats(self) -> Stats:

@@ -426,6 +426,18 @@ class Reporter:
         if not self._queue.closed:
             self._queue.set_meta(_CATALOGUE_META, json.dumps(document))
         self._apply(resolve(self._declared, served, self.max_epsilon))
+        self._retry_accepted_refusals(served)
+
+    def _retry_accepted_refusals(self, served: Catalogue) -> None:
+        """Send again the refused reports of each metric whose mechanism the collector now
+        serves (e.g. the operator registered the app's declared one): at most once per
+        catalogue fetch, in new batches."""
+        for metric, mechanisms in self._queue.refused_mechanisms().items():
+            spec = served.get(metric)
+            if spec is not None and spec.mechanism.id in mechanisms:
+                n = self._queue.retry_refused(metric)
+                log.info("deniable: the collector now serves %r's mechanism; %d refused "
+                         "reports sent again", metric, n)
 
     def _follow_registry(self, document: Any) -> None:
         """Take each served metric's collection policy (period, memoization), within the
@@ -779,8 +791,10 @@ class Reporter:
     def retry_refused(self, metric: str | None = None) -> int:
         """Send again the reports the collector refused per metric (``stats().refused``, with
         its reasons in ``stats().refused_metrics``), of ``metric`` or of every metric, once
-        the cause is fixed (e.g. the collector registers the app's declared mechanism). They
-        go in new batches: the collector never counted them. Returns the number requeued."""
+        the cause is fixed. They go in new batches: the collector never counted them. This
+        happens by itself for a metric whose refused reports' mechanism the collector's
+        catalogue serves at a fetch (e.g. once the operator registers the app's declared
+        mechanism). Returns the number requeued."""
         if self._queue.closed:
             raise QueueError("the reporter is closed")
         return self._queue.retry_refused(metric)

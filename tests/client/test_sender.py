@@ -107,6 +107,11 @@ def test_a_batch_of_refused_metrics_is_kept_per_metric_and_the_queue_moves_on(
         assert (stats.queued, stats.sent, stats.dead_lettered, stats.refused) == (0, 3, 0, 3)
         assert "/reports/0/metric is not a registered metric" in \
             stats.refused_metrics["not_registered"]
+        # Sent again in a new batch, refused again: kept, never counted twice.
+        assert reporter.retry_refused() == 3
+        assert reporter.flush(timeout=10) is True
+        stats = reporter.stats()
+        assert (stats.queued, stats.sent, stats.refused) == (0, 3, 3)
     totals = counters(redis_client)
     assert set(totals) == {"feature_x_enabled"} and totals["feature_x_enabled"][0] == 3
 

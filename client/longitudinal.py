@@ -254,6 +254,8 @@ class LongitudinalGuard:
             with ``MetricCapError`` (deniable.client.budget). ``math.inf`` turns it off.
         grid: numeric metrics: the intervals m of α-point rounding (``DEFAULT_GRID`` = 32,
             so 33 grid points per range).
+        warn_in_memory: log the in-memory warning (a Reporter built with ``enabled=False``,
+            which reports nothing, asks for none).
 
     Raises:
         InvalidParameterError: a metric both fresh and with an instantaneous layer, a
@@ -267,7 +269,7 @@ class LongitudinalGuard:
                  fresh: Collection[str] = (), rng: RandomBits | None = None,
                  clock: Callable[[], float] = time.time,
                  max_metric_epsilon: float = DEFAULT_MAX_METRIC_EPSILON,
-                 grid: int = DEFAULT_GRID) -> None:
+                 grid: int = DEFAULT_GRID, warn_in_memory: bool = True) -> None:
         self._grid = check_grid(grid)
         self._alphas: dict[str, int] = {}
         self._irr = dict(irr or {})
@@ -294,11 +296,12 @@ class LongitudinalGuard:
         in_memory = isinstance(state_path, str) and state_path == IN_MEMORY
         self._state = None if in_memory else StateDir(Path(state_path))
         if self._state is None:
-            log.warning(
-                "deniable: the privacy state is in memory only (%r): memoized answers and "
-                "budgets last only as long as this process, and each restart redraws every "
-                "answer, so linked reports across restarts can be averaged (docs/privacy.md)",
-                IN_MEMORY)
+            if warn_in_memory:
+                log.warning(
+                    "deniable: the privacy state is in memory only (%r): memoized answers "
+                    "and budgets last only as long as this process, and each restart redraws "
+                    "every answer, so linked reports across restarts can be averaged "
+                    "(docs/privacy.md)", IN_MEMORY)
             self._secret = new_secret()
         else:
             with self._state.locked():

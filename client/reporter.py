@@ -34,6 +34,7 @@ import threading
 import time
 import weakref
 from collections.abc import Collection, Mapping
+from pathlib import Path
 from dataclasses import replace
 from fractions import Fraction
 from types import TracebackType
@@ -89,7 +90,7 @@ from deniable.client.sender import (
     DEFAULT_MAX_CONFIG_BACKOFF,
     Sender,
 )
-from deniable.client.state import IN_MEMORY, default_state_dir, origin_namespace
+from deniable.client.state import IN_MEMORY, StateDir, default_state_dir, origin_namespace
 from deniable.client.stats import DeadLetter, LedgerEntry, Stats
 from deniable.client.transport import DEFAULT_TIMEOUT, Transport, Verify
 from deniable.client.wire import is_metric_name
@@ -231,8 +232,8 @@ class Reporter:
             that metric's ``report()`` raise InvalidParameterError, unless the call gives
             its own value; a warning says so once (``stats().dimension_problems``).
         enabled: the user's consent, as the app keeps it: False is ``set_enabled(False)``
-            right after construction (nothing is collected, and the device's state is
-            deleted). See ``set_enabled``.
+            from the start (nothing is collected, no privacy state is created, and what an
+            earlier run left is deleted). See ``set_enabled``.
 
     Raises:
         InvalidParameterError: an option out of range, an invalid declared catalogue, a
@@ -316,7 +317,10 @@ class Reporter:
                 irr={name: (layer if isinstance(layer, RandomizedResponse)
                             else RandomizedResponse.from_id(layer))
                      for name, layer in (irr or {}).items()})
-            self._guard = LongitudinalGuard(privacy_dir, **self._guard_options)
+            # Built without consent, it reports nothing: no state is created on disk.
+            self._guard = (LongitudinalGuard(privacy_dir, **self._guard_options) if enabled
+                           else LongitudinalGuard(IN_MEMORY, warn_in_memory=False,
+                                                  **self._guard_options))
             if self._declared is not None:
                 self._guard.check(self._declared)  # a programming error: raise it now
         except BaseException:
@@ -709,6 +713,9 @@ class Reporter:
                 if self._periods is not None:
                     self._periods.erase()
                 self._guard.erase(also=(_PERIODS_FILE,))
+                if self._privacy_dir != IN_MEMORY and Path(self._privacy_dir).is_dir():
+                    # State an earlier run left (a Reporter built with enabled=False).
+                    StateDir(self._privacy_dir).erase(also=(_PERIODS_FILE,))
                 log.info("deniable: collection disabled; queued reports and the device's "
                          "privacy state deleted")
                 return

@@ -58,16 +58,22 @@ def test_disabling_deletes_the_queue_and_the_state_and_nothing_more_is_sent(
     assert {m: n for m, (n, _) in counters(redis_client).items()} == {"dark_mode": 1}
 
 
-def test_a_reporter_constructed_disabled_leaves_no_state(tmp_path: Path) -> None:
+def test_a_reporter_constructed_disabled_leaves_no_state(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     queue, state = tmp_path / "q.db", tmp_path / "q.db.privacy"
+    with Reporter("http://127.0.0.1:9", metrics=METRICS, queue_path=queue) as earlier:
+        earlier.report("dark_mode", True)  # an earlier run, with consent: state on disk
+    assert (state / "secret").is_file() and (state / "periods.json").is_file()
     with Reporter("http://127.0.0.1:9", metrics=METRICS, queue_path=queue,
                   enabled=False) as reporter:
+        assert not state.exists()  # the earlier run's state is deleted, none is made
         assert reporter.enabled is False
         reporter.report("dark_mode", True)
         assert reporter.stats().queued == 0
         with pytest.raises(InvalidParameterError):
             reporter.set_enabled(1)  # type: ignore[arg-type]
     assert not state.exists() and rows(queue) == dict.fromkeys(DEVICE_ROWS, 0)
+    assert "in memory only" not in caplog.text
     with pytest.raises(QueueError, match="closed"):
         reporter.set_enabled(True)
 

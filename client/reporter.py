@@ -34,9 +34,9 @@ import threading
 import time
 import weakref
 from collections.abc import Collection, Mapping
-from pathlib import Path
 from dataclasses import replace
 from fractions import Fraction
+from pathlib import Path
 from types import TracebackType
 from typing import Any
 
@@ -533,6 +533,8 @@ class Reporter:
         metric declares are attached. They travel in clear: they are NOT protected by local
         differential privacy. A value off the list counts as ``other`` where the dimension
         declares it.
+
+        Does nothing at all while collection is off (``set_enabled(False)``).
 
         Never touches the network. In ``"sync"`` durability, returns once the report is
         committed to the queue file. Until a catalogue is known, and for a withheld metric

@@ -429,8 +429,8 @@ class Reporter:
         self._follow_registry(document)
         if not self._queue.closed:
             self._queue.set_meta(_CATALOGUE_META, json.dumps(document))
+        self._retry_accepted_refusals(served)  # before _apply: its ready event ends waits
         self._apply(resolve(self._declared, served, self.max_epsilon))
-        self._retry_accepted_refusals(served)
 
     def _retry_accepted_refusals(self, served: Catalogue) -> None:
         """Send again the refused reports of each metric whose mechanism the collector now

@@ -45,7 +45,8 @@ def test_the_harness_finds_samples_and_fragments() -> None:
 def docs_collector(redis_url: str, tmp_path_factory: pytest.TempPathFactory
                    ) -> Iterator[tuple[CollectorProcess, dict[str, str]]]:
     """The README's collector: the example metrics file, auth on, one key per role."""
-    redis.Redis.from_url(redis_url).flushdb()
+    client = redis.Redis.from_url(redis_url)
+    client.flushdb()
     env = {"DENIABLE_REDIS_URL": redis_url, "PATH": "/usr/bin:/bin"}
     keys = {}
     for role, extra in (("ingest", ["--app", "docs-samples"]), ("read", []), ("admin", [])):
@@ -54,9 +55,13 @@ def docs_collector(redis_url: str, tmp_path_factory: pytest.TempPathFactory
                               text=True, check=True)
         keys[role] = made.stdout.strip().splitlines()[-1]
     metrics = ROOT / "deploy" / "metrics.example.toml"
-    with CollectorProcess(redis_url, metrics, workers=1) as collector:
-        seed(collector.url, keys["ingest"], metrics)
-        yield collector, keys
+    try:
+        with CollectorProcess(redis_url, metrics, workers=1) as collector:
+            seed(collector.url, keys["ingest"], metrics)
+            yield collector, keys
+    finally:
+        client.flushdb()  # leave no registry or key behind for the next module's collectors
+        client.close()
 
 
 def seed(url: str, token: str, metrics: Path) -> None:

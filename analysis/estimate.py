@@ -153,7 +153,13 @@ def _line(mechanism: RandomizedResponse) -> tuple[float, float]:
 
 @dataclass(frozen=True)
 class MetricSummary:
-    """One metric's estimate over a whole range: every bucket's reports pooled."""
+    """One metric's estimate over a whole range: every bucket's reports pooled.
+
+    What to read, by kind: a boolean metric's share of yes and a numeric metric's mean (in its
+    units) are ``estimate``, ``ci_low`` and ``ci_high``; a categorical or histogram metric has
+    no single estimate (those fields are NaN): read ``shares`` (category -> share) or
+    ``categories`` (shares with both kinds of interval).
+    """
 
     metric: str
     description: str
@@ -184,6 +190,21 @@ class MetricSummary:
     categories: CategoryEstimates | None = None
     """Categorical and histogram metrics: the per-category shares (the scalar estimate fields
     are then NaN). Numeric metrics: the estimate fields are the mean, in [lower, upper]."""
+
+    @property
+    def shares(self) -> dict[str, float]:
+        """A categorical or histogram metric's unbiased share per category (or bucket), in
+        label order; each may fall slightly outside [0, 1] (``categories`` has the
+        intervals).
+
+        Raises:
+            ValueError: a boolean or numeric metric, whose one figure is ``estimate``.
+        """
+        if self.categories is None:
+            raise ValueError(
+                f"{self.metric} is a {self.kind} metric: it has one estimate, not shares per "
+                f"category. Read summary.estimate (with ci_low and ci_high) instead.")
+        return dict(zip(self.categories.labels, map(float, self.categories.value)))
 
 
 def is_categorical(metric: MetricInfo) -> bool:

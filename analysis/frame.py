@@ -11,13 +11,16 @@ from deniable.analysis.estimate import MetricSummary
 from deniable.analysis.categorical import CategoryEstimates
 from deniable.analysis.numeric import MeanEstimate
 from deniable.analysis.report import series_rows, summary_rows
-from deniable.analysis.timeseries import TimeSeries
+from deniable.analysis.sources import MetricCounts
+from deniable.analysis.timeseries import TimeSeries, series
 
 if TYPE_CHECKING:
     import pandas as pd
 
-Framable = TimeSeries | MetricSummary | Comparison | CategoryEstimates | MeanEstimate | Breakdown
-_TYPES = (TimeSeries, MetricSummary, Comparison, CategoryEstimates, MeanEstimate, Breakdown)
+Framable = (TimeSeries | MetricSummary | Comparison | CategoryEstimates | MeanEstimate | Breakdown
+            | MetricCounts)
+_TYPES = (TimeSeries, MetricSummary, Comparison, CategoryEstimates, MeanEstimate, Breakdown,
+          MetricCounts)
 
 
 def to_frame(data: Framable | Sequence[Framable]) -> pd.DataFrame:
@@ -32,11 +35,13 @@ def to_frame(data: Framable | Sequence[Framable]) -> pd.DataFrame:
     ``category`` where it is one category's share), CategoryEstimates one per category and a
     MeanEstimate one row. A Breakdown gives ``breakdown_report.breakdown_rows``: one row per
     cell (per cell and category), suppressed cells with ``suppressed`` True, ``reason`` and
-    no estimate, then the "not stated" row.
+    no estimate, then the "not stated" row. A source's ``MetricCounts`` (what
+    ``source.counts(metric)`` returns) is framed as its daily series, ``series(counts)``:
+    debiased estimates, never the raw perturbed counts.
 
     Raises:
         ImportError: pandas is not installed (``pip install 'deniable[analysis]'``).
-        TypeError: something that is not a TimeSeries, MetricSummary or Comparison.
+        TypeError: something else; the message says what to pass.
     """
     try:
         import pandas as pd
@@ -45,6 +50,8 @@ def to_frame(data: Framable | Sequence[Framable]) -> pd.DataFrame:
     items = [data] if isinstance(data, _TYPES) else list(data)  # type: ignore[arg-type]
     rows: list[dict[str, Any]] = []
     for item in items:
+        if isinstance(item, MetricCounts):
+            item = series(item)  # the daily series, as series() gives it by default
         if isinstance(item, Breakdown):
             from deniable.analysis.breakdown_report import breakdown_rows
 
@@ -59,9 +66,11 @@ def to_frame(data: Framable | Sequence[Framable]) -> pd.DataFrame:
         elif isinstance(item, (Comparison, MeanEstimate)):
             rows.append(dataclasses.asdict(item))
         else:
-            raise TypeError(f"to_frame takes TimeSeries, MetricSummary, Comparison, "
-                            f"CategoryEstimates, MeanEstimate or Breakdown objects. "
-                            f"Got {type(item).__name__} instead.")
+            raise TypeError(
+                f"to_frame takes what the analysis functions return: source.counts(metric) "
+                f"(framed as its daily series), series(counts), summarize(counts), "
+                f"compare_*(...), breakdown(...), or a list of them. Got "
+                f"{type(item).__name__} instead.")
     frame = pd.DataFrame(rows)
     for column in ("start", "end", "range_from", "range_to"):
         if column in frame:

@@ -72,8 +72,11 @@ class UploadError(DeniableError):
 
     def __init__(self, message: str, status: int | None = None,
                  retryable: bool | None = None, retry_after: float | None = None,
-                 kind: str | None = None) -> None:
+                 kind: str | None = None, refused: dict[str, str] | None = None) -> None:
         super().__init__(message)
+        self.refused: dict[str, str] = dict(refused or {})
+        """A 422 refusing every metric of a batch sent with lenient handling: metric -> the
+        collector's reason (``deniable.client.wire.parse_refused``); empty otherwise."""
         self.status = status
         if kind is None:
             kind = "network" if retryable is None or retryable else "bad_batch"

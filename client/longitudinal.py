@@ -264,6 +264,8 @@ class LongitudinalGuard:
             mechanism no other has (``unique_share``; 1 % by default, ``1.0`` turns the
             check off). A memoized metric above it is refused whatever its value
             (``InvalidParameterError`` from ``layers``; the Reporter withholds it).
+        warn_in_memory: log the in-memory warning (a Reporter built with ``enabled=False``,
+            which reports nothing, asks for none).
 
     Raises:
         InvalidParameterError: a metric both fresh and with an instantaneous layer, a
@@ -279,7 +281,8 @@ class LongitudinalGuard:
                  clock: Callable[[], float] = time.time,
                  max_metric_epsilon: float = DEFAULT_MAX_METRIC_EPSILON,
                  grid: int = DEFAULT_GRID,
-                 max_unique_share: float = MAX_UNIQUE_SHARE) -> None:
+                 max_unique_share: float = MAX_UNIQUE_SHARE,
+                 warn_in_memory: bool = True) -> None:
         self._grid = check_grid(grid)
         if isinstance(max_unique_share, bool) or not isinstance(max_unique_share, (int, float)) \
                 or not 0 <= max_unique_share <= 1:
@@ -311,11 +314,12 @@ class LongitudinalGuard:
         in_memory = isinstance(state_path, str) and state_path == IN_MEMORY
         self._state = None if in_memory else StateDir(Path(state_path))
         if self._state is None:
-            log.warning(
-                "deniable: the privacy state is in memory only (%r): memoized answers and "
-                "budgets last only as long as this process, and each restart redraws every "
-                "answer, so linked reports across restarts can be averaged (docs/privacy.md)",
-                IN_MEMORY)
+            if warn_in_memory:
+                log.warning(
+                    "deniable: the privacy state is in memory only (%r): memoized answers "
+                    "and budgets last only as long as this process, and each restart redraws "
+                    "every answer, so linked reports across restarts can be averaged "
+                    "(docs/privacy.md)", IN_MEMORY)
             self._secret = new_secret()
         else:
             with self._state.locked():
@@ -590,6 +594,15 @@ class LongitudinalGuard:
     def flush(self) -> None:
         """Write spends and counters that are only in memory to the ledger file."""
         self._ledger.flush()
+
+    def erase(self, also: tuple[str, ...] = ()) -> None:
+        """Close without flushing and delete the state: the device secret, the ledger and
+        the files of the state directory named in ``also`` (``StateDir.erase``). Spends
+        still in memory are dropped; the guard is unusable afterwards."""
+        self._closed = True
+        if self._state is not None:
+            self._state.erase(also)
+        self._secret = b""
 
     def close(self) -> None:
         """Flush. The guard holds no open files, so this is all closing takes."""

@@ -164,6 +164,17 @@ class PeriodGate:
         self._skips = itertools.count()  # next() is atomic under the GIL
         self._reads = 0
 
+    def erase(self) -> None:
+        """Forget every period reported, in memory and on disk (its state file, lock file and
+        temporary file are deleted); from then on it keeps periods in memory only."""
+        with self._lock:
+            path, self._path = self._path, None
+            self._last.clear()
+            self._closed.clear()
+        if path is not None:
+            for leftover in (path, path.with_suffix(".tmp"), path.with_suffix(".lock")):
+                leftover.unlink(missing_ok=True)
+
     @property
     def skipped(self) -> int:
         """Calls turned into no-ops because their period was already reported."""
@@ -223,14 +234,12 @@ class PeriodGate:
 
     def _claim_on_disk(self, key: str, period: int | None) -> bool:
         """Record ``period`` for ``key`` in the state file unless it is there already."""
-        import fcntl
+        from deniable.client.locking import exclusive
 
         path = self._path
         assert path is not None
         path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        fd = os.open(path.with_suffix(".lock"), os.O_RDWR | os.O_CREAT, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
+        with exclusive(path.with_suffix(".lock")):
             try:
                 seen = json.loads(path.read_text(encoding="utf-8"))
                 if not isinstance(seen, dict):
@@ -249,8 +258,6 @@ class PeriodGate:
                 handle.write(json.dumps(seen, sort_keys=True))
             os.replace(tmp, path)
             return True
-        finally:
-            os.close(fd)
 
 
 def follow_policies(catalogue: Collection[str],

@@ -16,6 +16,10 @@ report's public dimension values (in clear, not protected by local DP), as compa
                                                       in place the same way)
     batches(seq, batch_id, body, n_reports, ...)      sealed batches: the exact bytes to POST
     dead_letter(batch_id, body, status, reason, ...)  batches the collector refused (400/409/413/422)
+    refused(seq, metric, mechanism, payload, dims,    reports of the metrics the collector refused
+            status, reason, refused_at)               per metric (lenient handling), kept with
+                                                      its reason until ``retry_refused``; a newer
+                                                      table that an older client ignores
     ledger(metric, mechanism, handed_*, sent_*)       perturbed bits handed over and sent
                                                       (``*_ones`` counts ones of the one-bit
                                                       kinds; categorical reports count in n only)
@@ -53,6 +57,7 @@ from typing import Any, Literal
 
 from deniable.client.doorbell import Doorbell
 from deniable.client.errors import InvalidParameterError, QueueError
+from deniable.client.kinds import payload_field
 from deniable.client.stats import DeadLetter, LedgerEntry, Stats
 from deniable.client.wire import DEFAULT_MAX_REPORTS, encode_batch, new_batch_id
 
@@ -79,7 +84,8 @@ reports that carry public dimensions); the oldest batches are dropped beyond it.
 DEFAULT_MAX_QUEUE_AGE = 7 * 24 * 3600.0
 """Seconds a report may wait in the queue before it is dropped: 7 days, the collector's
 batch-id memory, so a re-sent batch is always still recognised."""
-COUNTER_NAMES = ("sent", "dropped", "dead_lettered", "budget_refused", "not_ready", "withheld")
+COUNTER_NAMES = ("sent", "dropped", "dead_lettered", "budget_refused", "not_ready", "withheld",
+                 "refused")
 REFUSAL_COUNTERS = ("budget_refused", "not_ready", "withheld")
 """Counters of ``report()`` calls that queued nothing, counted through ``count_refused``."""
 
@@ -102,6 +108,10 @@ CREATE TABLE IF NOT EXISTS ledger (
     PRIMARY KEY (metric, mechanism));
 CREATE TABLE IF NOT EXISTS counters (name TEXT PRIMARY KEY, value INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS refused (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    metric TEXT NOT NULL, mechanism TEXT NOT NULL, payload, dims TEXT NOT NULL DEFAULT '',
+    status INTEGER, reason TEXT NOT NULL, refused_at REAL NOT NULL);
 """
 
 # Connections left open in a forked child: SQLite forbids using (or closing) a parent's
@@ -192,6 +202,7 @@ class DurableQueue:
         self._urgent = Doorbell()              # buffer is full, or flush/stop
         self._stopping = False
         self._closed = False
+        self._discarding = False               # erase(discard=True): puts are dropped
         self._thread: threading.Thread | None = None
         self._oldest_pending: float | None = None
 
@@ -260,6 +271,8 @@ class DurableQueue:
         with self._buffer_lock:
             if self._closed:
                 raise QueueError("the queue is closed")
+            if self._discarding:
+                return
             buffer = self._buffer
             buffer.append(item)
             self._appended += 1
@@ -274,6 +287,8 @@ class DurableQueue:
         with self._buffer_lock:
             if self._closed:
                 raise QueueError("the queue is closed")
+            if self._discarding:
+                return
             self._buffer.append(item)
             self._appended += 1
             mine = self._appended
@@ -295,6 +310,8 @@ class DurableQueue:
         """Count one ``report()`` call that queued nothing, under ``counter`` (one of
         ``REFUSAL_COUNTERS``); written with the next commit."""
         with self._buffer_lock:
+            if self._discarding:
+                return
             self._refused[counter] += 1
         self._wake.set()
 
@@ -431,8 +448,18 @@ class DurableQueue:
             self._in_flight = row[0]
             return SealedBatch(row[0], bytes(row[1]), row[2])
 
-    def ack(self, batch_id: str) -> bool:
-        """The collector answered 2xx: remove the batch and count it sent, exactly once.
+    def ack(self, batch_id: str, refused: Mapping[str, str] | None = None, *,
+            status: int | None = None, nothing_counted: bool = False) -> bool:
+        """The collector answered: remove the batch and count it sent, exactly once.
+
+        Args:
+            batch_id: the batch answered.
+            refused: metric -> reason, the metrics whose reports the collector refused
+                (the answer's ``refused`` member): their reports move to the refused table,
+                counted in ``Stats.refused``; the others count as sent.
+            status: the answer's HTTP status, kept with the refused reports.
+            nothing_counted: the collector counted none of the batch (a 422 refusing every
+                metric): every report is kept as refused, none counts as sent.
 
         Returns False if the batch was no longer queued (another process sharing the file
         acknowledged it first); nothing is counted then.
@@ -442,8 +469,22 @@ class DurableQueue:
             with _write_transaction(db):
                 row = _take_batch(db, batch_id)
                 if row is not None:
-                    self._add_counter("sent", row[1])
                     reports = json.loads(row[0])["reports"]
+                    if refused or nothing_counted:
+                        refused = refused or {}
+                        held = [r for r in reports if nothing_counted or r["metric"] in refused]
+                        reports = [r for r in reports
+                                   if not (nothing_counted or r["metric"] in refused)]
+                        now = self._clock()
+                        db.executemany(
+                            "INSERT INTO refused (metric, mechanism, payload, dims, status, "
+                            "reason, refused_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                            [(r["metric"], r["mechanism"], r[payload_field(r["mechanism"])],
+                              dims_text(r.get("dims")), status,
+                              refused.get(r["metric"], "refused by the collector")[:2000], now)
+                             for r in held])
+                        self._add_counter("refused", len(held))
+                    self._add_counter("sent", len(reports))
                     db.executemany(
                         "UPDATE ledger SET sent_n = sent_n + ?, sent_ones = sent_ones + ? "
                         "WHERE metric = ? AND mechanism = ?",
@@ -452,6 +493,31 @@ class DurableQueue:
             if self._in_flight == batch_id:
                 self._in_flight = None
             return row is not None
+
+    def retry_refused(self, metric: str | None = None) -> int:
+        """Queue the reports the collector refused (of ``metric``, or of every metric) again,
+        in new batches: it never counted them, so a new batch id counts them once. Returns
+        the number of reports requeued (taken off ``refused`` and back in ``queued``)."""
+        sealed = 0
+        with self._db_lock:
+            db = self._db
+            with _write_transaction(db):
+                where, args = ("WHERE metric = ?", (metric,)) if metric is not None else ("", ())
+                rows = db.execute(f"SELECT metric, mechanism, payload, dims FROM refused "
+                                  f"{where} ORDER BY seq", args).fetchall()
+                now = self._clock()
+                db.executemany(
+                    "INSERT INTO pending (metric, mechanism, bit, payload, queued_at, dims) "
+                    "VALUES (?, ?, ?, ?, ?, ?)", [_row(tuple(r), now) for r in rows])
+                db.execute(f"DELETE FROM refused {where}", args)
+                if rows:
+                    self._add_counter("refused", -len(rows))
+                    sealed = self._seal(now, seal_all=True)
+        if rows:
+            self._oldest_pending = None
+            if sealed and self._on_sealed is not None:
+                self._on_sealed()
+        return len(rows)
 
     def dead_letter(self, batch_id: str, status: int | None, reason: str) -> bool:
         """The collector refused the batch for good: move it to the dead-letter table."""
@@ -492,6 +558,48 @@ class DurableQueue:
             self._on_sealed()
         return n_reports
 
+    def erase(self, *, discard: bool) -> int:
+        """Delete every report and count: the memory buffer, pending reports, sealed
+        batches, dead letters, refused reports, the ledger and the counters (the cached
+        catalogue stays: it holds nothing of the device). The file is then vacuumed, so no
+        deleted page keeps them. With ``discard``, later ``put`` calls are dropped (and
+        refusals not counted) until ``erase(discard=False)``. Returns the reports deleted.
+        """
+        with self._db_lock:
+            with self._buffer_lock:
+                self._discarding = discard
+                dropped = len(self._buffer)
+                self._buffer = []
+                self._committed = self._appended
+                self._refused = Counter()
+            db = self._db
+            with _write_transaction(db):
+                dropped += db.execute("SELECT COUNT(*) FROM pending").fetchone()[0]
+                dropped += db.execute(
+                    "SELECT COALESCE(SUM(n_reports), 0) FROM batches").fetchone()[0]
+                for table in ("pending", "batches", "dead_letter", "refused", "ledger",
+                              "counters"):
+                    db.execute(f"DELETE FROM {table}")  # noqa: S608 - fixed names
+            self._oldest_pending = None
+            self._in_flight = None
+            try:
+                db.execute("VACUUM")
+                db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            except sqlite3.Error as exc:  # the rows are gone either way
+                log.warning("deniable: compacting the queue after erasing it failed (%s)",
+                            type(exc).__name__)
+        return int(dropped)
+
+    def refused_mechanisms(self) -> dict[str, set[str]]:
+        """metric -> the mechanism ids of its refused reports (those kept for
+        ``retry_refused``)."""
+        with self._db_lock:
+            rows = self._db.execute("SELECT DISTINCT metric, mechanism FROM refused").fetchall()
+        found: dict[str, set[str]] = {}
+        for metric, mechanism in rows:
+            found.setdefault(metric, set()).add(mechanism)
+        return found
+
     # -- reading ---------------------------------------------------------------------------
 
     def stats(self) -> Stats:
@@ -509,7 +617,11 @@ class DurableQueue:
             in_batches = db.execute(
                 "SELECT COALESCE(SUM(n_reports), 0) FROM batches").fetchone()[0]
             counters = dict(db.execute("SELECT name, value FROM counters").fetchall())
-        return Stats(queued=buffered + pending + in_batches,
+            refused_metrics = dict(db.execute(
+                "SELECT metric, reason FROM refused WHERE seq IN "
+                "(SELECT MAX(seq) FROM refused GROUP BY metric) ORDER BY metric").fetchall())
+        return Stats(refused=counters.get("refused", 0), refused_metrics=refused_metrics,
+                     queued=buffered + pending + in_batches,
                      sent=counters.get("sent", 0), dropped=counters.get("dropped", 0),
                      dead_lettered=counters.get("dead_lettered", 0),
                      budget_refused=counters.get("budget_refused", 0) + refused["budget_refused"],

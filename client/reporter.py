@@ -37,6 +37,7 @@ import weakref
 from collections.abc import Collection, Mapping
 from dataclasses import replace
 from fractions import Fraction
+from pathlib import Path
 from types import TracebackType
 from typing import Any
 
@@ -90,7 +91,7 @@ from deniable.client.sender import (
     DEFAULT_MAX_CONFIG_BACKOFF,
     Sender,
 )
-from deniable.client.state import IN_MEMORY, default_state_dir, origin_namespace
+from deniable.client.state import IN_MEMORY, StateDir, default_state_dir, origin_namespace
 from deniable.client.stats import DeadLetter, LedgerEntry, Stats
 from deniable.client.transport import DEFAULT_TIMEOUT, Transport, Verify
 from deniable.client.wire import is_metric_name
@@ -104,6 +105,8 @@ DEFAULT_EXIT_TIMEOUT = 2.0
 """Seconds the atexit hook waits for uploads (all open reporters together): short, so an
 offline app still exits promptly."""
 _CATALOGUE_META = "catalogue"
+_PERIODS_FILE = "periods.json"
+"""The PeriodGate's file in the privacy directory (deniable.client.period), erased with it."""
 _SEEN_DIMS = 1024
 """Per-call dims combinations whose queued text each metric remembers."""
 _VALUE_TYPES = (bool, int, float, Fraction, str)
@@ -231,6 +234,9 @@ class Reporter:
             a metric's allow-list refuses (and that it does not count as ``other``) makes
             that metric's ``report()`` raise InvalidParameterError, unless the call gives
             its own value; a warning says so once (``stats().dimension_problems``).
+        enabled: the user's consent, as the app keeps it: False is ``set_enabled(False)``
+            from the start (nothing is collected, no privacy state is created, and what an
+            earlier run left is deleted). See ``set_enabled``.
 
     Raises:
         InvalidParameterError: an option out of range, an invalid declared catalogue, a
@@ -267,7 +273,8 @@ class Reporter:
                  max_metric_epsilon: float = DEFAULT_MAX_METRIC_EPSILON,
                  policies: Mapping[str, CollectionPolicy] | None = None,
                  one_per_period: bool = True,
-                 dimensions: Mapping[str, str] | None = None) -> None:
+                 dimensions: Mapping[str, str] | None = None,
+                 enabled: bool = True) -> None:
         self.collector_url = collector_url
         self.batch_size = batch_size
         self.close_timeout = close_timeout
@@ -291,26 +298,33 @@ class Reporter:
                                    max_queued_reports=max_queued_reports,
                                    max_queue_age=max_queue_age, on_sealed=self._on_sealed)
         try:
-            self._sender = Sender(self._queue, self._new_transport, backoff=backoff,
-                                  max_backoff=max_backoff, max_config_backoff=max_config_backoff,
-                                  upload_jitter=upload_jitter)
-            self._fetcher = CatalogueFetcher(
-                self._new_transport, self._on_catalogue_document, refresh=catalogue_refresh,
-                backoff=backoff, max_backoff=max_backoff, max_config_backoff=max_config_backoff)
+            self._sender_options: dict[str, Any] = dict(
+                backoff=backoff, max_backoff=max_backoff,
+                max_config_backoff=max_config_backoff, upload_jitter=upload_jitter)
+            self._fetcher_options: dict[str, Any] = dict(
+                refresh=catalogue_refresh, backoff=backoff, max_backoff=max_backoff,
+                max_config_backoff=max_config_backoff)
+            self._sender = Sender(self._queue, self._new_transport, **self._sender_options)
+            self._fetcher = CatalogueFetcher(self._new_transport, self._on_catalogue_document,
+                                             **self._fetcher_options)
             if privacy_dir is None:
                 privacy_dir = (f"{os.fspath(queue_path)}.privacy" if queue_path is not None
                                else default_state_dir(origin_namespace(collector_url)))
-            self._periods = (PeriodGate(None if privacy_dir == IN_MEMORY else privacy_dir)
-                             if one_per_period else None)
+            self._privacy_dir = privacy_dir
+            self._one_per_period = one_per_period
+            self._periods = self._new_periods()
             # fresh= and irr= name metrics; the others follow their declared memoization.
             all_fresh, all_irr = follow_policies(self._declared, self._policies, fresh,
                                                  dict(irr or {}))
-            self._guard = LongitudinalGuard(
-                privacy_dir, budgets=budgets, fresh=all_fresh, rng=rng,
-                max_metric_epsilon=max_metric_epsilon,
+            self._guard_options: dict[str, Any] = dict(
+                budgets=budgets, fresh=all_fresh, rng=rng, max_metric_epsilon=max_metric_epsilon,
                 irr={name: (layer if isinstance(layer, RandomizedResponse)
                             else RandomizedResponse.from_id(layer))
                      for name, layer in all_irr.items()})
+            # Built without consent, it reports nothing: no state is created on disk.
+            self._guard = (LongitudinalGuard(privacy_dir, **self._guard_options) if enabled
+                           else LongitudinalGuard(IN_MEMORY, warn_in_memory=False,
+                                                  **self._guard_options))
             self._guard.check(self._declared)  # a programming error: raise it now
             for name in self._declared:  # the policy each declared metric follows, in full
                 self._policies[name] = self._guard.policy(name, self._policy(name).period)
@@ -331,11 +345,16 @@ class Reporter:
         self._put = self._queue.put_sync if durability == "sync" else self._queue.put
         self._closed = False
         self._close_lock = threading.Lock()
+        self._last_stats: Stats | None = None  # taken by close(), served by stats() after
+        self._enabled = True
+        self._consent_lock = threading.Lock()
         self._queue.start()
         self._sender.start()
         self._fetcher.start()
         with _OPEN_LOCK:
             _OPEN.add(self)
+        if not enabled:
+            self.set_enabled(False)
 
     # -- configuration ---------------------------------------------------------------------
 
@@ -402,12 +421,24 @@ class Reporter:
         served = Served.parse(document, {})  # raises if malformed: retried later
         if not self._queue.closed:
             self._queue.set_meta(_CATALOGUE_META, json.dumps(document))
+        self._retry_accepted_refusals(served)  # before _apply: its ready event ends waits
         self._apply(self._resolve(served))
 
     def _resolve(self, served: Served | None) -> Resolution:
         """Each declared metric's spec, with what the served catalogue says ignored."""
         return resolve(self._declared, served, self.max_epsilon, policies=self._policies,
                        dimensions=self._declared_dims)
+
+    def _retry_accepted_refusals(self, served: Served) -> None:
+        """Send again the refused reports of each metric whose mechanism the collector now
+        serves (e.g. the operator registered the app's declared one): at most once per
+        catalogue fetch, in new batches."""
+        for metric, mechanisms in self._queue.refused_mechanisms().items():
+            spec = served.specs.get(metric)
+            if spec is not None and spec.mechanism.id in mechanisms:
+                n = self._queue.retry_refused(metric)
+                log.info("deniable: the collector now serves %r's mechanism; %d refused "
+                         "reports sent again", metric, n)
 
     def _apply(self, resolution: Resolution) -> None:
         """Route reports by ``resolution``: build each metric's layers, note what changed."""
@@ -477,10 +508,12 @@ class Reporter:
         differential privacy. A value off the list counts as ``other`` where the dimension
         declares it.
 
+        Does nothing at all while collection is off (``set_enabled(False)``).
+
         Never touches the network and never waits for a catalogue. In ``"sync"`` durability,
         returns once the report is committed to the queue file. For a withheld metric (of a
-        kind this client does not know) the report is dropped and counted in
-        ``stats().withheld``: nothing of it is kept. A
+        kind this client does not know, or whose memoized answer would single the device out)
+        the report is dropped and counted in ``stats().withheld``: nothing of it is kept. A
         report that needs a new memoized answer for a metric past its cap over versions
         (``max_metric_epsilon``) is not queued either: it returns normally and is counted in
         ``stats().cap_refused`` (a warning said why, once).
@@ -501,6 +534,8 @@ class Reporter:
                 ``stats().budget_refused``; nothing was queued).
             QueueError: the reporter is closed, or (sync) the report could not be committed.
         """
+        if not self._enabled:
+            return  # collection is off (set_enabled): nothing is checked, kept or counted
         entry = self._entries.get(metric)
         if entry is None:  # undeclared (raises), or withheld: its kind is unknown here
             self._not_routed(metric)
@@ -607,12 +642,93 @@ class Reporter:
         spec = lookup(self.specs, metric)
         return self._guard.privacy_loss(metric, spec.mechanism)
 
+    # -- consent -----------------------------------------------------------------------------
+
+    @property
+    def enabled(self) -> bool:
+        """Whether the reporter collects (``set_enabled``)."""
+        return self._enabled
+
+    def set_enabled(self, enabled: bool) -> None:
+        """Turn collection on or off, e.g. when the user gives or withdraws consent.
+
+        ``set_enabled(False)``: from then on ``report()`` does nothing (it neither checks nor
+        counts), uploads and catalogue fetches stop, every queued report (pending, sealed,
+        dead-lettered, refused) and every count is deleted from the queue, and the device's
+        privacy state is deleted: the device secret, the privacy ledger and the periods file
+        (the directory too, if nothing else is left in it). A batch already on the wire may
+        still arrive. The counters on the collector hold no per-device data, so what was
+        sent before cannot be picked out and deleted there (docs/client.md, "Consent").
+        Calling it again erases again. A ``report()`` running in another thread at that
+        moment is deleted with the rest, or raises ``PrivacyStateError``: nothing of it is
+        kept or sent.
+
+        ``set_enabled(True)``: collection starts afresh, as a new device: a new secret (new
+        memoized answers), an empty ledger and no period reported yet.
+
+        The choice is not stored: the app keeps its user's consent and passes it
+        (``Reporter(enabled=...)``) at every start, in every process that reports.
+
+        Raises:
+            InvalidParameterError: ``enabled`` is not a bool.
+            QueueError: the reporter is closed.
+            PrivacyStateError: a state file could not be deleted.
+        """
+        if not isinstance(enabled, bool):
+            raise InvalidParameterError(f"enabled must be a bool. Got {enabled!r} instead.")
+        with self._consent_lock:
+            self._check_open()
+            if enabled and self._enabled:
+                return
+            if not enabled:
+                self._enabled = False  # report() returns at once from here on
+                self._fetcher.stop()
+                self._sender.stop(timeout=0.0)  # an upload in flight is abandoned
+                self._queue.erase(discard=True)
+                if self._periods is not None:
+                    self._periods.erase()
+                self._guard.erase(also=(_PERIODS_FILE,))
+                if self._privacy_dir != IN_MEMORY and Path(self._privacy_dir).is_dir():
+                    # State an earlier run left (a Reporter built with enabled=False).
+                    StateDir(self._privacy_dir).erase(also=(_PERIODS_FILE,))
+                log.info("deniable: collection disabled; queued reports and the device's "
+                         "privacy state deleted")
+                return
+            guard = LongitudinalGuard(self._privacy_dir, **self._guard_options)
+            guard._fresh, guard._irr = self._guard._fresh, self._guard._irr  # noqa: SLF001
+            self._guard = guard
+            self._apply(self._resolution)  # the new guard's layers, under the new secret
+            self._periods = self._new_periods()
+            self._queue.erase(discard=False)
+            self._sender = Sender(self._queue, self._new_transport, **self._sender_options)
+            self._fetcher = CatalogueFetcher(self._new_transport, self._on_catalogue_document,
+                                             **self._fetcher_options)
+            self._sender.start()
+            self._fetcher.start()
+            self._enabled = True
+
+    def _new_periods(self) -> PeriodGate | None:
+        if not self._one_per_period:
+            return None
+        return PeriodGate(None if self._privacy_dir == IN_MEMORY else self._privacy_dir)
+
     # -- introspection ---------------------------------------------------------------------
 
     def stats(self) -> Stats:
-        """Report counts (queued, sent, dropped, dead-lettered, budget- and cap-refused,
-        withheld) and the reporter's state: withheld and floored metrics, the served parts
-        ignored, a refused key, the last error. See ``Stats``."""
+        """Report counts (queued, sent, dropped, dead-lettered, refused, budget- and
+        cap-refused, withheld) and the reporter's state: withheld and floored metrics, the
+        served parts ignored, a refused key, the last error. See ``Stats``.
+
+        After ``close()``: the stats as they were when it closed (``queued`` then counts what
+        stays in the queue file for the next start).
+
+        Raises:
+            QueueError: the reporter is closed and its last stats could not be read.
+        """
+        if self._queue.closed:
+            if self._last_stats is None:
+                raise QueueError("the reporter is closed and its last stats could not be read")
+            return self._last_stats
         resolution = self._resolution
         return replace(
             self._queue.stats(),
@@ -624,15 +740,30 @@ class Reporter:
                          or self._fetcher.last_kind == "key_refused"),
             last_error=self.last_error,
             period_skipped=self._periods.skipped if self._periods is not None else 0,
-            dimension_problems=dict(self._dimension_problems))
+            dimension_problems=dict(self._dimension_problems),
+            enabled=self._enabled)
 
     def ledger(self) -> dict[str, LedgerEntry]:
-        """metric -> perturbed bits committed to the queue (handed over) and sent."""
+        """metric -> perturbed bits committed to the queue (handed over) and sent.
+
+        Raises:
+            QueueError: the reporter is closed.
+        """
+        self._check_open()
         return self._queue.ledger()
 
     def dead_letters(self) -> list[DeadLetter]:
-        """Batches the collector refused for good (400, 409, 413, 422), with its reasons."""
+        """Batches the collector refused for good (400, 409, 413, 422), with its reasons.
+
+        Raises:
+            QueueError: the reporter is closed.
+        """
+        self._check_open()
         return self._queue.dead_letters()
+
+    def _check_open(self) -> None:
+        if self._queue.closed:
+            raise QueueError("the reporter is closed")
 
     def retry_dead_letters(self) -> int:
         """Queue every dead-lettered batch again, unchanged (same batch ids), once the cause
@@ -640,6 +771,17 @@ class Reporter:
         if self._queue.closed:
             raise QueueError("the reporter is closed")
         return self._queue.retry_dead_letters()
+
+    def retry_refused(self, metric: str | None = None) -> int:
+        """Send again the reports the collector refused per metric (``stats().refused``, with
+        its reasons in ``stats().refused_metrics``), of ``metric`` or of every metric, once
+        the cause is fixed. They go in new batches: the collector never counted them. This
+        happens by itself for a metric whose refused reports' mechanism the collector's
+        catalogue serves at a fetch (e.g. once the operator registers the app's declared
+        mechanism). Returns the number requeued."""
+        if self._queue.closed:
+            raise QueueError("the reporter is closed")
+        return self._queue.retry_refused(metric)
 
     @property
     def last_error(self) -> str | None:
@@ -710,6 +852,11 @@ class Reporter:
         finally:
             self._fetcher.stop()
             self._sender.stop(timeout=max(0.0, deadline - time.monotonic()))
+            try:
+                self._queue.stop()  # commits what is buffered: the last stats count it
+                self._last_stats = self.stats()
+            except Exception:  # never fail close(); stats() then says it could not read them
+                log.exception("deniable: reading the last stats at close failed")
             self._queue.close()
             self._guard.close()
         if not drained:

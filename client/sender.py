@@ -2,9 +2,13 @@
 
 Policy, for each batch (``UploadError.kind`` names the failure):
 - 2xx: the batch leaves the queue (``DurableQueue.ack``). A duplicate answer is a 2xx too:
-  the collector had already counted that batch id.
+  the collector had already counted that batch id. Batches go with ``Prefer:
+  handling=lenient``: the metrics an answer lists as ``refused`` were not counted, and their
+  reports move to the queue's refused table (``Stats.refused``, ``Reporter.retry_refused``);
+  the rest count as sent.
 - 400, 409, 413 or 422 (``bad_batch``): the batch can never be accepted as it is; it moves
-  to the dead-letter table with the collector's reason, and the next batch goes.
+  to the dead-letter table with the collector's reason, and the next batch goes. A 422 that
+  lists every metric as ``refused`` keeps the reports per metric instead, as above.
 - 408, 429, 5xx, timeouts, connection errors, DNS failures (``network``): the same bytes (same
   batch id) are sent again after exponential backoff with full jitter,
   ``uniform(0, min(max_backoff, backoff * 2**(attempt - 1)))``, and never sooner than the
@@ -32,6 +36,7 @@ from deniable.client.doorbell import Doorbell
 from deniable.client.errors import InvalidParameterError, UploadError
 from deniable.client.queue import DurableQueue
 from deniable.client.transport import Transport
+from deniable.client.wire import parse_refused
 
 log = logging.getLogger("deniable.client")
 
@@ -106,6 +111,7 @@ class Sender:
         """``UploadError.kind`` of the latest failure (None after a success)."""
         self.attempts = 0
         """Failed attempts on the current batch (0 after a success)."""
+        self._warned_refused: dict[str, str] = {}
 
     def start(self) -> None:
         """Start the sender thread (a daemon)."""
@@ -210,8 +216,14 @@ class Sender:
         if self._transport is None:
             self._transport = self._transport_factory()
         try:
-            self._transport.send_raw(body)
+            answer = self._transport.send_raw(body)
         except UploadError as exc:
+            if exc.refused and not exc.retryable:  # every metric refused: keep them per metric
+                self._refused(exc.refused)
+                self.last_error, self.last_kind, self.attempts = str(exc), exc.kind, 0
+                self.queue.ack(batch_id, exc.refused, status=exc.status, nothing_counted=True)
+                self._notify()
+                return
             if exc.kind != self.last_kind or self.attempts == 0:
                 log.warning("deniable: upload failed (%s); the batch stays queued" if
                             exc.retryable else "deniable: %s; dead-lettered", exc)
@@ -246,8 +258,20 @@ class Sender:
         self.attempts = 0
         self.last_error = None
         self.last_kind = None
-        self.queue.ack(batch_id)
+        refused = parse_refused(answer)
+        if refused:
+            self._refused(refused)
+        self.queue.ack(batch_id, refused, status=200 if answer.get("duplicate") else 202)
         self._notify()
+
+    def _refused(self, refused: dict[str, str]) -> None:
+        """Warn, once per metric and reason, that the collector refused a metric's reports."""
+        for metric, reason in sorted(refused.items()):
+            if self._warned_refused.get(metric) != reason:
+                self._warned_refused[metric] = reason
+                log.warning("deniable: the collector refused the reports of metric %r (%s); "
+                            "they are kept (stats().refused_metrics, retry_refused())",
+                            metric, reason)
 
     def _sleep(self, seconds: float, *, interruptible: bool) -> bool:
         """Wait ``seconds``; stop always ends it, a flush only if ``interruptible``.

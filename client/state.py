@@ -16,7 +16,8 @@ Layout (every file 0600, the directory created 0700)::
 
     <state dir>/secret        32 random bytes: the key every memoized answer is derived from
     <state dir>/ledger.json   privacy spent per metric (see deniable.client.budget)
-    <state dir>/lock          an empty file, flock()ed around every read-modify-write
+    <state dir>/lock          an empty file, locked around every read-modify-write
+                              (``deniable.client.locking``: flock, msvcrt or a lock directory)
 
 Guarantees:
 - The secret is created once, atomically (written to a temporary file, fsynced, then
@@ -24,13 +25,13 @@ Guarantees:
   the directory uses the same secret, and a crash never leaves a half-written secret.
 - The ledger is replaced atomically (temporary file, fsync, ``os.replace``, fsync of the
   directory): after a crash it is either the old or the new document, never a mix.
-- ``locked()`` takes an exclusive ``flock`` on a freshly opened descriptor, so threads, other
-  processes and forked children sharing the directory are serialized (POSIX only).
+- ``locked()`` takes an exclusive lock on a freshly opened descriptor (``flock`` on POSIX,
+  ``msvcrt.locking`` on Windows, a lock directory elsewhere: ``deniable.client.locking``), so
+  threads, other processes and forked children sharing the directory are serialized.
 """
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import os
 import re
@@ -41,6 +42,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from deniable.client.errors import InvalidParameterError, PrivacyStateError
+from deniable.client.locking import exclusive
 from deniable.client.memo import SECRET_BYTES, check_secret, new_secret
 
 SECRET_FILE = "secret"
@@ -48,6 +50,8 @@ LEDGER_FILE = "ledger.json"
 LOCK_FILE = "lock"
 _FILE_MODE = 0o600
 _DIR_MODE = 0o700
+_BINARY = getattr(os, "O_BINARY", 0)
+"""Windows opens files in text mode unless asked: the secret is bytes."""
 
 IN_MEMORY = ":memory:"
 """Pass as the state directory to keep the device secret and the ledger in memory only."""
@@ -152,6 +156,8 @@ class StateDir:
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = Path(path)
+        self.erased = False
+        """Set by ``erase``: this object then refuses to create the secret or write a file."""
         try:
             # Every missing directory is created 0700 (the XDG spec asks the same of data
             # directories), so the list of namespaces is private too.
@@ -172,6 +178,7 @@ class StateDir:
             PrivacyStateError: the secret file exists but is not exactly 32 bytes.
         """
         path = self.path / SECRET_FILE
+        self._check_not_erased()
         try:
             try:
                 return self._read_secret(path)
@@ -191,9 +198,9 @@ class StateDir:
             raise PrivacyStateError(f"cannot read or create the device secret {path}") from exc
 
     def _read_secret(self, path: Path) -> bytes:
-        fd = os.open(path, os.O_RDONLY)
+        fd = os.open(path, os.O_RDONLY | _BINARY)
         try:
-            if os.fstat(fd).st_mode & 0o077:
+            if os.fstat(fd).st_mode & 0o077 and hasattr(os, "fchmod"):  # POSIX permissions
                 os.fchmod(fd, _FILE_MODE)  # never leave the key readable by others
             data = os.read(fd, SECRET_BYTES + 1)
         finally:
@@ -238,7 +245,12 @@ class StateDir:
         return doc
 
     def write_json(self, doc: dict[str, Any], name: str = LEDGER_FILE) -> None:
-        """Replace ``name`` with ``doc`` atomically and durably."""
+        """Replace ``name`` with ``doc`` atomically and durably.
+
+        Raises:
+            PrivacyStateError: the file cannot be written, or the state was erased.
+        """
+        self._check_not_erased()
         data = json.dumps(doc, sort_keys=True, separators=(",", ":")).encode("utf-8")
         tmp = self._tmp_name(name)
         try:
@@ -254,12 +266,40 @@ class StateDir:
     @contextlib.contextmanager
     def locked(self) -> Iterator[None]:
         """Hold an exclusive lock on the directory (blocks until it is free)."""
-        fd = os.open(self.path / LOCK_FILE, os.O_RDWR | os.O_CREAT, _FILE_MODE)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
+        with exclusive(self.path / LOCK_FILE):
             yield
-        finally:
-            os.close(fd)  # closing the descriptor releases the lock
+
+    def erase(self, also: tuple[str, ...] = ()) -> None:
+        """Delete the device secret, the ledger, the files named in ``also`` and any
+        temporary file, under the lock; then the lock file and the directory if empty.
+
+        From then on this object refuses to create a secret or write a file
+        (``PrivacyStateError``), so a writer racing the erasure cannot bring the state back.
+        Another object on the same directory (another process) can: each must erase its own.
+
+        Raises:
+            PrivacyStateError: a file cannot be deleted.
+        """
+        self.erased = True
+        if not self.path.is_dir():
+            return  # erased already (by this object or another)
+        try:
+            with self.locked():
+                for name in (SECRET_FILE, LEDGER_FILE, *also):
+                    (self.path / name).unlink(missing_ok=True)
+                for leftover in self.path.glob(".*.tmp"):
+                    leftover.unlink(missing_ok=True)
+                self._sync_dir()
+        except OSError as exc:
+            raise PrivacyStateError(f"cannot erase the privacy state in {self.path}") from exc
+        with contextlib.suppress(OSError):
+            (self.path / LOCK_FILE).unlink()
+            self.path.rmdir()  # only if nothing else is left in it
+
+    def _check_not_erased(self) -> None:
+        if self.erased:
+            raise PrivacyStateError(
+                f"the privacy state in {self.path} was erased (Reporter.set_enabled(False))")
 
     # -- helpers -------------------------------------------------------------------------
 
@@ -270,9 +310,10 @@ class StateDir:
 
     @staticmethod
     def _write_file(path: Path, data: bytes) -> None:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, _FILE_MODE)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _BINARY, _FILE_MODE)
         try:
-            os.fchmod(fd, _FILE_MODE)
+            if hasattr(os, "fchmod"):  # POSIX: whatever the umask
+                os.fchmod(fd, _FILE_MODE)
             view = memoryview(data)
             while view:
                 view = view[os.write(fd, view):]
@@ -281,6 +322,8 @@ class StateDir:
             os.close(fd)
 
     def _sync_dir(self) -> None:
+        if os.name == "nt":  # a directory cannot be opened there; NTFS orders the rename
+            return
         fd = os.open(self.path, os.O_RDONLY)
         try:
             os.fsync(fd)

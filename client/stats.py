@@ -32,6 +32,9 @@ class Stats:
         period_skipped: ``report()`` calls of a metric already reported in its period (the
             first of a period is sent; the rest are no-ops, never queued). In memory: it
             counts this Reporter's calls only.
+        refused: reports the collector refused per metric (its registry does not accept
+            them: an unregistered metric, another mechanism, ...) while counting the rest of
+            their batch. Kept in the queue file, not sent, until ``Reporter.retry_refused``.
 
     The fields below describe the reporter now, not the queue file's history:
 
@@ -50,6 +53,10 @@ class Stats:
             ``deniable.client.metrics.SERVED_PARTS``), because they differ from what the app
             declared; metrics whose served entry agrees (or that it does not list) are
             absent. The web client's ``stats().ignoredServed`` is the same.
+        refused_metrics: metric -> the collector's latest reason for refusing its reports
+            (those counted in ``refused``, still kept).
+        enabled: whether the reporter collects (``Reporter.set_enabled``); after
+            ``set_enabled(False)`` every count above starts again from 0.
 
     New fields always come with a default, so code that builds or compares ``Stats`` keeps
     working as they are added.
@@ -70,6 +77,9 @@ class Stats:
     period_skipped: int = 0
     dimension_problems: Mapping[str, str] = field(default_factory=dict)
     ignored_served: Mapping[str, int] = field(default_factory=dict)
+    refused: int = 0
+    refused_metrics: Mapping[str, str] = field(default_factory=dict)
+    enabled: bool = True
 
 
 @dataclass(frozen=True)

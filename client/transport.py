@@ -1,7 +1,10 @@
 """HTTP transport to the collector: one ``requests.Session``, timeouts on every call.
 
 Retries are safe because every batch carries an id the collector deduplicates: a retried POST
-re-sends the same ``batch_id`` and is counted once. ``Transport(retries=0)`` makes exactly one
+re-sends the same ``batch_id`` and is counted once. Every batch is sent with ``Prefer:
+handling=lenient``: the collector counts the metrics it accepts and lists the others in the
+answer's ``refused`` member (``deniable.client.wire``), so one mismatched metric never costs
+the batch. ``Transport(retries=0)`` makes exactly one
 attempt per call and reports ``Retry-After`` on the raised ``UploadError``, for a caller (the
 background ``Sender``) that owns its own retry policy.
 """
@@ -12,17 +15,17 @@ import http.cookiejar
 import json
 import os
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
-
-import requests
-from requests.adapters import HTTPAdapter
-from urllib3.util.retry import Retry
 
 from deniable.client.errors import InvalidParameterError, UploadError, WireFormatError
 from deniable.client.kinds import Mechanism
 from deniable.client.metrics import parse_catalogue
-from deniable.client.wire import MEDIA_TYPE, METRICS_PATH, REPORTS_PATH
+from deniable.client.wire import (LENIENT_PREFERENCE, MEDIA_TYPE, METRICS_PATH, PREFER_HEADER,
+                                  REPORTS_PATH, parse_refused)
+
+if TYPE_CHECKING:  # requests is imported when the first Transport is made: importing the
+    import requests  # client (its mechanisms alone, say) does not load it
 
 DEFAULT_TIMEOUT = (3.05, 10.0)
 """(connect, read) timeouts in seconds for every request."""
@@ -66,6 +69,10 @@ class Transport:
     def __init__(self, collector_url: str, *, timeout: tuple[float, float] = DEFAULT_TIMEOUT,
                  retries: int = 3, backoff: float = 0.5, token: str | None = None,
                  session: requests.Session | None = None, verify: Verify = True) -> None:
+        import requests
+        from requests.adapters import HTTPAdapter
+        from urllib3.util.retry import Retry
+
         self.base_url = collector_url.rstrip("/")
         self.host = urlsplit(self.base_url).hostname or self.base_url
         self.timeout = timeout
@@ -86,7 +93,7 @@ class Transport:
         self._session.mount("http://", adapter)
         self._session.mount("https://", adapter)
         self._headers = {"Content-Type": MEDIA_TYPE, "Accept": "application/json",
-                         "User-Agent": "deniable-client"}
+                         "User-Agent": "deniable-client", PREFER_HEADER: LENIENT_PREFERENCE}
         if token:
             self._headers["Authorization"] = f"Bearer {token}"
 
@@ -114,11 +121,13 @@ class Transport:
         return self.send_raw(json.dumps(body, separators=(",", ":")).encode())
 
     def send_raw(self, data: bytes) -> dict[str, Any]:
-        """POST one already encoded batch document (the exact bytes); return the JSON answer.
+        """POST one already encoded batch document (the exact bytes); return the JSON answer
+        (its ``refused`` member lists the metrics refused, ``wire.parse_refused`` reads it).
 
         Raises:
             UploadError: as ``send``; ``retry_after`` holds the collector's ``Retry-After``
-                in seconds, if it sent one.
+                in seconds, if it sent one; ``refused`` the metrics of a 422 that refused
+                every metric of the batch.
         """
         response = self._request("POST", REPORTS_PATH, data=data)
         try:
@@ -130,6 +139,8 @@ class Transport:
         self._session.close()
 
     def _request(self, method: str, path: str, data: bytes | None = None) -> requests.Response:
+        import requests
+
         url = f"{self.base_url}{path}"
         try:
             response = self._session.request(method, url, data=data, headers=self._headers,
@@ -149,7 +160,8 @@ class Transport:
                 detail = f"the collector refused the ingest key ({detail})"
             raise UploadError(
                 f"{method} {url} answered {status}: {detail}", status=status, kind=kind,
-                retry_after=parse_retry_after(response.headers.get("Retry-After")))
+                retry_after=parse_retry_after(response.headers.get("Retry-After")),
+                refused=_refused_of(response) if status == 422 else None)
         return response
 
 
@@ -184,6 +196,8 @@ def _tls_failure(host: str, exc: Exception) -> str:
 
 def _network_failure(host: str, exc: Exception) -> str:
     """What kind of network failure: DNS, refused, timed out, or another (by class name)."""
+    import requests
+
     text = str(exc)
     if isinstance(exc, requests.exceptions.ConnectTimeout):
         return f"connecting to host {host} timed out (ConnectTimeout)"
@@ -195,6 +209,14 @@ def _network_failure(host: str, exc: Exception) -> str:
     if "Connection refused" in text or "ConnectionRefusedError" in text:
         return f"host {host} refused the connection (ConnectionError)"
     return f"{type(exc).__name__}"
+
+
+def _refused_of(response: requests.Response) -> dict[str, str]:
+    """The ``refused`` member of a problem document (metric -> reason), if any."""
+    try:
+        return parse_refused(response.json())
+    except ValueError:
+        return {}
 
 
 def _problem_detail(response: requests.Response) -> str:

@@ -16,11 +16,24 @@ dimensions (``deniable.client.dimensions``), in clear and from closed allow-list
 not protected by local differential privacy, and the collector counts them as marginals.
 
 It carries perturbed values only: no true value, device id, user id or device timestamp.
-The collector accepts a batch whole or not at all and counts a re-sent ``batch_id`` once.
+The collector counts a re-sent ``batch_id`` once. It accepts a batch whole or not at all,
+unless the request carries ``Prefer: handling=lenient`` (RFC 7240; ``LENIENT_PREFERENCE``):
+then it counts the metrics whose reports are all valid and refuses the others per metric,
+answering which and why (``refused_document``, read back by ``parse_refused``)::
+
+    202 {"batch_id": "...", "accepted": 7,
+         "refused": [{"metric": "os", "reports": 3,
+                      "problems": [{"pointer": "/reports/2/mechanism", "detail": "..."}]}]}
+
+A refused metric's reports were not counted; a client keeps them (the Python client's
+``Reporter.retry_refused``) and may send them again, in a new batch, once the collector
+accepts them. If every metric is refused, the answer is the 422 problem document with the
+same ``refused`` member, and nothing is recorded.
 """
 from __future__ import annotations
 
 import hashlib
+import json
 import operator
 import re
 import secrets
@@ -51,6 +64,26 @@ DEFAULT_MAX_REPORTS = 1000
 """The default cap on reports per batch, for the client and the collector alike."""
 MAX_PROBLEMS = 50
 """At most this many offending fields are listed in one error."""
+MAX_METRIC_PROBLEMS = 5
+"""At most this many offending fields are listed per refused metric (lenient handling)."""
+PREFER_HEADER = "Prefer"
+LENIENT_PREFERENCE = "handling=lenient"
+"""``Prefer: handling=lenient`` (RFC 7240 section 4.4) asks for per-metric acceptance; the
+collector then answers ``Preference-Applied: handling=lenient``. Without it, a batch is
+accepted whole or not at all, as clients that do not read ``refused`` expect."""
+
+
+def wants_lenient(prefer: str | None) -> bool:
+    """Whether a ``Prefer`` header's value asks for ``handling=lenient`` (RFC 7240:
+    comma-separated preferences, each ``token[=value]`` with optional ``;`` parameters;
+    case-insensitive, spaces around ``=`` allowed)."""
+    if not prefer:
+        return False
+    for preference in prefer.split(","):
+        name, _, value = preference.partition(";")[0].partition("=")
+        if name.strip().lower() == "handling" and value.strip().strip('"').lower() == "lenient":
+            return True
+    return False
 
 
 def new_batch_id() -> str:
@@ -104,24 +137,72 @@ class Tally:
 
 
 @dataclass(frozen=True)
+class Refusal:
+    """One metric's reports that a lenient decode refused: how many, why (at most
+    ``MAX_METRIC_PROBLEMS`` fields), and ``content``, the SHA-256 of those reports'
+    canonical JSON (for ``Batch.digest``)."""
+
+    n_reports: int
+    problems: tuple[Problem, ...]
+    content: str = ""
+
+
+@dataclass(frozen=True)
 class Batch:
-    """A validated batch, already summed per metric."""
+    """A validated batch, already summed per metric; with lenient handling, also the metrics
+    whose reports were refused (not in ``tallies``, never counted)."""
 
     batch_id: str
     tallies: dict[str, Tally]
     n_reports: int
+    refused: Mapping[str, Refusal] = field(default_factory=dict)
+
+    @property
+    def n_accepted(self) -> int:
+        """The reports counted: every report but the refused metrics'."""
+        return self.n_reports - sum(r.n_reports for r in self.refused.values())
 
     @property
     def digest(self) -> str:
-        """SHA-256 of the batch's content (its per-metric tallies), for idempotency checks.
+        """SHA-256 of the batch's content (its per-metric tallies, and the refused reports'
+        content if any), for idempotency checks.
 
         A re-sent batch has the same digest; a batch id reused for other content does not.
+        A batch with nothing refused has the digest it had before lenient handling existed.
         """
         text = ";".join(f"{metric}|{t.mechanism}|" + "|".join(map(str, t.counts))
                         + "".join(f"|{label}=" + "/".join(map(str, counts))
                                   for label, counts in sorted(t.series.items()))
                         for metric, t in sorted(self.tallies.items()))
+        if self.refused:
+            text += "#refused:" + ";".join(f"{metric}|{r.n_reports}|{r.content}"
+                                           for metric, r in sorted(self.refused.items()))
         return hashlib.sha256(text.encode()).hexdigest()
+
+
+def refused_document(refused: Mapping[str, Refusal]) -> list[dict[str, Any]]:
+    """The ``refused`` member of the collector's answer: one entry per refused metric, by
+    name, with its report count and problems (JSON pointers into the request body)."""
+    return [{"metric": metric, "reports": r.n_reports,
+             "problems": [{"pointer": p.pointer, "detail": p.detail} for p in r.problems]}
+            for metric, r in sorted(refused.items())]
+
+
+def parse_refused(doc: object) -> dict[str, str]:
+    """metric -> why the collector refused its reports, from an answer's ``refused`` member
+    (a 2xx or a 422 problem document); empty if there is none. Entries that are not as
+    ``refused_document`` writes them are skipped."""
+    entries = doc.get("refused") if isinstance(doc, dict) else None
+    found: dict[str, str] = {}
+    for entry in entries if isinstance(entries, list) else ():
+        if not isinstance(entry, dict) or not is_metric_name(entry.get("metric")):
+            continue
+        problems = entry.get("problems")
+        details = [f"{p.get('pointer', '')} {p.get('detail', '')}".strip()
+                   for p in (problems if isinstance(problems, list) else ())
+                   if isinstance(p, dict)]
+        found[entry["metric"]] = "; ".join(details)[:500] or "refused by the collector"
+    return found
 
 
 class _Problems:
@@ -140,11 +221,18 @@ class _Problems:
 def decode_batch(doc: Any, registry: Mapping[str, str],
                  max_reports: int = DEFAULT_MAX_REPORTS, *,
                  older: Mapping[str, AbstractSet[str]] | None = None,
-                 dimensions: Mapping[str, Dimensions] | None = None) -> Batch:
+                 dimensions: Mapping[str, Dimensions] | None = None,
+                 lenient: bool = False) -> Batch:
     """Validate a parsed batch document against the registered metrics and sum it per metric.
 
     A report may use its metric's current mechanism or, if ``older`` lists it, the mechanism
     of an earlier version still accepted; one batch uses one mechanism per metric.
+
+    With ``lenient``, a problem in a report that names a valid metric name refuses that
+    metric's reports (every one of them in the batch) instead of the batch: they go to
+    ``Batch.refused``, not to ``tallies``. Problems of the batch itself (its fields, a report
+    that is not an object or names no valid metric) still refuse it whole. The returned batch
+    may then count nothing (every metric refused): the caller decides what to answer.
 
     Args:
         doc: the parsed JSON document.
@@ -152,6 +240,7 @@ def decode_batch(doc: Any, registry: Mapping[str, str],
         max_reports: the most reports one batch may carry.
         older: metric name -> mechanism ids of its earlier versions that are also accepted.
         dimensions: metric name -> its declared public dimensions (none if absent).
+        lenient: refuse per metric, not per batch (see above).
 
     Raises:
         WireFormatError: listing every offending field as a JSON pointer (up to MAX_PROBLEMS).
@@ -182,55 +271,83 @@ def decode_batch(doc: Any, registry: Mapping[str, str],
     counts: dict[str, list[int]] = {}
     by_series: dict[str, dict[str, list[int]]] = {}
     used: dict[str, str] = {}
+    per_metric: Counter[str] = Counter()       # lenient: reports per metric name
+    refusing: dict[str, list[Problem]] = {}     # lenient: metric -> its problems
     for i, report in enumerate(reports):
         if type(report) is not dict:
             problems.add(f"/reports/{i}", "must be an object")
             continue
         metric: Any = report.get("metric")
         mechanism: Any = report.get("mechanism")
+        own = lenient and is_metric_name(metric)  # a problem here refuses the metric only
+        if own:
+            per_metric[metric] += 1
+        mine = _Problems() if own else problems
         expected = registry.get(metric) if type(metric) is str else None
         accepted = expected is not None and _accepted(metric, mechanism, expected, older)
         field = _payload_field_of(report, mechanism if accepted else expected, mechanism)
         wanted = {"metric", "mechanism", field} | ({"dims"} & report.keys())
         if report.keys() != wanted:
             for missing in sorted(wanted - report.keys()):
-                problems.add(f"/reports/{i}/{missing}", "is required")
+                mine.add(f"/reports/{i}/{missing}", "is required")
             for unknown in sorted(report.keys() - wanted):
-                problems.add(f"/reports/{i}/{_escape(unknown)}", "unknown field")
+                mine.add(f"/reports/{i}/{_escape(unknown)}", "unknown field")
+            _refuse(refusing, metric, mine, own)
             continue
         if expected is None:
-            problems.add(f"/reports/{i}/metric", "is not a registered metric")
+            mine.add(f"/reports/{i}/metric", "is not a registered metric")
         elif not accepted:
-            problems.add(f"/reports/{i}/mechanism",
-                         f"must be the metric's registered mechanism {expected}"
-                         + (" or an earlier version's" if older and older.get(metric) else ""))
+            mine.add(f"/reports/{i}/mechanism",
+                     f"must be the metric's registered mechanism {expected}"
+                     + (" or an earlier version's" if older and older.get(metric) else ""))
         elif used.setdefault(metric, mechanism) != mechanism:
-            problems.add(f"/reports/{i}/mechanism",
-                         f"one batch must use one mechanism per metric; an earlier report "
-                         f"used {used[metric]}")
+            mine.add(f"/reports/{i}/mechanism",
+                     f"one batch must use one mechanism per metric; an earlier report "
+                     f"used {used[metric]}")
         row = _row(report[field], mechanism if accepted else None, field)
         if isinstance(row, str):
-            problems.add(f"/reports/{i}/{field}", row)
+            mine.add(f"/reports/{i}/{field}", row)
         labels: list[str] = []
         if "dims" in report and expected is not None:
             declared = (dimensions or {}).get(metric, NONE)
             found = _series(report["dims"], declared)
             if isinstance(found, Problem):
-                problems.add(f"/reports/{i}/dims{found.pointer}", found.detail)
+                mine.add(f"/reports/{i}/dims{found.pointer}", found.detail)
             else:
                 labels = found
-        if problems.items:
+        _refuse(refusing, metric, mine, own)
+        if problems.items or mine.items or metric in refusing:
             continue
         assert not isinstance(row, str)
         _add(counts, metric, row)
         for label in labels:
             _add(by_series.setdefault(metric, {}), label, row)
     problems.raise_if_any()
+    refused = {metric: Refusal(per_metric[metric], tuple(found),
+                               _content(r for r in reports if r.get("metric") == metric))
+               for metric, found in refusing.items()}
     return Batch(batch_id=batch_id,
                  tallies={m: Tally(used[m], tuple(c),
                                    {s: tuple(v) for s, v in by_series.get(m, {}).items()})
-                          for m, c in counts.items()},
-                 n_reports=len(reports))
+                          for m, c in counts.items() if m not in refused},
+                 n_reports=len(reports), refused=refused)
+
+
+def _refuse(refusing: dict[str, list[Problem]], metric: str, found: _Problems,
+            own: bool) -> None:
+    """Lenient handling: record a report's problems against its metric (at most
+    MAX_METRIC_PROBLEMS per metric), which refuses the metric."""
+    if own and found.items:
+        listed = refusing.setdefault(metric, [])
+        listed.extend(found.items[:MAX_METRIC_PROBLEMS - len(listed)])
+
+
+def _content(reports: Iterable[dict[str, Any]]) -> str:
+    """SHA-256 of reports' canonical JSON (sorted keys, sorted reports): the same for a
+    re-sent batch however it is laid out."""
+    texts = sorted(json.dumps(r, sort_keys=True, separators=(",", ":"), default=str)
+                   for r in reports)
+    return hashlib.sha256("\n".join(texts).encode()).hexdigest()
 
 
 def _add(totals: dict[str, list[int]], key: str, row: tuple[int, ...]) -> None:

@@ -37,12 +37,15 @@ class APIError(CollectorError):
         problems: offending fields, as JSON pointers into the request body.
         parameters: offending query parameters, by name.
         headers: extra response headers, e.g. Retry-After.
+        members: extension members of the problem document (RFC 9457), e.g. ``refused``.
     """
 
     def __init__(self, status: int, detail: str, problems: list[Problem] | None = None,
                  parameters: dict[str, str] | None = None,
-                 headers: dict[str, str] | None = None) -> None:
+                 headers: dict[str, str] | None = None,
+                 members: dict[str, Any] | None = None) -> None:
         super().__init__(detail)
+        self.members = members or {}
         self.status = status
         self.detail = detail
         self.problems = problems or []
@@ -56,16 +59,19 @@ class APIError(CollectorError):
 
     def document(self) -> bytes:
         """This error as a problem+json body."""
-        return problem_document(self.status, self.detail, self.errors())
+        return problem_document(self.status, self.detail, self.errors(), self.members)
 
 
-def problem_document(status: int, detail: str,
-                     errors: list[dict[str, str]] | None = None) -> bytes:
-    """A problem+json body: type, title (the status phrase), status, detail and errors."""
+def problem_document(status: int, detail: str, errors: list[dict[str, str]] | None = None,
+                     members: dict[str, Any] | None = None) -> bytes:
+    """A problem+json body: type, title (the status phrase), status, detail and errors, then
+    any extension ``members``."""
     body: dict[str, Any] = {"type": "about:blank", "title": HTTPStatus(status).phrase,
                             "status": status, "detail": detail}
     if errors:
         body["errors"] = errors
+    if members:
+        body.update(members)
     return orjson.dumps(body)
 
 

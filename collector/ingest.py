@@ -20,6 +20,11 @@ problem+json, and a rejected batch changes nothing in Redis:
 4. one Lua script: 202 accepted, 200 duplicate (a re-sent batch), 409 (the batch id was used
    for other content).
 
+With ``Prefer: handling=lenient`` (``deniable.client.wire.LENIENT_PREFERENCE``) step 3 refuses
+per metric: the metrics whose reports break a rule are listed in the answer's ``refused``
+member and not counted, the others are (202, or 200 for a re-send); only a batch whose every
+metric is refused is answered 422 (with the same ``refused`` member), and nothing is recorded.
+
 Redis down or failing over, at any step: 503 with ``Retry-After``. Anything unexpected: 500,
 logged, with no stack trace in the answer.
 """
@@ -35,7 +40,8 @@ from flask import Flask
 
 from deniable.client.errors import Problem, WireFormatError
 from deniable.client.kinds import payload_field
-from deniable.client.wire import MEDIA_TYPE, REPORTS_PATH, Batch
+from deniable.client.wire import (LENIENT_PREFERENCE, MEDIA_TYPE, PREFER_HEADER,
+                                  REPORTS_PATH, Batch, refused_document, wants_lenient)
 from deniable.collector import clock
 from deniable.collector.auth import Gate
 from deniable.collector.errors import PROBLEM_TYPE, APIError, as_problem
@@ -49,7 +55,8 @@ ROLES = ("ingest",)
 
 
 class IngestEndpoint:
-    """Accepts one batch of perturbed bits per request, whole or not at all.
+    """Accepts one batch of perturbed bits per request, whole or not at all (or per metric,
+    if the client prefers ``handling=lenient``).
 
     Args:
         app: the collector's Flask app, already holding its store, registry and gate.
@@ -87,7 +94,9 @@ class IngestEndpoint:
         request_id = request_id_for(environ.get("HTTP_X_REQUEST_ID"))
         context = current_request_id.set(request_id)
         n_reports: int | None = None  # for the report counters, once known
+        n_refused = 0
         headers: dict[str, str] = {}
+        lenient = wants_lenient(environ.get(_PREFER_ENVIRON))
         try:
             body = self._admit(environ)
             batch = self.registry.decode_compact(body, self.max_reports)
@@ -95,20 +104,23 @@ class IngestEndpoint:
                 doc = parse_json(body)
                 if type(doc) is dict and type(doc.get("reports")) is list:
                     n_reports = len(doc["reports"])
-                batch = self._decode(body, doc)
+                batch = self._decode(body, doc, lenient)
             n_reports = batch.n_reports
             status, payload = self._apply(batch)
+            n_reports, n_refused = batch.n_accepted, batch.n_reports - batch.n_accepted
             content_type = MEDIA_TYPE
         except Exception as exc:
             problem = as_problem(exc, self.retry_after_seconds)
             status, payload, content_type = problem.status, problem.document(), PROBLEM_TYPE
             headers = problem.headers
+        if lenient and (status < 300 or status == 422):
+            headers = {**headers, "Preference-Applied": LENIENT_PREFERENCE}
         try:
             start_response(_STATUS_LINES[status], [
                 ("Content-Type", content_type), ("Content-Length", str(len(payload))),
                 (REQUEST_ID_HEADER, request_id), *headers.items()])
             self.recorder.record("POST", REPORTS_PATH, status, time.perf_counter() - started)
-            self.recorder.record_batch(status, n_reports)
+            self.recorder.record_batch(status, n_reports, n_refused)
         finally:
             current_request_id.reset(context)
         return [payload]
@@ -144,12 +156,23 @@ class IngestEndpoint:
     def _too_large(self) -> APIError:
         return APIError(413, f"the body is larger than {self.max_body_bytes} bytes")
 
-    def _decode(self, body: bytes, doc: object) -> Batch:
-        """Validate a parsed batch in any JSON layout, naming every offending field."""
+    def _decode(self, body: bytes, doc: object, lenient: bool = False) -> Batch:
+        """Validate a parsed batch in any JSON layout, naming every offending field; with
+        ``lenient``, refuse per metric (422 only if every metric is refused)."""
         try:
-            batch = self.registry.decode(doc, max_reports=self.max_reports)
+            batch = self.registry.decode(doc, max_reports=self.max_reports, lenient=lenient)
         except WireFormatError as exc:
             raise APIError(422, str(exc), exc.problems) from exc
+        if batch.refused:
+            if not batch.tallies:
+                raise APIError(422, "every metric of the batch was refused",
+                               [p for r in batch.refused.values() for p in r.problems],
+                               members={"refused": refused_document(batch.refused)})
+            # Refused reports may hold any fields: decide a repeated key exactly.
+            from deniable.collector.params import repeated_key  # params imports this
+            if repeated_key(body) is not None:
+                raise _repeated_key()
+            return batch
         strings = sum(tally.n for tally in batch.tallies.values()
                       if payload_field(tally.mechanism) == "bits")
         # Valid now: every report is an object, and every dims an object of strings.
@@ -168,9 +191,10 @@ class IngestEndpoint:
 
     def _apply(self, batch: Batch) -> tuple[int, bytes]:
         """Apply a valid batch in one script: the status and the JSON answer."""
-        if len(batch.tallies) > self.max_metrics:
+        n_metrics = len(batch.tallies) + len(batch.refused)
+        if n_metrics > self.max_metrics:
             raise APIError(422, "the batch holds too many distinct metrics",
-                           [Problem("/reports", f"holds {len(batch.tallies)} distinct metrics; "
+                           [Problem("/reports", f"holds {n_metrics} distinct metrics; "
                                     f"the most is {self.max_metrics}")])
         received_at = clock.now(self.demo_clock_file)  # the server's time, never a device's
         retention = {name: self.registry.retention_days(name, self.default_retention_days)
@@ -179,10 +203,12 @@ class IngestEndpoint:
         if outcome is Outcome.CONFLICT:
             raise APIError(409, "this batch_id was already used for a batch with other content",
                            [Problem("/batch_id", "already used for other content")])
+        refused = {"refused": refused_document(batch.refused)} if batch.refused else {}
         if outcome is Outcome.DUPLICATE:
             return 200, orjson.dumps({"batch_id": batch.batch_id, "accepted": 0,
-                                      "duplicate": True})
-        return 202, orjson.dumps({"batch_id": batch.batch_id, "accepted": batch.n_reports})
+                                      "duplicate": True, **refused})
+        return 202, orjson.dumps({"batch_id": batch.batch_id, "accepted": batch.n_accepted,
+                                  **refused})
 
 
 def _repeated_key() -> APIError:
@@ -222,4 +248,5 @@ def repeats_a_key(body: bytes, n_reports: int, string_payloads: int = 0) -> bool
     return body.count(b'"') != 2 * (3 + 5 * n_reports + string_payloads)
 
 
+_PREFER_ENVIRON = "HTTP_" + PREFER_HEADER.upper()
 _STATUS_LINES = {status.value: f"{status.value} {status.phrase}" for status in HTTPStatus}

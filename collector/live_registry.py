@@ -326,23 +326,26 @@ class LiveRegistry:
         return decode_compact_batch(body, snap.mechanisms, max_reports=max_reports,
                                     older=snap.older)
 
-    def decode(self, doc: Any, max_reports: int) -> Batch:
+    def decode(self, doc: Any, max_reports: int, *, lenient: bool = False) -> Batch:
         """decode_batch against the current registry (mechanisms, older versions and each
-        metric's dimensions); on a miss, re-check Redis once.
+        metric's dimensions); on a miss (a refused batch, or with ``lenient`` a refused
+        metric), re-check Redis once.
 
         Raises:
             WireFormatError: as decode_batch.
         """
         try:
             snap = self._current()
-            return decode_batch(doc, snap.mechanisms, max_reports=max_reports, older=snap.older,
-                                dimensions=snap.dimensions)
+            batch = decode_batch(doc, snap.mechanisms, max_reports=max_reports,
+                                 older=snap.older, dimensions=snap.dimensions, lenient=lenient)
+            if not batch.refused or not self.refresh_if_changed():
+                return batch
         except WireFormatError:
             if not self.refresh_if_changed():
                 raise
         snap = self._current()
         return decode_batch(doc, snap.mechanisms, max_reports=max_reports, older=snap.older,
-                            dimensions=snap.dimensions)
+                            dimensions=snap.dimensions, lenient=lenient)
 
     # --- changing --------------------------------------------------------------------------
 

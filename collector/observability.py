@@ -211,8 +211,9 @@ class RequestRecorder:
                 "method": method, "route": route, "status": status,
                 "duration_ms": round(elapsed_seconds * 1000, 3)}))
 
-    def record_batch(self, status: int, n_reports: int | None) -> None:
-        """Count one batch posted to /v1/reports, and its reports, by outcome and reason."""
+    def record_batch(self, status: int, n_reports: int | None, n_refused: int = 0) -> None:
+        """Count one batch posted to /v1/reports, and its reports, by outcome and reason;
+        ``n_refused`` reports of a batch accepted per metric count as rejected, invalid."""
         if status == 202:
             outcome, reason = "accepted", ""
         elif status == 200:
@@ -222,6 +223,8 @@ class RequestRecorder:
         _child(BATCHES, outcome, reason).inc()
         if n_reports:
             _child(REPORTS, outcome, reason).inc(n_reports)
+        if n_refused:
+            _child(REPORTS, "rejected", REASONS[422]).inc(n_refused)
 
 
 def init_app(app: Flask) -> RequestRecorder:

@@ -125,6 +125,25 @@ SCHEMAS: dict[str, Any] = {
                                               "description": "query parameter name"},
                                 "detail": {"type": "string"}}},
             ]}},
+            "refused": {"type": "array", "items": _ref("Refused"),
+                        "description": "with Prefer: handling=lenient, on a 422 that refused "
+                                       "every metric of the batch: the metrics and why"},
+        },
+    },
+    "Refused": {
+        "type": "object", "required": ["metric", "reports", "problems"],
+        "description": "one metric whose reports were refused (not counted) under "
+                       "Prefer: handling=lenient; the client keeps them and may send them again "
+                       "in a new batch",
+        "properties": {
+            "metric": {"type": "string"},
+            "reports": {"type": "integer", "minimum": 1,
+                        "description": "the metric's reports in the batch, all refused"},
+            "problems": {"type": "array", "maxItems": 5, "items": {
+                "type": "object", "required": ["pointer", "detail"],
+                "properties": {"pointer": {"type": "string",
+                                           "description": "JSON pointer into the body"},
+                               "detail": {"type": "string"}}}},
         },
     },
     "Report": {
@@ -171,13 +190,18 @@ SCHEMAS: dict[str, Any] = {
     "Accepted": {
         "type": "object", "required": ["batch_id", "accepted"],
         "properties": {"batch_id": {"type": "string"},
-                       "accepted": {"type": "integer", "minimum": 1}},
+                       "accepted": {"type": "integer", "minimum": 1,
+                                    "description": "reports counted"},
+                       "refused": {"type": "array", "items": _ref("Refused"),
+                                   "description": "only with Prefer: handling=lenient: the "
+                                                  "metrics whose reports were not counted"}},
     },
     "Duplicate": {
         "type": "object", "required": ["batch_id", "accepted", "duplicate"],
         "properties": {"batch_id": {"type": "string"}, "accepted": {"const": 0},
-                       "duplicate": {"const": True}},
-    },
+                       "duplicate": {"const": True},
+                       "refused": {"type": "array", "items": _ref("Refused"),
+                                   "description": "as the first answer's, recomputed"}}},
     "Metric": {
         "type": "object",
         "required": ["name", "description", "kind", "mechanism", "p1", "q", "epsilon"],
@@ -312,9 +336,16 @@ PATHS: dict[str, dict[str, Any]] = {
     "/v1/reports": {"post": {
         "operationId": "postReports",
         "summary": "Send one batch of perturbed values (bits, category indexes, bitsets)",
-        "description": "Accepted whole or not at all. A re-sent batch_id with the same "
-                       "content is acknowledged and counted once; with other content, 409. "
-                       "A body with duplicate JSON keys is rejected with 400.",
+        "description": "Accepted whole or not at all; with Prefer: handling=lenient "
+                       "(RFC 7240), per metric: the metrics whose reports break a rule are "
+                       "listed in refused[] and not counted, the others are. A re-sent "
+                       "batch_id with the same content is acknowledged and counted once; with "
+                       "other content, 409. A body with duplicate JSON keys is rejected with "
+                       "400.",
+        "parameters": [{"name": "Prefer", "in": "header", "required": False,
+                        "schema": {"type": "string", "example": "handling=lenient"},
+                        "description": "handling=lenient: accept per metric (answered with "
+                                       "Preference-Applied: handling=lenient)"}],
         "requestBody": {"required": True, "content": {MEDIA_TYPE: {"schema": _ref("Batch")}}},
         "responses": {
             "202": _json("The batch was counted.", _ref("Accepted")),
@@ -323,7 +354,9 @@ PATHS: dict[str, dict[str, Any]] = {
             "409": _problem("The batch_id was used for a batch with other content."),
             "413": _problem("The body is larger than DENIABLE_MAX_BODY_BYTES."),
             "415": _problem("The body is not application/json."),
-            "422": _problem("The batch breaks the wire format; errors[] holds JSON pointers."),
+            "422": _problem("The batch breaks the wire format; errors[] holds JSON pointers. "
+                            "With handling=lenient: every metric was refused (refused[] "
+                            "lists them), or the batch itself breaks the format."),
             "503": UNAVAILABLE,
         },
     }},

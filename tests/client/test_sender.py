@@ -90,9 +90,10 @@ def test_upload_jitter_delays_the_first_upload_after_idle() -> None:
         reporter.close()
 
 
-def test_a_refused_batch_is_dead_lettered_and_the_queue_moves_on(
+def test_a_batch_of_refused_metrics_is_kept_per_metric_and_the_queue_moves_on(
         live_collector, redis_client) -> None:
-    # "not_registered" is a valid name the collector does not know: it answers 422.
+    # "not_registered" is a valid name the collector does not know: its whole batch is
+    # refused (422 with a "refused" member), and the reports are kept, not dead-lettered.
     metrics = {"not_registered": "rr:1/2:1/2", "feature_x_enabled": "rr:1/2:1/2"}
     with Reporter(live_collector.url, one_per_period=False,
                   metrics=metrics, batch_size=3) as reporter:
@@ -101,13 +102,33 @@ def test_a_refused_batch_is_dead_lettered_and_the_queue_moves_on(
         for _ in range(3):
             reporter.report("feature_x_enabled", True)
         assert reporter.flush(timeout=10) is True
-        [letter] = reporter.dead_letters()
-        assert letter.status == 422 and letter.n_reports == 3
-        assert "/reports/0/metric" in letter.reason
+        assert reporter.dead_letters() == []
         stats = reporter.stats()
-        assert (stats.queued, stats.sent, stats.dead_lettered) == (0, 3, 3)
+        assert (stats.queued, stats.sent, stats.dead_lettered, stats.refused) == (0, 3, 0, 3)
+        assert "/reports/0/metric is not a registered metric" in \
+            stats.refused_metrics["not_registered"]
+        # Sent again in a new batch, refused again: kept, never counted twice.
+        assert reporter.retry_refused() == 3
+        assert reporter.flush(timeout=10) is True
+        stats = reporter.stats()
+        assert (stats.queued, stats.sent, stats.refused) == (0, 3, 3)
     totals = counters(redis_client)
     assert set(totals) == {"feature_x_enabled"} and totals["feature_x_enabled"][0] == 3
+
+
+def test_a_batch_the_collector_refuses_whole_is_dead_lettered() -> None:
+    with recording_collector(CATALOGUE, [(400, {})]) as (url, recorder):
+        with Reporter(url, one_per_period=False, metrics=METRICS, batch_size=2) as reporter:
+            for _ in range(4):
+                reporter.report("feature_x_enabled", True)
+            assert reporter.flush(timeout=10) is True
+            [letter] = reporter.dead_letters()
+            assert letter.status == 400 and letter.n_reports == 2
+            assert "scripted 400" in letter.reason
+            stats = reporter.stats()
+            assert (stats.sent, stats.dead_lettered, stats.refused) == (2, 2, 0)
+        assert all(h.get("Prefer") == "handling=lenient" for h in recorder.headers
+                   if h.get("Content-Type") == "application/json")
 
 
 def test_a_transport_without_retries_makes_one_attempt() -> None:

@@ -84,7 +84,7 @@ def test_the_converter_prints_the_web_clients_declaration(tmp_path: Path, capsys
 
 def test_the_example_file_declares_every_metric_the_readme_reports() -> None:
     readme = (ROOT / "README.md").read_text()
-    python = "\n".join(re.findall(r"```python\n(.*?)```", readme, re.S))
+    python = "\n".join(re.findall(r"```python[^\n]*\n(.*?)```", readme, re.S))
     reported = set(re.findall(r'\.report\("([a-z_0-9]+)"', python))
     assert {"feature_x_enabled", "os", "crashes_per_week", "startup_ms"} <= reported
     declared = load_metrics_file(EXAMPLE)

@@ -70,11 +70,10 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
 
     @app.get("/readyz")
     def readyz() -> Response:
-        """Readiness: Redis answers."""
-        try:
-            app.extensions["deniable.store"].ping()
-        except api.STORAGE_ERRORS as exc:
-            observability.count_storage_error(exc)
+        """Readiness: every Redis master would take a write now (Store.write_refusals): not
+        when Redis is down, a read-only replica, full, refusing writes (MISCONF,
+        NOREPLICAS) or a cluster is down (CLUSTERDOWN)."""
+        if observability.check_redis(app.extensions["deniable.store"]):
             return problem_response(503, "storage is unavailable",
                                     headers={"Retry-After": str(app.config["RETRY_AFTER_SECONDS"])})
         return Response(b'{"status":"ready"}', mimetype="application/json")

@@ -44,6 +44,10 @@ key                                                        type    holds
                                                                    (ms); ``subject`` is a key id, or an
                                                                    HMAC of the client IP, never the IP;
                                                                    expires when the bucket is full
+``dn:v1:probe:{<tag>}``                                    (none)  never exists: readiness sends ``SET
+                                                                   <key> "" XX`` to each master, a write
+                                                                   that Redis checks and then does not
+                                                                   perform (``write_probe``)
 =========================================================  ======  =====================================
 
 Counters (layout 2, "packed months"). A month's string holds ``hours_in_month * width``
@@ -335,6 +339,14 @@ def api_key(key_id: str) -> str:
 def api_key_index() -> str:
     """SET: the ids of every API key ever created (revoked ones included)."""
     return f"{PREFIX}:{{auth}}:keys"
+
+
+def write_probe(tag: str) -> str:
+    """A key that is never written: readiness sends ``SET <key> "" XX`` to learn whether Redis
+    would take a write (Redis refuses a write command before running it; XX on a key that
+    does not exist then changes nothing). ``tag`` picks the Redis Cluster slot, so each
+    master can be asked with a key of its own slots."""
+    return f"{PREFIX}:probe:{{{tag}}}"
 
 
 def rate_limit(scope: str, subject: str) -> str:

@@ -7,7 +7,7 @@
   ``deniable.collector.server.prepare_metrics_dir``), and the endpoint adds up all workers.
   Process metrics (memory, CPU, open file descriptors, live workers) are kept per worker and
   aggregated over live workers, since prometheus_client's own process collector sees only the
-  process that answers the scrape; ``deniable_redis_up`` says whether Redis answered a ping.
+  process that answers the scrape; ``deniable_redis_up`` says whether Redis would take a write.
 - One JSON object per log line on stderr, with the request id of the request being served.
   Admin actions write one line each to the ``deniable.audit`` logger (``audit``).
 - ``X-Request-Id``: a well-formed incoming id is kept, otherwise a fresh one is made; every
@@ -44,6 +44,7 @@ from prometheus_client import (CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry,
                                Gauge, Histogram, generate_latest, multiprocess, values)
 
 from deniable.collector.process import current_pid
+from deniable.collector.store import unavailable
 
 REQUEST_ID_HEADER = "X-Request-Id"
 REQUEST_ID = re.compile(r"^[A-Za-z0-9_-]{8,64}\Z")
@@ -90,8 +91,9 @@ STORAGE_ERRORS = Counter("deniable_storage_errors_total",
                          "Errors talking to Redis, by exception class.", ["kind"])
 
 REDIS_UP = Gauge("deniable_redis_up",
-                 "1 if Redis answered the ping made at the last scrape, else 0 (also set to "
-                 "0 by a connection error or timeout on any request).",
+                 "1 if every Redis master would take a write at the last scrape (a probe "
+                 "that writes nothing), else 0; also set to 0 by any storage outage error "
+                 "on a request (down, read-only, full, CLUSTERDOWN, MISCONF).",
                  multiprocess_mode="livemostrecent")
 WORKERS = Gauge("deniable_workers", "Live worker processes serving requests.",
                 multiprocess_mode="livesum")
@@ -290,25 +292,31 @@ def _child(metric: Counter | Histogram, *labels: str) -> Any:
 
 
 def count_storage_error(exc: BaseException) -> None:
-    """Count an error from Redis (other exceptions are ignored); a connection or timeout
-    error also sets ``deniable_redis_up`` to 0."""
+    """Count an error from Redis (other exceptions are ignored); one that means storage is
+    unavailable (store.unavailable: down, read-only, full, CLUSTERDOWN, MISCONF...) also sets
+    ``deniable_redis_up`` to 0."""
     if isinstance(exc, _STORAGE_ERROR_CLASSES):
-        # The class name comes from redis-py's closed set of exception classes.
+        # The class name comes from redis-py's closed set of exception classes (and ours).
         _child(STORAGE_ERRORS, type(exc).__name__).inc()
-        if isinstance(exc, (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError)):
+        if unavailable(exc):
             REDIS_UP.set(0)
 
 
-def check_redis(store: Any) -> bool:
-    """Ping Redis (``store.ping()``); record the answer in ``deniable_redis_up``."""
+def check_redis(store: Any) -> list[Exception]:
+    """Whether Redis would take a write (``store.write_refusals()``), recorded in
+    ``deniable_redis_up`` (each refusal is counted as a storage error).
+
+    Returns:
+        The refusals: empty when every master takes writes.
+    """
     try:
-        store.ping()
-    except Exception as exc:  # noqa: BLE001 (any failure means "not reachable")
+        refusals = store.write_refusals()
+    except Exception as exc:  # noqa: BLE001 (any failure means "not writable")
+        refusals = [exc]
+    for exc in refusals:
         count_storage_error(exc)
-        REDIS_UP.set(0)
-        return False
-    REDIS_UP.set(1)
-    return True
+    REDIS_UP.set(0 if refusals else 1)
+    return refusals
 
 
 def audit(action: str, **fields: Any) -> None:

@@ -78,6 +78,7 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
                                     headers={"Retry-After": str(app.config["RETRY_AFTER_SECONDS"])})
         return Response(b'{"status":"ready"}', mimetype="application/json")
 
+    observability.start_series(app)  # every series an alert reads, at 0 from start-up
     return app
 
 

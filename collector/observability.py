@@ -276,6 +276,32 @@ def init_app(app: Flask) -> RequestRecorder:
     return recorder
 
 
+ALERT_STATUSES = ("401", "500")
+"""Statuses that alerts read from ``deniable_http_requests_total`` (deploy/prometheus/alerts.yml):
+made at 0 for every route at start-up (``start_series``)."""
+
+
+def start_series(app: Flask) -> None:
+    """Make at 0, now, every labelled series an alert reads (deploy/prometheus/alerts.yml).
+
+    A labelled counter otherwise appears only at its first increment: until then an alert on
+    it evaluates to nothing rather than 0 ("no reports" after a restart never fired), and
+    ``increase()`` misses the step from nothing to 1 (a first 500). Call once the app's routes
+    are registered. Adds about 90 series: batches and reports by every outcome and reason,
+    requests of every route with the ``ALERT_STATUSES``, the ingest route's latency.
+    """
+    outcomes = [("accepted", ""), ("duplicate", ""),
+                *(("rejected", reason) for reason in sorted(set(REASONS.values())))]
+    for outcome, reason in outcomes:
+        _child(BATCHES, outcome, reason)
+        _child(REPORTS, outcome, reason)
+    for rule in app.url_map.iter_rules():
+        for method in sorted((rule.methods or set()) & METHODS - {"HEAD", "OPTIONS"}):
+            for status in ALERT_STATUSES:
+                _child(REQUESTS, method, rule.rule, status)
+    _child(LATENCY, "POST", "/v1/reports")
+
+
 _CHILDREN: dict[tuple[object, ...], Any] = {}
 
 

@@ -76,15 +76,19 @@ def replace_exact(text: str, old: str, new: str) -> str:
 
 
 def render_vm_site(*, tls: TLSFiles, log_dir: Path, upstream_port: int | None = None,
-                   https_port: int | None = None, http_port: int | None = None) -> str:
+                   https_port: int | None = None, http_port: int | None = None,
+                   standby_port: int | None = None) -> str:
     """deploy/vm's site with the test's certificate and log paths; with ports given, also
-    listening on loopback free ports (IPv4 only) in front of the collector on ``upstream_port``."""
+    listening on loopback free ports (IPv4 only) in front of the collector on ``upstream_port``.
+    The standby upstream (8001 as shipped) is ``standby_port``, else a free port nobody serves."""
     text = VM_SITE.read_text()
+    text = replace_exact(text, "server 127.0.0.1:8001 backup ",
+                         f"server 127.0.0.1:{standby_port or free_port()} backup ")
     text = replace_exact(text, "/etc/deniable/tls/fullchain.pem", str(tls.chain))
     text = replace_exact(text, "/etc/deniable/tls/privkey.pem", str(tls.key))
     text = replace_exact(text, "/var/log/nginx/deniable-error.log", str(log_dir / "site-error.log"))
     if upstream_port is not None:
-        text = replace_exact(text, "server 127.0.0.1:8000;", f"server 127.0.0.1:{upstream_port};")
+        text = replace_exact(text, "server 127.0.0.1:8000 ", f"server 127.0.0.1:{upstream_port} ")
     if https_port is not None:
         text = replace_exact(text, "    listen [::]:443 ssl http2;\n", "")
         text = replace_exact(text, "listen 443 ssl http2;", f"listen 127.0.0.1:{https_port} ssl http2;")
@@ -173,11 +177,14 @@ class NginxProcess:
         self.stop()
 
 
-def vm_nginx(directory: Path, tls: TLSFiles, upstream_port: int) -> NginxProcess:
-    """The VM site on loopback in front of a collector: HTTPS on ``.port``."""
+def vm_nginx(directory: Path, tls: TLSFiles, upstream_port: int,
+             standby_port: int | None = None) -> NginxProcess:
+    """The VM site on loopback in front of a collector (and its standby, for upgrades): HTTPS
+    on ``.port``."""
     https_port, http_port = free_port(), free_port()
     site = render_vm_site(tls=tls, log_dir=directory, upstream_port=upstream_port,
-                          https_port=https_port, http_port=http_port)
+                          https_port=https_port, http_port=http_port,
+                          standby_port=standby_port)
     return NginxProcess(site, directory, https_port)
 
 

@@ -37,6 +37,9 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     else:
         app.config.update(config)
     app.config["MAX_CONTENT_LENGTH"] = int(app.config["MAX_BODY_BYTES"])
+    # JSON log lines from the first one on (the start-up warnings below included).
+    observability.configure_logging(str(app.config.get("LOG_LEVEL", "INFO")),
+                                    float(app.config.get("LOG_REQUESTS_DELAY_SECONDS", 0)))
     if not app.config["METRICS_FILE"]:
         raise CollectorError("no metrics file: set DENIABLE_METRICS_FILE or --metrics-file")
     metrics = load_metrics_file(app.config["METRICS_FILE"], int(app.config["RETENTION_DAYS"]))

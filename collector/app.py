@@ -8,7 +8,8 @@ from typing import Any
 
 from flask import Flask, Response
 
-from deniable.collector import admin, api, auth, dashboard, headers, observability, openapi
+from deniable.collector import (admin, api, auth, dashboard, headers, keys, migrate,
+                                observability, openapi)
 from deniable.collector.cors import cors_in_front_of, parse_origins
 from deniable.collector.ingest import IngestEndpoint
 from deniable.collector.errors import CollectorError, problem_response, register_error_handlers
@@ -50,6 +51,7 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
         min_replicas=int(app.config["REDIS_MIN_REPLICAS"]),
         replicas_timeout_seconds=float(app.config["REDIS_MIN_REPLICAS_TIMEOUT_SECONDS"]))
     _init_security(app, client, metrics)
+    _check_layout(app, client)
     recorder = observability.init_app(app)
     app.register_blueprint(api.bp)
     app.register_blueprint(admin.bp)
@@ -95,6 +97,34 @@ def _init_security(app: Flask, client: Any, metrics: Mapping[str, Any]) -> None:
     except api.STORAGE_ERRORS as exc:
         # Redis may come later: the registry syncs the file once it can read Redis.
         app.logger.warning("metric registry not synced at start: %s", type(exc).__name__)
+
+
+def _check_layout(app: Flask, client: Any) -> None:
+    """Say loudly (an ERROR at start, ``deniable_unmigrated_counters`` 1, an alert) while
+    layout-1 counters are left: reads and reports undercount until ``deniable migrate`` has
+    moved them. Cheap once a Redis is known to hold none (``migrate.unmigrated``)."""
+    try:
+        left = migrate.unmigrated(client)
+    except api.STORAGE_ERRORS as exc:
+        app.logger.warning("counters layout not checked at start: %s", type(exc).__name__)
+        return
+    observability.set_unmigrated(left)
+    if not left:
+        return
+    app.logger.error("LAYOUT-1 COUNTERS ARE LEFT IN REDIS (hashes dn:v1:{<metric>}:c:...): "
+                     "counts, reports and the dashboard UNDERCOUNT until `deniable migrate` "
+                     "moves them. Run it now; it is safe while collectors take traffic.")
+
+    def recheck() -> None:
+        try:
+            done = client.get(keys.layout_marker()) == migrate.LAYOUT
+        except api.STORAGE_ERRORS:
+            return
+        if done:
+            observability.set_unmigrated(False)
+            app.extensions.pop("deniable.unmigrated", None)
+
+    app.extensions["deniable.unmigrated"] = recheck
 
 
 def _text_or_none(value: object) -> str | None:

@@ -35,6 +35,8 @@ key                                                        type    holds
                                                                    retired time (see live_registry.py)
 ``dn:v1:{registry}:gen``                                   STRING  random token, replaced on every
                                                                    registry change (cache check)
+``dn:v1:{registry}:layout``                                STRING  ``2`` once no layout-1 counters
+                                                                   hash is left (``layout_marker``)
 ``dn:v1:{auth}:key:<key id>``                              HASH    ``role``, ``app``, ``created``,
                                                                    ``sha256`` (hex SHA-256 of the
                                                                    secret, never the secret), and
@@ -339,6 +341,13 @@ def api_key(key_id: str) -> str:
 def api_key_index() -> str:
     """SET: the ids of every API key ever created (revoked ones included)."""
     return f"{PREFIX}:{{auth}}:keys"
+
+
+def layout_marker() -> str:
+    """STRING ``2``: no layout-1 counters hash (``counters_v1``) is left, so a collector's start
+    need not look for them (``deniable migrate`` writes it, or the first start that found
+    none)."""
+    return f"{PREFIX}:{{registry}}:layout"
 
 
 def write_probe(tag: str) -> str:

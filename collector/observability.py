@@ -113,6 +113,10 @@ CPU_SECONDS = Counter("deniable_process_cpu_seconds",
                       "CPU time (user + system) used by the workers, dead ones included, in "
                       "seconds.")
 
+UNMIGRATED = Gauge("deniable_unmigrated_counters",
+                   "1 while layout-1 counters hashes are left in Redis (reads undercount until "
+                   "`deniable migrate` moves them), else 0.", multiprocess_mode="livemax")
+
 _STORAGE_ERROR_CLASSES = (redis.exceptions.RedisError, redis.exceptions.RedisClusterException)
 
 
@@ -265,6 +269,9 @@ def init_app(app: Flask) -> RequestRecorder:
         """Prometheus text format; under gunicorn, the sum over all workers."""
         _PROCESS.update()
         check_redis(app.extensions["deniable.store"])
+        recheck = app.extensions.get("deniable.unmigrated")
+        if recheck is not None:  # layout-1 counters were left at start: migrated since?
+            recheck()
         if os.environ.get(MULTIPROC_ENV):
             registry = CollectorRegistry()
             multiprocess.MultiProcessCollector(registry)
@@ -343,6 +350,15 @@ def check_redis(store: Any) -> list[Exception]:
         count_storage_error(exc)
     REDIS_UP.set(0 if refusals else 1)
     return refusals
+
+
+def set_unmigrated(left: bool) -> None:
+    """Record whether layout-1 counters are left (``deniable_unmigrated_counters``). The
+    master of ``deniable serve``, which builds the app only to fail fast, records nothing: it
+    never scrapes again, and under multiprocess mode its value would outlive every worker."""
+    if os.environ.get(MULTIPROC_ENV) and not _PROCESS.forked:
+        return
+    UNMIGRATED.set(1 if left else 0)
 
 
 def audit(action: str, **fields: Any) -> None:

@@ -14,13 +14,15 @@ from pathlib import Path
 
 import pytest
 import redis
+import redis.cluster
 
 from deniable.cli.main import main
 from deniable.client.wire import encode_batch, new_batch_id
 from deniable.collector import auth, keys
 from deniable.collector.app import create_app
 from deniable.collector.embedded import find_redis_server, free_port
-from tests.conftest import BATCH_SECRET
+from tests.conftest import BATCH_SECRET, OPEN
+from tests.rediscluster import RedisClusterNodes
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 FILE_METRIC, FILE_MECHANISM = "feature_x_enabled", "rr:1/2:1/2"
@@ -77,6 +79,13 @@ def production_redis(tmp_path: Path) -> Iterator[ProductionRedis]:
     server.stop()
 
 
+@pytest.fixture()
+def live_client(production_redis: ProductionRedis) -> Iterator[redis.Redis]:
+    client = production_redis.client()
+    yield client
+    client.close()
+
+
 def state(client: redis.Redis) -> dict[bytes, tuple[object, int]]:
     """Every key: its value (by type; not DUMP, whose field order in a large hash may change
     with a reload) and its absolute expiry (-1: none)."""
@@ -104,18 +113,19 @@ def run(*command: str) -> str:
 
 
 def test_a_backup_restores_every_key_with_aof_on_and_the_report_is_identical(
-        production_redis: ProductionRedis, metrics_file: Path, tmp_path: Path,
-        capsys: pytest.CaptureFixture[str]) -> None:
+        production_redis: ProductionRedis, live_client: redis.Redis, metrics_file: Path,
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     if shutil.which("redis-cli") is None or shutil.which("redis-check-rdb") is None:
         pytest.fail("redis-cli and redis-check-rdb are needed: install Debian's redis-tools")
-    live = production_redis.client()
+    live = live_client
     ingest = auth.create_key(live, "ingest", app="backup-app")
     read = auth.create_key(live, "read")
     admin = auth.create_key(live, "admin")
     config = {"REDIS_URL": production_redis.url, "METRICS_FILE": str(metrics_file),
               "TESTING": True, "AUTH_CACHE_SECONDS": 0, "BATCH_SECRET": BATCH_SECRET,
               "RATE_LIMIT_IP_PER_SECOND": 0, "RATE_LIMIT_KEY_PER_SECOND": 0}
-    http = create_app(config).test_client()
+    app = create_app(config)
+    http = app.test_client()
     bearer = {role: {"Authorization": f"Bearer {key.secret}"}
               for role, key in (("ingest", ingest), ("read", read), ("admin", admin))}
     registered = http.post("/v1/admin/metrics", headers=bearer["admin"],
@@ -165,11 +175,70 @@ def test_a_backup_restores_every_key_with_aof_on_and_the_report_is_identical(
             assert state(client) == saved  # every key, value and expiry
         assert report(restored.url, start, end, capsys) == before
         # The collector works on it as before: keys, registry and counters.
-        http = create_app({**config, "REDIS_URL": restored.url}).test_client()
+        app.extensions["deniable.store"].client.close()
+        app = create_app({**config, "REDIS_URL": restored.url})
+        http = app.test_client()
         counts = http.get(f"/v1/metrics/{ADMIN_METRIC}/counts", headers=bearer["read"])
         assert counts.status_code == 200 and sum(b["n"] for b in counts.json["buckets"]) == 100
         batch = encode_batch(new_batch_id(), [(ADMIN_METRIC, ADMIN_MECHANISM, 1)])
         assert http.post("/v1/reports", json=batch, headers=bearer["ingest"]).status_code == 202
     finally:
+        app.extensions["deniable.store"].client.close()
         restored.stop()
     assert keys.PREFIX == "dn:v1"  # the kinds checked above are of this layout
+
+
+def cluster_state(url: str) -> dict[bytes, tuple[object, int]]:
+    """``state`` of every key of a cluster, less the rate-limit buckets (they expire within
+    seconds, by design)."""
+    client = redis.cluster.RedisCluster.from_url(url, socket_timeout=5)
+    try:
+        found: dict[bytes, tuple[object, int]] = {}
+        for key in sorted(client.scan_iter(count=1000)):
+            if key.startswith(f"{keys.PREFIX}:rl:".encode()):
+                continue
+            kind = client.type(key)
+            value: object = {b"string": client.get, b"hash": client.hgetall,
+                             b"set": client.smembers}[kind](key)
+            found[key] = (value, client.expiretime(key))
+        return found
+    finally:
+        client.close()
+
+
+@pytest.mark.slow
+def test_every_masters_backup_loads_into_a_new_cluster_with_every_key(
+        redis_cluster: RedisClusterNodes, metrics_file: Path, tmp_path: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """The cluster procedure of docs/operations.md: back up each master of the suite's
+    cluster, load each file into a new cluster (deploy/redis-cluster/import-backup.sh): every
+    key, value and expiry is there, and the report is identical."""
+    config = {"REDIS_URL": redis_cluster.url, "REDIS_CLUSTER": True,
+              "METRICS_FILE": str(metrics_file), "TESTING": True, **OPEN}
+    app = create_app(config)
+    http = app.test_client()
+    for i in range(12):
+        batch = encode_batch(new_batch_id(), [(FILE_METRIC, FILE_MECHANISM, i % 2),
+                                              ("dark_mode", "rr:3/4:1/2", 1)])
+        assert http.post("/v1/reports", json=batch).status_code == 202
+    with redis.cluster.RedisCluster.from_url(redis_cluster.url) as client:
+        auth.create_key(client, "ingest", app="cluster-backup")  # type: ignore[arg-type]
+    app.extensions["deniable.store"].client.close()
+    now = datetime.now(timezone.utc)
+    start, end = now - timedelta(days=2), now + timedelta(hours=2)
+    before = report(redis_cluster.url, start, end, capsys)
+    saved = cluster_state(redis_cluster.url)
+    backups = []
+    for port in redis_cluster.masters():
+        backups.append(tmp_path / f"master-{port}.rdb")
+        run("sh", str(DEPLOY / "redis-backup.sh"), str(backups[-1]), "-p", str(port))
+    fresh = RedisClusterNodes(tmp_path / "new-cluster")
+    fresh.start()
+    try:
+        for backup in backups:
+            run("sh", str(DEPLOY / "redis-cluster" / "import-backup.sh"), str(backup),
+                f"127.0.0.1:{fresh.ports[0]}", str(free_port()))
+        assert cluster_state(fresh.url) == saved
+        assert report(fresh.url, start, end, capsys) == before
+    finally:
+        fresh.stop()

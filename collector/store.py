@@ -225,6 +225,7 @@ class Store:
         if isinstance(batch_secret, str):
             batch_secret = batch_secret.encode()
         self._batch_secret = batch_secret or None
+        self._probes: tuple[Any, list[tuple[Any, str]]] | None = None  # the slot map's
 
     def batch_record(self, batch: Batch) -> str:
         """What a batch id's claim holds: HMAC-SHA256(secret, digest), 128 bits in hex, or
@@ -477,7 +478,7 @@ class Store:
         for attempt in (1, 2):
             found = []
             try:
-                probes = _cluster_probes(self.client)
+                probes = self._cluster_probes()
             except Exception as exc:  # noqa: BLE001
                 probes, found = [], [exc]
             for node, key in probes:
@@ -493,31 +494,27 @@ class Store:
                 self.client.nodes_manager.initialize()
         return found
 
-
-def _cluster_probes(client: redis.cluster.RedisCluster) -> list[tuple[Any, str]]:
-    """(master node, a ``write_probe`` key in one of its slots) for every master that owns
-    slots in the client's slot map. A slot without a master: ClusterDownError."""
-    slots = client.nodes_manager.slots_cache
-    if len(slots) < REDIS_CLUSTER_HASH_SLOTS:
-        raise redis.exceptions.ClusterDownError(
-            f"{REDIS_CLUSTER_HASH_SLOTS - len(slots)} slots have no master")
-    cached = _PROBES.get(id(client))
-    if cached is not None and cached[0] is slots:  # redis-py replaces the map when it changes
-        return cached[1]
-    masters = {owners[0].name for owners in slots.values() if owners}
-    found: dict[str, tuple[Any, str]] = {}
-    tag = 0
-    while len(found) < len(masters):  # each tag lands on a master owning its slot
-        key = keys.write_probe(str(tag))
-        owner = slots[key_slot(key.encode())][0]
-        found.setdefault(owner.name, (owner, key))
-        tag += 1
-    _PROBES[id(client)] = (slots, list(found.values()))
-    return list(found.values())
-
-
-_PROBES: dict[int, tuple[Any, list[tuple[Any, str]]]] = {}
-"""Per cluster client: its slot map and the probes found for it."""
+    def _cluster_probes(self) -> list[tuple[Any, str]]:
+        """(master node, a ``write_probe`` key in one of its slots) for every master that owns
+        slots in the cluster client's slot map, found again when redis-py replaces the map.
+        A slot without a master: ClusterDownError."""
+        assert isinstance(self.client, redis.cluster.RedisCluster)
+        slots = self.client.nodes_manager.slots_cache
+        if len(slots) < REDIS_CLUSTER_HASH_SLOTS:
+            raise redis.exceptions.ClusterDownError(
+                f"{REDIS_CLUSTER_HASH_SLOTS - len(slots)} slots have no master")
+        if self._probes is not None and self._probes[0] is slots:
+            return self._probes[1]
+        masters = {owners[0].name for owners in slots.values() if owners}
+        found: dict[str, tuple[Any, str]] = {}
+        tag = 0
+        while len(found) < len(masters):  # each tag lands on a master owning its slot
+            key = keys.write_probe(str(tag))
+            owner = slots[key_slot(key.encode())][0]
+            found.setdefault(owner.name, (owner, key))
+            tag += 1
+        self._probes = (slots, list(found.values()))
+        return self._probes[1]
 
 
 def hour_counts(months: Sequence[tuple[keys.Month, bytes | None]], first_hour: int,

@@ -281,7 +281,9 @@ class Store:
         claim = keys.batch(batch.batch_id)
         legacy: set[str] = set()
         for attempt in range(2):  # a second SET NX if the claim expired between SET and GET
-            if self.client.set(claim, record, nx=True, exat=claim_expire_at):
+            with script_errors():  # MISCONF, NOREPLICAS: 503, as from the script
+                claimed = self.client.set(claim, record, nx=True, exat=claim_expire_at)
+            if claimed:
                 break
             # A re-send (or a reused id): its markers live in the hashes of its claim's expiry.
             with script_errors():

@@ -346,8 +346,8 @@ def check_redis(store: Any) -> list[Exception]:
         refusals = store.write_refusals()
     except Exception as exc:  # noqa: BLE001 (any failure means "not writable")
         refusals = [exc]
-    for exc in refusals:
-        count_storage_error(exc)
+    for refusal in refusals:
+        count_storage_error(refusal)
     REDIS_UP.set(0 if refusals else 1)
     return refusals
 

@@ -89,13 +89,19 @@ def live_client(production_redis: ProductionRedis) -> Iterator[redis.Redis]:
 def state(client: redis.Redis) -> dict[bytes, tuple[object, int]]:
     """Every key: its value (by type; not DUMP, whose field order in a large hash may change
     with a reload) and its absolute expiry (-1: none)."""
-    found: dict[bytes, tuple[object, int]] = {}
-    for key in sorted(client.scan_iter(count=1000)):
-        kind = client.type(key)
-        value: object = {b"string": client.get, b"hash": client.hgetall,
-                         b"set": client.smembers}[kind](key)
-        found[key] = (value, client.expiretime(key))
-    return found
+    return {key: (value_of(client, key), client.expiretime(key))
+            for key in sorted(client.scan_iter(count=1000))}
+
+
+def value_of(client: redis.Redis | redis.cluster.RedisCluster, key: bytes) -> object:
+    """A key's value, read by its type (the collector writes strings, hashes and sets)."""
+    kind = client.type(key)
+    if kind == b"string":
+        return client.get(key)
+    if kind == b"hash":
+        return client.hgetall(key)
+    assert kind == b"set", (key, kind)
+    return client.smembers(key)
 
 
 def report(url: str, start: datetime, end: datetime,
@@ -193,15 +199,9 @@ def cluster_state(url: str) -> dict[bytes, tuple[object, int]]:
     seconds, by design)."""
     client = redis.cluster.RedisCluster.from_url(url, socket_timeout=5)
     try:
-        found: dict[bytes, tuple[object, int]] = {}
-        for key in sorted(client.scan_iter(count=1000)):
-            if key.startswith(f"{keys.PREFIX}:rl:".encode()):
-                continue
-            kind = client.type(key)
-            value: object = {b"string": client.get, b"hash": client.hgetall,
-                             b"set": client.smembers}[kind](key)
-            found[key] = (value, client.expiretime(key))
-        return found
+        return {key: (value_of(client, key), client.expiretime(key))
+                for key in sorted(client.scan_iter(count=1000))
+                if not key.startswith(f"{keys.PREFIX}:rl:".encode())}
     finally:
         client.close()
 

@@ -8,7 +8,8 @@ from typing import Any
 
 from flask import Flask, Response
 
-from deniable.collector import admin, api, auth, dashboard, headers, observability, openapi
+from deniable.collector import (admin, api, auth, dashboard, headers, keys, migrate,
+                                observability, openapi)
 from deniable.collector.cors import cors_in_front_of, parse_origins
 from deniable.collector.ingest import IngestEndpoint
 from deniable.collector.errors import CollectorError, problem_response, register_error_handlers
@@ -37,6 +38,9 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     else:
         app.config.update(config)
     app.config["MAX_CONTENT_LENGTH"] = int(app.config["MAX_BODY_BYTES"])
+    # JSON log lines from the first one on (the start-up warnings below included).
+    observability.configure_logging(str(app.config.get("LOG_LEVEL", "INFO")),
+                                    float(app.config.get("LOG_REQUESTS_DELAY_SECONDS", 0)))
     if not app.config["METRICS_FILE"]:
         raise CollectorError("no metrics file: set DENIABLE_METRICS_FILE or --metrics-file")
     metrics = load_metrics_file(app.config["METRICS_FILE"], int(app.config["RETENTION_DAYS"]))
@@ -47,6 +51,7 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
         min_replicas=int(app.config["REDIS_MIN_REPLICAS"]),
         replicas_timeout_seconds=float(app.config["REDIS_MIN_REPLICAS_TIMEOUT_SECONDS"]))
     _init_security(app, client, metrics)
+    _check_layout(app, client)
     recorder = observability.init_app(app)
     app.register_blueprint(api.bp)
     app.register_blueprint(admin.bp)
@@ -70,15 +75,15 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
 
     @app.get("/readyz")
     def readyz() -> Response:
-        """Readiness: Redis answers."""
-        try:
-            app.extensions["deniable.store"].ping()
-        except api.STORAGE_ERRORS as exc:
-            observability.count_storage_error(exc)
+        """Readiness: every Redis master would take a write now (Store.write_refusals): not
+        when Redis is down, a read-only replica, full, refusing writes (MISCONF,
+        NOREPLICAS) or a cluster is down (CLUSTERDOWN)."""
+        if observability.check_redis(app.extensions["deniable.store"]):
             return problem_response(503, "storage is unavailable",
                                     headers={"Retry-After": str(app.config["RETRY_AFTER_SECONDS"])})
         return Response(b'{"status":"ready"}', mimetype="application/json")
 
+    observability.start_series(app)  # every series an alert reads, at 0 from start-up
     return app
 
 
@@ -92,6 +97,34 @@ def _init_security(app: Flask, client: Any, metrics: Mapping[str, Any]) -> None:
     except api.STORAGE_ERRORS as exc:
         # Redis may come later: the registry syncs the file once it can read Redis.
         app.logger.warning("metric registry not synced at start: %s", type(exc).__name__)
+
+
+def _check_layout(app: Flask, client: Any) -> None:
+    """Say loudly (an ERROR at start, ``deniable_unmigrated_counters`` 1, an alert) while
+    layout-1 counters are left: reads and reports undercount until ``deniable migrate`` has
+    moved them. Cheap once a Redis is known to hold none (``migrate.unmigrated``)."""
+    try:
+        left = migrate.unmigrated(client)
+    except api.STORAGE_ERRORS as exc:
+        app.logger.warning("counters layout not checked at start: %s", type(exc).__name__)
+        return
+    observability.set_unmigrated(left)
+    if not left:
+        return
+    app.logger.error("LAYOUT-1 COUNTERS ARE LEFT IN REDIS (hashes dn:v1:{<metric>}:c:...): "
+                     "counts, reports and the dashboard UNDERCOUNT until `deniable migrate` "
+                     "moves them. Run it now; it is safe while collectors take traffic.")
+
+    def recheck() -> None:
+        try:
+            done = client.get(keys.layout_marker()) == migrate.LAYOUT
+        except api.STORAGE_ERRORS:
+            return
+        if done:
+            observability.set_unmigrated(False)
+            app.extensions.pop("deniable.unmigrated", None)
+
+    app.extensions["deniable.unmigrated"] = recheck
 
 
 def _text_or_none(value: object) -> str | None:

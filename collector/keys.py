@@ -35,6 +35,8 @@ key                                                        type    holds
                                                                    retired time (see live_registry.py)
 ``dn:v1:{registry}:gen``                                   STRING  random token, replaced on every
                                                                    registry change (cache check)
+``dn:v1:{registry}:layout``                                STRING  ``2`` once no layout-1 counters
+                                                                   hash is left (``layout_marker``)
 ``dn:v1:{auth}:key:<key id>``                              HASH    ``role``, ``app``, ``created``,
                                                                    ``sha256`` (hex SHA-256 of the
                                                                    secret, never the secret), and
@@ -44,6 +46,10 @@ key                                                        type    holds
                                                                    (ms); ``subject`` is a key id, or an
                                                                    HMAC of the client IP, never the IP;
                                                                    expires when the bucket is full
+``dn:v1:probe:{<tag>}``                                    (none)  never exists: readiness sends ``SET
+                                                                   <key> "" XX`` to each master, a write
+                                                                   that Redis checks and then does not
+                                                                   perform (``write_probe``)
 =========================================================  ======  =====================================
 
 Counters (layout 2, "packed months"). A month's string holds ``hours_in_month * width``
@@ -335,6 +341,21 @@ def api_key(key_id: str) -> str:
 def api_key_index() -> str:
     """SET: the ids of every API key ever created (revoked ones included)."""
     return f"{PREFIX}:{{auth}}:keys"
+
+
+def layout_marker() -> str:
+    """STRING ``2``: no layout-1 counters hash (``counters_v1``) is left, so a collector's start
+    need not look for them (``deniable migrate`` writes it, or the first start that found
+    none)."""
+    return f"{PREFIX}:{{registry}}:layout"
+
+
+def write_probe(tag: str) -> str:
+    """A key that is never written: readiness sends ``SET <key> "" XX`` to learn whether Redis
+    would take a write (Redis refuses a write command before running it; XX on a key that
+    does not exist then changes nothing). ``tag`` picks the Redis Cluster slot, so each
+    master can be asked with a key of its own slots."""
+    return f"{PREFIX}:probe:{{{tag}}}"
 
 
 def rate_limit(scope: str, subject: str) -> str:

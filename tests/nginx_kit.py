@@ -4,7 +4,7 @@ Each nginx runs as the test's user, from a temp dir holding its own config, pid 
 temp paths, on free ports. ``render_vm_site`` turns deploy/vm/deniable-collector.nginx into a
 loopback copy by replacing exact strings (each must be found: a renamed path fails the test,
 not the check). A private CA and a server certificate for 127.0.0.1/localhost come from the
-``openssl`` command line.
+openssl commands deploy/vm/README.md gives operators, run as they are written.
 """
 from __future__ import annotations
 
@@ -36,11 +36,6 @@ def nginx_binary() -> str:
     return found
 
 
-def openssl(*args: str) -> None:
-    exe = shutil.which("openssl") or pytest.fail("openssl not found: apt-get install openssl")
-    subprocess.run([exe, *args], check=True, capture_output=True, timeout=60)
-
-
 @dataclass(frozen=True)
 class TLSFiles:
     ca: Path        # the private CA's certificate: what the client trusts
@@ -48,24 +43,33 @@ class TLSFiles:
     key: Path       # the server's private key
 
 
+PRIVATE_CA_DOCS = ROOT / "deploy" / "vm" / "README.md"
+
+
+def private_ca_commands() -> str:
+    """The private-CA shell lines deploy/vm/README.md gives operators (between its markers)."""
+    text = PRIVATE_CA_DOCS.read_text()
+    try:
+        block = text.split("<!-- private-ca: begin -->", 1)[1].split("<!-- private-ca: end -->")[0]
+    except IndexError:
+        pytest.fail("deploy/vm/README.md lost its private-ca markers: update tests/nginx_kit.py")
+    lines = [line[2:] if line.startswith("  ") else line for line in block.strip().splitlines()]
+    assert lines[0] == "```sh" and lines[-1] == "```", lines
+    return "\n".join(lines[1:-1]) + "\n"
+
+
 def private_ca(directory: Path) -> TLSFiles:
-    """A fresh private CA and a server certificate for 127.0.0.1 and localhost, signed by it."""
+    """A fresh private CA and a server certificate for 127.0.0.1 and localhost, signed by it,
+    made by running the very commands deploy/vm/README.md gives (so they stay true)."""
+    shutil.which("openssl") or pytest.fail("openssl not found: apt-get install openssl")
     directory.mkdir(parents=True, exist_ok=True)
-    ca_key, ca, key = directory / "ca.key", directory / "ca.pem", directory / "server.key"
-    csr, cert, chain = directory / "server.csr", directory / "server.pem", directory / "chain.pem"
-    ext = directory / "server.ext"
-    openssl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
-            "-keyout", str(ca_key), "-out", str(ca), "-days", "2", "-subj", "/CN=Deniable test CA",
-            "-addext", "basicConstraints=critical,CA:TRUE",
-            "-addext", "keyUsage=critical,keyCertSign,cRLSign")
-    openssl("req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
-            "-keyout", str(key), "-out", str(csr), "-subj", "/CN=localhost")
-    ext.write_text("basicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature\n"
-                   "extendedKeyUsage=serverAuth\nsubjectAltName=IP:127.0.0.1,DNS:localhost\n")
-    openssl("x509", "-req", "-in", str(csr), "-CA", str(ca), "-CAkey", str(ca_key),
-            "-CAcreateserial", "-out", str(cert), "-days", "2", "-extfile", str(ext))
-    chain.write_bytes(cert.read_bytes() + ca.read_bytes())
-    return TLSFiles(ca=ca, chain=chain, key=key)
+    done = subprocess.run(["bash", "-euo", "pipefail", "-c", private_ca_commands()],
+                          capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "NAME": "localhost",
+                               "SAN": "DNS:localhost,IP:127.0.0.1", "CA_DIR": str(directory)})
+    assert done.returncode == 0, done.stderr
+    return TLSFiles(ca=directory / "ca.pem", chain=directory / "server-chain.pem",
+                    key=directory / "server.key")
 
 
 def replace_exact(text: str, old: str, new: str) -> str:
@@ -76,15 +80,19 @@ def replace_exact(text: str, old: str, new: str) -> str:
 
 
 def render_vm_site(*, tls: TLSFiles, log_dir: Path, upstream_port: int | None = None,
-                   https_port: int | None = None, http_port: int | None = None) -> str:
+                   https_port: int | None = None, http_port: int | None = None,
+                   standby_port: int | None = None) -> str:
     """deploy/vm's site with the test's certificate and log paths; with ports given, also
-    listening on loopback free ports (IPv4 only) in front of the collector on ``upstream_port``."""
+    listening on loopback free ports (IPv4 only) in front of the collector on ``upstream_port``.
+    The standby upstream (8001 as shipped) is ``standby_port``, else a free port nobody serves."""
     text = VM_SITE.read_text()
+    text = replace_exact(text, "server 127.0.0.1:8001 backup ",
+                         f"server 127.0.0.1:{standby_port or free_port()} backup ")
     text = replace_exact(text, "/etc/deniable/tls/fullchain.pem", str(tls.chain))
     text = replace_exact(text, "/etc/deniable/tls/privkey.pem", str(tls.key))
     text = replace_exact(text, "/var/log/nginx/deniable-error.log", str(log_dir / "site-error.log"))
     if upstream_port is not None:
-        text = replace_exact(text, "server 127.0.0.1:8000;", f"server 127.0.0.1:{upstream_port};")
+        text = replace_exact(text, "server 127.0.0.1:8000 ", f"server 127.0.0.1:{upstream_port} ")
     if https_port is not None:
         text = replace_exact(text, "    listen [::]:443 ssl http2;\n", "")
         text = replace_exact(text, "listen 443 ssl http2;", f"listen 127.0.0.1:{https_port} ssl http2;")
@@ -173,11 +181,14 @@ class NginxProcess:
         self.stop()
 
 
-def vm_nginx(directory: Path, tls: TLSFiles, upstream_port: int) -> NginxProcess:
-    """The VM site on loopback in front of a collector: HTTPS on ``.port``."""
+def vm_nginx(directory: Path, tls: TLSFiles, upstream_port: int,
+             standby_port: int | None = None) -> NginxProcess:
+    """The VM site on loopback in front of a collector (and its standby, for upgrades): HTTPS
+    on ``.port``."""
     https_port, http_port = free_port(), free_port()
     site = render_vm_site(tls=tls, log_dir=directory, upstream_port=upstream_port,
-                          https_port=https_port, http_port=http_port)
+                          https_port=https_port, http_port=http_port,
+                          standby_port=standby_port)
     return NginxProcess(site, directory, https_port)
 
 

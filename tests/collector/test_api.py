@@ -41,7 +41,8 @@ def test_only_counters_and_batch_ids_are_stored_with_ttls(http, redis_client: re
     hour = hour_now()
     expected = {keys.counters(X, X_MECH, hour), keys.counters(DARK, DARK_MECH, hour),
                 keys.batch(doc["batch_id"]),
-                keys.registry(), keys.registry_generation()}  # the metric registry
+                keys.registry(), keys.registry_generation(),  # the metric registry
+                keys.layout_marker()}  # "no layout-1 counters here", found at start
     stored = {k.decode() for k in redis_client.scan_iter()}
     assert stored == expected
     assert all(k.startswith("dn:v1:") for k in stored)

@@ -3,10 +3,12 @@ with no restart. SIGTERM lets in-flight requests finish."""
 from __future__ import annotations
 
 import json
+import re
+import shutil
 import signal
 import socket
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -83,35 +85,77 @@ def own_app(own_redis: RedisServer, metrics_file: Path):  # type: ignore[no-unty
     client = redis.Redis.from_url(own_redis.url)
     yield app.test_client(), client
     client.close()
+    app.extensions["deniable.store"].client.close()
 
 
-def test_a_replica_during_failover_answers_503_and_changes_nothing(own_app) -> None:
-    http, client = own_app
-    assert http.post("/v1/reports", json=batch()).status_code == 202
-    before = snapshot(client)
-    # Demote the server to a replica of a master that is not there: writes get READONLY.
+def _read_only(client: redis.Redis, data_dir: Path) -> Callable[[], None]:
+    """Demote the server to a replica of a master that is not there: writes get READONLY."""
     client.config_set("replica-read-only", "yes")
     client.replicaof("127.0.0.1", free_port())
-    try:
-        response = http.post("/v1/reports", json=batch())
-        assert_unavailable(response)
-    finally:
-        client.replicaof("NO", "ONE")
-    assert snapshot(client) == before
-    assert http.post("/v1/reports", json=batch()).status_code == 202
+    return lambda: client.replicaof("NO", "ONE")
 
 
-def test_redis_out_of_memory_answers_503_and_changes_nothing(own_app) -> None:
-    http, client = own_app
-    assert http.post("/v1/reports", json=batch()).status_code == 202
-    before = snapshot(client)
+def _no_replicas(client: redis.Redis, data_dir: Path) -> Callable[[], None]:
+    """min-replicas-to-write 1 and no replica: writes get NOREPLICAS."""
+    client.config_set("min-replicas-to-write", "1")
+    return lambda: client.config_set("min-replicas-to-write", "0")
+
+
+def _full(client: redis.Redis, data_dir: Path) -> Callable[[], None]:
+    """maxmemory below what Redis uses, under noeviction: writes get OOM."""
     client.config_set("maxmemory-policy", "noeviction")
     client.config_set("maxmemory", "1")
+    return lambda: client.config_set("maxmemory", "0")
+
+
+def _disk_failed(client: redis.Redis, data_dir: Path) -> Callable[[], None]:
+    """Save points on and the last RDB save failed (its directory is gone, as a lost disk):
+    writes get MISCONF (stop-writes-on-bgsave-error). Clearing the save points ends it."""
+    client.config_set("save", "3600 1")
+    shutil.rmtree(data_dir)
+    client.bgsave()
+    deadline = time.monotonic() + 10
+    while client.info("persistence")["rdb_last_bgsave_status"] != "err":
+        assert time.monotonic() < deadline, "the failing BGSAVE never ended"
+        time.sleep(0.02)
+    return lambda: client.config_set("save", "")
+
+
+@pytest.mark.parametrize(("refuse", "error"), [
+    (_read_only, "ReadOnlyError"), (_no_replicas, "WritesRefusedError"),
+    (_full, "OutOfMemoryError"), (_disk_failed, "WritesRefusedError")])
+def test_a_redis_that_refuses_writes_is_not_ready_and_ingest_answers_503(
+        own_app, own_redis: RedisServer, refuse: Callable[..., Callable[[], None]],
+        error: str) -> None:
+    """Redis answers reads in every case (and PING, but under MISCONF), yet a write would
+    fail: /readyz, deniable_redis_up and ingest all follow the write (503, never a 500), and
+    nothing changes in Redis."""
+    http, client = own_app
+    assert http.post("/v1/reports", json=batch()).status_code == 202
+    assert http.get("/readyz").status_code == 200
+    assert redis_up(http) == 1
+    before = snapshot(client)
+    undo = refuse(client, own_redis.data_dir)
     try:
-        assert_unavailable(http.post("/v1/reports", json=batch()))
+        assert client.dbsize() == len(before)
+        assert_unavailable(http.get("/readyz"))
+        assert redis_up(http) == 0
+        assert f'deniable_storage_errors_total{{kind="{error}"}}' in http.get("/metrics").text
+        assert_unavailable(http.post("/v1/reports", json=batch()))  # 503, not 500
+        assert redis_up(http) == 0
     finally:
-        client.config_set("maxmemory", "0")
+        undo()
     assert snapshot(client) == before
+    assert http.get("/readyz").status_code == 200
+    assert redis_up(http) == 1
+    assert http.post("/v1/reports", json=batch()).status_code == 202
+
+
+def redis_up(http) -> float:  # type: ignore[no-untyped-def]
+    """deniable_redis_up as a scrape of the in-process collector's /metrics shows it."""
+    match = re.search(r"^deniable_redis_up (\S+)$", http.get("/metrics").text, re.M)
+    assert match is not None, "deniable_redis_up missing from /metrics"
+    return float(match.group(1))
 
 
 def test_a_stalled_redis_times_out_as_503(own_app) -> None:

@@ -12,9 +12,10 @@ import redis
 from deniable.cli.main import main
 from deniable.client.wire import decode_batch, encode_batch, new_batch_id
 from deniable.collector import keys, rollup
+from deniable.collector.app import create_app
 from deniable.collector.rollup import HourCount
 from deniable.collector.store import CounterOverflowError, Outcome, Store
-from tests.conftest import hour_counts, put_counts, snapshot
+from tests.conftest import OPEN, hour_counts, put_counts, snapshot
 
 X, X_MECH = "feature_x_enabled", "rr:1/2:1/2"
 DARK, DARK_MECH = "dark_mode", "rr:3/4:1/2"
@@ -116,6 +117,35 @@ def test_migrate_converts_layout_1_keys_in_place(redis_client, redis_url: str,
     assert main(["migrate", "--redis-url", redis_url, "--metrics-file", str(metrics_file)]) == 0
     assert "moved 0 hour hashes" in capsys.readouterr().out
     assert snapshot(redis_client) == before
+
+
+def test_a_collector_says_loudly_while_layout_1_counters_are_left(
+        redis_client, redis_url: str, metrics_file: Path,  # type: ignore[no-untyped-def]
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Until `deniable migrate` runs after the upgrade, reads undercount: an ERROR at start and
+    deniable_unmigrated_counters 1 (an alert), back to 0 at the next scrape after migrating.
+    A Redis without layout-1 hashes is marked once, then each start costs one GET."""
+    config = {"REDIS_URL": redis_url, "METRICS_FILE": str(metrics_file), "TESTING": True,
+              **OPEN}
+
+    def errors() -> list[str]:
+        lines = capsys.readouterr().err.splitlines()
+        return [line for line in lines if '"level":"error"' in line and "deniable migrate" in line]
+
+    create_app(config)
+    assert redis_client.get(keys.layout_marker()) == b"2"  # none found: marked
+    redis_client.delete(keys.layout_marker())  # a Redis from before the packed layout
+    _v1_write(redis_client, X, X_MECH, datetime.now(UTC), 10, 4, 90)
+    errors()
+    http = create_app(config).test_client()
+    assert len(errors()) == 1
+    assert "deniable_unmigrated_counters 1.0" in http.get("/metrics").text
+    assert main(["migrate", "--redis-url", redis_url, "--metrics-file", str(metrics_file)]) == 0
+    assert "moved 1 hour hashes" in capsys.readouterr().out
+    assert redis_client.get(keys.layout_marker()) == b"2"
+    assert "deniable_unmigrated_counters 0.0" in http.get("/metrics").text
+    create_app(config)
+    assert errors() == []
 
 
 # -- one definition of periods: the numbers are those of the code it replaced --------------

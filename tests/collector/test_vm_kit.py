@@ -56,7 +56,7 @@ def systemd_analyze() -> str:
 
 def test_the_collector_unit_verifies_and_is_hardened(tmp_path: Path) -> None:
     analyze = systemd_analyze()
-    text = (VM / "deniable-collector.service").read_text()
+    text = (VM / "deniable-collector@.service").read_text()
     for line in ("User=deniable", "ProtectSystem=strict", "NoNewPrivileges=yes",
                  "EnvironmentFile=/etc/deniable/collector.env", "Restart=on-failure",
                  "KillMode=mixed", "Type=notify"):
@@ -64,7 +64,7 @@ def test_the_collector_unit_verifies_and_is_hardened(tmp_path: Path) -> None:
     # verify checks that ExecStart's program exists: point it at this checkout's `deniable`.
     deniable = Path(shutil.which("deniable") or Path(sys.executable).parent / "deniable")
     assert deniable.exists()
-    unit = tmp_path / "deniable-collector.service"
+    unit = tmp_path / "deniable-collector@8000.service"  # the template's serving instance
     unit.write_text(text.replace("/opt/deniable/venv/bin/deniable", str(deniable)))
     checked = subprocess.run([analyze, "verify", str(unit)], capture_output=True, text=True,
                              timeout=60)
@@ -131,7 +131,8 @@ def test_deploy_redis_conf_runs_under_the_installed_redis(tmp_path: Path) -> Non
 
 def test_the_nginx_site_passes_nginx_t_as_shipped(tmp_path: Path) -> None:
     tls = private_ca(tmp_path / "tls")
-    # Only the certificate and log paths change: listens, limits and locations as shipped.
+    # Only the certificate and log paths (and the standby's port: nothing of the tests may
+    # reach a real 8001) change: listens, limits and locations as shipped.
     checked = nginx_test(render_vm_site(tls=tls, log_dir=tmp_path), tmp_path / "nginx")
     assert checked.returncode == 0, checked.stderr
     assert "[warn]" not in checked.stderr and "[emerg]" not in checked.stderr, checked.stderr
@@ -145,7 +146,11 @@ def test_the_nginx_site_matches_the_collectors_limits_and_proxy_setting() -> Non
     # One proxy that replaces X-Forwarded-For with the peer: exactly one trusted hop.
     assert "proxy_set_header X-Forwarded-For $remote_addr;" in site
     assert env["DENIABLE_PROXY_FIX_X_FOR"] == "1"
-    assert f"server {env['DENIABLE_HOST']}:{env['DENIABLE_PORT']};" in site
+    # The serving instance and the upgrade standby: the unit's instance names are the ports.
+    assert f"server {env['DENIABLE_HOST']}:8000 max_fails=0;" in site
+    assert f"server {env['DENIABLE_HOST']}:8001 backup max_fails=0;" in site
+    assert "ExecStart=/opt/deniable/venv/bin/deniable serve --port %i" in \
+        (VM / "deniable-collector@.service").read_text().splitlines()
     assert "access_log off;" in site  # nginx must not log client addresses either
 
 

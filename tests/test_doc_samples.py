@@ -95,6 +95,9 @@ def test_every_python_sample_runs(page: str, docs_collector, redis_url: str,  # 
 
     monkeypatch.setattr(Reporter, "__init__", recording_init)
     (tmp_path / "data").mkdir()
+    # The app ships the collector's metrics file as its declaration (README, "Upgrading"):
+    # the samples name it metrics.toml, in the working directory.
+    (tmp_path / "metrics.toml").write_bytes((ROOT / "deploy" / "metrics.example.toml").read_bytes())
     names: dict[str, Any] = {
         "INGEST_KEY": keys["ingest"], "READ_KEY": keys["read"], "ADMIN_KEY": keys["admin"],
         "app_data_dir": tmp_path / "data", "data_dir": tmp_path / "data",

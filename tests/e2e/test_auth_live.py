@@ -4,7 +4,6 @@ from __future__ import annotations
 import json
 import time
 
-import pytest
 import requests
 
 from deniable.cli.main import main

@@ -19,3 +19,32 @@ def test_the_tree_passes_the_lint_configuration() -> None:
     done = run_tool("ruff", "check", "--no-cache", "--output-format", "concise", ".")
     assert done.returncode == 0, f"ruff check . found (fix, or see docs/development.md):\n" \
                                  f"{done.stdout}{done.stderr}"
+
+
+def test_the_lock_pins_every_requirement_ci_installs_within_its_range() -> None:
+    import tomllib
+
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+
+    lock = (ROOT / "requirements" / "ci.lock").read_text()
+    assert not any(line.startswith(("--index-url", "--extra-index-url", "--find-links"))
+                   for line in lock.splitlines()), "the lock names an index: use ./dev lock"
+    pins = [Requirement(line) for line in lock.splitlines()
+            if "==" in line and not line.startswith(("#", " "))]
+    pinned = {canonicalize_name(pin.name): str(pin.specifier).removeprefix("==")
+              for pin in pins}
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    wanted = [Requirement(r) for r in project["dependencies"]]
+    for extra in ("collector", "analysis", "dev"):
+        wanted += [Requirement(r) for r in project["optional-dependencies"][extra]]
+    stale = []
+    for requirement in wanted:
+        if requirement.marker is not None and not requirement.marker.evaluate():
+            continue
+        version = pinned.get(canonicalize_name(requirement.name))
+        if version is None or not requirement.specifier.contains(version, prereleases=True):
+            stale.append(f"{requirement} (locked: {version})")
+        stale += [f"{requirement.name}[{extra}] (not locked)" for extra in requirement.extras
+                  if canonicalize_name(extra) not in pinned]  # redis[hiredis]: hiredis
+    assert stale == [], f"requirements/ci.lock is stale, refresh it with ./dev lock: {stale}"

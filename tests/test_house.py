@@ -48,3 +48,9 @@ def test_the_lock_pins_every_requirement_ci_installs_within_its_range() -> None:
         stale += [f"{requirement.name}[{extra}] (not locked)" for extra in requirement.extras
                   if canonicalize_name(extra) not in pinned]  # redis[hiredis]: hiredis
     assert stale == [], f"requirements/ci.lock is stale, refresh it with ./dev lock: {stale}"
+
+
+def test_the_documentation_site_builds_with_no_broken_link(tmp_path: Path) -> None:
+    done = run_tool("mkdocs", "build", "--strict", "--quiet", "--site-dir", str(tmp_path))
+    assert done.returncode == 0, f"mkdocs build --strict failed:\n{done.stdout}{done.stderr}"
+    assert (tmp_path / "operations" / "index.html").is_file()

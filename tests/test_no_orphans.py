@@ -1,6 +1,7 @@
 """A killed test run leaves no server behind: the redis-server, the collector (gunicorn master)
-and its workers that the fixtures started all die with the pytest process, even when it dies by
-SIGKILL or SIGTERM and runs no cleanup (collector.embedded.die_with_parent)."""
+and its workers, and an nginx and its worker, that a test run started all die with the pytest
+process, even when it dies by SIGKILL or SIGTERM and runs no cleanup
+(collector.embedded.die_with_parent)."""
 from __future__ import annotations
 
 import os
@@ -21,12 +22,15 @@ pytestmark = [pytest.mark.slow,
 HOLDING_TEST = '''
 import os, time
 from pathlib import Path
+from tests.nginx_kit import pod_nginx
 
-def test_hold(redis_server, live_collector):
-    master = live_collector.process.pid
+def test_hold(redis_server, live_collector, tmp_path):
+    nginx, _ = pod_nginx(tmp_path / "nginx", live_collector.port)
+    nginx.start()
+    masters = [live_collector.process.pid, nginx.process.pid]
     workers = [int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit()
-               and _ppid(p) == master]
-    pids = [redis_server.process.pid, master, *workers]
+               and _ppid(p) in masters]
+    pids = [redis_server.process.pid, *masters, *workers]
     Path(os.environ["HOLD_PIDS"]).write_text(" ".join(map(str, pids)))
     time.sleep(600)
 
@@ -48,7 +52,7 @@ def alive(pid: int) -> bool:
 
 
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM], ids=["SIGKILL", "SIGTERM"])
-def test_a_killed_run_leaves_no_redis_or_collector_running(tmp_path: Path, sig: int) -> None:
+def test_a_killed_run_leaves_no_redis_collector_or_nginx_running(tmp_path: Path, sig: int) -> None:
     (tmp_path / "conftest.py").write_text("from tests.conftest import *  # noqa: F403\n")
     (tmp_path / "test_hold.py").write_text(HOLDING_TEST)
     (tmp_path / "pytest.ini").write_text("[pytest]\n")
@@ -68,7 +72,7 @@ def test_a_killed_run_leaves_no_redis_or_collector_running(tmp_path: Path, sig: 
         assert pids_file.exists(), f"the held run never started: {log.read_text()[-2000:]}"
         time.sleep(0.2)  # the file is written in one call; let it be complete
         pids.extend(int(p) for p in pids_file.read_text().split())
-        assert len(pids) >= 4  # redis-server, the gunicorn master and its 2 workers
+        assert len(pids) >= 6  # redis-server, gunicorn and its 2 workers, nginx and its worker
         assert all(alive(pid) for pid in pids)
         run.send_signal(sig)
         run.wait(timeout=30)

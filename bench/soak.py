@@ -42,7 +42,7 @@ import redis
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))  # tests/rediscluster.py: the cluster the tests start
 
-from ingest import METRICS, ensure_wrk, run_wrk, write_inputs  # noqa: E402  (bench/ingest.py)
+from ingest import ensure_wrk, run_wrk, write_inputs  # noqa: E402  (bench/ingest.py)
 from scaleout import stored as stored_reports  # noqa: E402  (bench/scaleout.py)
 
 from deniable.collector import keys  # noqa: E402

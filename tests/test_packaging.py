@@ -14,6 +14,7 @@ ROOT = Path(__file__).resolve().parent.parent
 HEAVY = ("flask", "redis", "numpy", "werkzeug", "orjson", "rich")
 
 
+@pytest.mark.slow
 def test_the_client_imports_nothing_heavy() -> None:
     code = ("import sys, deniable.client, deniable.client.reporter, deniable.client.wire;"
             "from deniable.client import Reporter;"

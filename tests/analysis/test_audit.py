@@ -54,6 +54,7 @@ def test_epsilon_bound_is_tight_at_a_million_trials_and_never_above_the_truth() 
     assert 0.99 * math.log(3) < bound.epsilon < math.log(3)
 
 
+@pytest.mark.slow
 def test_epsilon_bound_exceeds_the_true_epsilon_rarely() -> None:
     rng = np.random.default_rng(20261123)  # the bound's coverage, not the client, is tested
     n, runs, above = 2000, 400, 0
@@ -147,6 +148,7 @@ class SkewedResponse(RandomizedResponse):
         return 1 if draw < 76 else 0
 
 
+@pytest.mark.slow
 def test_a_mechanism_off_by_one_percent_is_caught() -> None:
     skewed = Subject("skewed", "skewed", SkewedResponse(Fraction(1, 2), Fraction(1, 2)))
 
@@ -157,6 +159,7 @@ def test_a_mechanism_off_by_one_percent_is_caught() -> None:
     assert not results["distribution"].passed, results["distribution"].detail
 
 
+@pytest.mark.slow
 def test_fresh_coins_where_memoization_is_claimed_are_caught() -> None:
     def forgetful(subject: Subject, rng):  # type: ignore[no-untyped-def]
         return client_device(dataclasses.replace(subject, mode="fresh"), rng)
@@ -203,6 +206,7 @@ def test_an_injected_seeded_generator_is_caught() -> None:
 
 # -- the command -----------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_the_command_prints_json_and_exits_zero_when_claims_hold(
         capsys: pytest.CaptureFixture[str]) -> None:
     status = main(["audit", "two_coin", "--trials", "2000", "--timing-calls", "2000", "--json", *SURE_ARGS])
@@ -212,12 +216,14 @@ def test_the_command_prints_json_and_exits_zero_when_claims_hold(
                                                     "traffic", "randomness", "no-float", "exact"}
 
 
+@pytest.mark.slow
 def test_the_command_prints_a_table(capsys: pytest.CaptureFixture[str]) -> None:
     status = main(["audit", "warner_ln7", "--trials", "2000", "--timing-calls", "2000", *SURE_ARGS])
     out = capsys.readouterr().out
     assert status == 0 and "tightness" in out and "warner_ln7" in out and "FAIL" not in out
 
 
+@pytest.mark.slow
 def test_the_command_audits_a_metrics_file(tmp_path, capsys: pytest.CaptureFixture[str]) -> None:  # type: ignore[no-untyped-def]
     path = tmp_path / "metrics.toml"
     path.write_text('[metrics.dark_mode]\nmechanism = "rr:3/4:1/2"\n')
@@ -257,6 +263,7 @@ def test_the_command_refuses_bad_usage(argv: list[str], message: str,
     assert message in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_the_command_scans_what_a_collector_holds(redis_client, redis_url: str, tmp_path,  # type: ignore[no-untyped-def]
                                                   capsys: pytest.CaptureFixture[str]) -> None:
     argv = ["audit", "warner_ln7", "--trials", "500", "--timing-calls", "1000", "--json",
@@ -304,6 +311,7 @@ def test_a_coin_enumerated_over_every_byte_is_exact() -> None:
     assert ones <= Fraction(1, 3) <= ones + unread and unread == Fraction(1, 256 ** 3)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("subject", KIND_SUBJECTS, ids=lambda s: s.name)
 def test_the_shipped_kinds_pass_with_tight_bounds(subject: KindSubject) -> None:
     audit = Audit(trials=40_000, confidence=SURE)
@@ -372,6 +380,7 @@ def _leaky(cls: type, shift: Fraction, *args: object) -> KindSubject:
     return KindSubject("leaky", "leaky", leaky)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("shift", [Fraction(1, 50), Fraction(-1, 50)])
 @pytest.mark.parametrize("make", [
     lambda shift: _leaky(LeakyGRR, shift, 6, Fraction(1, 2), TAG),
@@ -386,6 +395,7 @@ def test_a_kind_off_by_two_percent_either_way_is_caught(make, shift: Fraction) -
     assert not results["distribution"].passed, results["distribution"].detail
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("shift", [Fraction(1, 50), Fraction(-1, 50)])
 def test_a_subset_selection_off_by_two_percent_either_way_is_caught(shift: Fraction) -> None:
     # P1 = 1/2 (d = 8, k = 3, r = 5/3): 1/50 is 12.6 standard errors at 100,000 reports, far
@@ -397,6 +407,7 @@ def test_a_subset_selection_off_by_two_percent_either_way_is_caught(shift: Fract
     assert check_kind_exact(honest).passed
 
 
+@pytest.mark.slow
 def test_a_kind_that_leaks_more_than_it_claims_fails_the_epsilon_check() -> None:
     # Claims p = 1/2 at d = 6 (epsilon ln 5) but keeps with 3/5: epsilon ln 7.5.
     subject = _leaky(LeakyGRR, Fraction(1, 10), 6, Fraction(1, 2), TAG)
@@ -451,6 +462,7 @@ def test_the_command_refuses_a_metrics_file_whose_declaration_does_not_match(
     assert "cannot read metrics file" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_the_command_audits_the_kinds_a_collector_serves(
         capsys: pytest.CaptureFixture[str]) -> None:
     from deniable.analysis.audit import capturing_collector

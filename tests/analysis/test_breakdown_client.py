@@ -56,6 +56,7 @@ def collector(redis_url: str, tmp_path_factory: pytest.TempPathFactory
     redis.Redis.from_url(redis_url).flushdb()  # leave no metrics behind for other modules
 
 
+@pytest.mark.slow
 def test_report_by_gives_each_version_its_share_and_finds_the_difference(  # type: ignore[no-untyped-def]
         collector, capsys) -> None:
     code = main(["report", "--collector", collector.url, "--metric", "adoption_e2e",

@@ -72,6 +72,7 @@ def _post(url: str, reports: list[tuple]) -> None:  # type: ignore[type-arg]
         assert answer.status_code in (200, 201, 202), answer.text
 
 
+@pytest.mark.slow
 def test_http_source_reads_dimensions_and_breaks_down(collector) -> None:  # type: ignore[no-untyped-def]
     source = HTTPSource(collector.url)
     assert source.dimensions("adopt_http").names == ("app_version", "platform")
@@ -108,6 +109,7 @@ def test_a_dimension_the_metric_does_not_declare_names_what_it_declares(collecto
         breakdown(HTTPSource(collector.url), "adopt_http", "channel", *RANGE)
 
 
+@pytest.mark.slow
 def test_an_older_version_breaks_down_with_its_own_mechanism(collector, redis_url,  # type: ignore[no-untyped-def]
                                                               capsys, tmp_path) -> None:
     from deniable.cli.main import main

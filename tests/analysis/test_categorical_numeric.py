@@ -84,6 +84,7 @@ def test_grr_sampling_lands_within_5_standard_errors_of_the_truth() -> None:
     assert d == e.d
 
 
+@pytest.mark.slow
 def test_interval_coverage_per_category_and_simultaneous() -> None:
     """Over 4000 seeded populations: each per-category interval covers its share about 95%
     of the time; the simultaneous ones cover all six shares at once at least 95% of the time.

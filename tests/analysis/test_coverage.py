@@ -48,6 +48,7 @@ def _binomial_pmf(n: int, r: float) -> np.ndarray:
     return np.exp(log)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("n", [200, 1000])
 @pytest.mark.parametrize("epsilon", [0.5, 1.0, math.log(3), 2.0, 4.0])
 def test_exact_coverage_stays_in_the_band_up_to_epsilon_4(n: int, epsilon: float) -> None:

@@ -7,6 +7,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 from urllib.parse import urlencode
 
+import pytest
 import redis
 
 from deniable.analysis import HTTPSource
@@ -16,6 +17,8 @@ from tests.analysis.test_breakdown import RANGE
 from tests.analysis.test_breakdown_http import METRICS, RR, _post
 from tests.conftest import OPEN_ENV
 from tests.e2e.test_dashboard import browse
+
+pytestmark = pytest.mark.slow  # starts servers or processes: not in the fast lane
 
 
 class Breakdown(HTMLParser):

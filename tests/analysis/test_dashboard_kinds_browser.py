@@ -16,6 +16,8 @@ from tests.cli.test_report_kinds import METRICS, _send
 from tests.conftest import OPEN_ENV
 from tests.e2e.test_dashboard import ARTIFACTS, browse
 
+pytestmark = pytest.mark.slow  # starts servers or processes: not in the fast lane
+
 
 class Cells(HTMLParser):
     """metric -> rows of {field: text}: category rows (data-category) and bucket rows."""

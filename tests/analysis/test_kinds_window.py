@@ -20,6 +20,8 @@ from deniable.client.kinds import MetricSpec
 from deniable.client.memo import memo_value, new_secret
 from deniable.client.period import CollectionPolicy
 
+pytestmark = pytest.mark.slow  # starts servers or processes: not in the fast lane
+
 MEMO = CollectionPolicy("memoized")
 LABELS = ["android", "ios", "linux", "macos", "windows", "other"]
 SHARES = np.array([0.35, 0.25, 0.05, 0.1, 0.2, 0.05])

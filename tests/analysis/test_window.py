@@ -123,6 +123,7 @@ def test_comparing_two_memoized_windows_counts_devices() -> None:
     assert c.stderr == pytest.approx(np.hypot(one.stderr, one.stderr))
 
 
+@pytest.mark.slow
 def test_memoized_7_day_windows_cover_the_device_share() -> None:
     # The fast version of bench/coverage.py: 300 trials (the bench runs 500 per cell), so a
     # wider tolerance: 0.91 is over 3 standard errors below the 95% nominal.

@@ -22,6 +22,7 @@ def test_plan_by_epsilon_and_by_n(capsys: pytest.CaptureFixture[str]) -> None:
     assert bad.value.code == 2
 
 
+@pytest.mark.slow
 def test_plan_for_every_registered_metric(live_collector, capsys) -> None:  # type: ignore[no-untyped-def]
     assert main(["plan", "--collector", live_collector.url, "--margin", "0.02",
                  "--format", "json"]) == 0

@@ -113,6 +113,7 @@ def _series(n: list[int], ones: list[int]) -> TimeSeries:
                       debias(DEFAULT, np.array(ones), np.array(n)))
 
 
+@pytest.mark.slow
 def test_a_chart_with_one_non_empty_bucket_draws_its_interval() -> None:
     lone = series_svg(_series([0, 500, 0], [0, 200, 0]))
     none = series_svg(_series([0, 0, 0], [0, 0, 0]))

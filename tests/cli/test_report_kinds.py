@@ -21,6 +21,8 @@ from deniable.client.wire import encode_batch, new_batch_id
 from deniable.collector.server import CollectorProcess
 from tests.conftest import OPEN_ENV
 
+pytestmark = pytest.mark.slow  # starts servers or processes: not in the fast lane
+
 OS = ["android", "ios", "windows", "macos", "linux", "other"]
 SHARES = [0.4, 0.25, 0.15, 0.1, 0.07, 0.03]
 METRICS = f"""\

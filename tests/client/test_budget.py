@@ -206,6 +206,7 @@ def test_threads_racing_for_a_budget_never_overspend(tmp_path: Path, persisted: 
     guard.close()
 
 
+@pytest.mark.slow
 def test_processes_sharing_a_state_dir_never_overspend(tmp_path: Path) -> None:
     script = textwrap.dedent(f"""
         import sys

@@ -99,6 +99,7 @@ def test_a_coin_of_any_rational_is_exact_to_within_what_is_left_unread(p: Fracti
     assert ones <= p <= ones + unfinished
 
 
+@pytest.mark.slow
 def test_two_coins_decided_together_are_independent() -> None:
     p = Fraction(5, 1024)  # the first byte leaves coins undecided: resolution is exercised
     coin = ByteCoin(p)
@@ -117,6 +118,7 @@ def test_a_coin_refuses_a_probability_outside_zero_to_one() -> None:
 
 # -- GRR ----------------------------------------------------------------------------------
 
+@pytest.mark.slow
 @pytest.mark.parametrize("d, p", [(3, Fraction(1, 2)), (4, Fraction(40_000, 65_536)),
                                   (2, Fraction(3, 4))])
 def test_grr_shifts_over_every_byte_are_exactly_the_channel(d: int, p: Fraction) -> None:

@@ -17,6 +17,7 @@ open01 = st.fractions(0, 1, max_denominator=1000).filter(lambda f: 0 < f < 1)
 mechanisms = st.builds(RandomizedResponse, open01, open01)
 
 
+@pytest.mark.slow
 @given(first=mechanisms, second=mechanisms)
 def test_composition_is_a_forced_response_mechanism_with_the_chained_probabilities(
         first: RandomizedResponse, second: RandomizedResponse) -> None:
@@ -29,12 +30,14 @@ def test_composition_is_a_forced_response_mechanism_with_the_chained_probabiliti
     assert RandomizedResponse.from_id(composed.id) == composed  # an ordinary wire id
 
 
+@pytest.mark.slow
 @given(first=mechanisms, second=mechanisms)
 def test_split_recovers_the_first_layer_exactly(
         first: RandomizedResponse, second: RandomizedResponse) -> None:
     assert split(compose(first, second), second) == first
 
 
+@pytest.mark.slow
 @given(first=mechanisms, second=mechanisms)
 def test_one_report_of_the_composition_leaks_no_more_than_either_layer(
         first: RandomizedResponse, second: RandomizedResponse) -> None:
@@ -42,6 +45,7 @@ def test_one_report_of_the_composition_leaks_no_more_than_either_layer(
     assert ratio <= first.likelihood_ratio and ratio <= second.likelihood_ratio
 
 
+@pytest.mark.slow
 @given(p1=open01, q=open01)
 def test_every_channel_with_q_below_p1_is_one_forced_response_mechanism(
         p1: Fraction, q: Fraction) -> None:
@@ -110,6 +114,7 @@ def exact_repeated_loss(memo: RandomizedResponse, irr: RandomizedResponse, n: in
     return math.log(worst)
 
 
+@pytest.mark.slow
 @given(memo=mechanisms, irr=mechanisms, n=st.integers(1, 6))
 def test_repeated_loss_matches_enumerating_every_sequence_of_reports(
         memo: RandomizedResponse, irr: RandomizedResponse, n: int) -> None:
@@ -117,6 +122,7 @@ def test_repeated_loss_matches_enumerating_every_sequence_of_reports(
         exact_repeated_loss(memo, irr, n), rel=1e-9, abs=1e-12)
 
 
+@pytest.mark.slow
 @given(memo=mechanisms, irr=mechanisms)
 def test_repeated_loss_starts_at_one_report_grows_and_stays_below_the_memo_layer(
         memo: RandomizedResponse, irr: RandomizedResponse) -> None:

@@ -146,6 +146,7 @@ def test_status_kinds() -> None:
     assert UploadError("x", status=422, retryable=False).kind == "bad_batch"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("status", [401, 403, 404, 415])
 def test_configuration_answers_keep_the_batch_queued(status: int) -> None:
     with recording_collector(CATALOGUE, [(status, {})] * 2) as (url, recorder):
@@ -161,6 +162,7 @@ def test_configuration_answers_keep_the_batch_queued(status: int) -> None:
         assert len(set(recorder.bodies)) == 1  # the same bytes, the same batch id
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("status", [400, 409, 413, 422])
 def test_a_dead_lettered_batch_can_be_retried_unchanged(status: int) -> None:
     with recording_collector(CATALOGUE, [(status, {})]) as (url, recorder):

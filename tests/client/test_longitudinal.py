@@ -23,6 +23,7 @@ def within(ones: int, n: int, p: Fraction) -> bool:
     return abs(ones / n - float(p)) <= 5.5 * math.sqrt(float(p * (1 - p)) / n)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("irr", [None, IRR])
 def test_one_report_per_device_follows_the_wire_mechanism_exactly(
         irr: RandomizedResponse | None) -> None:

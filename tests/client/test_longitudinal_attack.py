@@ -12,6 +12,8 @@ import secrets
 from collections.abc import Callable
 from fractions import Fraction
 
+import pytest
+
 from deniable.client import RandomizedResponse
 from deniable.client.longitudinal import LongitudinalGuard
 from deniable.client.state import IN_MEMORY
@@ -59,12 +61,14 @@ def test_one_report_bound_of_the_default_is_three_quarters() -> None:
     assert one_report_bound(DEFAULT) == Fraction(3, 4)
 
 
+@pytest.mark.slow
 def test_fresh_coins_every_day_give_the_value_away() -> None:
     accuracy, first_day, _ = run_attack(lambda device, true_bit: DEFAULT.perturb(true_bit))
     assert accuracy >= 0.99
     assert abs(first_day - 0.75) <= Z * standard_error(0.75)
 
 
+@pytest.mark.slow
 def test_memoized_reports_keep_the_attacker_at_the_one_report_bound() -> None:
     guards = [LongitudinalGuard(IN_MEMORY) for _ in range(DEVICES)]  # one secret per device
     accuracy, first_day, histories = run_attack(
@@ -77,6 +81,7 @@ def test_memoized_reports_keep_the_attacker_at_the_one_report_bound() -> None:
     assert accuracy < 0.99
 
 
+@pytest.mark.slow
 def test_with_an_instantaneous_layer_the_attacker_reaches_the_long_run_bound_only() -> None:
     # One report follows rr:1/2:1/2 (bound 3/4). Averaging strips the instantaneous layer and
     # recovers the memoized bit, no more: the memo layer rr:2/3:1/2's bound, 5/6 (epsilon

@@ -44,6 +44,7 @@ def test_hmac_bits_are_uniform_across_block_boundaries() -> None:
         assert abs(count - 6_000) < 400
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mechanism_id", [
     "rr:1/2:1/2",   # the default: one table draw of 2 bits
     "rr:2/3:1/2",   # truth coin with denominator 3: rejection sampling

@@ -50,6 +50,7 @@ def test_memoized_categories_follow_oue_bit_by_bit_over_devices() -> None:
         assert within(answers[bits], len(SECRETS), p), (bits, answers)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("point", [0, 7, DEFAULT_GRID])
 def test_memoized_grid_points_follow_one_bit_mean_over_devices(point: int) -> None:
     ones = sum(memo_answer(s, "load", BM, point) for s in SECRETS)

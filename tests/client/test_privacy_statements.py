@@ -173,6 +173,7 @@ def majority_recovers(irr: RandomizedResponse, k: int) -> Fraction:
     return total
 
 
+@pytest.mark.slow
 def test_the_instantaneous_layer_only_weakens_the_fingerprint_as_docs_privacy_md_says() -> None:
     # The table in docs/privacy.md's threat model (I = rr:3/4:1/2).
     table = {1: (0.875, 0.263), 3: (0.957, 0.645), 5: (0.984, 0.851), 7: (0.9938, 0.939),

@@ -232,6 +232,7 @@ def test_bad_options_and_files_are_refused(tmp_path: Path) -> None:
         queue.put(("dark_mode", "rr:3/4:1/2", 1))
 
 
+@pytest.mark.slow
 def test_stats_never_counts_a_report_twice_while_a_commit_moves_it(tmp_path: Path) -> None:
     """stats() sums the buffer and the file; a commit in between must not show both."""
     queue = DurableQueue(tmp_path / "queue.db")

@@ -13,6 +13,7 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 import redis
 import requests
 
@@ -20,6 +21,8 @@ from deniable.client import Reporter
 from deniable.client.queue import DurableQueue
 from deniable.collector import keys
 from tests.e2e.test_pipeline import counters
+
+pytestmark = pytest.mark.slow  # starts servers or processes: not in the fast lane
 
 UNREACHABLE = "http://127.0.0.1:9"  # discard port: nothing listens, so nothing leaves
 METRICS = {"feature_x_enabled": "rr:1/2:1/2", "dark_mode": "rr:3/4:1/2"}

@@ -109,6 +109,7 @@ def test_batches_upload_when_full_and_on_flush() -> None:
         assert len(recorder.bodies) == 3
 
 
+@pytest.mark.slow
 def test_a_partial_batch_is_sent_when_its_oldest_report_is_old_enough() -> None:
     with recording_collector(CATALOGUE) as (url, recorder):
         with Reporter(url, DECLARED, one_per_period=False, batch_size=100, max_batch_age=0.3) as reporter:
@@ -222,6 +223,7 @@ def bodies_reports(recorder) -> list[dict]:  # type: ignore[no-untyped-def]
     return [r for body in recorder.bodies for r in json.loads(body)["reports"]]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("durability", ["group", "sync"])
 def test_many_threads_report_at_once_and_every_report_arrives_once(
         durability: str, tmp_path) -> None:
@@ -252,6 +254,7 @@ def test_many_threads_report_at_once_and_every_report_arrives_once(
         assert len(ids) == len(set(ids))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("queue_file", [False, True])
 def test_a_forked_child_gets_its_own_sender_and_its_own_randomness(
         queue_file: bool, tmp_path) -> None:
@@ -297,6 +300,7 @@ def test_a_forked_child_gets_its_own_sender_and_its_own_randomness(
         assert sum(r["metric"] == "dark_mode" for r in reports) == 20
 
 
+@pytest.mark.slow
 def test_the_atexit_hook_flushes_when_the_app_just_exits(tmp_path) -> None:
     with recording_collector(CATALOGUE) as (url, recorder):
         # The in-memory queue: only the exit hook can deliver these 250 reports.

@@ -91,6 +91,7 @@ def test_per_call_dims_override_and_other_is_applied_at_the_call() -> None:
         {"app_version": "2.4", "platform": "ios"}, {"platform": "ios"}, None]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("metric", "dims", "field"), [
     ("dark_mode", {"platform": "web"}, "platform"),           # off the list, no other
     ("dark_mode", {"country": "fr"}, "country"),              # not declared by the metric
@@ -156,6 +157,7 @@ def test_device_wide_values_must_be_names_to_strings(dimensions: object) -> None
                  dimensions=dimensions)  # type: ignore[arg-type]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("malformed", [
     {"dimensions": {"platform": {"values": ["ios", "ios"]}}},  # a value twice
     {"dimensions": {"platform": {"values": ["ios"]}, "app": {"values": ["1"]}},

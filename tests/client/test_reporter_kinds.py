@@ -147,6 +147,7 @@ def fresh_reports() -> Sent:
     return sent
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("metric", list(FRESH_CASES))
 def test_fresh_reports_follow_the_mechanism_cell_by_cell(fresh_reports: Sent, metric: str
                                                          ) -> None:
@@ -156,6 +157,7 @@ def test_fresh_reports_follow_the_mechanism_cell_by_cell(fresh_reports: Sent, me
         assert_follows(sent, distribution(spec.mechanism, spec.encode(value)))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("metric", list(FRESH_CASES))
 def test_the_epsilon_is_tight_on_both_sides(fresh_reports: Sent, metric: str) -> None:
     spec = METRICS[metric]
@@ -170,6 +172,7 @@ def test_the_epsilon_is_tight_on_both_sides(fresh_reports: Sent, metric: str) ->
     assert not epsilon_holds(ratios, epsilon - 2 * Z * se)  # a smaller claim is refuted
 
 
+@pytest.mark.slow
 def test_a_histogram_value_is_reported_as_its_bucket() -> None:
     buckets = {0: 0, 0.5: 0, 1: 1, 4.99: 2, 5: 3, 10: 3}  # [0,1) [1,2) [2,5) [5,10]
     assert {value: HIST.encode(value) for value in buckets} == buckets
@@ -185,6 +188,7 @@ def majority(reports: list[int | str]) -> int | str:
     return Counter(reports).most_common(1)[0][0]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("metric, value", [("os", "windows"), ("colour", "blue"),
                                            ("crashes", 7), ("load", 37.5)])
 def test_memoized_reports_of_one_value_are_copies_of_one_report(metric: str, value: object
@@ -199,6 +203,7 @@ def test_memoized_reports_of_one_value_are_copies_of_one_report(metric: str, val
     assert loss.after(200) == loss.after(1)
 
 
+@pytest.mark.slow
 def test_averaging_k_memoized_reports_guesses_no_better_than_one_and_fresh_ones_do() -> None:
     """Per device, an attacker takes the most frequent of its k reports as the true category.
     Memoized, that is the device's one permanent answer: right with probability p = 1/2 (GRR,
@@ -226,6 +231,7 @@ def test_averaging_k_memoized_reports_guesses_no_better_than_one_and_fresh_ones_
     assert hits["fresh"] / devices > bound           # while fresh reports average out
 
 
+@pytest.mark.slow
 def test_a_slowly_changing_number_stays_memoized_through_alpha_point_rounding() -> None:
     """A load drifting from 38 to 40 over 30 days stays inside one grid cell (width 100/32 =
     3.125): its reports use at most two grid points, so at most two memoized answers, each paid
@@ -246,6 +252,7 @@ def test_a_slowly_changing_number_stays_memoized_through_alpha_point_rounding() 
         assert client.stats().budget_refused == 1
 
 
+@pytest.mark.slow
 def test_memoized_categories_are_paid_once_each_and_fresh_reports_every_time() -> None:
     budget = {"os": Budget.for_reports(2, GRR.mechanism.epsilon)}
     with reporter(budgets=budget) as (client, bodies):
@@ -280,6 +287,7 @@ BAD = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("metric, value, reason", BAD)
 def test_bad_values_raise_at_the_call_are_never_queued_and_never_echoed(
         metric: str, value: object, reason: str, caplog: pytest.LogCaptureFixture) -> None:

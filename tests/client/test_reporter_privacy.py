@@ -35,6 +35,7 @@ def test_repeats_of_a_value_send_the_same_memoized_answer_by_default() -> None:
         assert loss.one_report_epsilon == loss.long_run_epsilon == math.log(3)
 
 
+@pytest.mark.slow
 def test_memoized_answers_survive_a_restart_beside_the_queue(tmp_path: Path) -> None:
     queue = tmp_path / "deniable.db"
     answers = []

@@ -33,6 +33,7 @@ def wait_for(predicate, timeout: float = 10.0) -> None:  # type: ignore[no-untyp
         time.sleep(0.01)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("status", [429, 503])
 def test_retry_after_is_honoured_and_the_same_bytes_are_resent(status: int) -> None:
     answers = [(status, {"Retry-After": "1"})]
@@ -47,6 +48,7 @@ def test_retry_after_is_honoured_and_the_same_bytes_are_resent(status: int) -> N
         assert recorder.bodies[0] == recorder.bodies[1]  # byte for byte: same batch id
 
 
+@pytest.mark.slow
 def test_a_flush_does_not_cut_a_retry_after_short() -> None:
     with recording_collector(CATALOGUE, [(503, {"Retry-After": "1"})]) as (url, recorder):
         with Reporter(url, one_per_period=False,
@@ -57,6 +59,7 @@ def test_a_flush_does_not_cut_a_retry_after_short() -> None:
         assert recorder.post_times[1] - recorder.post_times[0] >= 1.0
 
 
+@pytest.mark.slow
 def test_retries_back_off_exponentially() -> None:
     answers = [(500, {}), (502, {}), (504, {})]
     with recording_collector(CATALOGUE, answers) as (url, recorder):
@@ -78,6 +81,7 @@ def test_the_default_delays_come_from_the_system_csprng() -> None:
             assert type(reporter._sender._rand) is random.SystemRandom
 
 
+@pytest.mark.slow
 def test_upload_jitter_delays_the_first_upload_after_idle() -> None:
     with recording_collector(CATALOGUE) as (url, recorder):
         reporter = Reporter(url, one_per_period=False,

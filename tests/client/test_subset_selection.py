@@ -87,6 +87,7 @@ def enumerate_outputs(run: Callable[[_Script], Any], max_draws: int = 14
     return dict(outputs), unfinished
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("d, k, r", [(3, 1, Fraction(2)), (3, 2, Fraction(3, 2)),
                                      (4, 2, Fraction(3)), (5, 2, Fraction(3, 2)),
                                      (4, 1, Fraction(5, 3))])
@@ -141,6 +142,7 @@ def test_from_epsilon_never_exceeds_the_target_and_is_tight(epsilon: float) -> N
     assert ss.epsilon <= epsilon
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("epsilon, d", [(0.5, 8), (1.0, 8), (1.0, 64), (2.0, 64), (4.0, 200)])
 def test_from_epsilon_picks_the_k_of_smallest_exact_variance(epsilon: float, d: int) -> None:
     def rare(ss: SubsetSelection) -> Fraction:
@@ -276,6 +278,7 @@ def test_pooled_reports_follow_the_definition_subset_by_subset(d: int, k: int, i
     _passes(Counter(ss.perturb(index) for _ in range(n)), definition(ss, index), n)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("d, index", [(64, 1), (64, 40), (16, 2), (16, 11)])
 def test_pooled_reports_over_many_categories_follow_the_definition(d: int, index: int) -> None:
     """The joint law of categories 0..3 (index inside or outside them), from the counts of
@@ -364,6 +367,7 @@ def test_a_declared_subset_metric_is_memoized_one_report_per_value() -> None:
     assert loss.p_answers_differ == 1 - sum(law[0][s] * law[1][s] for s in law[0])
 
 
+@pytest.mark.slow
 def test_fresh_reports_through_the_client_follow_the_definition() -> None:
     n = 20_000
     with reporter(fresh={"fruit"}) as (client, bodies):

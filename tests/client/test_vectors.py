@@ -10,6 +10,8 @@ import json
 from collections import Counter
 from fractions import Fraction
 
+import pytest
+
 from deniable.client.mechanism import RandomizedResponse
 from deniable.client.memo import memo_bit
 from deniable.client.wire import decode_batch, decode_compact_batch
@@ -18,6 +20,7 @@ from tests.vectors.generate import PATH, generate, render
 VECTORS = json.loads(PATH.read_text())
 
 
+@pytest.mark.slow
 def test_committed_vectors_equal_what_the_python_client_gives_now() -> None:
     assert PATH.read_text() == render(generate()), (
         "tests/vectors/vectors.json is stale: run python -m tests.vectors.generate, then make "

@@ -137,6 +137,7 @@ valid_report = st.sampled_from(sorted(MECHANISM_OF)).flatmap(
                                      "bit": st.sampled_from([0, 1])}))
 
 
+@pytest.mark.slow
 @given(st.lists(valid_report, min_size=1, max_size=40), st.one_of(st.none(), any_report),
        st.integers(0, 40))
 def test_one_bad_report_among_good_ones_is_caught(good: list, bad: object, at: int) -> None:

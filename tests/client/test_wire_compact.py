@@ -52,6 +52,7 @@ def quick(body: bytes, max_reports: int = 1000) -> tuple[str, dict[str, tuple[st
     return batch.batch_id, {m: (t.mechanism, t.n, t.ones) for m, t in batch.tallies.items()}
 
 
+@pytest.mark.slow
 @given(st.lists(valid_triple, min_size=1, max_size=60))
 def test_every_batch_the_client_writes_is_read_compactly_as_the_parser_reads_it(triples: list) -> None:
     body = compact(encode_batch(BATCH_ID_OK, triples))

@@ -37,6 +37,7 @@ def kubernetes_documents() -> dict[str, list[dict]]:
     return by_kind
 
 
+@pytest.mark.slow
 def test_kubernetes_manifests_validate_against_their_schemas() -> None:
     import kubernetes_validate
 

@@ -84,6 +84,7 @@ def collector(redis_url: str, metrics_file) -> Iterator[CollectorProcess]:  # ty
         yield live
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", list(HOSTILE))
 def test_hostile_body_is_rejected_and_changes_nothing(
         name: str, collector: CollectorProcess, redis_client: redis.Redis) -> None:
@@ -124,6 +125,7 @@ def test_a_batch_id_reused_with_other_content_gets_409_and_counts_nothing(
     assert snapshot(redis_client) == before
 
 
+@pytest.mark.slow
 def test_100000_reports_under_a_raised_body_limit_get_422(
         redis_url: str, metrics_file, redis_client: redis.Redis) -> None:  # type: ignore[no-untyped-def]
     """With the body limit out of the way, the reports-per-batch limit still holds."""

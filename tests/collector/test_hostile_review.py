@@ -102,6 +102,7 @@ def read_key(redis_client: redis.Redis) -> str:
     return create_key(redis_client, "read").secret
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("query", "parameter"), [
     (f"/v1/metrics/{X}/counts?to=0001-01-01T00:00:00", "to"),
     (f"/v1/metrics/{X}/counts?from=9999-12-01T00:00:00&to=9999-12-31T23:00:00"
@@ -240,6 +241,7 @@ def test_the_admin_api_refuses_repeated_json_keys_and_changes_nothing(
     assert ok.status_code == 201, ok.text
 
 
+@pytest.mark.slow
 def test_mechanism_ids_are_bounded_at_2_to_the_64_on_the_collector(
         live_secure_collector: CollectorProcess, admin_key: str, redis_client: redis.Redis) -> None:
     """Refused above 2**64 (the 955-digit id of the review too); at the bound, registered, and
@@ -283,6 +285,7 @@ def test_a_403_reads_an_ingest_key(live_secure_collector: CollectorProcess,
     assert admin.json()["detail"] == "an ingest key cannot do this; it needs an admin key"
 
 
+@pytest.mark.slow
 def test_an_over_bound_mechanism_already_in_the_registry_is_skipped_not_fatal(
         redis_url: str, metrics_file: Path, redis_client: redis.Redis) -> None:
     """A registry written by an older collector that accepted a 955-digit id: the metric is

@@ -63,6 +63,7 @@ def metric_value(text: str, name: str, labels: str) -> float:
     return float(match.group(1)) if match else 0.0
 
 
+@pytest.mark.slow
 def test_metrics_add_up_over_all_workers_by_outcome(collector: CollectorProcess,
                                                     redis_client) -> None:  # type: ignore[no-untyped-def]
     base = requests.get(f"{collector.url}/metrics", timeout=10).text
@@ -106,6 +107,7 @@ def test_request_ids_are_kept_when_well_formed_and_made_otherwise(
     assert re.fullmatch(r"[0-9a-f]{32}", problem_headers["X-Request-Id"])
 
 
+@pytest.mark.slow
 def test_logs_are_json_with_request_ids_and_hold_no_address_key_or_body(
         redis_url: str, metrics_file: Path, redis_client) -> None:  # type: ignore[no-untyped-def]
     doc = encode_batch(new_batch_id(), [(X, X_MECH, 1), (X, X_MECH, 0)])
@@ -152,6 +154,7 @@ def test_logs_are_json_with_request_ids_and_hold_no_address_key_or_body(
         assert secret not in log, secret
 
 
+@pytest.mark.slow
 def test_malformed_http_from_a_client_logs_no_address(
         redis_url: str, metrics_file: Path, redis_client) -> None:  # type: ignore[no-untyped-def]
     collector = CollectorProcess(redis_url, metrics_file, workers=1, env=OPEN_ENV)
@@ -233,6 +236,7 @@ def test_process_metrics_and_redis_up_work_in_multiprocess_mode(
         assert gauge(scrape(live), "deniable_redis_up") == 0
 
 
+@pytest.mark.slow
 def test_admin_actions_write_one_audit_line_each_with_the_key_id_never_the_key(
         redis_url: str, metrics_file: Path, redis_client) -> None:  # type: ignore[no-untyped-def]
     admin = create_key(redis_client, "admin", app="ops")

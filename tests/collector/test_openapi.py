@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+import pytest
 import requests
 import schemathesis
 
@@ -36,6 +37,7 @@ def test_path_parameters_match_the_routes(app) -> None:  # type: ignore[no-untyp
             assert declared == set(rule.arguments), (path, method)
 
 
+@pytest.mark.slow
 def test_the_document_is_served_and_loads_as_openapi_3_1(live_collector) -> None:  # type: ignore[no-untyped-def]
     response = requests.get(f"{live_collector.url}{openapi.OPENAPI_PATH}", timeout=10)
     assert response.status_code == 200

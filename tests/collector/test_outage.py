@@ -49,6 +49,7 @@ def own_redis(tmp_path: Path) -> Iterator[RedisServer]:
     server.stop()
 
 
+@pytest.mark.slow
 def test_redis_down_answers_503_then_recovers_without_a_restart(
         own_redis: RedisServer, metrics_file: Path) -> None:
     with CollectorProcess(own_redis.url, metrics_file, workers=2, env=OPEN_ENV) as collector, \
@@ -158,6 +159,7 @@ def redis_up(http) -> float:  # type: ignore[no-untyped-def]
     return float(match.group(1))
 
 
+@pytest.mark.slow
 def test_a_stalled_redis_times_out_as_503(own_app) -> None:
     http, client = own_app
     client.client_pause(1500, all=False)  # write commands block for 1.5 s
@@ -168,6 +170,7 @@ def test_a_stalled_redis_times_out_as_503(own_app) -> None:
     assert http.post("/v1/reports", json=batch()).status_code in (200, 202)
 
 
+@pytest.mark.slow
 def test_sigterm_lets_an_in_flight_request_finish(redis_url: str, metrics_file: Path,
                                                   redis_client: redis.Redis) -> None:
     """A slow upload is in flight when SIGTERM arrives: it is still answered and counted,

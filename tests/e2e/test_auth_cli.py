@@ -41,6 +41,7 @@ def test_create_prints_the_key_once_and_list_never_shows_it(redis_url, redis_cli
     assert not line.rstrip().endswith("-")  # the revoked column holds a time
 
 
+@pytest.mark.slow
 def test_a_created_key_works_and_a_revoked_one_does_not(live_secure_collector, redis_url,
                                                        redis_client, capsys) -> None:
     keys_cli(redis_url, "create", "--role", "read", "--app", "team")

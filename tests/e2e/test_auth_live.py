@@ -68,6 +68,7 @@ def test_missing_and_wrong_keys_over_http_are_401_and_change_nothing(
     assert snapshot(redis_client) == before
 
 
+@pytest.mark.slow
 def test_a_revoked_key_is_refused_by_every_worker_within_the_cache_window(
         live_secure_collector, redis_client) -> None:
     url = f"{live_secure_collector.url}/v1/reports"
@@ -86,6 +87,7 @@ def test_a_revoked_key_is_refused_by_every_worker_within_the_cache_window(
     assert snapshot(redis_client) == before
 
 
+@pytest.mark.slow
 def test_dev_mode_collector_logs_a_loud_warning(redis_url, metrics_file, redis_client) -> None:
     with CollectorProcess(redis_url, metrics_file, workers=1,
                           env={"DENIABLE_AUTH": "off"}) as collector:

@@ -19,6 +19,8 @@ from deniable.collector.errors import CollectorError
 from deniable.collector.server import CollectorProcess
 from tests.conftest import snapshot
 
+pytestmark = pytest.mark.slow  # starts servers or processes: not in the fast lane
+
 PAGE = "http://127.0.0.1:8123"
 OTHER = "http://evil.example"
 X, X_MECH = "feature_x_enabled", "rr:1/2:1/2"

@@ -33,6 +33,8 @@ from deniable.client import Reporter
 from deniable.collector.auth import create_key
 from deniable.collector.server import CollectorProcess
 
+pytestmark = pytest.mark.slow  # starts servers or processes: not in the fast lane
+
 ARTIFACTS = Path(__file__).resolve().parents[2] / "artifacts"
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
          "--disable-background-networking", "--disable-component-update", "--disable-sync",

@@ -21,6 +21,8 @@ from deniable.collector.server import CollectorProcess
 from tests.conftest import OPEN_ENV
 from tests.e2e.test_dimensions_live import counts, summed
 
+pytestmark = pytest.mark.slow  # starts servers or processes: not in the fast lane
+
 VERSIONS = ["2.3", "2.4", "2.5"]
 PLATFORMS = ["android", "ios", "web"]
 METRICS = f"""\

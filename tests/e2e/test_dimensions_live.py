@@ -21,6 +21,8 @@ from deniable.client.wire import encode_batch, new_batch_id
 from deniable.collector.server import CollectorProcess
 from tests.conftest import OPEN_ENV, snapshot
 
+pytestmark = pytest.mark.slow  # starts servers or processes: not in the fast lane
+
 RR = "rr:1/2:1/2"
 VERSIONS = ["2.3", "2.4", "2.5"]
 PLATFORMS = ["android", "ios", "web"]

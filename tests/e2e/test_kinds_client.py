@@ -16,6 +16,8 @@ from deniable.client.errors import InvalidParameterError
 from deniable.collector.server import CollectorProcess
 from tests.conftest import OPEN_ENV
 
+pytestmark = pytest.mark.slow  # starts servers or processes: not in the fast lane
+
 OS = ["android", "ios", "windows", "macos", "linux", "other"]
 SHARES = [0.40, 0.25, 0.15, 0.10, 0.07, 0.03]
 METRICS = """\

@@ -21,6 +21,8 @@ from deniable.client.wire import encode_batch, new_batch_id
 from deniable.collector.server import CollectorProcess
 from tests.conftest import OPEN_ENV, snapshot
 
+pytestmark = pytest.mark.slow  # starts servers or processes: not in the fast lane
+
 OS = ["android", "ios", "windows", "macos", "linux", "other"]
 EDGES = [0, *(2 ** i for i in range(6, 70))]  # 64 buckets: SS (k = 2) at epsilon 1
 METRICS = f"""\

@@ -3,8 +3,12 @@ from __future__ import annotations
 
 import requests
 
+import pytest
+
 from deniable.collector.server import CollectorProcess
 from tests.conftest import snapshot
+
+pytestmark = pytest.mark.slow  # starts servers or processes: not in the fast lane
 
 X, X_MECH = "feature_x_enabled", "rr:1/2:1/2"
 

@@ -83,6 +83,7 @@ def test_bad_requests_over_http_change_nothing(live_collector, redis_client, dat
     assert snapshot(redis_client) == before
 
 
+@pytest.mark.slow
 def test_a_retry_after_a_lost_response_reuses_the_batch_id(live_collector, redis_client) -> None:
     # The first two POSTs reach the collector and are applied, but their answers are lost;
     # the client times out and retries the same batch id, which is counted once.
@@ -96,6 +97,7 @@ def test_a_retry_after_a_lost_response_reuses_the_batch_id(live_collector, redis
     assert counters(redis_client)["feature_x_enabled"][0] == 50
 
 
+@pytest.mark.slow
 def test_a_failed_upload_stays_queued_and_is_retried_with_the_same_batch_id(
         redis_url: str, metrics_file: Path, redis_client, tmp_path: Path) -> None:
     collector = CollectorProcess(redis_url, metrics_file, workers=1, env=OPEN_ENV)
@@ -148,6 +150,7 @@ def test_redis_source_sees_metrics_registered_at_runtime(http, redis_url: str) -
     assert (int(counts.n.sum()), int(counts.ones.sum())) == (3, 2)
 
 
+@pytest.mark.slow
 def test_older_versions_and_retired_metrics_stay_readable_for_analysts(
         live_collector, redis_client, redis_url: str) -> None:
     admin = f"{live_collector.url}/v1/admin/metrics"

@@ -3,10 +3,13 @@ from __future__ import annotations
 
 import time
 
+import pytest
 import requests
 
 from deniable.collector import auth
 from tests.conftest import snapshot
+
+pytestmark = pytest.mark.slow  # starts servers or processes: not in the fast lane
 
 NEW, MECH = "onboarding_done", "rr:1/2:1/2"
 

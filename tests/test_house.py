@@ -1,0 +1,74 @@
+"""The house checks that CI runs with the suite (docs/development.md): lint, the lockfile, the
+documentation site and the import layers. Each tool comes from the `dev` extra."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def run_tool(*args: str) -> subprocess.CompletedProcess[str]:
+    """Run ``python -m <tool> ...`` from the venv at the repository root."""
+    return subprocess.run([sys.executable, "-m", *args], cwd=ROOT, capture_output=True,
+                          text=True, timeout=300)
+
+
+def test_the_tree_passes_the_lint_configuration() -> None:
+    done = run_tool("ruff", "check", "--no-cache", "--output-format", "concise", ".")
+    assert done.returncode == 0, f"ruff check . found (fix, or see docs/development.md):\n" \
+                                 f"{done.stdout}{done.stderr}"
+
+
+def test_the_lock_pins_every_requirement_ci_installs_within_its_range() -> None:
+    import tomllib
+
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+
+    lock = (ROOT / "requirements" / "ci.lock").read_text()
+    assert not any(line.startswith(("--index-url", "--extra-index-url", "--find-links"))
+                   for line in lock.splitlines()), "the lock names an index: use ./dev lock"
+    pins = [Requirement(line) for line in lock.splitlines()
+            if "==" in line and not line.startswith(("#", " "))]
+    pinned = {canonicalize_name(pin.name): str(pin.specifier).removeprefix("==")
+              for pin in pins}
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    wanted = [Requirement(r) for r in project["dependencies"]]
+    for extra in ("collector", "analysis", "dev"):
+        wanted += [Requirement(r) for r in project["optional-dependencies"][extra]]
+    stale = []
+    for requirement in wanted:
+        if requirement.marker is not None and not requirement.marker.evaluate():
+            continue
+        version = pinned.get(canonicalize_name(requirement.name))
+        if version is None or not requirement.specifier.contains(version, prereleases=True):
+            stale.append(f"{requirement} (locked: {version})")
+        stale += [f"{requirement.name}[{extra}] (not locked)" for extra in requirement.extras
+                  if canonicalize_name(extra) not in pinned]  # redis[hiredis]: hiredis
+    assert stale == [], f"requirements/ci.lock is stale, refresh it with ./dev lock: {stale}"
+
+
+def test_the_documentation_site_builds_with_no_broken_link(tmp_path: Path) -> None:
+    done = run_tool("mkdocs", "build", "--strict", "--quiet", "--site-dir", str(tmp_path))
+    assert done.returncode == 0, f"mkdocs build --strict failed:\n{done.stdout}{done.stderr}"
+    assert (tmp_path / "operations" / "index.html").is_file()
+
+
+def test_imports_keep_to_the_layers_lazy_imports_included(tmp_path: Path) -> None:
+    # The folders map to deniable.<name> only through the editable install, which import-linter
+    # cannot walk: give it a deniable/ package of links to them.
+    package = tmp_path / "deniable"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    for name in ("client", "collector", "analysis", "cli"):
+        (package / name).symlink_to(ROOT / name, target_is_directory=True)
+    done = subprocess.run([str(Path(sys.executable).parent / "lint-imports"), "--no-cache",
+                           "--no-logo", str(ROOT / "pyproject.toml")],
+                          cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(tmp_path)},
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, f"an import breaks the layers in pyproject.toml " \
+                                 f"([tool.importlinter]):\n{done.stdout}{done.stderr}"
+    assert "1 kept, 0 broken" in done.stdout

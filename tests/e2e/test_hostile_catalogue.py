@@ -40,7 +40,6 @@ from deniable.client.mechanism import RandomizedResponse
 from deniable.collector import auth
 from deniable.collector.server import CollectorProcess
 from tests.client.test_sender import wait_for
-from tests.conftest import snapshot
 
 OS = ["android", "ios", "windows", "macos", "linux"]
 BUILDS = ["2.3", "2.4", "2.5"]

@@ -52,6 +52,14 @@ def register(commands: argparse._SubParsersAction) -> None:  # type: ignore[type
     parser.add_argument("--correction", choices=("holm", "bonferroni", "none"),
                         help="with --html: multiple-comparison correction of the changes "
                              "(default holm)")
+    parser.add_argument("--changes", action="store_true",
+                        help="also print what changed between the range's halves (or "
+                             "--split): one line per metric, in plain words")
+    parser.add_argument("--family", choices=("metric", "report"),
+                        help="with --changes or --html: the correction's family: each "
+                             "metric's own comparisons (default; a categorical metric's "
+                             "categories together), or every comparison of the report "
+                             "together, across metrics")
     parser.add_argument("--confidence", type=confidence_level, default=0.95,
                         help="confidence level of the intervals, in (0, 1) "
                              "(default %(default)s)")
@@ -59,6 +67,10 @@ def register(commands: argparse._SubParsersAction) -> None:  # type: ignore[type
                         help="categorical and histogram metrics: also show the projection of "
                              "the shares onto the probability simplex (non-negative, sum 1). "
                              "BIASED, flagged as such; the unbiased shares stay the estimate")
+    parser.add_argument("--detailed", action="store_true",
+                        help="tables as analysts read them: reports, periods, raw (perturbed) "
+                             "yes-rates and counts, 4 decimals (JSON and CSV always carry "
+                             "every number)")
     parser.add_argument("--by", metavar="DIMENSION",
                         help="break each metric down by a public dimension it declares (or a "
                              "declared combination, e.g. app_version,platform): an estimate "
@@ -79,10 +91,13 @@ def _check_options(args: argparse.Namespace) -> None:
     error = args.parser.error
     if args.rolling and not args.every:
         error("--rolling needs --every hour|day|week")
-    if not args.html:
-        for option, value in (("--split", args.split), ("--correction", args.correction)):
+    if not (args.html or args.changes):
+        for option, value in (("--split", args.split), ("--correction", args.correction),
+                              ("--family", args.family)):
             if value is not None:
-                error(f"{option} applies to the HTML report's comparisons: add --html FILE")
+                error(f"{option} applies to the comparisons: add --changes or --html FILE")
+    if args.changes and args.by:
+        error("--changes compares the range's halves of whole metrics: leave out --by")
     if args.version is not None and not args.metrics:
         error("--version needs --metric NAME: versions are per metric")
     if args.metrics_file and not args.redis_url:
@@ -191,20 +206,42 @@ def run(args: argparse.Namespace) -> int:
         all_series = [series(c, args.every, start, end, args.confidence) for c in all_counts]
         if args.rolling:
             all_series = [rolling(ts, args.rolling) for ts in all_series]
-        sys.stdout.write(render_series(all_series, args.format))
+        sys.stdout.write(render_series(all_series, args.format, detailed=args.detailed))
     else:
         summaries = [summarize(c, args.confidence, start=start, end=end) for c in all_counts]
-        sys.stdout.write(render(summaries, args.format, projected=args.simplex))
-    if args.html:
+        sys.stdout.write(render(summaries, args.format, projected=args.simplex,
+                                detailed=args.detailed))
+    if args.html or args.changes:
         analysis = analyze(source, names, start=start, end=end,
                            granularity=args.every or "day", confidence=args.confidence,
                            split=args.split, correction=args.correction or "holm",
                            rolling_window=args.rolling, version=args.version,
-                           min_reports=args.min_reports)
-        args.html.write_text(render_html(analysis.sections, analysis.comparisons,
-                                         breakdowns=analysis.breakdowns), encoding="utf-8")
-        print(f"wrote {args.html}", file=sys.stderr)
+                           min_reports=args.min_reports, family=args.family or "metric")
+        if args.changes:
+            sys.stdout.write(changes_text(analysis))
+        if args.html:
+            args.html.write_text(render_html(analysis.sections, analysis.comparisons,
+                                             breakdowns=analysis.breakdowns,
+                                             family=analysis.family), encoding="utf-8")
+            print(f"wrote {args.html}", file=sys.stderr)
     return 0
+
+
+def changes_text(analysis: Any) -> str:
+    """"What changed", one line per metric, and the correction's family, as text."""
+    from deniable.analysis.changes import family_note, what_changed
+
+    if not analysis.comparisons:
+        return "\nWhat changed: nothing to compare (a half of the range has no reports).\n"
+    c0 = analysis.comparisons[0]
+    lines = [f"\nWhat changed, {c0.b.replace('..', ' to ')} against "
+             f"{c0.a.replace('..', ' to ')} UTC:"]
+    for line in what_changed(analysis.comparisons):
+        moved = "".join(sorted({"\u25b2" if c.difference > 0 else "\u25bc"
+                                for c in line.comparisons if c.significant}))
+        lines.append("  " + (moved.ljust(2) if moved else "- ") + " " + line.text)
+    lines.append(family_note(analysis.comparisons, analysis.family))
+    return "\n".join(lines) + "\n"
 
 
 def _run_by(args: argparse.Namespace, source: Any, known: dict[str, Any], start: datetime,
@@ -232,7 +269,7 @@ def _run_by(args: argparse.Namespace, source: Any, known: dict[str, Any], start:
                            confidence=args.confidence, version=args.version) for name in names]
     except _redis_errors() as exc:
         raise SourceError(f"cannot read counts: {exc}") from exc
-    sys.stdout.write(render_breakdowns(found, args.format))
+    sys.stdout.write(render_breakdowns(found, args.format, detailed=args.detailed))
     if args.html:
         analysis = analyze(source, names, start=start, end=end, granularity="day",
                            confidence=args.confidence, split=args.split,

@@ -37,7 +37,7 @@ def _run(capsys, redis_url: str, *extra: str) -> str:  # type: ignore[no-untyped
 
 def test_the_table_shows_k_and_suppresses_k_minus_1(seeded, redis_url, capsys) -> None:  # type: ignore[no-untyped-def]
     out = _run(capsys, redis_url, "--metric", "adoption", "--by", "app_version",
-               "--min-reports", "100")
+               "--min-reports", "100", "--detailed")
     lines = {line.split()[0]: line for line in out.splitlines() if line[:1].strip()}
     assert "0.4000" not in lines["2.3"] and "SUPPRESSED" not in lines["2.3"]
     assert "SUPPRESSED: fewer than 100 reports (99)" in lines["other"]
@@ -45,6 +45,12 @@ def test_the_table_shows_k_and_suppresses_k_minus_1(seeded, redis_url, capsys) -
     assert "5" in lines["not"]     # not stated: 5
     assert "1 of 1 significant" in out
     assert "NOT protected by local differential privacy" in out
+    out = _run(capsys, redis_url, "--metric", "adoption", "--by", "app_version",
+               "--min-reports", "100")  # the plain reading: percent, "hidden", no "0.4000"
+    lines = {line.split()[0]: line for line in out.splitlines() if line[:1].strip()}
+    assert "90 % (" in lines["2.3"] and "hidden" not in lines["2.3"]
+    assert "hidden" in lines["other"] and "single people out" in lines["other"]
+    assert "Clear differences (1 comparison" in out and "p < 0.001" in out
 
 
 def test_json_and_csv_name_the_suppressed_cells(seeded, redis_url, capsys) -> None:  # type: ignore[no-untyped-def]

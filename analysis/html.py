@@ -23,7 +23,7 @@ from deniable.analysis.report import (category_flags, category_text, estimate_te
 from deniable.client.mechanism import RandomizedResponse
 from deniable.collector.explain import epsilon_note
 from deniable.collector.window import kind_note
-from deniable.analysis.report import range_title
+from deniable.analysis.report import range_title, zoomed_axis
 from deniable.analysis.window import coverage_notes, estimand
 from deniable.analysis.timeseries import TimeSeries
 
@@ -66,29 +66,75 @@ SCRIPT = r"""
     }
     return out;
   }
+  function ticks(lo, hi) {
+    var span = hi - lo, raw = span / 4, power = Math.pow(10, Math.floor(Math.log10(raw)));
+    var step = [1, 2, 5, 10].map(function (m) { return m * power; })
+      .filter(function (v) { return v >= raw; })[0], out = [];
+    for (var t = Math.ceil(lo / step - 1e-9) * step; t <= hi + step * 1e-9; t += step)
+      out.push(Math.round(t * 1e9) / 1e9);
+    return out;
+  }
   function draw(box) {
-    var d = decode(box), count = d.n.length, W = 900, H = 300, top = 210, pad = 30;
+    var d = decode(box), count = d.n.length, W = 900, H = 330, top = 230, pad = 66;
     var lo = box.dataset.lower === undefined ? null : +box.dataset.lower;
     var hi = lo === null ? null : +box.dataset.upper;
+    var unit = box.dataset.unit || "";
     var shown = function (v) {
       return lo === null ? v.toFixed(3) : (lo + v * (hi - lo)).toPrecision(5);
     };
-    var svg = el("svg", {viewBox: "0 0 " + W + " " + H, role: "img"});
+    // The axis: zoomed to the estimates and their intervals, at least a tenth of the range
+    // (10 points of a share), so a shift of a few points shows; its ends on round numbers.
+    var a = Infinity, b = -Infinity;
+    for (var m = 0; m < count; m++) if (!(d.flags[m] & 1)) {
+      a = Math.min(a, d.est[m], d.low[m]); b = Math.max(b, d.est[m], d.high[m]);
+    }
+    if (!(a <= b)) { a = 0; b = 1; }
+    var width = Math.max(b - a, 0.1) * 1.15, mid = (a + b) / 2;
+    var y0 = Math.max(0, mid - width / 2), y1 = Math.min(1, mid + width / 2);
+    if (y1 - y0 < 0.1) { if (y0 <= 0) y1 = 0.1; else y0 = 0.9; }
+    var svg = el("svg", {viewBox: "0 0 " + W + " " + H, role: "img", class: "series",
+                         "font-family": "system-ui,sans-serif"});
     var x = function (i) { return pad + (i + 0.5) * (W - pad - 10) / Math.max(count, 1); };
-    var y = function (v) { return 10 + (1 - v) * (top - 20); };
-    [0, 0.25, 0.5, 0.75, 1].forEach(function (v) {
+    var y = function (v) {
+      return 10 + (1 - (Math.min(Math.max(v, y0), y1) - y0) / (y1 - y0)) * (top - 40);
+    };
+    var inUnits = function (v) { return lo === null ? v : lo + v * (hi - lo); };
+    var span = inUnits(y1) - inUnits(y0);
+    ticks(inUnits(y0), inUnits(y1)).forEach(function (t) {
+      var v = lo === null ? t : (t - lo) / (hi - lo);
       el("line", {x1: pad, x2: W - 10, y1: y(v), y2: y(v), stroke: "#e4e4e4"}, svg);
-      el("text", {x: 2, y: y(v) + 4, "font-size": 10, fill: "#666"}, svg).textContent =
-        lo === null ? v : +(lo + v * (hi - lo)).toPrecision(4);
+      el("text", {x: pad - 6, y: y(v) + 4, "font-size": 11, fill: "#555", "text-anchor": "end",
+                  class: "y-tick"}, svg).textContent = lo === null
+        ? (t * 100).toFixed(span >= 0.1 ? 0 : 1) + " %"
+        : t.toLocaleString("en", {maximumFractionDigits: span >= 10 ? 0 : 2});
     });
+    el("text", {x: 14, y: 10 + (top - 40) / 2, "font-size": 11, fill: "#333",
+                "text-anchor": "middle", class: "y-title",
+                transform: "rotate(-90 14 " + (10 + (top - 40) / 2) + ")"}, svg).textContent =
+      box.dataset.ytitle || "";
     var band = [], back = [], line = [], maxN = Math.max.apply(null, d.n.concat([1]));
     for (var i = 0; i < count; i++) {
       if (d.flags[i] & 1) continue;
       band.push(x(i) + "," + y(d.high[i])); back.unshift(x(i) + "," + y(d.low[i]));
       line.push(x(i) + "," + y(d.est[i]));
     }
-    el("polygon", {points: band.concat(back).join(" "), fill: "#1f5fa8", "fill-opacity": 0.18}, svg);
-    el("polyline", {points: line.join(" "), fill: "none", stroke: "#1f5fa8", "stroke-width": 2}, svg);
+    el("polygon", {points: band.concat(back).join(" "), fill: "#1f5fa8", "fill-opacity": 0.25,
+                   stroke: "#1f5fa8", "stroke-opacity": 0.4, "stroke-width": 0.7,
+                   class: "band"}, svg);
+    el("polyline", {points: line.join(" "), fill: "none", stroke: "#1f5fa8", "stroke-width": 2,
+                    class: "line"}, svg);
+    var first0 = Date.parse(box.dataset.first), step0 = +box.dataset.step * 1000;
+    var every = Math.max(1, Math.ceil(count / 8)), base = top - 30;
+    el("line", {x1: pad, x2: W - 10, y1: base, y2: base, stroke: "#888"}, svg);
+    for (var t = 0; t < count; t += every) {
+      var iso = new Date(first0 + t * step0).toISOString();
+      el("text", {x: x(t), y: base + 14, "font-size": 11, fill: "#555", "text-anchor": "middle",
+                  class: "x-tick"}, svg).textContent = box.dataset.granularity === "hour"
+        ? iso.slice(5, 13).replace("T", " ") + "h" : iso.slice(5, 10);
+    }
+    el("text", {x: pad + (W - pad - 10) / 2, y: base + 28, "font-size": 11, fill: "#333",
+                "text-anchor": "middle", class: "x-title"}, svg).textContent =
+      box.dataset.granularity + " (UTC) " + box.dataset.first.slice(0, 4);
     var bw = Math.max((W - pad - 10) / Math.max(count, 1) * 0.8, 0.5);
     for (var k = 0; k < count; k++) {
       var h = d.n[k] / maxN * (H - top - 20);
@@ -99,8 +145,10 @@ SCRIPT = r"""
       if (d.flags[k] & 2) el("circle", {cx: x(k), cy: y(d.est[k]), r: 5, fill: "none",
         stroke: "#c0392b"}, svg);
     }
+    el("text", {x: pad - 6, y: H - 10, "font-size": 10, fill: "#666", "text-anchor": "end"},
+       svg).textContent = "reports";
     el("text", {x: pad, y: H - 1, "font-size": 10, fill: "#666"}, svg).textContent =
-      "n per bucket (max " + maxN.toLocaleString() + ")";
+      "reports per " + box.dataset.granularity + " (max " + maxN.toLocaleString("en") + ")";
     box.appendChild(svg);
     var rows = ["<table class=\"buckets\"><thead><tr><th>" + box.dataset.granularity +
       " (UTC)</th><th>n</th><th>estimate</th><th>CI low</th><th>CI high</th><th>notes</th>" +
@@ -243,13 +291,13 @@ def n_bytes(ts: TimeSeries) -> int:
     return 2 if not len(ts.estimates.n) or int(ts.estimates.n.max()) < 2 ** 16 else 4
 
 
-def trend_svg(ts: TimeSeries, points: int = 30, width: int = 120, height: int = 28,
+def trend_svg(ts: TimeSeries, points: int = 30, width: int = 150, height: int = 28,
               category: int | None = None) -> str:
-    """A small inline SVG of the trend on a fixed axis (0..1; a numeric metric's range): the
-    series pooled into at most ``points`` consecutive chunks (counts summed, then debiased),
-    each with its interval as a band. Pooled chunks have intervals narrow enough to read; the
-    fixed axis keeps noise small. A categorical series draws its ``category``-th share (with
-    its per-category interval)."""
+    """A small inline SVG of the trend: the series pooled into at most ``points`` consecutive
+    chunks (counts summed, then debiased), each with its interval as a band, on an axis
+    zoomed to the pooled estimates (at least 10 points of a share, a tenth of a numeric
+    metric's range; its ends printed at the left), so a shift of 5 points fills half of it.
+    A categorical series draws its ``category``-th share (with its per-category interval)."""
     e = ts.estimates
     if len(ts.n) == 0 or int(ts.n.sum()) == 0 or \
             (ts.simultaneous is not None) != (category is not None):
@@ -265,20 +313,30 @@ def trend_svg(ts: TimeSeries, points: int = 30, width: int = 120, height: int = 
                                      else v) for f, v in vars(pooled).items()})
     n = pooled.n
     has = n > 0
-    xs = (np.arange(len(n)) + 0.5) * (width / len(n))
+    label_w = 30  # the axis' ends, printed at the left
+    xs = label_w + (np.arange(len(n)) + 0.5) * ((width - label_w) / len(n))
     lower, upper = numeric_range(ts.metric.mechanism)
+    # Zoomed to the pooled estimates: at least a tenth of the range (10 points of a share).
+    lo, hi = zoomed_axis([float(v) for v in pooled.estimate[has]], lower, upper)
 
     def y(values: NDArray[np.float64]) -> NDArray[np.float64]:
-        return (1 - np.clip((values - lower) / (upper - lower), 0, 1)) * (height - 2) + 1
+        return (1 - np.clip((values - lo) / (hi - lo), 0, 1)) * (height - 2) + 1
 
     est, low, high = y(pooled.estimate), y(pooled.ci_low), y(pooled.ci_high)
     xs, est, low, high = xs[has], est[has], low[has], high[has]
     line = _path(xs, est)
     band = _path(np.r_[xs, xs[::-1]], np.r_[high, low[::-1]]) + "z"
+    if ts.kind == "numeric":
+        top_label, bottom_label = plain.number(hi), plain.number(lo)
+    else:
+        top_label, bottom_label = plain.percent(hi), plain.percent(lo)
     return (f'<svg class="trend" width="{width}" height="{height}" viewBox="0 0 {width} '
-            f'{height}" role="img" aria-label="trend on a fixed axis">'
-            f'<rect width="{width}" height="{height}" fill="#fafafa"/>'
-            f'<path d="{band}" fill="#1f5fa8" fill-opacity=".2"/>'
+            f'{height}" role="img" aria-label="trend, axis {bottom_label} to {top_label}">'
+            f'<rect x="{label_w}" width="{width - label_w}" height="{height}" fill="#fafafa"/>'
+            f'<g class="y-tick" font-size="8" fill="#666" text-anchor="end">'
+            f'<text x="{label_w - 2}" y="8">{top_label}</text><text x="{label_w - 2}" '
+            f'y="{height - 1}">{bottom_label}</text></g>'
+            f'<path d="{band}" fill="#1f5fa8" fill-opacity=".25"/>'
             f'<path d="{line}" fill="none" stroke="#1f5fa8" stroke-width="1.3"/></svg>')
 
 
@@ -410,9 +468,49 @@ def _interval_text(low: float, high: float) -> str:
     return "(" + text.partition(" (")[2]
 
 
+TIME_CHART_LINES = 10
+"""A categorical metric's time chart draws its largest categories, at most this many."""
+TIME_CHART_POINTS = 60
+"""Longer series are pooled into at most this many stretches (counts summed, then
+debiased), so the chart stays small and its intervals readable."""
+
+
+def _pooled(ts: TimeSeries, points: int) -> tuple[list[datetime], Any]:
+    """The series pooled into at most ``points`` consecutive stretches: their starts and
+    their estimates (each stretch's counts summed, then debiased)."""
+    count = len(ts.n)
+    edges = np.linspace(0, count, min(points, count) + 1).astype(np.int64)
+    starts = np.unique(edges[:-1])
+    values = ts.values if ts.values is not None else np.stack(
+        [ts.estimates.n, ts.estimates.ones], axis=1)
+    pooled, _ = debias_values(ts.metric, np.add.reduceat(values, starts, axis=0),
+                              ts.estimates.confidence)
+    return [ts.starts[int(i)] for i in starts], pooled
+
+
 def _category_time_chart(section: MetricSection) -> str:
-    """Placeholder until the per-category time chart: nothing."""
-    return ""
+    """A categorical or histogram metric's shares over time: one line per category (the
+    largest TIME_CHART_LINES), each with its per-category interval as a band, on a dated
+    axis zoomed to the shares."""
+    from deniable.analysis.timechart import Line, share_axis, time_chart_svg
+
+    ts, cats = section.series, section.summary.categories
+    if cats is None or len(ts) < 2 or not cats.n:
+        return ""
+    starts, pooled = _pooled(ts, TIME_CHART_POINTS)
+    has = pooled.n[:, 0] > 0 if pooled.n.ndim == 2 else pooled.n > 0
+    order = np.argsort(-np.nan_to_num(cats.value, nan=-1.0))[:TIME_CHART_LINES]
+    lines = [Line(cats.labels[j], np.where(has, pooled.unclipped[:, j], np.nan),
+                  pooled.ci_low[:, j], pooled.ci_high[:, j]) for j in order]
+    word = "bucket" if section.summary.kind == "histogram" else "category"
+    shown = "" if cats.d <= TIME_CHART_LINES else f" (the {TIME_CHART_LINES} largest)"
+    pooled_note = "" if len(starts) == len(ts) else f", pooled into {len(starts)} stretches"
+    chart = time_chart_svg(starts, ts.granularity if len(starts) == len(ts) else "day",
+                           lines, y_title=f"share of devices in each {word} (%)",
+                           axis=share_axis(lines),
+                           title=f"Share of devices per {word} over time{shown}"
+                                 f"{pooled_note}")
+    return f'<div class="chart time">{chart}</div>'
 
 
 def _policies(sections: Sequence[MetricSection]) -> tuple[dict[str, str], str]:
@@ -472,8 +570,11 @@ def _section(section: MetricSection, policy_refs: dict[str, str], page_cuts: str
     if s.categories is not None:
         parts.append(_category_detail(section))
     else:
+        unit = plain.unit_of(s.metric)
         bounds = (f' data-lower="{s.lower!r}" data-upper="{s.upper!r}"'
-                  if s.kind == "numeric" else "")
+                  f' data-unit="{html.escape(unit)}" data-ytitle="mean{f" ({unit})" if unit else ""}'
+                  f' over devices"' if s.kind == "numeric" else
+                  ' data-ytitle="share of devices answering yes (%)"')
         parts.append(f'<div class="chart" data-first="{first}" '
                      f'data-step="{int(ts.step.total_seconds())}" '
                      f'data-granularity="{ts.granularity}"'

@@ -707,7 +707,7 @@ def render_html(sections: Sequence[MetricSection], comparisons: Sequence[Compari
         "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">",
         f"<title>{html.escape(title)}</title><style>{STYLE}</style></head><body>",
         f"<h1>{html.escape(title)}</h1>",
-        f'<p class="range"><b>{when}</b> (UTC). <small>Generated '
+        f'<p class="range"><b>{when}</b>. <small>Generated '
         f"{generated_at:%Y-%m-%d %H:%M} UTC.</small></p>" if when else "",
         '<div class="note reading">' + "".join(
             f"<p>{html.escape(n) if '<code>' not in n else n}</p>" for n in notes) + "</div>",

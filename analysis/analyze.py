@@ -52,7 +52,7 @@ def analyze(source: CountsSource, metrics: Sequence[str] | None = None, *,
 
     Breakdowns (sources with ``breakdown_counts``; of ``version`` when given): each metric that
     declares dimensions is broken down by each of them, or by ``by`` alone when given (metrics
-    that do not declare it are skipped), cells under ``min_reports`` reports suppressed
+    that do not declare it are skipped), cells under ``min_reports`` devices suppressed
     (``analysis.breakdown``). Their comparisons are corrected within each breakdown.
     """
     if family not in FAMILIES:

@@ -86,7 +86,7 @@ def _title(b: Breakdown) -> str:
     version = f"version {b.total.version}, " if b.total.version is not None else ""
     return (f"{b.metric} by {b.by} ({b.kind}, {version}n = {b.total.n:,}, "
             f"{b.start:%Y-%m-%d %H:%M} to "
-            f"{b.end:%Y-%m-%d %H:%M} UTC, cells under {b.min_reports:,} reports suppressed)")
+            f"{b.end:%Y-%m-%d %H:%M} UTC, cells under {b.min_reports:,} devices suppressed)")
 
 
 def _fmt(x: float, numeric: bool) -> str:
@@ -190,7 +190,7 @@ def plain_breakdown(b: Breakdown) -> str:
         s = cell.summary
         if s is None:
             rows.append([cell.value, *(["-"] if categorical else []), f"{cell.n:,}", "hidden",
-                         "too few devices to show: " + cell.reason])
+                         cell.reason])
             continue
         if s.categories is not None:
             for i, label in enumerate(s.categories.labels):

@@ -664,7 +664,7 @@ def _breakdowns(breakdowns: Sequence[Any]) -> str:
             f'<section class="breakdown" id="by-{name}-{html.escape(b.by)}" '
             f'data-metric="{name}" data-by="{html.escape(b.by)}"><h3>{name} by '
             f"{html.escape(b.by)} <small>{b.kind}, {b.total.n:,} reports, cells under "
-            f"{b.min_reports:,} reports suppressed</small></h3><table>{head}{''.join(rows)}"
+            f"{b.min_reports:,} devices suppressed</small></h3><table>{head}{''.join(rows)}"
             f"</table><p><small>{compared}.</small></p>"
             + (f'<p class="note"><small>{html.escape(b.note)}</small></p>' if b.note else "")
             + "</section>")

@@ -76,10 +76,13 @@ def register(commands: argparse._SubParsersAction) -> None:  # type: ignore[type
                              "declared combination, e.g. app_version,platform): an estimate "
                              "per value, pairwise comparisons (Holm), small cells suppressed; "
                              "without --metric, every metric that declares it")
-    parser.add_argument("--min-reports", type=positive_int, metavar="K",
-                        help="with --by (or --html): suppress cells with fewer than K reports "
-                             "(default 100): such an estimate is mostly noise and a tiny cell "
-                             "can single people out")
+    parser.add_argument("--min-devices", "--min-reports", dest="min_reports",
+                        type=positive_int, metavar="K",
+                        help="with --by (or --html): suppress cells with fewer than K devices "
+                             "(default 100; the most reports in one period, since each device "
+                             "sends at most one per period, so a cell is hidden whatever the "
+                             "range): such an estimate is mostly noise and a tiny cell can "
+                             "single people out")
     parser.add_argument("--version", type=positive_int, metavar="N",
                         help="with --metric: read version N of the metrics named, and their "
                              "breakdowns (older versions and retired metrics stay readable)")
@@ -107,7 +110,7 @@ def _check_options(args: argparse.Namespace) -> None:
     if args.by and (args.every or args.simplex):
         error("--by gives one pooled estimate per value: leave out --every and --simplex")
     if args.min_reports is not None and not (args.by or args.html):
-        error("--min-reports applies to breakdowns: add --by DIMENSION (or --html FILE)")
+        error("--min-devices applies to breakdowns: add --by DIMENSION (or --html FILE)")
 
 
 def _redis_errors() -> tuple[type[BaseException], ...]:

@@ -17,7 +17,8 @@ imports ``deniable.analysis``.
 
 Breakdowns (``GET /dashboard/breakdown``): a metric that declares public dimensions gets a
 "by" choice; the server pools each value's series over the range and debiases it with the same
-maths, and suppresses cells with fewer than ``min_reports`` reports (default 100, as
+maths, and suppresses cells with fewer than ``min_reports`` devices (the most reports in one
+period, ``window.window_devices``; default 100, as
 ``deniable.analysis.breakdown.DEFAULT_MIN_REPORTS``): their estimate is never sent, only n and
 the reason.
 
@@ -178,7 +179,8 @@ def breakdown() -> Response:
 
     Query: ``metric``, ``by`` (a dimension, or a declared combination ``a,b``),
     ``from``/``to``, ``min_reports`` (default 100). Each cell: ``label``, ``value``, ``n``,
-    ``suppressed`` and ``reason``, and (shown cells only) the estimate of the metric's kind;
+    ``devices`` (the most reports in one period), ``suppressed`` (fewer than ``min_reports``
+    devices) and ``reason``, and (shown cells only) the estimate of the metric's kind;
     then ``not_stated`` (total n - the cells' n) and ``note`` naming what was suppressed.
     """
     from deniable.client.dimensions import DimensionError, series_values
@@ -222,11 +224,17 @@ def breakdown() -> Response:
         n = sum(h.n for h in hours)
         stated += n
         values = series_values(label)
+        # Devices, not reports: the most reports in one period (each device sends at most
+        # one), so the same cell is hidden whatever the range (window.window_devices).
+        devices = window.window_devices([keys.hour_index(h.start) for h in hours],
+                                        [h.n for h in hours], policy)
         cell: dict[str, Any] = {"label": label, "value": ", ".join(values.values()), "n": n,
-                                "suppressed": n < min_reports, "reason": None}
-        if n < min_reports:
-            cell["reason"] = (f"fewer than {min_reports:,} reports ({n:,}): such an estimate "
-                              "is mostly noise and a tiny cell can single people out")
+                                "devices": devices, "suppressed": devices < min_reports,
+                                "reason": None}
+        if devices < min_reports:
+            cell["reason"] = (f"fewer than {min_reports:,} devices ({devices:,} in its "
+                              f"busiest {policy.period}, {n:,} reports): such an estimate is "
+                              "mostly noise and a tiny cell can single people out")
             cells.append(cell)
             continue
         periods = max(window.bucket_periods([keys.hour_index(h.start) for h in hours],
@@ -246,9 +254,11 @@ def breakdown() -> Response:
         cells.append(cell)
     hidden = [c for c in cells if c["suppressed"]]
     note = (f"{len(hidden)} cell{'s' if len(hidden) != 1 else ''} suppressed ("
-            + ", ".join(f"{c['value']}: n = {c['n']:,}" for c in hidden)
-            + f"): each has fewer than {min_reports:,} reports; such an estimate is mostly "
-            "noise and a tiny cell can single people out." if hidden else "")
+            + ", ".join(f"{c['value']}: n = {c['n']:,}, {c['devices']:,} "
+                        f"{'device' if c['devices'] == 1 else 'devices'}" for c in hidden)
+            + f"): each has fewer than {min_reports:,} devices (the most reports in one "
+            "period); such an estimate is mostly noise and a tiny cell can single people out."
+            if hidden else "")
     body: dict[str, Any] = {
         "metric": metric.name, "kind": spec.kind, "by": by, "min_reports": min_reports,
         "confidence": confidence, "from": start.isoformat(), "to": end.isoformat(),

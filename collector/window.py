@@ -136,6 +136,24 @@ def period_of_hour(hours: Any, policy: CollectionPolicy) -> Any:
     return (hours + offset_hours) // (policy.period_seconds // HOUR_SECONDS)
 
 
+def window_devices(hours: Sequence[int], n: Sequence[int], policy: CollectionPolicy) -> int:
+    """The devices a window's reports certainly come from: the most reports in any one of
+    its reporting periods (each device sends at most one report per period). A lower bound
+    on the distinct devices, the same for a day and for a week of the same devices: what
+    suppression of small breakdown cells counts, so that widening the range never shows a
+    cell that a narrower one hides.
+
+    Args:
+        hours: hour indexes (hours since the Unix epoch) of the window's non-empty buckets.
+        n: reports in each.
+    """
+    per: dict[int, int] = {}
+    for hour, count in zip(hours, n):
+        period = int(period_of_hour(int(hour), policy))
+        per[period] = per.get(period, 0) + int(count)
+    return max(per.values(), default=0)
+
+
 @dataclass(frozen=True)
 class WindowEstimate(Estimate):
     """A window's estimate: ``RandomizedResponse.estimate``'s fields, with n / deff reports

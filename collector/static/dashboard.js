@@ -273,7 +273,7 @@
   function breakdownTable(doc) {
     const box = el("div", {class: "breakdown", "data-by": doc.by});
     el("h3", {}, box).textContent = `By ${doc.by} (cells under ` +
-      `${doc.min_reports.toLocaleString("en")} reports suppressed)`;
+      `${doc.min_reports.toLocaleString("en")} devices suppressed)`;
     const t = el("table", {class: "breakdown"}, box), pct = `${Math.round(doc.confidence * 100)}%`;
     const cats = doc.categories, digits = doc.kind === "numeric" ? 2 : 4;
     const head = el("tr", {}, el("thead", {}, t));

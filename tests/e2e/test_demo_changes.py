@@ -19,6 +19,7 @@ Together below 1e-6.
 """
 from __future__ import annotations
 
+import json
 import re
 import signal
 import subprocess
@@ -62,6 +63,19 @@ def test_every_injected_change_shows_and_keep_leaves_the_data_to_explore(tmp_pat
                          lines["os"]), lines["os"]
         assert lines["startup_ms"].startswith("  \u25bc  startup_ms: down ")
         assert "Family: each metric on its own" in done.stdout
+        # The 60 devices on 2.2 are hidden in a one-day view and in the whole range alike.
+        for window in ([], ["--from", today.isoformat()]):
+            shown = subprocess.run([sys.executable, "-m", "deniable.cli", "report",
+                                    "--collector", url, "--metric", "new_editor", "--by",
+                                    "app_version", "--format", "json", *window],
+                                   capture_output=True, text=True, timeout=120)
+            assert shown.returncode == 0, shown.stderr
+            [b] = json.loads(shown.stdout)["breakdowns"]
+            cells = {c["value"]: c for c in b["cells"]}
+            assert cells["2.2"]["suppressed"] and cells["2.2"]["estimate"] is None
+            assert cells["2.2"]["devices"] == 60 and cells["2.2"]["n"] == (60 * 4 if not window
+                                                                            else 60)
+            assert not cells["2.4"]["suppressed"]
         assert port_open(redis_port) and port_open(collector_port)  # still up, as promised
     finally:
         demo.send_signal(signal.SIGINT)

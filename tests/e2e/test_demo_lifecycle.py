@@ -71,8 +71,8 @@ def test_the_demo_reports_every_metric_and_stops_its_servers() -> None:
                          rf"│\s+{interval}\s+│", output), version
     assert re.search(rf"│ 2\.2\s+│\s+60\s+│\s+{number}\s+│\s+suppressed\s+│", output)
     assert re.search(r"│ not stated \(2\.1\)\s+│\s+[1-9][\d,]*\s+│", output)
-    assert re.search(r"1\s+cell\s+suppressed,\s+2\.2\s+\(n\s+=\s+60\):\s+each\s+has\s+fewer\s+"
-                     r"than\s+100\s+reports", output)
+    assert re.search(r"1\s+cell\s+suppressed,\s+2\.2\s+\(n\s+=\s+60,\s+60\s+devices\):\s+each\s+"
+                     r"has\s+fewer\s+than\s+100\s+devices", output)
     assert re.search(r"\d\s+of\s+4\s+true\s+shares\s+fall\s+inside", output)
     # 2.5 turns the feature on by default (70% against 25%): about 11 standard errors apart.
     assert re.search(r"2\.5\s+above\s+2\.3\s+by\s+0\.\d+", output)

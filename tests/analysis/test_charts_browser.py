@@ -122,7 +122,8 @@ def test_every_report_chart_is_dated_and_labelled_and_shows_a_five_point_shift( 
 
 
 @pytest.mark.slow
-def test_every_dashboard_chart_is_dated_and_labelled(redis_url: str, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_every_dashboard_chart_is_dated_and_labelled(redis_url: str, redis_client: Any,  # type: ignore[no-untyped-def]
+                                                     tmp_path: Path) -> None:
     from deniable.collector.server import CollectorProcess
     from deniable.analysis.timeseries import floor
     from tests.cli.test_report_kinds import METRICS, _send

@@ -102,6 +102,9 @@ def register(commands: argparse._SubParsersAction) -> None:  # type: ignore[type
                         help="with --memoization instantaneous: the layer's mechanism id")
     parser.add_argument("--token", default=env_default("READ_TOKEN"),
                         help="read token for --collector (DENIABLE_READ_TOKEN)")
+    parser.add_argument("--cacert", default=env_default("CACERT"), metavar="FILE",
+                        help="with --collector https://...: trust this CA certificate (PEM), "
+                             "e.g. a private CA's (DENIABLE_CACERT)")
     parser.add_argument("--confidence", type=_margin, default=0.95,
                         help="confidence level (default %(default)s)")
     parser.add_argument("--format", choices=("table", "json"), default="table",
@@ -149,7 +152,8 @@ def run(args: argparse.Namespace) -> int:
         from deniable.analysis.sources import HTTPSource
 
         targets = [(name, info.mechanism, info.policy) for name, info in
-                   sorted(HTTPSource(url, token=args.token).metrics().items())]
+                   sorted(HTTPSource(url, token=args.token,
+                                     verify=args.cacert or True).metrics().items())]
     if args.mean_margin is not None and (args.collector is None or args.margin is None):
         args.parser.error("--mean-margin goes with --collector and --margin (with --range, "
                           "--margin is already in the metric's unit)")

@@ -29,6 +29,9 @@ def register(commands: argparse._SubParsersAction) -> None:  # type: ignore[type
                              "its Redis registry lacks (optional)")
     parser.add_argument("--token", default=env_default("READ_TOKEN"),
                         help="read token, if the collector wants one (DENIABLE_READ_TOKEN)")
+    parser.add_argument("--cacert", type=Path, default=env_default("CACERT"), metavar="FILE",
+                        help="with --collector https://...: trust this CA certificate (PEM), "
+                             "e.g. a private CA's (DENIABLE_CACERT; default: the system's CAs)")
     parser.add_argument("--metric", action="append", dest="metrics", metavar="NAME",
                         help="a metric to report (repeatable; default: all)")
     parser.add_argument("--from", dest="start", type=iso_time,
@@ -105,6 +108,11 @@ def _check_options(args: argparse.Namespace) -> None:
         error("--version needs --metric NAME: versions are per metric")
     if args.metrics_file and not args.redis_url:
         error("--metrics-file goes with --redis-url")
+    if args.cacert is not None:
+        if not args.collector:
+            error("--cacert goes with --collector https://...")
+        if not Path(args.cacert).is_file():
+            error(f"--cacert {args.cacert}: no such file (a CA certificate in PEM)")
     if args.simplex and args.every:
         error("--simplex applies to pooled estimates: leave out --every")
     if args.by and (args.every or args.simplex):
@@ -135,7 +143,8 @@ def _open_source(args: argparse.Namespace) -> Any:
                               f"{exc}") from exc
         return source, known
     if args.collector:
-        source = HTTPSource(args.collector, token=args.token)
+        source = HTTPSource(args.collector, token=args.token,
+                            verify=str(args.cacert) if args.cacert else True)
         return source, source.metrics()
     args.parser.error("name a source: --collector URL, or --redis-url URL")
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
 from deniable.analysis.breakdown import DEFAULT_MIN_REPORTS, Breakdown, breakdown
 from deniable.analysis.changes import FAMILIES, FamilyError, correct_family
@@ -28,6 +29,8 @@ class Analysis:
     comparisons: list[Comparison]
     breakdowns: list[Breakdown] = field(default_factory=list)
     """Per metric that declares dimensions: a breakdown by each (or by ``by`` alone)."""
+    histories: dict[str, Any] = field(default_factory=dict)
+    """Per metric with reports of several versions in the range: its ``analysis.history``."""
     family: str = "metric"
     """The correction's family of ``comparisons``: "metric" (each metric's own) or "report"
     (all together); ``analysis.changes``."""
@@ -68,6 +71,7 @@ def analyze(source: CountsSource, metrics: Sequence[str] | None = None, *,
         read_ahead(names, start, end)
     sections, raw = [], []
     breakdowns: list[Breakdown] = []
+    histories: dict[str, Any] = {}
     for name in names:
         counts = source.counts(name, start, end, version=version)
         ts = series(counts, granularity, start, end, confidence)
@@ -84,6 +88,12 @@ def analyze(source: CountsSource, metrics: Sequence[str] | None = None, *,
                                            confidence=confidence))
         except ComparisonError:
             pass
+        if version is None and (counts.metric.version or 1) >= 2 and not rolling_window:
+            from deniable.analysis.history import history
+
+            joined = history(source, name, start, end, granularity, confidence)
+            if joined is not None:
+                histories[name] = joined
         dims = counts.metric.dimensions
         if dims and hasattr(source, "breakdown_counts"):
             wanted = ([by] if by is not None and (dims.get(by) is not None or
@@ -95,4 +105,4 @@ def analyze(source: CountsSource, metrics: Sequence[str] | None = None, *,
                                         correction=correction, version=version)
                               for b in wanted)
     return Analysis(start, end, split, sections, correct_family(raw, family, correction, alpha),
-                    breakdowns, family)
+                    breakdowns, histories, family)

@@ -553,7 +553,37 @@ def _cuts(ts: TimeSeries) -> str:
     return html.escape("; ".join(cut[:8])) + (" ..." if len(cut) > 8 else "")
 
 
-def _section(section: MetricSection, policy_refs: dict[str, str], page_cuts: str) -> str:
+def _history_chart(h: Any) -> str:
+    """A metric's series across its versions: one line and band, a marker where the version
+    changed, each part debiased with its own version's mechanism."""
+    from deniable.analysis.timechart import Line, share_axis, time_chart_svg
+
+    line = Line(f"versions {', '.join(str(v) for v in h.versions)}", h.estimate, h.ci_low,
+                h.ci_high)
+    marks = [(i, f"version {b}") for i, _, b in h.changes]
+    if h.kind == "numeric":
+        lower, upper = float(h.parts[-1].metric.mechanism.lower), \
+            float(h.parts[-1].metric.mechanism.upper)
+        values = [float(v) for v in np.r_[h.estimate, h.ci_low, h.ci_high][
+            np.isfinite(np.r_[h.estimate, h.estimate, h.estimate])]]
+        axis = zoomed_axis(values, lower, upper)
+        unit = plain.unit_of(h.metric)
+        title = f"mean{f' ({unit})' if unit else ''} over devices"
+    else:
+        axis, title = share_axis([line]), "share of devices answering yes (%)"
+    chart = time_chart_svg(h.starts, h.granularity, [line], y_title=title,
+                           percent=h.kind != "numeric", axis=axis, marks=marks,
+                           title="Across versions: each version's reports debiased with its "
+                                 "own mechanism")
+    notes = "; ".join(f"version {b} from {h.starts[i]:%Y-%m-%d %H:%M} UTC (was {a})"
+                      for i, a, b in h.changes)
+    return (f'<div class="chart history" data-versions="{",".join(map(str, h.versions))}">'
+            f"{chart}<p><small>{html.escape(notes)}. A bucket with reports of several versions "
+            "pools them by their reports.</small></p></div>")
+
+
+def _section(section: MetricSection, policy_refs: dict[str, str], page_cuts: str,
+             joined: Any = None) -> str:
     ts, s = section.series, section.summary
     name = html.escape(s.metric)
     first = ts.starts[0].isoformat() if len(ts) else ""
@@ -567,6 +597,8 @@ def _section(section: MetricSection, policy_refs: dict[str, str], page_cuts: str
              f'data-kind="{s.kind}"><summary><b>{name}</b> {head}</summary>']
     if s.description:
         parts.append(f"<p>{html.escape(s.description)}</p>")
+    if joined is not None:
+        parts.append(_history_chart(joined))
     if s.categories is not None:
         parts.append(_category_detail(section))
     else:
@@ -683,7 +715,8 @@ def _value_of(label: str) -> str:
 
 def render_html(sections: Sequence[MetricSection], comparisons: Sequence[Comparison] = (),
                 title: str = "Deniable report", generated_at: datetime | None = None, *,
-                breakdowns: Sequence[Any] = (), family: str = "metric") -> str:
+                breakdowns: Sequence[Any] = (), family: str = "metric",
+                histories: dict[str, Any] | None = None) -> str:
     """The whole report as one HTML document (UTF-8 text), with nothing fetched from anywhere.
 
     It opens with the range and how to read it (the method one click away), an overview, one
@@ -693,7 +726,8 @@ def render_html(sections: Sequence[MetricSection], comparisons: Sequence[Compari
     summary and bucket table, drawn by the page's own script when the metric is opened. A
     thousand metrics with a year of days write in about a second and weigh a few MB.
     ``breakdowns`` (``analysis.breakdown``) add a "by" section per breakdown, saying which
-    cells were suppressed and why.
+    cells were suppressed and why. ``histories`` (``analysis.history``, by metric) add the
+    series across versions to the metrics that have one, marked where the version changed.
     """
     generated_at = generated_at or datetime.now(timezone.utc)
     changes = {c.label: c for c in comparisons}
@@ -740,7 +774,8 @@ def render_html(sections: Sequence[MetricSection], comparisons: Sequence[Compari
                      "</small></p>")
         policy_refs, legend = _policies(sections)
         parts.append(legend)
-    parts.extend(_section(section, policy_refs, page_cuts) for section in sections)
+    parts.extend(_section(section, policy_refs, page_cuts, (histories or {}).get(
+        section.summary.metric)) for section in sections)
     parts.append(_breakdowns(breakdowns))
     mechanisms = {section.series.metric.mechanism.id: section.series.metric.mechanism
                   for section in sections}

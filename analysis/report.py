@@ -816,3 +816,48 @@ def _p(p: float) -> str:
     if math.isnan(p):
         return "-"
     return "<0.0001" if p < 1e-4 else f"{p:.4f}"
+
+
+# -- history across versions ----------------------------------------------------------------
+
+def render_history_table(h: Any) -> str:
+    """A metric's series across its versions (``analysis.history``), plain: per bucket its
+    reports, the version its reports are of, and the estimate with its interval; a rule where
+    the version changed."""
+    from deniable.analysis.history import MIXED
+
+    pct = f"{h.confidence:.0%}".replace("%", " %")
+    unit = plain.unit_of(h.metric)
+    rows: list[list[str]] = []
+    changed = {i: (a, b) for i, a, b in h.changes}
+    for i, start in enumerate(h.starts):
+        if i in changed:
+            a, b = changed[i]
+            rows.append([f"-- version {b} from here (was {a}) --", "", "", ""])
+        v = int(h.version[i])
+        shown = "-" if not h.n[i] else (
+            plain.mean(float(h.estimate[i]), float(h.ci_low[i]), float(h.ci_high[i]), unit)
+            if h.kind == "numeric" else
+            plain.share(float(h.estimate[i]), float(h.ci_low[i]), float(h.ci_high[i])))
+        rows.append([_label(start, h.granularity), f"{int(h.n[i]):,}",
+                     "several" if v == MIXED else str(v) if v else "-", shown])
+    title = (f"{h.metric} across versions {', '.join(str(v) for v in h.versions)}, per "
+             f"{h.granularity}: each version's reports debiased with its own mechanism")
+    out = text_table(title, ((f"{h.granularity} (UTC)", "left"), ("reports", "right"),
+                             ("version", "right"), (f"estimate ({pct} interval)", "right")),
+                     rows)
+    notes = ["A bucket with reports of several versions pools them by their reports "
+             "(docs/analysis.md, \"History across versions\")."] + list(h.left_out)
+    return out + "".join(f"{n}\n" for n in notes)
+
+
+def history_document(h: Any) -> dict[str, Any]:
+    """A history as a JSON-ready document: its versions, where they changed, its buckets."""
+    from deniable.analysis.history import history_rows
+
+    return {"metric": h.metric, "kind": h.kind, "granularity": h.granularity,
+            "versions": h.versions, "confidence": h.confidence,
+            "changes": [{"start": h.starts[i].isoformat(), "from": a, "to": b}
+                        for i, a, b in h.changes],
+            "left_out": h.left_out, "buckets": history_rows(h)}
+

@@ -158,6 +158,25 @@ def _read(source: Any, name: str, start: datetime, end: datetime, version: int |
         raise SourceError(f"cannot read counts of {name}: {exc}") from exc
 
 
+def _histories(args: argparse.Namespace, source: Any, all_counts: list[Any], start: datetime,
+               end: datetime) -> list[Any]:
+    """Each metric's history across versions (``analysis.history``) when more than one
+    version has reports in the range and no --version was asked for."""
+    if args.version is not None or args.rolling:
+        return []
+    from deniable.analysis.history import history
+
+    found = []
+    for counts in all_counts:
+        if (counts.metric.version or 1) < 2:
+            continue
+        h = history(source, counts.metric.name, start, end, args.every or "day",
+                    args.confidence)
+        if h is not None:
+            found.append(h)
+    return found
+
+
 def _version_hint(source: Any, counts: Any, start: datetime, end: datetime) -> str | None:
     """When the current version has no reports in the range, name older versions that do."""
     current = counts.metric.version
@@ -214,15 +233,34 @@ def run(args: argparse.Namespace) -> int:
         hint = _version_hint(source, counts, start, end) if args.version is None else None
         if hint:
             print(f"deniable report: note: {hint}", file=sys.stderr)
+    histories = _histories(args, source, all_counts, start, end)
     if args.every:
         all_series = [series(c, args.every, start, end, args.confidence) for c in all_counts]
         if args.rolling:
             all_series = [rolling(ts, args.rolling) for ts in all_series]
-        sys.stdout.write(render_series(all_series, args.format, detailed=args.detailed))
+        if args.format == "json" and histories:
+            import json
+
+            from deniable.analysis.report import history_document, series_document
+
+            sys.stdout.write(json.dumps({"series": [series_document(ts) for ts in all_series],
+                                         "history": [history_document(h)
+                                                     for h in histories]}, indent=2) + "\n")
+        else:
+            sys.stdout.write(render_series(all_series, args.format, detailed=args.detailed))
+            if args.format == "table":
+                from deniable.analysis.report import render_history_table
+
+                for h in histories:
+                    sys.stdout.write("\n" + render_history_table(h))
     else:
         summaries = [summarize(c, args.confidence, start=start, end=end) for c in all_counts]
         sys.stdout.write(render(summaries, args.format, projected=args.simplex,
                                 detailed=args.detailed))
+        for h in histories if args.format == "table" else ():
+            print(f"{h.metric}: versions {', '.join(str(v) for v in h.versions)} have reports "
+                  f"in this range; the estimate above is version {h.versions[-1]}'s. The series "
+                  f"across versions: --every day")
     if args.html or args.changes:
         analysis = analyze(source, names, start=start, end=end,
                            granularity=args.every or "day", confidence=args.confidence,
@@ -234,7 +272,8 @@ def run(args: argparse.Namespace) -> int:
         if args.html:
             args.html.write_text(render_html(analysis.sections, analysis.comparisons,
                                              breakdowns=analysis.breakdowns,
-                                             family=analysis.family), encoding="utf-8")
+                                             family=analysis.family,
+                                             histories=analysis.histories), encoding="utf-8")
             print(f"wrote {args.html}", file=sys.stderr)
     return 0
 

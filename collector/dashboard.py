@@ -85,6 +85,44 @@ def data() -> Response:
                        parameters={"every": f"one of {', '.join(GRANULARITIES)}"})
     window_size = whole_number("rolling", 1, 1, 1000)
     start, end = time_range()
+    body = _data(metric, start, end, every, window_size)
+    if body.get("kind") in ("boolean", "numeric"):
+        _add_history(body, metric, start, end, every, window_size)
+    return Response(orjson.dumps(body), mimetype="application/json")
+
+
+def _add_history(body: dict[str, Any], metric: Metric, start: Any, end: Any, every: str,
+                 window_size: int) -> None:
+    """The metric's versions (``versions``) and, for each older version of the same kind
+    (and range) with reports in the range, its buckets (``history``), each debiased with its
+    own version's mechanism: the series across versions (docs/analysis.md, "History across
+    versions")."""
+    registry = current_app.extensions["deniable.registry"]
+    entry = getattr(registry, "entry", lambda name: None)(metric.name)
+    if entry is None:
+        return
+    body["versions"] = [{"version": v.version, "mechanism": v.mechanism.id,
+                         "epsilon": v.mechanism.epsilon} for v in entry.versions]
+    parts = []
+    for v in entry.versions:
+        if v.version == metric.version or v.spec.kind != body["kind"]:
+            continue
+        if v.spec.kind == "numeric" and (float(v.mechanism.lower), float(v.mechanism.upper)) \
+                != (body["lower"], body["upper"]):
+            continue
+        older = Metric(metric.name, metric.description, v.mechanism, metric.retention_days,
+                       v.policy, v.version, v.spec, metric.dimensions)
+        doc = _data(older, start, end, every, window_size)
+        if doc["summary"]["n"]:
+            parts.append({"version": v.version, "mechanism": v.mechanism.id,
+                          "epsilon": v.mechanism.epsilon, "policy": doc["policy"],
+                          "buckets": doc["buckets"], "summary": doc["summary"]})
+    body["history"] = parts
+
+
+def _data(metric: Metric, start: Any, end: Any, every: str, window_size: int
+          ) -> dict[str, Any]:
+    """One version's series and pooled summary over [start, end), as a JSON-ready dict."""
     with storage_guard():
         hours = _hours(metric, start, end)
     first, count = rollup.grid_hours(start, end, every)
@@ -165,7 +203,7 @@ def data() -> Response:
     }
     if bounds is not None:
         body["lower"], body["upper"] = bounds
-    return Response(orjson.dumps(body), mimetype="application/json")
+    return body
 
 
 MIN_REPORTS = 100
@@ -309,7 +347,7 @@ def _hours(metric: Metric, start: Any, end: Any) -> list[rollup.HourCount]:
 def _categorical(metric: Metric, spec: MetricSpec, hours: list[rollup.HourCount],
                  sums: list[list[int]], periods: list[int], starts: list[Any],
                  bucket_hours: list[int], step: int, partial: list[str], every: str,
-                 window_size: int, start: Any, end: Any, confidence: float) -> Response:
+                 window_size: int, start: Any, end: Any, confidence: float) -> dict[str, Any]:
     """The data of a categorical or histogram metric: per bucket, each category's share."""
     mechanism, policy = metric.mechanism, metric.policy
     labels = spec.labels
@@ -345,7 +383,7 @@ def _categorical(metric: Metric, spec: MetricSpec, hours: list[rollup.HourCount]
                                    for label, c in zip(labels, pooled)]},
         "note": _note(mechanism, total[0], confidence),
     }
-    return Response(orjson.dumps(body), mimetype="application/json")
+    return body
 
 
 def _trailing(values: list[int], window: int) -> list[int]:

@@ -106,7 +106,10 @@
     // A numeric metric's mean is drawn in its unit, on an axis zoomed inside its declared
     // range; shares in percent, zoomed inside [0, 1].
     const numeric = doc.kind === "numeric";
-    const [lo, hi] = zoom(b.filter(bk => bk.n > 0).flatMap(bk => [bk.estimate, bk.ci_low, bk.ci_high]),
+    const older = doc.history || [];  // older versions' buckets, each debiased on its own
+    const all = [b, ...older.map(p => p.buckets)];
+    const [lo, hi] = zoom(all.flatMap(bs => bs.filter(bk => bk.n > 0)
+                            .flatMap(bk => [bk.estimate, bk.ci_low, bk.ci_high])),
                           numeric ? doc.lower : 0, numeric ? doc.upper : 1);
     const y = v => TOP + (1 - (Math.min(Math.max(v, lo), hi) - lo) / (hi - lo)) * (H - TOP);
     const unit = unitOf(doc.metric);
@@ -134,6 +137,30 @@
       if (d) el("path", Object.assign({d, fill: "none"}, attrs), svg, true);
     };
     line("estimate", {stroke: "#1f5fa8", "stroke-width": 2, class: "estimate"});
+    // History across versions: each older version's part in its own colour, and a marker
+    // where the current version's reports begin.
+    older.forEach((part, k) => {
+      const colour = ["#d9622b", "#2e8b57", "#8e44ad", "#7f8c8d"][k % 4];
+      const idx = part.buckets.map((bk, i) => i).filter(i => part.buckets[i].n > 0);
+      if (!idx.length) return;
+      const pts = idx.map(i => `${x(i)},${y(part.buckets[i].ci_high)}`).concat(
+        idx.slice().reverse().map(i => `${x(i)},${y(part.buckets[i].ci_low)}`));
+      el("polygon", {points: pts.join(" "), fill: colour, "fill-opacity": 0.2, class: "band"},
+         svg, true);
+      el("polyline", {points: idx.map(i => `${x(i)},${y(part.buckets[i].estimate)}`).join(" "),
+                      fill: "none", stroke: colour, "stroke-width": 2, class: "history",
+                      "data-version": part.version}, svg, true);
+      el("text", {x: x(idx[0]) + 4, y: TOP + 12 + 14 * k, fill: colour, class: "mark-label"},
+         svg, true).textContent = `version ${part.version} (${part.mechanism})`;
+    });
+    const firstNow = b.findIndex(bk => bk.n > 0);
+    if (older.length && firstNow >= 0) {
+      const xm = x(firstNow) - plotW / Math.max(n, 1) / 2;
+      el("line", {x1: xm, x2: xm, y1: TOP, y2: H, stroke: "#444", "stroke-dasharray": "4 3",
+                  class: "mark"}, svg, true);
+      el("text", {x: xm + 4, y: H - 6, class: "mark-label"}, svg, true).textContent =
+        `version ${doc.version} from here`;
+    }
     b.forEach((bk, i) => {
       if (bk.n === 0) return;
       el("circle", {cx: x(i), cy: y(bk.estimate), r: 3.5, stroke: "#1f5fa8",
@@ -345,6 +372,11 @@
       const doc = await r.json();
       if (!r.ok) throw new Error(doc.detail || r.statusText);
       if (doc.description) el("p", {}, section).textContent = doc.description;
+      if (doc.versions && doc.versions.length > 1)
+        el("p", {class: "versions"}, section).textContent = "Versions: " + doc.versions.map(
+          v => `${v.version} (${v.mechanism}, \u03b5 ${v.epsilon.toFixed(3)})`).join(", ") +
+          ((doc.history || []).length ? ". The chart joins them: each version's reports are " +
+           "debiased with its own mechanism." : ". Only the current one has reports here.");
       el("p", {class: "policy"}, section).textContent =
         (doc.version == null ? "" : `Version ${doc.version}. `) + `${doc.policy}. ` +
         `Each value is the ${doc.estimand}. Range ${when(doc.from)} to ${when(doc.to)}` +

@@ -90,9 +90,10 @@ def test_split_outside_the_range_is_refused(report, tmp_path) -> None:  # type: 
 
 
 def test_split_and_correction_without_html_are_refused(report) -> None:  # type: ignore[no-untyped-def]
-    for option in (["--split", "2026-11-12T00:00"], ["--correction", "bonferroni"]):
+    for option in (["--split", "2026-11-12T00:00"], ["--correction", "bonferroni"],
+                   ["--family", "report"]):
         status, _, err = report(*RANGE, *option)
-        assert status == 2 and "add --html" in err
+        assert status == 2 and "add --changes or --html" in err
 
 
 def test_partial_first_bucket_and_partial_rolling_windows_are_flagged(report) -> None:  # type: ignore[no-untyped-def]

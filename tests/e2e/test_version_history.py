@@ -25,7 +25,9 @@ from deniable.analysis.history import history
 from deniable.analysis.timeseries import floor
 from deniable.cli.demo import _population_reporter
 from deniable.collector.server import CollectorProcess
+from tests.analysis.test_charts_browser import _look
 from tests.conftest import OPEN_ENV
+from tests.e2e.test_dashboard import devtools
 
 METRIC = "editor_history"
 DEVICES = 2_000
@@ -101,3 +103,14 @@ def test_one_series_spans_both_versions_each_part_within_its_interval(
         [older] = data["history"]
         assert older["version"] == 1 and older["mechanism"] == MECHANISMS[1]
         assert sum(b["n"] for b in older["buckets"]) == 2 * DEVICES
+        # ... drawn in the browser: the older part beside the current one, the change marked.
+        query = f"from={start.isoformat()}&to={end.isoformat()}&metric={METRIC}".replace(
+            "+", "%2B")
+        with devtools() as browser:
+            charts = _look(browser, f"{url}/dashboard?{query}", tmp_path / "history.png", "0")
+            drawn = browser.evaluate(
+                "({older: document.querySelectorAll('polyline.history').length, "
+                "marks: Array.from(document.querySelectorAll('.mark-label'))"
+                ".map(t => t.textContent)})")
+        assert charts and all(c["ytitle"] for c in charts)
+        assert drawn["older"] == 1 and "version 2 from here" in drawn["marks"], drawn

@@ -102,9 +102,9 @@ def register(commands: argparse._SubParsersAction) -> None:  # type: ignore[type
                         help="with --memoization instantaneous: the layer's mechanism id")
     parser.add_argument("--token", default=env_default("READ_TOKEN"),
                         help="read token for --collector (DENIABLE_READ_TOKEN)")
-    parser.add_argument("--cacert", default=env_default("CACERT"), metavar="FILE",
+    parser.add_argument("--cacert", metavar="FILE",
                         help="with --collector https://...: trust this CA certificate (PEM), "
-                             "e.g. a private CA's (DENIABLE_CACERT)")
+                             "e.g. a private CA's")
     parser.add_argument("--confidence", type=_margin, default=0.95,
                         help="confidence level (default %(default)s)")
     parser.add_argument("--format", choices=("table", "json"), default="table",

@@ -29,9 +29,9 @@ def register(commands: argparse._SubParsersAction) -> None:  # type: ignore[type
                              "its Redis registry lacks (optional)")
     parser.add_argument("--token", default=env_default("READ_TOKEN"),
                         help="read token, if the collector wants one (DENIABLE_READ_TOKEN)")
-    parser.add_argument("--cacert", type=Path, default=env_default("CACERT"), metavar="FILE",
+    parser.add_argument("--cacert", type=Path, metavar="FILE",
                         help="with --collector https://...: trust this CA certificate (PEM), "
-                             "e.g. a private CA's (DENIABLE_CACERT; default: the system's CAs)")
+                             "e.g. a private CA's (default: the system's CAs)")
     parser.add_argument("--metric", action="append", dest="metrics", metavar="NAME",
                         help="a metric to report (repeatable; default: all)")
     parser.add_argument("--from", dest="start", type=iso_time,

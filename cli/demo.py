@@ -371,7 +371,8 @@ def run(args: argparse.Namespace) -> int:
 
     from deniable.analysis import HTTPSource, analyze, render_html
     from deniable.analysis.breakdown import breakdown
-    from deniable.analysis.report import sparkline
+    from deniable.analysis import plain
+    from deniable.analysis.report import estimate_text, sparkline, zoomed_axis
     from deniable.analysis.timeseries import floor
     from deniable.collector.embedded import RedisServer
     from deniable.collector.server import CollectorProcess
@@ -475,8 +476,9 @@ def run(args: argparse.Namespace) -> int:
             table = Table(title=f"{args.devices:,} devices x {days} days (memoized, one report "
                                 "per device per day): what the collector learned")
             pct = f"{analysis.sections[0].summary.confidence:.0%}"
-            for header in ("metric", "epsilon", "true share", "raw yes-rate", "estimate",
-                           f"{pct} CI", "in CI", "daily trend"):
+            for header in ("metric", "epsilon", "true share",
+                           f"estimate ({pct.replace('%', ' %')} interval)", "in it",
+                           "daily trend (axis zoomed)"):
                 table.add_column(header, justify="left" if header in ("metric", "daily trend")
                                  else "right", no_wrap=header == "metric")
             inside = 0
@@ -485,11 +487,12 @@ def run(args: argparse.Namespace) -> int:
                 true_rate = true_yes[m.name] / reports
                 hit = s.ci_low <= true_rate <= s.ci_high
                 inside += hit
-                table.add_row(m.name, f"{s.epsilon:.3f}", f"{true_rate:.4f}",
-                              f"{s.yes_rate:.4f}", f"{s.estimate:.4f}",
-                              f"[{s.ci_low:.4f}, {s.ci_high:.4f}]",
-                              "[green]yes[/]" if hit else "[red]no[/]",
-                              sparkline([float(v) for v in section.series.estimates.estimate]))
+                daily = [float(v) for v in section.series.estimates.estimate]
+                low, high = zoomed_axis(daily)
+                table.add_row(m.name, f"{s.epsilon:.3f}", plain.percent(true_rate, 1),
+                              estimate_text(s), "[green]yes[/]" if hit else "[red]no[/]",
+                              f"{plain.percent(low)} {sparkline(daily, low, high)} "
+                              f"{plain.percent(high)}")
             console.print(table)
             console.print(
                 f"Each estimate is the share of devices answering yes per day, averaged over "

@@ -260,17 +260,19 @@
   function categoryTable(doc) {
     const t = el("table", {class: "categories"}), pct = `${Math.round(doc.confidence * 100)}%`;
     const head = el("tr", {}, el("thead", {}, t));
-    for (const h of ["category", "count", "share (unbiased)", `${pct} CI per category`,
-                     `${pct} CI simultaneous`, "notes"]) el("th", {}, head).textContent = h;
+    for (const h of ["category", `share of devices (${pct.replace("%", " %")} interval)`,
+                     "share (unbiased)", `${pct} CI per category`, `${pct} CI simultaneous`,
+                     "perturbed count", "notes"]) el("th", {}, head).textContent = h;
     const body = el("tbody", {}, t);
     for (const k of doc.summary.categories) {
       const tr = el("tr", {"data-category": k.category}, body);
       el("td", {}, tr).textContent = k.category;
-      el("td", {"data-field": "ones"}, tr).textContent = String(k.ones);
+      el("td", {"data-field": "display"}, tr).textContent = share(k.estimate, k.ci_low, k.ci_high);
       el("td", {"data-field": "estimate"}, tr).textContent = fmt(k.estimate, 4);
       el("td", {"data-field": "ci"}, tr).textContent = `[${fmt(k.ci_low, 4)}, ${fmt(k.ci_high, 4)}]`;
       el("td", {"data-field": "sim"}, tr).textContent =
         `[${fmt(k.sim_low, 4)}, ${fmt(k.sim_high, 4)}]`;
+      el("td", {"data-field": "ones"}, tr).textContent = String(k.ones);
       el("td", {"data-field": "flags", class: "flags"}, tr).textContent = k.flags;
     }
     return t;

@@ -90,7 +90,7 @@ def _title(b: Breakdown) -> str:
 
 
 def _fmt(x: float, numeric: bool) -> str:
-    return f"{x:.6g}" if numeric else f"{x:.4f}"
+    return plain.number(x, 6) if numeric else f"{x:.4f}"
 
 
 def breakdown_table(b: Breakdown) -> str:
@@ -134,7 +134,8 @@ def breakdown_table(b: Breakdown) -> str:
     out += comparisons_table(b)
     notes = [b.note, b.dimensions_note]
     if numeric and b.total.lower is not None:
-        notes.append(f"{b.metric}: means in [{b.total.lower:g}, {b.total.upper:g}].")
+        notes.append(f"{b.metric}: means in [{plain.exact(b.total.lower)}, "
+                     f"{plain.exact(b.total.upper)}].")
     if categorical and b.total.categories is not None:
         notes.append(f"{b.metric}: {b.total.categories.interval_note}.")
     return out + "".join(f"{n}\n" for n in notes if n)
@@ -154,7 +155,7 @@ def comparisons_table(b: Breakdown) -> str:
                ("difference", "right"), (f"{pct} CI", "right"), ("p", "right"),
                (f"p ({first.correction})", "right"), ("significant", "left")]
     rows = [[f"{_short(c.b)} - {_short(c.a)}", *([c.category or ""] if first.category else []),
-             f"{c.difference:+.4g}", f"[{c.ci_low:+.4g}, {c.ci_high:+.4g}]",
+             _signed(c.difference), f"[{_signed(c.ci_low)}, {_signed(c.ci_high)}]",
              _p(c.p_value), _p(c.p_adjusted),
              "yes" if c.significant else "no"] for c in shown]
     title = (f"Comparisons between {b.by} values: {len(significant)} of {len(listed)} "
@@ -162,6 +163,12 @@ def comparisons_table(b: Breakdown) -> str:
              f"{' and category' if first.category else ''})"
              + ("" if shown is listed else "; the significant ones:"))
     return text_table(title, columns, rows) if shown else title + "\n"
+
+
+def _signed(x: float) -> str:
+    """A difference to 4 significant digits with its sign, never in scientific notation."""
+    text = plain.number(x, 4)
+    return text if text.startswith("-") else "+" + text
 
 
 def _short(label: str) -> str:

@@ -375,8 +375,9 @@ def _overview(sections: Sequence[MetricSection], changes: dict[str, Comparison])
         if s.categories is not None:
             rows.append(_category_overview(section, changes))
             continue
-        numbers = (f' data-value="{s.estimate:.6g}" data-ci-low="{s.ci_low:.6g}" '
-                   f'data-ci-high="{s.ci_high:.6g}"')
+        numbers = (f' data-value="{plain.exact(s.estimate, 7)}" '
+                   f'data-ci-low="{plain.exact(s.ci_low, 7)}" '
+                   f'data-ci-high="{plain.exact(s.ci_high, 7)}"')
         rows.append(
             f'<tr data-metric="{name}"><td data-field="metric"><a href="#metric-{name}">{name}'
             f"</a></td>{_cell(s.n, 'n', '{:,}')}"
@@ -420,14 +421,14 @@ def _category_detail(section: MetricSection) -> str:
     cats = s.categories
     assert cats is not None
     spec = section.series.metric.spec
-    edges = tuple(f"{float(e):g}" for e in spec.edges)
+    edges = tuple(plain.exact(float(e)) for e in spec.edges)
     chart = category_svg(cats, histogram=s.kind == "histogram", edges=edges)
     pct = f"{cats.confidence:.0%}"
     trends = cats.d <= TREND_CATEGORIES and len(section.series) > 1
     word = "bucket" if s.kind == "histogram" else "category"
     plain_rows = "".join(
         f'<tr data-category="{html.escape(label)}"><td>{html.escape(label)}</td>'
-        f'<td data-field="share" data-value="{float(cats.value[i]):.6g}">'
+        f'<td data-field="share" data-value="{plain.exact(float(cats.value[i]), 7)}">'
         f"{html.escape(category_text(cats, i)) if cats.n else '-'}</td>"
         f"<td>{html.escape(_interval_text(float(cats.sim_low[i]), float(cats.sim_high[i])))}"
         "</td>"
@@ -618,11 +619,12 @@ def _section(section: MetricSection, policy_refs: dict[str, str], page_cuts: str
     version = "" if s.version is None else f"v{s.version}; "
     rolled = f" Rolling {ts.window} {ts.granularity}s." if ts.window > 1 else ""
     interval = "" if s.categories is not None else (
-        f", {s.confidence:.0%} interval [{s.ci_low:.5g}, {s.ci_high:.5g}]" if s.kind == "numeric"
+        f", {s.confidence:.0%} interval [{plain.number(s.ci_low, 5)}, "
+        f"{plain.number(s.ci_high, 5)}]" if s.kind == "numeric"
         else f", {s.confidence:.0%} interval [{s.ci_low:.4f}, {s.ci_high:.4f}]")
     detail = "" if s.categories is not None or not s.n else (
         f"; raw (perturbed) yes-rate {s.yes_rate:.4f} of {s.n:,} reports, unbiased estimate "
-        f"{s.unclipped:.6g}, standard error {s.stderr:.4g}")
+        f"{plain.number(s.unclipped, 6)}, standard error {plain.number(s.stderr, 4)}")
     parts.append(f'<details class="detail"><summary>Details</summary><p class="policy"><small>'
                  f"{version}policy "
                  f"{policy_refs[(s.policy, 'categorical' if s.categories is not None else s.kind)]}; "  # type: ignore[index]

@@ -99,6 +99,16 @@ def number(x: float, digits: int = 3) -> str:
     return fixed(x, decimals)
 
 
+def exact(x: float, decimals: int = 6) -> str:
+    """``x`` with up to ``decimals`` digits after the point, trailing zeros dropped, never in
+    scientific notation: 1000000.0 -> "1000000", 0.1 -> "0.1" (for ranges and the analyst's
+    detailed tables)."""
+    if x is None or not math.isfinite(x):
+        return "-"
+    text = f"{x:.{decimals}f}".rstrip("0").rstrip(".")
+    return "0" if text in ("-0", "") else text
+
+
 def p_value(p: float) -> str:
     """A p-value as a reader reads it: "p = 0.006", "p < 0.001"; "-" when there is none."""
     if p is None or not math.isfinite(p):

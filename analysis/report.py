@@ -224,7 +224,8 @@ def plain_flags(s: MetricSummary) -> str:
         notes.append("near " + ("0 %" if s.unclipped < 0.5 else "100 %")
                      + " (noise pushed the raw estimate past it)")
     elif s.n and s.clipped:
-        notes.append(f"at the edge of its range [{s.lower:g}, {s.upper:g}]")
+        notes.append(f"at the edge of its range [{plain.exact(s.lower)}, "
+                     f"{plain.exact(s.upper)}]")
     return "; ".join(notes)
 
 
@@ -327,15 +328,17 @@ def _value(x: float, lower: float | None) -> str:
     """A share to 4 decimals; a numeric metric's mean to 4 significant digits more."""
     if lower is None:
         return f"{x:.4f}"
-    return f"{x:.6g}"
+    return plain.number(x, 6)
 
 
 def _what(s: MetricSummary) -> str:
     estimand_text = s.estimand or "share of devices"
     if s.kind == "numeric":
-        total = (f"; total over the {s.n:,} reports {s.n * s.unclipped:.6g} "
-                 f"[{s.n * s.ci_low:.6g}, {s.n * s.ci_high:.6g}]" if s.n else "")
-        return f"{estimand_text}, in [{s.lower:g}, {s.upper:g}]{total}"
+        total = (f"; total over the {s.n:,} reports {plain.number(s.n * s.unclipped, 6)} "
+                 f"[{plain.number(s.n * s.ci_low, 6)}, {plain.number(s.n * s.ci_high, 6)}]"
+                 if s.n else "")
+        return (f"{estimand_text}, in [{plain.exact(s.lower)}, {plain.exact(s.upper)}]"
+                f"{total}")
     return estimand_text
 
 

@@ -31,7 +31,10 @@ def test_means_read_in_their_unit_and_never_in_scientific_notation() -> None:
         "-201 ms (-344 to -59 ms)"
     assert plain.number(50_558_100.0) == "50,558,100"
     assert plain.number(0.000123) == "0.000123"
+    assert plain.exact(1e6) == "1000000" and plain.exact(0.1) == "0.1"
+    assert plain.exact(-0.0000001) == "0"
     for x in (4.44e-15, 5.05581e7, 1e-9, 123456789.123):
+        assert "e" not in plain.exact(x)
         assert "e" not in plain.number(x) and "e" not in plain.mean(x, x * 0.9, x * 1.1)
 
 

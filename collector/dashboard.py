@@ -71,7 +71,9 @@ def data() -> Response:
     """One metric's time series and pooled summary over [from, to), as JSON.
 
     Query: ``metric`` (required), ``from``/``to`` (ISO 8601; default the last 7 days),
-    ``every`` (hour, day or week; default day), ``rolling`` (buckets to pool, default 1).
+    ``every`` (hour, day or week; default day), ``rolling`` (buckets to pool, default 1),
+    ``version`` (an older version on its own; default the current one, with ``versions`` and,
+    for boolean and numeric metrics, ``history``: the older versions' buckets).
     The buckets have the shape of ``deniable report --every ... --format json``.
     """
     name = request.args.get("metric", "")
@@ -85,24 +87,49 @@ def data() -> Response:
                        parameters={"every": f"one of {', '.join(GRANULARITIES)}"})
     window_size = whole_number("rolling", 1, 1, 1000)
     start, end = time_range()
+    number = whole_number("version", 0, 1, 10 ** 6)
+    if number and number != metric.version:  # an older version, on its own
+        metric = _version(metric, number)
+        body = _data(metric, start, end, every, window_size)
+        _add_history(body, metric, start, end, every, window_size, joined=False)
+        return Response(orjson.dumps(body), mimetype="application/json")
     body = _data(metric, start, end, every, window_size)
-    if body.get("kind") in ("boolean", "numeric"):
-        _add_history(body, metric, start, end, every, window_size)
+    _add_history(body, metric, start, end, every, window_size,
+                 joined=body.get("kind") in ("boolean", "numeric"))
     return Response(orjson.dumps(body), mimetype="application/json")
 
 
+def _version(metric: Metric, number: int) -> Metric:
+    """Version ``number`` of ``metric`` as a Metric (its own mechanism, policy and spec).
+
+    Raises:
+        APIError: 404 naming the versions there are.
+    """
+    entry = getattr(current_app.extensions["deniable.registry"], "entry",
+                    lambda name: None)(metric.name)
+    found = entry.version(number) if entry is not None else None
+    if found is None:
+        known = [v.version for v in entry.versions] if entry is not None else [metric.version]
+        raise APIError(404, f"metric {metric.name!r} has no version {number}",
+                       parameters={"version": f"versions: {known}"})
+    return Metric(metric.name, metric.description, found.mechanism, metric.retention_days,
+                  found.policy, found.version, found.spec, metric.dimensions)
+
+
 def _add_history(body: dict[str, Any], metric: Metric, start: Any, end: Any, every: str,
-                 window_size: int) -> None:
-    """The metric's versions (``versions``) and, for each older version of the same kind
-    (and range) with reports in the range, its buckets (``history``), each debiased with its
-    own version's mechanism: the series across versions (docs/analysis.md, "History across
-    versions")."""
+                 window_size: int, joined: bool = True) -> None:
+    """The metric's versions (``versions``) and, when ``joined``, for each older version of
+    the same kind (and range) with reports in the range, its buckets (``history``), each
+    debiased with its own version's mechanism: the series across versions (docs/analysis.md,
+    "History across versions")."""
     registry = current_app.extensions["deniable.registry"]
     entry = getattr(registry, "entry", lambda name: None)(metric.name)
     if entry is None:
         return
     body["versions"] = [{"version": v.version, "mechanism": v.mechanism.id,
                          "epsilon": v.mechanism.epsilon} for v in entry.versions]
+    if not joined:
+        return
     parts = []
     for v in entry.versions:
         if v.version == metric.version or v.spec.kind != body["kind"]:

@@ -435,6 +435,8 @@ PATHS: dict[str, dict[str, Any]] = {
              "schema": {"type": "string", "enum": ["hour", "day", "week"]}},
             {"name": "rolling", "in": "query", "required": False,
              "schema": {"type": "integer", "minimum": 1, "maximum": 1000}},
+            {"name": "version", "in": "query", "required": False,
+             "schema": {"type": "integer", "minimum": 1, "maximum": 1000000}},
         ],
         "responses": {
             "200": _json("The metric's version, collection policy, estimand and range; buckets "
@@ -442,7 +444,7 @@ PATHS: dict[str, dict[str, Any]] = {
                          "boolean or numeric metric its versions and (history) each older "
                          "version's buckets with reports in the range, debiased with its own "
                          "mechanism.", {"type": "object"}),
-            "404": _problem("No metric of that name."),
+            "404": _problem("No metric of that name, or no such version."),
             "422": _problem("A bad parameter; errors[] names it."),
             "503": UNAVAILABLE,
         },

@@ -369,16 +369,32 @@
     const section = el("section", {class: "metric", "data-metric": name}, into);
     el("h2", {}, section).textContent = name;
     const q = new URLSearchParams(query); q.set("metric", name);
+    const picked = params.get(`v.${name}`);  // a version picked in this section
+    if (picked) q.set("version", picked);
     try {
       const r = await fetch(`${into.dataset.endpoint}?${q}`, {headers: auth()});
       const doc = await r.json();
       if (!r.ok) throw new Error(doc.detail || r.statusText);
       if (doc.description) el("p", {}, section).textContent = doc.description;
-      if (doc.versions && doc.versions.length > 1)
-        el("p", {class: "versions"}, section).textContent = "Versions: " + doc.versions.map(
-          v => `${v.version} (${v.mechanism}, \u03b5 ${v.epsilon.toFixed(3)})`).join(", ") +
-          ((doc.history || []).length ? ". The chart joins them: each version's reports are " +
-           "debiased with its own mechanism." : ". Only the current one has reports here.");
+      if (doc.versions && doc.versions.length > 1) {
+        const line = el("p", {class: "versions"}, section);
+        const label = el("label", {}, line);
+        label.append("version ");
+        const pick = el("select", {name: `v.${name}`, class: "version-picker"}, label);
+        el("option", {value: ""}, pick).textContent = "all, joined";
+        for (const v of doc.versions)
+          el("option", {value: String(v.version)}, pick).textContent =
+            `${v.version} (${v.mechanism}, \u03b5 ${v.epsilon.toFixed(3)})`;
+        pick.value = picked || "";
+        pick.addEventListener("change", () => {
+          const next = new URLSearchParams(location.search);
+          if (pick.value) next.set(`v.${name}`, pick.value); else next.delete(`v.${name}`);
+          location.search = next.toString();
+        });
+        line.append((doc.history || []).length ? " The chart joins the versions: each " +
+          "version's reports are debiased with its own mechanism." : picked ?
+          ` Version ${picked} alone.` : " Only the current version has reports here.");
+      }
       el("p", {class: "policy"}, section).textContent =
         (doc.version == null ? "" : `Version ${doc.version}. `) + `${doc.policy}. ` +
         `Each value is the ${doc.estimand}. Range ${when(doc.from)} to ${when(doc.to)}` +
@@ -502,6 +518,7 @@
     if (form.by.value && form.min_reports.value && form.min_reports.value !== "100")
       next.set("min_reports", form.min_reports.value);
     document.querySelectorAll("#metrics input:checked").forEach(b => next.append("metric", b.value));
+    for (const [k, v] of params) if (k.startsWith("v.")) next.set(k, v);  // versions picked
     location.search = next.toString();
   });
   render();

@@ -103,14 +103,24 @@ def test_one_series_spans_both_versions_each_part_within_its_interval(
         [older] = data["history"]
         assert older["version"] == 1 and older["mechanism"] == MECHANISMS[1]
         assert sum(b["n"] for b in older["buckets"]) == 2 * DEVICES
+        alone = requests.get(f"{url}/dashboard/data", timeout=10, params={
+            "metric": METRIC, "from": start.isoformat(), "to": end.isoformat(),
+            "version": "1"}).json()  # the version picker: version 1 on its own
+        assert alone["version"] == 1 and alone["mechanism"] == MECHANISMS[1]
+        assert alone["summary"]["n"] == 2 * DEVICES and "history" not in alone
+        missing = requests.get(f"{url}/dashboard/data", timeout=10,
+                               params={"metric": METRIC, "version": "9"})
+        assert missing.status_code == 404 and "[1, 2]" in missing.text
         # ... drawn in the browser: the older part beside the current one, the change marked.
         query = f"from={start.isoformat()}&to={end.isoformat()}&metric={METRIC}".replace(
             "+", "%2B")
         with devtools() as browser:
             charts = _look(browser, f"{url}/dashboard?{query}", tmp_path / "history.png", "0")
             drawn = browser.evaluate(
-                "({older: document.querySelectorAll('polyline.history').length, "
+                "({picker: document.querySelectorAll('select.version-picker option').length, "
+                "older: document.querySelectorAll('polyline.history').length, "
                 "marks: Array.from(document.querySelectorAll('.mark-label'))"
                 ".map(t => t.textContent)})")
         assert charts and all(c["ytitle"] for c in charts)
         assert drawn["older"] == 1 and "version 2 from here" in drawn["marks"], drawn
+        assert drawn["picker"] == 3  # "all, joined", 1 and 2

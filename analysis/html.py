@@ -533,7 +533,8 @@ def _policies(sections: Sequence[MetricSection]) -> tuple[dict[str, str], str]:
             f"{html.escape(estimand(ts.metric.policy, most, ts.step.total_seconds(), ts.kind))}"
             f"; a metric's summary pools its periods with reports: the "
             f"{html.escape(estimand(ts.metric.policy, None, kind=ts.kind))}.")
-    return refs, f'<p class="policies"><small>Collection policies. {" ".join(items)}</small></p>'
+    return refs, ('<details class="policies"><summary>Collection policies (what each value '
+                  f'estimates)</summary><p><small>{" ".join(items)}</small></p></details>')
 
 
 def _letters(i: int) -> str:

@@ -34,6 +34,8 @@ from datetime import datetime
 from itertools import combinations
 from typing import Any, Protocol
 
+import numpy as np
+
 from deniable.client.dimensions import Dimensions, series_values
 from deniable.client.mechanism import Estimate
 from deniable.analysis.compare import Comparison, _category_estimate, correct, difference
@@ -211,7 +213,7 @@ def _cell(label: str, counts: MetricCounts, min_reports: int, confidence: float,
     n = int(counts.n.sum())
     values = series_values(label)
     policy = counts.metric.policy
-    devices = window_devices(counts.hours.tolist(), counts.n.tolist(), policy)
+    devices = window_devices(counts.hours, counts.n, policy, xp=np)
     if devices < min_reports:  # devices, not reports: the same cell hidden at any range
         return Cell(label, values, n, None, True,
                     suppression_reason(n, min_reports, devices, policy.period), devices)

@@ -309,3 +309,21 @@ def test_a_small_cell_is_hidden_in_the_one_day_and_the_seven_day_view_alike() ->
         assert web.n == reports and "60 in its busiest day" in web.reason
         android = next(c for c in b.cells if c.values == {"platform": "android"})
         assert not android.suppressed and android.devices == 1_000
+
+
+def test_the_device_count_is_the_busiest_period_in_python_and_numpy_alike() -> None:
+    from deniable.client.period import CollectionPolicy
+    from deniable.collector.window import window_devices
+
+    rng = np.random.default_rng(7)
+    hours = np.sort(rng.choice(24 * 60, 300, replace=False)) + 24 * 20_000
+    n = rng.integers(1, 50, 300)
+    for period in ("hour", "day", "week"):
+        policy = CollectionPolicy(period=period)
+        by_hand: dict[int, int] = {}
+        for h, k in zip(hours.tolist(), n.tolist()):
+            key = (h + (72 if period == "week" else 0)) // {"hour": 1, "day": 24, "week": 168}[period]
+            by_hand[key] = by_hand.get(key, 0) + k
+        assert window_devices(hours.tolist(), n.tolist(), policy) == max(by_hand.values())
+        assert window_devices(hours, n, policy, xp=np) == max(by_hand.values())
+    assert window_devices([], [], CollectionPolicy(), xp=np) == 0

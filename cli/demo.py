@@ -596,14 +596,18 @@ def print_breakdown(console: Any, b: Any, versions: VersionPopulation, day: int,
                        np.where(stated == "2.1", NOT_STATED, OTHER))
     truth = versions.uses_on(day)
 
+    from deniable.analysis import plain
+    from deniable.analysis.report import estimate_text
+
     def true_share(value: str) -> str:
         mine = counted == value
-        return f"{truth[mine].mean():.4f}" if mine.any() else "-"
+        return plain.percent(float(truth[mine].mean()), 1) if mine.any() else "-"
 
     pct = f"{b.confidence:.0%}"
     table = Table(title=f"{BY_METRIC} ({FEATURE.mechanism}) by app_version, a public "
                         f"dimension: share of devices, day {day + 1}")
-    for header in ("app_version", "reports", "true share", "estimate", f"{pct} CI", "in CI"):
+    for header in ("app_version", "reports", "true share",
+                   f"estimate ({pct.replace('%', ' %')} interval)", "in it"):
         table.add_column(header, justify="left" if header == "app_version" else "right",
                          no_wrap=True)
     inside = shown = 0
@@ -611,16 +615,14 @@ def print_breakdown(console: Any, b: Any, versions: VersionPopulation, day: int,
         value = cell.values["app_version"]
         if cell.summary is None:
             table.add_row(value, f"{cell.n:,}", true_share(value), "[yellow]suppressed[/]",
-                          "-", "-")
+                          "-")
             continue
         s = cell.summary
         hit = s.ci_low <= float(truth[counted == value].mean()) <= s.ci_high
         inside, shown = inside + hit, shown + 1
-        table.add_row(value, f"{cell.n:,}", true_share(value), f"{s.estimate:.4f}",
-                      f"[{s.ci_low:.4f}, {s.ci_high:.4f}]",
+        table.add_row(value, f"{cell.n:,}", true_share(value), estimate_text(s),
                       "[green]yes[/]" if hit else "[red]no[/]")
-    table.add_row(f"{NOT_STATED} (2.1)", f"{b.not_stated:,}", true_share(NOT_STATED), "-", "-",
-                  "-")
+    table.add_row(f"{NOT_STATED} (2.1)", f"{b.not_stated:,}", true_share(NOT_STATED), "-", "-")
     console.print(f"The same {devices:,} devices also reported whether they use the new "
                   f"editor, with their app version and platform as public dimensions.")
     console.print(table)
@@ -628,7 +630,8 @@ def print_breakdown(console: Any, b: Any, versions: VersionPopulation, day: int,
     for c in (c for c in b.comparisons if c.significant):
         (low, high), d = ((c.a, c.b), c.difference) if c.difference > 0 else \
             ((c.b, c.a), -c.difference)
-        differs.append(f"{high.split('=', 1)[1]} above {low.split('=', 1)[1]} by {d:.3f}")
+        differs.append(f"{high.split('=', 1)[1]} above {low.split('=', 1)[1]} by "
+                       f"{plain.number(d * 100, 2)} points")
     console.print(
         f"{inside} of {shown} true shares fall inside their {pct} intervals. "
         + (f"{b.note} " if b.note else "")
@@ -680,6 +683,7 @@ def print_other_kinds(console: Any, source: Any, truth: dict[str, list[Any]],
     """
     from rich.table import Table
 
+    from deniable.analysis import plain
     from deniable.analysis.categorical import estimate_categories
     from deniable.analysis.numeric import estimate_mean
 
@@ -700,8 +704,8 @@ def print_other_kinds(console: Any, source: Any, truth: dict[str, list[Any]],
                             f"epsilon {spec.mechanism.epsilon:.3f}): share of devices, day "
                             f"{before + 1} and day {after + 1}")
         for header in ("category" if spec.kind == "categorical" else "bucket",
-                       f"true, day {before + 1}", "estimate", "95% CI",
-                       f"true, day {after + 1}", "estimate", "95% CI"):
+                       f"true, day {before + 1}", "estimate (95 % interval)",
+                       f"true, day {after + 1}", "estimate (95 % interval)"):
             table.add_column(header, justify="left" if header in ("category", "bucket")
                              else "right", no_wrap=True)
         for i, label in enumerate(spec.labels):
@@ -710,8 +714,9 @@ def print_other_kinds(console: Any, source: Any, truth: dict[str, list[Any]],
                 true_share = float(truth[metric.name][d][i])
                 hit = e.ci_low[i] <= true_share <= e.ci_high[i]
                 inside, total = inside + hit, total + 1
-                cells += [f"{true_share:.4f}", f"{e.value[i]:.4f}",
-                          f"[{e.ci_low[i]:.4f}, {e.ci_high[i]:.4f}]"
+                cells += [plain.percent(true_share, 1),
+                          plain.share(min(max(float(e.value[i]), 0.0), 1.0),
+                                      float(e.ci_low[i]), float(e.ci_high[i]))
                           + ("" if hit else " [red]miss[/]")]
             table.add_row(*cells)
         console.print(table)
@@ -720,15 +725,16 @@ def print_other_kinds(console: Any, source: Any, truth: dict[str, list[Any]],
     per_day = daily_counts(counts, day_starts)
     table = Table(title=f"startup_ms (numeric, 1BitMean, epsilon {mechanism.epsilon:.3f}): "
                         f"mean per day, ms in [{STARTUP_RANGE[0]}, {STARTUP_RANGE[1]}]")
-    for header in ("day", "reports", "true mean", "estimate", "95% CI"):
+    for header in ("day", "reports", "true mean", "estimate (95 % interval)"):
         table.add_column(header, justify="right", no_wrap=True)
     for d in range(days):
         e = estimate_mean(int(per_day[d, 0]), int(per_day[d, 1]), mechanism)
         true_mean = truth["startup_ms"][d]
         hit = e.ci_low <= true_mean <= e.ci_high
         inside, total = inside + hit, total + 1
-        table.add_row(f"{d + 1}", f"{e.n:,}", f"{true_mean:.1f}", f"{e.mean:.1f}",
-                      f"[{e.ci_low:.1f}, {e.ci_high:.1f}]" + ("" if hit else " [red]miss[/]"))
+        table.add_row(f"{d + 1}", f"{e.n:,}", f"{plain.fixed(true_mean, 0)} ms",
+                      plain.mean(e.mean, e.ci_low, e.ci_high, "ms")
+                      + ("" if hit else " [red]miss[/]"))
     console.print(table)
     console.print(
         f"{inside} of {total} true values fall inside their 95% intervals (marginal: each "

@@ -406,7 +406,7 @@
         el("p", {class: "summary", "data-n": s.n}, section).textContent =
           `Whole range: n = ${s.n.toLocaleString("en")} over ${s.periods} periods; the ` +
           `${s.estimand}. ${doc.intervals}. Shares are unbiased, not clipped or projected.`;
-        el("p", {class: "note"}, section).textContent = doc.note;
+        privacy(section, doc);
         section.appendChild(categoryTable(doc));
         if (declares(name, query.by)) await showBreakdown(name, query, section);
         return;
@@ -429,7 +429,7 @@
           ` (interval clipped to [${doc.lower}, ${doc.upper}])` : " (interval clipped to [0, 1])")
           : "") +
         (s.wide ? " (too few reports)" : "") + `; the ${s.estimand}.`;
-      el("p", {class: "note"}, section).textContent = doc.note;
+      privacy(section, doc);
       if (declares(name, query.by)) await showBreakdown(name, query, section);
       // Every bucket's numbers (the raw, perturbed rate too) one click away.
       const fold = el("details", {class: "buckets"}, section);
@@ -438,6 +438,13 @@
     } catch (err) {
       el("p", {class: "error"}, section).textContent = `Could not load ${name}: ${err.message}`;
     }
+  }
+
+  // What epsilon means for this metric, one click away (not a paragraph under every chart).
+  function privacy(section, doc) {
+    const fold = el("details", {class: "privacy"}, section);
+    el("summary", {}, fold).textContent = `Privacy: what \u03b5 = ${doc.epsilon.toFixed(3)} means here`;
+    el("p", {class: "note"}, fold).textContent = doc.note;
   }
 
   function auth() { return token ? {Authorization: `Bearer ${token}`} : {}; }

@@ -70,24 +70,24 @@
     return doc.granularity === "hour" ? iso.slice(5, 13).replace("T", " ") + "h" : iso.slice(5, 10);
   }
   // The axes every time chart carries: y ticks and title, dated x ticks and title.
-  function axes(svg, doc, y, y0, y1, percent, title, n, x) {
+  function axes(svg, doc, y, y0, y1, percent, title, n, x, right = W - RIGHT) {
     const span = y1 - y0;
     for (const t of ticks(y0, y1)) {
-      el("line", {x1: LEFT, x2: W - RIGHT, y1: y(t), y2: y(t), stroke: "#e5e5e5"}, svg, true);
+      el("line", {x1: LEFT, x2: right, y1: y(t), y2: y(t), stroke: "#e5e5e5"}, svg, true);
       el("text", {x: LEFT - 6, y: y(t) + 4, "text-anchor": "end", class: "y-tick"}, svg, true)
         .textContent = percent ? `${(t * 100).toFixed(span >= 0.1 ? 0 : 1)} %`
                                : t.toLocaleString("en", {maximumFractionDigits: span >= 10 ? 0 : 2});
     }
     el("text", {x: 12, y: TOP + (H - TOP) / 2, "text-anchor": "middle", class: "y-title",
                 transform: `rotate(-90 12 ${TOP + (H - TOP) / 2})`}, svg, true).textContent = title;
-    el("line", {x1: LEFT, x2: W - RIGHT, y1: H, y2: H, stroke: "#888"}, svg, true);
+    el("line", {x1: LEFT, x2: right, y1: H, y2: H, stroke: "#888"}, svg, true);
     const every = Math.max(1, Math.ceil(n / 10));
     doc.buckets.forEach((bk, i) => {
       if (i % every) return;
       el("text", {x: x(i), y: H + 14, "text-anchor": "middle", class: "x-tick"}, svg, true)
         .textContent = dateTick(doc, bk.start);
     });
-    el("text", {x: LEFT + (W - LEFT - RIGHT) / 2, y: H + 28, "text-anchor": "middle",
+    el("text", {x: LEFT + (right - LEFT) / 2, y: H + 28, "text-anchor": "middle",
                 class: "x-title"}, svg, true).textContent =
       `${doc.granularity} (UTC) ${(doc.buckets[0] || {start: doc.from}).start.slice(0, 4)}`;
   }
@@ -199,7 +199,7 @@
     const x = i => LEFT + (i + 0.5) * plotW / Math.max(n, 1);
     const y = v => TOP + (1 - (Math.min(Math.max(v, lo), hi) - lo) / (hi - lo)) * (H - TOP);
     axes(svg, doc, y, lo, hi, true, `share of devices in each ${
-      doc.kind === "histogram" ? "bucket" : "category"} (%)`, n, x);
+      doc.kind === "histogram" ? "bucket" : "category"} (%)`, n, x, LEFT + plotW);
     order.forEach((j, k) => {
       const colour = PALETTE[k], idx = b.map((bk, i) => i).filter(i => b[i].n > 0);
       if (idx.length) {
@@ -210,6 +210,12 @@
         el("polyline", {points: idx.map(i => `${x(i)},${y(b[i].categories[j].estimate)}`)
           .join(" "), fill: "none", stroke: colour, "stroke-width": 2, class: "line",
                         "data-category": doc.categories[j]}, svg, true);
+        if (idx.length <= 60) idx.forEach(i => {  // points, and a lone bucket's interval
+          const c = b[i].categories[j];
+          el("line", {x1: x(i), x2: x(i), y1: y(c.ci_low), y2: y(c.ci_high), stroke: colour,
+                      "stroke-opacity": 0.5, "stroke-width": 3}, svg, true);
+          el("circle", {cx: x(i), cy: y(c.estimate), r: 3, fill: colour}, svg, true);
+        });
       }
       const ly = TOP + 8 + k * 16, lx = LEFT + plotW + 14;
       el("rect", {x: lx, y: ly - 8, width: 12, height: 8, fill: colour, class: "legend"}, svg, true);

@@ -163,6 +163,10 @@
     }
     b.forEach((bk, i) => {
       if (bk.n === 0) return;
+      const lone = !(b[i - 1] && b[i - 1].n > 0) && !(b[i + 1] && b[i + 1].n > 0);
+      if (lone) el("line", {x1: x(i), x2: x(i), y1: y(bk.ci_low), y2: y(bk.ci_high),
+                            stroke: "#1f5fa8", "stroke-opacity": 0.4, "stroke-width": 6,
+                            class: "band-lone"}, svg, true);  // its band has no width
       el("circle", {cx: x(i), cy: y(bk.estimate), r: 3.5, stroke: "#1f5fa8",
                     fill: bk.wide ? "white" : "#1f5fa8", class: "point"}, svg, true);
       if (bk.clipped) el("circle", {cx: x(i), cy: y(bk.estimate), r: 7, fill: "none",

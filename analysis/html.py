@@ -113,14 +113,21 @@ SCRIPT = r"""
                 transform: "rotate(-90 14 " + (10 + (top - 40) / 2) + ")"}, svg).textContent =
       box.dataset.ytitle || "";
     var band = [], back = [], line = [], maxN = Math.max.apply(null, d.n.concat([1]));
+    var flushBand = function () {  // one band per run of buckets with reports
+      if (band.length > 1) el("polygon", {points: band.concat(back).join(" "), fill: "#1f5fa8",
+        "fill-opacity": 0.25, stroke: "#1f5fa8", "stroke-opacity": 0.4, "stroke-width": 0.7,
+        class: "band"}, svg);
+      else if (band.length === 1) el("line", {x1: band[0].split(",")[0],
+        x2: band[0].split(",")[0], y1: band[0].split(",")[1], y2: back[0].split(",")[1],
+        stroke: "#1f5fa8", "stroke-opacity": 0.4, "stroke-width": 6, class: "band"}, svg);
+      band = []; back = [];
+    };
     for (var i = 0; i < count; i++) {
-      if (d.flags[i] & 1) continue;
+      if (d.flags[i] & 1) { flushBand(); continue; }
       band.push(x(i) + "," + y(d.high[i])); back.unshift(x(i) + "," + y(d.low[i]));
       line.push(x(i) + "," + y(d.est[i]));
     }
-    el("polygon", {points: band.concat(back).join(" "), fill: "#1f5fa8", "fill-opacity": 0.25,
-                   stroke: "#1f5fa8", "stroke-opacity": 0.4, "stroke-width": 0.7,
-                   class: "band"}, svg);
+    flushBand();
     el("polyline", {points: line.join(" "), fill: "none", stroke: "#1f5fa8", "stroke-width": 2,
                     class: "line"}, svg);
     var first0 = Date.parse(box.dataset.first), step0 = +box.dataset.step * 1000;

@@ -308,7 +308,7 @@ def render_plain(summaries: Sequence[MetricSummary], title: str = "Deniable repo
         if projected:
             columns.append(("drawn (BIASED)", "right"))
         columns.append(("notes", "left"))
-        rows = []
+        cat_rows: list[list[str]] = []
         for i, label in enumerate(cats.labels):
             row = [label, category_text(cats, i) if cats.n else "-"]
             if projected:
@@ -317,8 +317,8 @@ def render_plain(summaries: Sequence[MetricSummary], title: str = "Deniable repo
             row.append("too few reports to say much" if cats.n and
                        cats.ci_high[i] - cats.ci_low[i] >= 0.5 else
                        "below 0 by noise: near 0 %" if cats.n and v < 0 else "")
-            rows.append(row)
-        out += "\n" + text_table(f"{s.metric} ({s.kind}, {s.n:,} reports)", columns, rows)
+            cat_rows.append(row)
+        out += "\n" + text_table(f"{s.metric} ({s.kind}, {s.n:,} reports)", columns, cat_rows)
         if projected:
             out += f"drawn: {_PROJECTION}.\n"
     return out + "\n" + "".join(f"{line}\n" for line in reading_notes(summaries))

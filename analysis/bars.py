@@ -27,7 +27,7 @@ def category_svg(cats: CategoryEstimates, *, histogram: bool = False,
     d = cats.d
     labelled = d <= LABELLED
     bottom = 70 if labelled and not histogram else 34
-    left, right, top = 44, 10, 12
+    left, right, top = 52, 10, 12
     plot_h = height - top - bottom
     has = cats.n > 0
     value = np.where(np.isfinite(cats.value), cats.value, 0.0) if has else np.zeros(d)
@@ -41,12 +41,17 @@ def category_svg(cats: CategoryEstimates, *, histogram: bool = False,
     edge = ' stroke="white" stroke-width=".5"' if histogram else ""
     bar_w = slot if histogram else max(slot * 0.7, 0.6)
     parts = [f'<svg class="bars" viewBox="0 0 {width} {height}" role="img" '
-             f'aria-label="share of each category with its intervals">']
+             'font-family="system-ui,sans-serif" '
+             f'aria-label="share of each category with its intervals">',
+             f'<text class="y-title" x="10" y="{top + plot_h / 2:.1f}" font-size="10" '
+             f'fill="#333" text-anchor="middle" transform="rotate(-90 10 '
+             f'{top + plot_h / 2:.1f})">share of devices (%)</text>']
     for k in range(5):
         v = peak * k / 4
         parts.append(f'<line x1="{left}" x2="{width - right}" y1="{y(v):.1f}" y2="{y(v):.1f}" '
-                     f'stroke="#e4e4e4"/><text x="2" y="{y(v) + 4:.1f}" font-size="10" '
-                     f'fill="#666">{v:.2f}</text>')
+                     f'stroke="#e4e4e4"/><text class="y-tick" x="{left - 4}" '
+                     f'y="{y(v) + 4:.1f}" font-size="10" fill="#666" text-anchor="end">'
+                     f'{v * 100:.{0 if peak >= 0.2 else 1}f} %</text>')
     for i in range(d):
         x0 = left + i * slot + (slot - bar_w) / 2
         cx = left + (i + 0.5) * slot

@@ -34,21 +34,31 @@ from datetime import datetime
 from itertools import combinations
 from typing import Any, Protocol
 
+import numpy as np
+
 from deniable.client.dimensions import Dimensions, series_values
 from deniable.client.mechanism import Estimate
 from deniable.analysis.compare import Comparison, _category_estimate, correct, difference
 from deniable.analysis.estimate import MetricSummary, summarize
 from deniable.analysis.sources import MetricCounts, MetricInfo, SourceError, default_range
+from deniable.collector.window import window_devices
 
 DEFAULT_MIN_REPORTS = 100
 """Cells with fewer reports than this show no estimate (``--min-reports`` changes it)."""
 NOT_STATED = "not stated"
 
 
-def suppression_reason(n: int, min_reports: int) -> str:
-    """Why a cell of ``n`` reports shows no estimate, in words."""
-    return (f"fewer than {min_reports:,} reports ({n:,}): such an estimate is mostly noise "
-            "and a tiny cell can single people out")
+def suppression_reason(n: int, min_reports: int, devices: int | None = None,
+                       period: str = "day") -> str:
+    """Why a cell shows no estimate, in words: fewer than ``min_reports`` devices (the most
+    reports in one ``period``, ``collector.window.window_devices``) behind its ``n``
+    reports."""
+    if devices is None:
+        return (f"fewer than {min_reports:,} reports ({n:,}): such an estimate is mostly "
+                "noise and a tiny cell can single people out")
+    return (f"fewer than {min_reports:,} devices ({devices:,} in its busiest {period}, "
+            f"{n:,} reports): such an estimate is mostly noise and a tiny cell can single "
+            "people out")
 
 
 class BreakdownSource(Protocol):
@@ -73,7 +83,7 @@ class Cell:
         values: the dimension values, ``{"platform": "ios"}``.
         n: reports that stated this value.
         summary: the pooled estimate of the metric's kind; None when suppressed.
-        suppressed: fewer than ``min_reports`` reports: no estimate shown.
+        suppressed: fewer than ``min_reports`` devices (``devices``): no estimate shown.
         reason: why it was suppressed, in words ("" when shown).
     """
 
@@ -83,6 +93,8 @@ class Cell:
     summary: MetricSummary | None
     suppressed: bool
     reason: str = ""
+    devices: int = 0
+    """The devices its reports certainly come from: the most reports in one period."""
 
     @property
     def value(self) -> str:
@@ -128,10 +140,12 @@ class Breakdown:
         hidden = self.suppressed
         if not hidden:
             return ""
-        which = ", ".join(f"{c.value} (n = {c.n:,})" for c in hidden)
+        which = ", ".join(f"{c.value} (n = {c.n:,}, {c.devices:,} "
+                          f"{'device' if c.devices == 1 else 'devices'})" for c in hidden)
         return (f"{self.metric} by {self.by}: {len(hidden)} cell"
                 f"{'s' if len(hidden) > 1 else ''} suppressed, {which}: each has fewer than "
-                f"{self.min_reports:,} reports; such an estimate is mostly noise and a tiny "
+                f"{self.min_reports:,} devices (the most reports in one period: each device "
+                "sends at most one per period); such an estimate is mostly noise and a tiny "
                 "cell can single people out. Suppressed cells are not compared.")
 
     @property
@@ -198,9 +212,13 @@ def _cell(label: str, counts: MetricCounts, min_reports: int, confidence: float,
           start: datetime, end: datetime) -> Cell:
     n = int(counts.n.sum())
     values = series_values(label)
-    if n < min_reports:
-        return Cell(label, values, n, None, True, suppression_reason(n, min_reports))
-    return Cell(label, values, n, summarize(counts, confidence, start=start, end=end), False)
+    policy = counts.metric.policy
+    devices = window_devices(counts.hours, counts.n, policy, xp=np)
+    if devices < min_reports:  # devices, not reports: the same cell hidden at any range
+        return Cell(label, values, n, None, True,
+                    suppression_reason(n, min_reports, devices, policy.period), devices)
+    return Cell(label, values, n, summarize(counts, confidence, start=start, end=end), False,
+                devices=devices)
 
 
 def summary_estimate(s: MetricSummary) -> Estimate:
@@ -246,7 +264,8 @@ def cell_row(b: Breakdown, cell: Cell) -> dict[str, Any]:
     from deniable.analysis.report import summary_row
 
     row: dict[str, Any] = {"by": b.by, "label": cell.label, "value": cell.value,
-                           "values": cell.values, "n": cell.n, "suppressed": cell.suppressed,
+                           "values": cell.values, "n": cell.n, "devices": cell.devices,
+                           "suppressed": cell.suppressed,
                            "reason": cell.reason or None}
     if cell.summary is not None:
         estimate = summary_row(cell.summary)

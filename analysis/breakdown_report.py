@@ -15,7 +15,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from deniable.analysis.breakdown import NOT_STATED, Breakdown, cell_row
-from deniable.analysis.report import _p, _plain, flags, summary_rows, text_table
+from deniable.analysis import plain
+from deniable.analysis.report import (_p, _plain, category_text, estimate_text, flags,
+                                      plain_flags, summary_rows, text_table)
 from deniable.collector.window import category_flags
 
 BREAKDOWN_COLUMNS = ("metric", "kind", "by", "value", "label", "n", "suppressed", "reason",
@@ -84,11 +86,11 @@ def _title(b: Breakdown) -> str:
     version = f"version {b.total.version}, " if b.total.version is not None else ""
     return (f"{b.metric} by {b.by} ({b.kind}, {version}n = {b.total.n:,}, "
             f"{b.start:%Y-%m-%d %H:%M} to "
-            f"{b.end:%Y-%m-%d %H:%M} UTC, cells under {b.min_reports:,} reports suppressed)")
+            f"{b.end:%Y-%m-%d %H:%M} UTC, cells under {b.min_reports:,} devices suppressed)")
 
 
 def _fmt(x: float, numeric: bool) -> str:
-    return f"{x:.6g}" if numeric else f"{x:.4f}"
+    return plain.number(x, 6) if numeric else f"{x:.4f}"
 
 
 def breakdown_table(b: Breakdown) -> str:
@@ -132,7 +134,8 @@ def breakdown_table(b: Breakdown) -> str:
     out += comparisons_table(b)
     notes = [b.note, b.dimensions_note]
     if numeric and b.total.lower is not None:
-        notes.append(f"{b.metric}: means in [{b.total.lower:g}, {b.total.upper:g}].")
+        notes.append(f"{b.metric}: means in [{plain.exact(b.total.lower)}, "
+                     f"{plain.exact(b.total.upper)}].")
     if categorical and b.total.categories is not None:
         notes.append(f"{b.metric}: {b.total.categories.interval_note}.")
     return out + "".join(f"{n}\n" for n in notes if n)
@@ -152,7 +155,7 @@ def comparisons_table(b: Breakdown) -> str:
                ("difference", "right"), (f"{pct} CI", "right"), ("p", "right"),
                (f"p ({first.correction})", "right"), ("significant", "left")]
     rows = [[f"{_short(c.b)} - {_short(c.a)}", *([c.category or ""] if first.category else []),
-             f"{c.difference:+.4g}", f"[{c.ci_low:+.4g}, {c.ci_high:+.4g}]",
+             _signed(c.difference), f"[{_signed(c.ci_low)}, {_signed(c.ci_high)}]",
              _p(c.p_value), _p(c.p_adjusted),
              "yes" if c.significant else "no"] for c in shown]
     title = (f"Comparisons between {b.by} values: {len(significant)} of {len(listed)} "
@@ -162,16 +165,77 @@ def comparisons_table(b: Breakdown) -> str:
     return text_table(title, columns, rows) if shown else title + "\n"
 
 
+def _signed(x: float) -> str:
+    """A difference to 4 significant digits with its sign, never in scientific notation."""
+    text = plain.number(x, 4)
+    return text if text.startswith("-") else "+" + text
+
+
 def _short(label: str) -> str:
     return ", ".join(part.partition("=")[2] for part in label.split(","))
 
 
-def render_breakdowns(breakdowns: Sequence[Breakdown], fmt: str) -> str:
-    """Render in ``table``, ``json`` or ``csv``."""
+def difference_text(c: Any, kind: str, metric: str = "") -> str:
+    """A difference in plain words: "+5.5 points (+3.1 to +7.9)" for shares, "-201 ms
+    (-344 to -59 ms)" for a numeric metric's mean."""
+    if kind == "numeric":
+        return plain.mean(c.difference, c.ci_low, c.ci_high, plain.unit_of(metric or c.metric),
+                          signed=True)
+    return plain.share(c.difference, c.ci_low, c.ci_high, signed=True)
+
+
+def plain_breakdown(b: Breakdown) -> str:
+    """One breakdown in the plain reading: per value its reports and estimate in percent (a
+    mean in its unit; a categorical metric's share per category), the values that differ
+    clearly, and what was suppressed and why."""
+    pct = f"{b.confidence:.0%}".replace("%", " %")
+    categorical = b.kind in ("categorical", "histogram")
+    columns = [(b.by, "left"), *([("category", "left")] if categorical else []),
+               ("reports", "right"), (f"estimate ({pct} interval)", "right"), ("notes", "left")]
+    rows: list[list[str]] = []
+    for cell in b.cells:
+        s = cell.summary
+        if s is None:
+            rows.append([cell.value, *(["-"] if categorical else []), f"{cell.n:,}", "hidden",
+                         cell.reason])
+            continue
+        if s.categories is not None:
+            for i, label in enumerate(s.categories.labels):
+                rows.append([cell.value if i == 0 else "", label,
+                             f"{cell.n:,}" if i == 0 else "", category_text(s.categories, i),
+                             ""])
+        else:
+            rows.append([cell.value, f"{cell.n:,}", estimate_text(s), plain_flags(s)])
+    rows.append([NOT_STATED, *(["-"] if categorical else []), f"{b.not_stated:,}", "-",
+                 b.not_stated_reason])
+    version = f", version {b.total.version}" if b.total.version not in (None, 1) else ""
+    title = (f"{b.metric} by {b.by}{version}: {b.start:%Y-%m-%d %H:%M} to "
+             f"{b.end:%Y-%m-%d %H:%M} UTC")
+    out = text_table(title, columns, rows)
+    significant = [c for c in b.comparisons if c.significant]
+    if b.comparisons:
+        family = (f"{plain.count(len(b.comparisons), 'comparison')}: every pair"
+                  + (" and category" if categorical else "") + ", "
+                  + b.comparisons[0].correction.capitalize() + "-corrected together")
+        if significant:
+            out += f"Clear differences ({family}):\n" + "".join(
+                f"  {_short(c.b)} vs {_short(c.a)}" + (f" [{c.category}]" if c.category else "")
+                + f": {difference_text(c, b.kind, b.metric)}, {plain.p_value(c.p_adjusted)}\n"
+                for c in significant[:COMPARISON_ROWS])
+        else:
+            out += f"No clear difference between {b.by} values ({family}).\n"
+    notes = [b.note, b.dimensions_note]
+    return out + "".join(f"{n}\n" for n in notes if n)
+
+
+def render_breakdowns(breakdowns: Sequence[Breakdown], fmt: str, *,
+                      detailed: bool = False) -> str:
+    """Render in ``table``, ``json`` or ``csv`` (``detailed``: the analyst's table)."""
     if fmt == "json":
         return to_json(breakdowns)
     if fmt == "csv":
         return to_csv(breakdowns)
     if fmt == "table":
-        return "\n".join(breakdown_table(b) for b in breakdowns)
+        return "\n".join((breakdown_table if detailed else plain_breakdown)(b)
+                          for b in breakdowns)
     raise ValueError(f"format must be table, json or csv. Got {fmt!r} instead.")

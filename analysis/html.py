@@ -14,14 +14,16 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from deniable.analysis import plain
 from deniable.analysis.bars import category_svg
 from deniable.analysis.compare import Comparison
 from deniable.analysis.estimate import MetricSummary, debias_values, numeric_range
-from deniable.analysis.report import category_flags, flags
+from deniable.analysis.report import (category_flags, category_text, estimate_text, flags,
+                                      plain_flags, reading_notes)
 from deniable.client.mechanism import RandomizedResponse
 from deniable.collector.explain import epsilon_note
 from deniable.collector.window import kind_note
-from deniable.analysis.report import range_title
+from deniable.analysis.report import range_title, zoomed_axis
 from deniable.analysis.window import coverage_notes, estimand
 from deniable.analysis.timeseries import TimeSeries
 
@@ -64,29 +66,82 @@ SCRIPT = r"""
     }
     return out;
   }
+  function ticks(lo, hi) {
+    var span = hi - lo, raw = span / 4, power = Math.pow(10, Math.floor(Math.log10(raw)));
+    var step = [1, 2, 5, 10].map(function (m) { return m * power; })
+      .filter(function (v) { return v >= raw; })[0], out = [];
+    for (var t = Math.ceil(lo / step - 1e-9) * step; t <= hi + step * 1e-9; t += step)
+      out.push(Math.round(t * 1e9) / 1e9);
+    return out;
+  }
   function draw(box) {
-    var d = decode(box), count = d.n.length, W = 900, H = 300, top = 210, pad = 30;
+    var d = decode(box), count = d.n.length, W = 900, H = 330, top = 230, pad = 66;
     var lo = box.dataset.lower === undefined ? null : +box.dataset.lower;
     var hi = lo === null ? null : +box.dataset.upper;
+    var unit = box.dataset.unit || "";
     var shown = function (v) {
       return lo === null ? v.toFixed(3) : (lo + v * (hi - lo)).toPrecision(5);
     };
-    var svg = el("svg", {viewBox: "0 0 " + W + " " + H, role: "img"});
+    // The axis: zoomed to the estimates and their intervals, at least a tenth of the range
+    // (10 points of a share), so a shift of a few points shows; its ends on round numbers.
+    var a = Infinity, b = -Infinity;
+    for (var m = 0; m < count; m++) if (!(d.flags[m] & 1)) {
+      a = Math.min(a, d.est[m], d.low[m]); b = Math.max(b, d.est[m], d.high[m]);
+    }
+    if (!(a <= b)) { a = 0; b = 1; }
+    var width = Math.max(b - a, 0.1) * 1.15, mid = (a + b) / 2;
+    var y0 = Math.max(0, mid - width / 2), y1 = Math.min(1, mid + width / 2);
+    if (y1 - y0 < 0.1) { if (y0 <= 0) y1 = 0.1; else y0 = 0.9; }
+    var svg = el("svg", {viewBox: "0 0 " + W + " " + H, role: "img", class: "series",
+                         "font-family": "system-ui,sans-serif"});
     var x = function (i) { return pad + (i + 0.5) * (W - pad - 10) / Math.max(count, 1); };
-    var y = function (v) { return 10 + (1 - v) * (top - 20); };
-    [0, 0.25, 0.5, 0.75, 1].forEach(function (v) {
+    var y = function (v) {
+      return 10 + (1 - (Math.min(Math.max(v, y0), y1) - y0) / (y1 - y0)) * (top - 40);
+    };
+    var inUnits = function (v) { return lo === null ? v : lo + v * (hi - lo); };
+    var span = inUnits(y1) - inUnits(y0);
+    ticks(inUnits(y0), inUnits(y1)).forEach(function (t) {
+      var v = lo === null ? t : (t - lo) / (hi - lo);
       el("line", {x1: pad, x2: W - 10, y1: y(v), y2: y(v), stroke: "#e4e4e4"}, svg);
-      el("text", {x: 2, y: y(v) + 4, "font-size": 10, fill: "#666"}, svg).textContent =
-        lo === null ? v : +(lo + v * (hi - lo)).toPrecision(4);
+      el("text", {x: pad - 6, y: y(v) + 4, "font-size": 11, fill: "#555", "text-anchor": "end",
+                  class: "y-tick"}, svg).textContent = lo === null
+        ? (t * 100).toFixed(span >= 0.1 ? 0 : 1) + " %"
+        : t.toLocaleString("en", {maximumFractionDigits: span >= 10 ? 0 : 2});
     });
+    el("text", {x: 14, y: 10 + (top - 40) / 2, "font-size": 11, fill: "#333",
+                "text-anchor": "middle", class: "y-title",
+                transform: "rotate(-90 14 " + (10 + (top - 40) / 2) + ")"}, svg).textContent =
+      box.dataset.ytitle || "";
     var band = [], back = [], line = [], maxN = Math.max.apply(null, d.n.concat([1]));
+    var flushBand = function () {  // one band per run of buckets with reports
+      if (band.length > 1) el("polygon", {points: band.concat(back).join(" "), fill: "#1f5fa8",
+        "fill-opacity": 0.25, stroke: "#1f5fa8", "stroke-opacity": 0.4, "stroke-width": 0.7,
+        class: "band"}, svg);
+      else if (band.length === 1) el("line", {x1: band[0].split(",")[0],
+        x2: band[0].split(",")[0], y1: band[0].split(",")[1], y2: back[0].split(",")[1],
+        stroke: "#1f5fa8", "stroke-opacity": 0.4, "stroke-width": 6, class: "band"}, svg);
+      band = []; back = [];
+    };
     for (var i = 0; i < count; i++) {
-      if (d.flags[i] & 1) continue;
+      if (d.flags[i] & 1) { flushBand(); continue; }
       band.push(x(i) + "," + y(d.high[i])); back.unshift(x(i) + "," + y(d.low[i]));
       line.push(x(i) + "," + y(d.est[i]));
     }
-    el("polygon", {points: band.concat(back).join(" "), fill: "#1f5fa8", "fill-opacity": 0.18}, svg);
-    el("polyline", {points: line.join(" "), fill: "none", stroke: "#1f5fa8", "stroke-width": 2}, svg);
+    flushBand();
+    el("polyline", {points: line.join(" "), fill: "none", stroke: "#1f5fa8", "stroke-width": 2,
+                    class: "line"}, svg);
+    var first0 = Date.parse(box.dataset.first), step0 = +box.dataset.step * 1000;
+    var every = Math.max(1, Math.ceil(count / 8)), base = top - 30;
+    el("line", {x1: pad, x2: W - 10, y1: base, y2: base, stroke: "#888"}, svg);
+    for (var t = 0; t < count; t += every) {
+      var iso = new Date(first0 + t * step0).toISOString();
+      el("text", {x: x(t), y: base + 14, "font-size": 11, fill: "#555", "text-anchor": "middle",
+                  class: "x-tick"}, svg).textContent = box.dataset.granularity === "hour"
+        ? iso.slice(5, 13).replace("T", " ") + "h" : iso.slice(5, 10);
+    }
+    el("text", {x: pad + (W - pad - 10) / 2, y: base + 28, "font-size": 11, fill: "#333",
+                "text-anchor": "middle", class: "x-title"}, svg).textContent =
+      box.dataset.granularity + " (UTC) " + box.dataset.first.slice(0, 4);
     var bw = Math.max((W - pad - 10) / Math.max(count, 1) * 0.8, 0.5);
     for (var k = 0; k < count; k++) {
       var h = d.n[k] / maxN * (H - top - 20);
@@ -97,8 +152,10 @@ SCRIPT = r"""
       if (d.flags[k] & 2) el("circle", {cx: x(k), cy: y(d.est[k]), r: 5, fill: "none",
         stroke: "#c0392b"}, svg);
     }
+    el("text", {x: pad - 6, y: H - 10, "font-size": 10, fill: "#666", "text-anchor": "end"},
+       svg).textContent = "reports";
     el("text", {x: pad, y: H - 1, "font-size": 10, fill: "#666"}, svg).textContent =
-      "n per bucket (max " + maxN.toLocaleString() + ")";
+      "reports per " + box.dataset.granularity + " (max " + maxN.toLocaleString("en") + ")";
     box.appendChild(svg);
     var rows = ["<table class=\"buckets\"><thead><tr><th>" + box.dataset.granularity +
       " (UTC)</th><th>n</th><th>estimate</th><th>CI low</th><th>CI high</th><th>notes</th>" +
@@ -160,16 +217,16 @@ FULL_CHANGES_TABLE = 50
 (every metric's change, interval and p-values stay in its overview row)."""
 
 
-def _p_text(p: float) -> str:
-    return "-" if math.isnan(p) else "&lt;0.0001" if p < 1e-4 else f"{p:.4f}"
-
-
 def _p_cell(p: float, field: str) -> str:
     shown = "-" if math.isnan(p) else "&lt;0.0001" if p < 1e-4 else f"{p:.4f}"
     return f'<td data-field="{field}">{shown}</td>'
 
 
-def _comparisons(comparisons: Sequence[Comparison]) -> str:
+def _comparisons(comparisons: Sequence[Comparison], family: str = "metric") -> str:
+    """"What changed": one line per metric in plain words and the correction's family, then
+    every comparison's numbers, folded."""
+    from deniable.analysis.changes import family_note, what_changed
+
     if not comparisons:
         return ""
     c0 = comparisons[0]
@@ -177,9 +234,14 @@ def _comparisons(comparisons: Sequence[Comparison]) -> str:
     shown_note = ""
     if len(listed) > FULL_CHANGES_TABLE:
         listed = [c for c in comparisons if c.significant]
-        shown_note = (f" Of the {len(comparisons)} comparisons, the {len(listed)} significant "
-                      "ones are listed; every metric\u2019s change is in its overview row (its "
-                      "interval and p-values on hover).")
+        shown_note = (f" Of the {plain.count(len(comparisons), 'comparison')}, the "
+                      f"{len(listed)} significant ones are listed; every metric\u2019s change "
+                      "is in its overview row (its interval and p-values on hover).")
+    lines = what_changed(comparisons)
+    sig = ' class="sig"'
+    items = "".join(f'<li data-metric="{html.escape(line.metric)}" '
+                    f'data-changed="{int(line.changed)}"{sig if line.changed else ""}>'
+                    f"{html.escape(line.text)}</li>" for line in lines)
     rows = "".join(
         f'<tr data-label="{html.escape(c.label)}"><td>{html.escape(c.label)}</td>'
         f"<td>{html.escape(c.a)}</td><td>{html.escape(c.b)}</td>"
@@ -189,19 +251,25 @@ def _comparisons(comparisons: Sequence[Comparison]) -> str:
         f'<td data-field="significant" class="{"sig" if c.significant else ""}">'
         f'{"yes" if c.significant else "no"}</td></tr>' for c in listed)
     return (
-        "<h2>Changes</h2><p>Each row is b minus a: the later window minus the earlier, on the "
+        f'<h2>What changed</h2><p>The later part of the range ({html.escape(c0.b)}) against '
+        f"the earlier ({html.escape(c0.a)}), UTC.</p>"
+        f'<ul class="changes" data-family="{html.escape(family)}">{items}</ul>'
+        f'<p class="family"><small>{html.escape(family_note(comparisons, family))} The '
+        f"intervals are {c0.confidence:.0%} intervals of the change.</small></p>"
+        "<details><summary>Every comparison, in numbers</summary><p>Each row is b minus a: "
+        "the later window minus the earlier, on the "
         "debiased (unclipped) estimates (a share; for a categorical metric one row per "
         "category, labelled \u201cmetric: category\u201d; a numeric metric\u2019s mean, in "
         "its units), with a normal-approximation interval and two-sided "
-        f"p-value. With {len(comparisons)} comparisons at once, p-values are adjusted by the "
-        f"{html.escape(c0.correction)} method; \u201csignificant\u201d means adjusted p \u2264 "
+        f"p-value, adjusted by the {html.escape(c0.correction)} method; "
+        f"\u201csignificant\u201d means adjusted p \u2264 "
         f"{c0.alpha}. Each side's interval counts the devices behind it, by the metric's "
         "collection policy; the two windows are taken as independent, which is conservative "
         f"when the same memoized devices report in both.{shown_note}</p>"
         '<table class="comparisons"><thead><tr><th>metric</th><th>a</th><th>b</th>'
         f"<th>difference</th><th>{c0.confidence:.0%} CI low</th><th>CI high</th><th>p</th>"
         "<th>p adjusted</th><th>significant</th></tr></thead><tbody>" + rows
-        + "</tbody></table>")
+        + "</tbody></table></details>")
 
 
 def _packed_series(ts: TimeSeries) -> str:
@@ -230,13 +298,13 @@ def n_bytes(ts: TimeSeries) -> int:
     return 2 if not len(ts.estimates.n) or int(ts.estimates.n.max()) < 2 ** 16 else 4
 
 
-def trend_svg(ts: TimeSeries, points: int = 30, width: int = 120, height: int = 28,
+def trend_svg(ts: TimeSeries, points: int = 30, width: int = 150, height: int = 28,
               category: int | None = None) -> str:
-    """A small inline SVG of the trend on a fixed axis (0..1; a numeric metric's range): the
-    series pooled into at most ``points`` consecutive chunks (counts summed, then debiased),
-    each with its interval as a band. Pooled chunks have intervals narrow enough to read; the
-    fixed axis keeps noise small. A categorical series draws its ``category``-th share (with
-    its per-category interval)."""
+    """A small inline SVG of the trend: the series pooled into at most ``points`` consecutive
+    chunks (counts summed, then debiased), each with its interval as a band, on an axis
+    zoomed to the pooled estimates (at least 10 points of a share, a tenth of a numeric
+    metric's range; its ends printed at the left), so a shift of 5 points fills half of it.
+    A categorical series draws its ``category``-th share (with its per-category interval)."""
     e = ts.estimates
     if len(ts.n) == 0 or int(ts.n.sum()) == 0 or \
             (ts.simultaneous is not None) != (category is not None):
@@ -252,20 +320,30 @@ def trend_svg(ts: TimeSeries, points: int = 30, width: int = 120, height: int = 
                                      else v) for f, v in vars(pooled).items()})
     n = pooled.n
     has = n > 0
-    xs = (np.arange(len(n)) + 0.5) * (width / len(n))
+    label_w = 30  # the axis' ends, printed at the left
+    xs = label_w + (np.arange(len(n)) + 0.5) * ((width - label_w) / len(n))
     lower, upper = numeric_range(ts.metric.mechanism)
+    # Zoomed to the pooled estimates: at least a tenth of the range (10 points of a share).
+    lo, hi = zoomed_axis([float(v) for v in pooled.estimate[has]], lower, upper)
 
     def y(values: NDArray[np.float64]) -> NDArray[np.float64]:
-        return (1 - np.clip((values - lower) / (upper - lower), 0, 1)) * (height - 2) + 1
+        return (1 - np.clip((values - lo) / (hi - lo), 0, 1)) * (height - 2) + 1
 
     est, low, high = y(pooled.estimate), y(pooled.ci_low), y(pooled.ci_high)
     xs, est, low, high = xs[has], est[has], low[has], high[has]
     line = _path(xs, est)
     band = _path(np.r_[xs, xs[::-1]], np.r_[high, low[::-1]]) + "z"
+    if ts.kind == "numeric":
+        top_label, bottom_label = plain.number(hi), plain.number(lo)
+    else:
+        top_label, bottom_label = plain.percent(hi), plain.percent(lo)
     return (f'<svg class="trend" width="{width}" height="{height}" viewBox="0 0 {width} '
-            f'{height}" role="img" aria-label="trend on a fixed axis">'
-            f'<rect width="{width}" height="{height}" fill="#fafafa"/>'
-            f'<path d="{band}" fill="#1f5fa8" fill-opacity=".2"/>'
+            f'{height}" role="img" aria-label="trend, axis {bottom_label} to {top_label}">'
+            f'<rect x="{label_w}" width="{width - label_w}" height="{height}" fill="#fafafa"/>'
+            f'<g class="y-tick" font-size="8" fill="#666" text-anchor="end">'
+            f'<text x="{label_w - 2}" y="8">{top_label}</text><text x="{label_w - 2}" '
+            f'y="{height - 1}">{bottom_label}</text></g>'
+            f'<path d="{band}" fill="#1f5fa8" fill-opacity=".25"/>'
             f'<path d="{line}" fill="none" stroke="#1f5fa8" stroke-width="1.3"/></svg>')
 
 
@@ -279,15 +357,21 @@ def _path(xs: NDArray[np.floating], ys: NDArray[np.floating]) -> str:  # type: i
 
 
 def _change(comparison: Comparison | None) -> str:
+    """The overview's "what changed" cell: an arrow and the change in plain words when it is
+    significant after the correction, "no clear change" otherwise; the numbers on hover."""
     if comparison is None:
         return '<td data-field="change">-</td>'
-    arrow = ("\u25b2" if comparison.difference > 0 else "\u25bc") if comparison.significant \
-        else "\u2013"
-    css = ' class="sig"' if comparison.significant else ""
     c = comparison
-    return (f'<td data-field="change"{css} title="{c.confidence:.0%} CI [{c.ci_low:+.4f}, '
-            f'{c.ci_high:+.4f}], p {_p_text(c.p_value)}, adjusted {_p_text(c.p_adjusted)}">'
-            f"{arrow} {c.difference:+.4f}</td>")
+    arrow = ("\u25b2" if c.difference > 0 else "\u25bc") if c.significant else "\u2013"
+    css = ' class="sig"' if c.significant else ""
+    size = (plain.mean(c.difference, c.ci_low, c.ci_high, plain.unit_of(c.metric or c.label),
+                       signed=True) if c.kind == "numeric"
+            else plain.share(c.difference, c.ci_low, c.ci_high, signed=True))
+    shown = size.partition(" (")[0]
+    return (f'<td data-field="change"{css} data-significant="{int(c.significant)}" '
+            f'title="{html.escape(size)}; {plain.p_value(c.p_value)}, corrected '
+            f'{plain.p_value(c.p_adjusted)}">'
+            f"{arrow} {html.escape(shown if c.significant else 'no clear change')}</td>")
 
 
 def _overview(sections: Sequence[MetricSection], changes: dict[str, Comparison]) -> str:
@@ -298,27 +382,20 @@ def _overview(sections: Sequence[MetricSection], changes: dict[str, Comparison])
         if s.categories is not None:
             rows.append(_category_overview(section, changes))
             continue
-        if s.kind == "numeric":
-            rows.append(
-                f'<tr data-metric="{name}"><td data-field="metric"><a href="#metric-{name}">'
-                f"{name}</a></td>{_cell(s.n, 'n', '{:,}')}{_cell(s.yes_rate, 'yes_rate')}"
-                f"{_cell(s.estimate, 'estimate', '{:.5g}')}{_cell(s.ci_low, 'ci_low', '{:.5g}')}"
-                f"{_cell(s.ci_high, 'ci_high', '{:.5g}')}<td>{trend_svg(section.series)}</td>"
-                f"{_change(changes.get(s.metric))}"
-                f'<td class="flags" data-field="flags">mean on [{s.lower:g}, {s.upper:g}]'
-                f"{'; ' if flags(s) else ''}{html.escape(flags(s))}</td></tr>")
-            continue
+        numbers = (f' data-value="{plain.exact(s.estimate, 7)}" '
+                   f'data-ci-low="{plain.exact(s.ci_low, 7)}" '
+                   f'data-ci-high="{plain.exact(s.ci_high, 7)}"')
         rows.append(
             f'<tr data-metric="{name}"><td data-field="metric"><a href="#metric-{name}">{name}'
-            f"</a></td>{_cell(s.n, 'n', '{:,}')}{_cell(s.yes_rate, 'yes_rate')}"
-            f"{_cell(s.estimate, 'estimate')}{_cell(s.ci_low, 'ci_low')}"
-            f"{_cell(s.ci_high, 'ci_high')}<td>{trend_svg(section.series)}</td>"
+            f"</a></td>{_cell(s.n, 'n', '{:,}')}"
+            f'<td data-field="estimate"{numbers}>{html.escape(estimate_text(s))}</td>'
+            f"<td>{trend_svg(section.series)}</td>"
             f"{_change(changes.get(s.metric))}"
-            f'<td class="flags" data-field="flags">{html.escape(flags(s))}</td></tr>')
-    pct = f"{sections[0].summary.confidence:.0%}" if sections else "95%"
-    return ('<h2>Overview</h2><table class="summary"><thead><tr><th>metric</th><th>n</th>'
-            f"<th>raw yes-rate</th><th>estimate</th><th>{pct} CI low</th><th>CI high</th>"
-            "<th>trend (fixed axis)</th><th>change</th><th>notes</th></tr></thead><tbody>"
+            f'<td class="flags" data-field="flags">{html.escape(plain_flags(s))}</td></tr>')
+    pct = f"{sections[0].summary.confidence:.0%}".replace("%", " %") if sections else "95 %"
+    return ('<h2>Overview</h2><table class="summary"><thead><tr><th>metric</th><th>reports</th>'
+            f"<th>estimate ({pct} interval)</th>"
+            "<th>trend</th><th>what changed</th><th>notes</th></tr></thead><tbody>"
             + "".join(rows) + "</tbody></table>")
 
 
@@ -329,18 +406,19 @@ def _category_overview(section: MetricSection, changes: dict[str, Comparison]) -
     assert cats is not None
     name = html.escape(s.metric)
     top = np.argsort(-np.nan_to_num(cats.value, nan=-1.0))[:3] if cats.n else []
-    shown = ", ".join(f"{html.escape(cats.labels[i])} {cats.value[i]:.3f}" for i in top)
+    shown = ", ".join(f"{html.escape(cats.labels[i])} {plain.percent(float(cats.value[i]))}"
+                      for i in top)
     moved = [c for c in changes.values() if c.metric == s.metric and c.category is not None]
     significant = [c for c in moved if c.significant]
     change = ("-" if not moved else
               f'<span class="sig">{len(significant)} of {len(moved)} changed</span>'
               if significant else f"none of {len(moved)} changed")
     return (f'<tr data-metric="{name}"><td data-field="metric"><a href="#metric-{name}">'
-            f"{name}</a></td>{_cell(s.n, 'n', '{:,}')}<td>-</td>"
-            f'<td colspan="3" data-field="categories">{s.kind}, {cats.d} categories'
+            f"{name}</a></td>{_cell(s.n, 'n', '{:,}')}"
+            f'<td data-field="categories">{s.kind}, {cats.d} categories'
             f"{': ' + shown if shown else ''}</td><td></td>"
             f'<td data-field="change">{change}</td>'
-            f'<td class="flags" data-field="flags">{html.escape(flags(s, intervals=False))}'
+            f'<td class="flags" data-field="flags">{html.escape(plain_flags(s))}'
             "</td></tr>")
 
 
@@ -350,30 +428,97 @@ def _category_detail(section: MetricSection) -> str:
     cats = s.categories
     assert cats is not None
     spec = section.series.metric.spec
-    edges = tuple(f"{float(e):g}" for e in spec.edges)
+    edges = tuple(plain.exact(float(e)) for e in spec.edges)
     chart = category_svg(cats, histogram=s.kind == "histogram", edges=edges)
     pct = f"{cats.confidence:.0%}"
     trends = cats.d <= TREND_CATEGORIES and len(section.series) > 1
-    rows = "".join(
+    word = "bucket" if s.kind == "histogram" else "category"
+    plain_rows = "".join(
         f'<tr data-category="{html.escape(label)}"><td>{html.escape(label)}</td>'
+        f'<td data-field="share" data-value="{plain.exact(float(cats.value[i]), 7)}">'
+        f"{html.escape(category_text(cats, i)) if cats.n else '-'}</td>"
+        f"<td>{html.escape(_interval_text(float(cats.sim_low[i]), float(cats.sim_high[i])))}"
+        "</td>"
+        + (f"<td>{trend_svg(section.series, category=i)}</td>" if trends else "")
+        + f'<td class="flags">{"below 0 by noise: near 0 %" if cats.n and cats.value[i] < 0 else ""}</td></tr>'
+        for i, label in enumerate(cats.labels))
+    rows = "".join(
+        f"<tr><td>{html.escape(label)}</td>"
         f"{_cell(int(cats.counts[i]), 'count', '{:,}')}"
         f"{_cell(float(cats.value[i]), 'estimate', '{:+.4f}')}"
         f"{_cell(float(cats.stderr[i]), 'stderr')}{_cell(float(cats.ci_low[i]), 'ci_low')}"
         f"{_cell(float(cats.ci_high[i]), 'ci_high')}{_cell(float(cats.sim_low[i]), 'sim_low')}"
         f"{_cell(float(cats.sim_high[i]), 'sim_high')}"
-        + (f"<td>{trend_svg(section.series, category=i)}</td>" if trends else "")
         + f'<td class="flags">{html.escape(category_flags(float(cats.value[i]), cats.n, float(cats.ci_low[i]), float(cats.ci_high[i])))}</td></tr>'
         for i, label in enumerate(cats.labels))
-    table = ('<details open><summary>Every category</summary><table class="categories"><thead>'
-             f"<tr><th>{'bucket' if s.kind == 'histogram' else 'category'}</th><th>count</th>"
+    pct_plain = pct.replace("%", " %")
+    table = (f'<table class="shares"><thead><tr><th>{word}</th>'
+             f"<th>share of devices ({pct_plain} interval)</th>"
+             f"<th>all {cats.d} at once ({pct_plain})</th>"
+             + ("<th>share over time</th>" if trends else "") +
+             f"<th>notes</th></tr></thead><tbody>{plain_rows}</tbody></table>"
+             '<details class="detail"><summary>Details: counts, unbiased shares, standard '
+             'errors</summary><table class="categories"><thead>'
+             f"<tr><th>{word}</th><th>count (perturbed)</th>"
              f"<th>share (unbiased)</th><th>SE</th><th>{pct} CI low (per category)</th>"
              f"<th>high</th><th>{pct} CI low (simultaneous)</th><th>high</th>"
-             + ("<th>share over time (0 to 1)</th>" if trends else "") +
              f"<th>notes</th></tr></thead><tbody>{rows}</tbody></table></details>")
-    return (f'<div class="bars">{chart}</div><p><small>{html.escape(cats.interval_note)}. '
+    return (f'<div class="bars">{chart}</div>{_category_time_chart(section)}'
+            f"<p><small>{html.escape(cats.interval_note)}. "
             "Shares are unbiased and not clipped: by noise one may fall below 0, and they need "
             "not sum to exactly 1 (no projection onto the simplex is applied; it would bias "
             f"them).</small></p>{table}")
+
+
+def _interval_text(low: float, high: float) -> str:
+    """An interval of shares alone, in percent: "(29–78 %)"."""
+    text = plain.share((low + high) / 2, low, high)
+    return "(" + text.partition(" (")[2]
+
+
+TIME_CHART_LINES = 10
+"""A categorical metric's time chart draws its largest categories, at most this many."""
+TIME_CHART_POINTS = 60
+"""Longer series are pooled into at most this many stretches (counts summed, then
+debiased), so the chart stays small and its intervals readable."""
+
+
+def _pooled(ts: TimeSeries, points: int) -> tuple[list[datetime], Any]:
+    """The series pooled into at most ``points`` consecutive stretches: their starts and
+    their estimates (each stretch's counts summed, then debiased)."""
+    count = len(ts.n)
+    edges = np.linspace(0, count, min(points, count) + 1).astype(np.int64)
+    starts = np.unique(edges[:-1])
+    values = ts.values if ts.values is not None else np.stack(
+        [ts.estimates.n, ts.estimates.ones], axis=1)
+    pooled, _ = debias_values(ts.metric, np.add.reduceat(values, starts, axis=0),
+                              ts.estimates.confidence)
+    return [ts.starts[int(i)] for i in starts], pooled
+
+
+def _category_time_chart(section: MetricSection) -> str:
+    """A categorical or histogram metric's shares over time: one line per category (the
+    largest TIME_CHART_LINES), each with its per-category interval as a band, on a dated
+    axis zoomed to the shares."""
+    from deniable.analysis.timechart import Line, share_axis, time_chart_svg
+
+    ts, cats = section.series, section.summary.categories
+    if cats is None or len(ts) < 2 or not cats.n:
+        return ""
+    starts, pooled = _pooled(ts, TIME_CHART_POINTS)
+    has = pooled.n[:, 0] > 0 if pooled.n.ndim == 2 else pooled.n > 0
+    order = np.argsort(-np.nan_to_num(cats.value, nan=-1.0))[:TIME_CHART_LINES]
+    lines = [Line(cats.labels[j], np.where(has, pooled.unclipped[:, j], np.nan),
+                  pooled.ci_low[:, j], pooled.ci_high[:, j]) for j in order]
+    word = "bucket" if section.summary.kind == "histogram" else "category"
+    shown = "" if cats.d <= TIME_CHART_LINES else f" (the {TIME_CHART_LINES} largest)"
+    pooled_note = "" if len(starts) == len(ts) else f", pooled into {len(starts)} stretches"
+    chart = time_chart_svg(starts, ts.granularity if len(starts) == len(ts) else "day",
+                           lines, y_title=f"share of devices in each {word} (%)",
+                           axis=share_axis(lines),
+                           title=f"Share of devices per {word} over time{shown}"
+                                 f"{pooled_note}")
+    return f'<div class="chart time">{chart}</div>'
 
 
 def _policies(sections: Sequence[MetricSection]) -> tuple[dict[str, str], str]:
@@ -395,7 +540,8 @@ def _policies(sections: Sequence[MetricSection]) -> tuple[dict[str, str], str]:
             f"{html.escape(estimand(ts.metric.policy, most, ts.step.total_seconds(), ts.kind))}"
             f"; a metric's summary pools its periods with reports: the "
             f"{html.escape(estimand(ts.metric.policy, None, kind=ts.kind))}.")
-    return refs, f'<p class="policies"><small>Collection policies. {" ".join(items)}</small></p>'
+    return refs, ('<details class="policies"><summary>Collection policies (what each value '
+                  f'estimates)</summary><p><small>{" ".join(items)}</small></p></details>')
 
 
 def _letters(i: int) -> str:
@@ -416,27 +562,60 @@ def _cuts(ts: TimeSeries) -> str:
     return html.escape("; ".join(cut[:8])) + (" ..." if len(cut) > 8 else "")
 
 
-def _section(section: MetricSection, policy_refs: dict[str, str], page_cuts: str) -> str:
+def _history_chart(h: Any) -> str:
+    """A metric's series across its versions: one line and band, a marker where the version
+    changed, each part debiased with its own version's mechanism."""
+    from deniable.analysis.timechart import Line, share_axis, time_chart_svg
+
+    line = Line(f"versions {', '.join(str(v) for v in h.versions)}", h.estimate, h.ci_low,
+                h.ci_high)
+    marks = [(i, f"version {b}") for i, _, b in h.changes]
+    if h.kind == "numeric":
+        lower, upper = float(h.parts[-1].metric.mechanism.lower), \
+            float(h.parts[-1].metric.mechanism.upper)
+        values = [float(v) for v in np.r_[h.estimate, h.ci_low, h.ci_high][
+            np.isfinite(np.r_[h.estimate, h.estimate, h.estimate])]]
+        axis = zoomed_axis(values, lower, upper)
+        unit = plain.unit_of(h.metric)
+        title = f"mean{f' ({unit})' if unit else ''} over devices"
+    else:
+        axis, title = share_axis([line]), "share of devices answering yes (%)"
+    chart = time_chart_svg(h.starts, h.granularity, [line], y_title=title,
+                           percent=h.kind != "numeric", axis=axis, marks=marks,
+                           title="Across versions: each version's reports debiased with its "
+                                 "own mechanism")
+    notes = "; ".join(f"version {b} from {h.starts[i]:%Y-%m-%d %H:%M} UTC (was {a})"
+                      for i, a, b in h.changes)
+    return (f'<div class="chart history" data-versions="{",".join(map(str, h.versions))}">'
+            f"{chart}<p><small>{html.escape(notes)}. A bucket with reports of several versions "
+            "pools them by their reports.</small></p></div>")
+
+
+def _section(section: MetricSection, policy_refs: dict[str, str], page_cuts: str,
+             joined: Any = None) -> str:
     ts, s = section.series, section.summary
     name = html.escape(s.metric)
     first = ts.starts[0].isoformat() if len(ts) else ""
     if s.categories is not None:
-        head = f"{s.kind}, {s.categories.d} categories, n = {s.n:,}"
+        head = f"{s.kind}, {s.categories.d} categories, {s.n:,} reports"
     elif s.kind == "numeric":
-        head = (f"mean {'' if math.isnan(s.estimate) else f'{s.estimate:.5g}'} <small>"
-                f"[{s.ci_low:.5g}, {s.ci_high:.5g}] on [{s.lower:g}, {s.upper:g}]</small>")
+        head = f"mean {html.escape(estimate_text(s))}"
     else:
-        head = (f"{'' if math.isnan(s.estimate) else f'{s.estimate:.4f}'}"
-                f" <small>[{s.ci_low:.4f}, {s.ci_high:.4f}]</small>")
+        head = f"{html.escape(estimate_text(s))} <small>answer yes</small>"
     parts = [f'<details class="metric" id="metric-{name}" data-metric="{name}" '
              f'data-kind="{s.kind}"><summary><b>{name}</b> {head}</summary>']
     if s.description:
         parts.append(f"<p>{html.escape(s.description)}</p>")
+    if joined is not None:
+        parts.append(_history_chart(joined))
     if s.categories is not None:
         parts.append(_category_detail(section))
     else:
+        unit = plain.unit_of(s.metric)
         bounds = (f' data-lower="{s.lower!r}" data-upper="{s.upper!r}"'
-                  if s.kind == "numeric" else "")
+                  f' data-unit="{html.escape(unit)}" data-ytitle="mean{f" ({unit})" if unit else ""}'
+                  f' over devices"' if s.kind == "numeric" else
+                  ' data-ytitle="share of devices answering yes (%)"')
         parts.append(f'<div class="chart" data-first="{first}" '
                      f'data-step="{int(ts.step.total_seconds())}" '
                      f'data-granularity="{ts.granularity}"'
@@ -448,13 +627,18 @@ def _section(section: MetricSection, policy_refs: dict[str, str], page_cuts: str
     version = "" if s.version is None else f"v{s.version}; "
     rolled = f" Rolling {ts.window} {ts.granularity}s." if ts.window > 1 else ""
     interval = "" if s.categories is not None else (
-        f", {s.confidence:.0%} interval [{s.ci_low:.5g}, {s.ci_high:.5g}]" if s.kind == "numeric"
+        f", {s.confidence:.0%} interval [{plain.number(s.ci_low, 5)}, "
+        f"{plain.number(s.ci_high, 5)}]" if s.kind == "numeric"
         else f", {s.confidence:.0%} interval [{s.ci_low:.4f}, {s.ci_high:.4f}]")
-    parts.append(f'<p class="policy"><small>{version}policy '
+    detail = "" if s.categories is not None or not s.n else (
+        f"; raw (perturbed) yes-rate {s.yes_rate:.4f} of {s.n:,} reports, unbiased estimate "
+        f"{plain.number(s.unclipped, 6)}, standard error {plain.number(s.stderr, 4)}")
+    parts.append(f'<details class="detail"><summary>Details</summary><p class="policy"><small>'
+                 f"{version}policy "
                  f"{policy_refs[(s.policy, 'categorical' if s.categories is not None else s.kind)]}; "  # type: ignore[index]
                  f"epsilon {s.epsilon:.3f}; {s.n:,} reports over {s.periods} periods"
-                 f"{interval}"
-                 f"{'; ' + html.escape(flags(s, intervals=False)) if flags(s, intervals=False) else ''}.{rolled}</small></p>")
+                 f"{interval}{detail}"
+                 f"{'; ' + html.escape(flags(s, intervals=False)) if flags(s, intervals=False) else ''}.{rolled}</small></p></details>")
     cut = _cuts(ts)
     if cut and cut != page_cuts:
         parts.append(f'<p class="partial"><small>{cut}</small></p>')
@@ -465,7 +649,6 @@ def _section(section: MetricSection, policy_refs: dict[str, str], page_cuts: str
 def _breakdowns(breakdowns: Sequence[Any]) -> str:
     """The "by" sections: per breakdown, a table of cells (suppressed ones say why), the
     "not stated" count, the significant comparisons and the notes. Plain HTML, no script."""
-    from deniable.analysis.breakdown_report import breakdown_rows
 
     if not breakdowns:
         return ""
@@ -481,45 +664,59 @@ def _breakdowns(breakdowns: Sequence[Any]) -> str:
         categorical = b.kind in ("categorical", "histogram")
         head = (f"<tr><th>{html.escape(b.by)}</th>" + ("<th>category</th>" if categorical
                                                         else "")
-                + f"<th>n</th><th>estimate</th><th>{pct} CI</th>"
-                + (f"<th>{pct} simultaneous</th>" if categorical else "") + "<th>notes</th></tr>")
+                + f"<th>reports</th><th>estimate ({pct.replace('%', ' %')} interval)</th>"
+                + "<th>notes</th></tr>")
         rows = []
-        for r in breakdown_rows(b):
-            est = r.get("estimate")
-            shown = est is not None
-            fmt = "{:.6g}" if b.kind == "numeric" else "{:.4f}"
-            ci = (f"[{fmt.format(r['ci_low'])}, {fmt.format(r['ci_high'])}]" if shown else "-")
-            sim = (f"[{r['sim_low']:.4f}, {r['sim_high']:.4f}]" if shown and categorical
-                   and r.get("sim_low") is not None else "-")
-            note = ("SUPPRESSED: " + r["reason"] if r["suppressed"] else
-                    r["reason"] if r["value"] == "not stated" else r.get("flags") or "")
-            klass = ' class="suppressed"' if r["suppressed"] else ""
-            rows.append(f"<tr{klass}><td>{html.escape(str(r['value']))}</td>"
-                        + (f"<td>{html.escape(str(r.get('category') or ''))}</td>"
-                           if categorical else "")
-                        + f"<td>{r['n']:,}</td><td>{fmt.format(est) if shown else '-'}</td>"
-                        f"<td>{ci}</td>" + (f"<td>{sim}</td>" if categorical else "")
-                        + f"<td>{html.escape(note)}</td></tr>")
+        for cell in b.cells:
+            s = cell.summary
+            klass = ' class="suppressed"' if cell.suppressed else ""
+            value = html.escape(cell.value)
+            if s is None:
+                rows.append(f"<tr{klass}><td>{value}</td>" + ("<td>-</td>" if categorical
+                                                              else "")
+                            + f"<td>{cell.n:,}</td><td>hidden</td><td>"
+                            f"{html.escape('SUPPRESSED: ' + cell.reason)}</td></tr>")
+            elif s.categories is not None:
+                for i, label in enumerate(s.categories.labels):
+                    rows.append(f"<tr><td>{value if i == 0 else ''}</td>"
+                                f"<td>{html.escape(label)}</td>"
+                                f"<td>{f'{cell.n:,}' if i == 0 else ''}</td>"
+                                f"<td>{html.escape(category_text(s.categories, i))}</td>"
+                                "<td></td></tr>")
+            else:
+                rows.append(f"<tr><td>{value}</td><td>{cell.n:,}</td>"
+                            f"<td>{html.escape(estimate_text(s))}</td>"
+                            f"<td>{html.escape(plain_flags(s))}</td></tr>")
+        rows.append(f"<tr><td>not stated</td>" + ("<td>-</td>" if categorical else "")
+                    + f"<td>{b.not_stated:,}</td><td>-</td>"
+                    f"<td>{html.escape(b.not_stated_reason)}</td></tr>")
         significant = [c for c in b.comparisons if c.significant]
-        compared = (f"{len(significant)} of {len(b.comparisons)} pairwise comparisons "
-                    f"significant ({b.comparisons[0].correction.capitalize()} over every pair"
-                    f"{' and category' if categorical else ''})"
+        compared = (f"{len(significant)} of {plain.count(len(b.comparisons), 'comparison')} "
+                    f"show a clear difference ({b.comparisons[0].correction.capitalize()}-"
+                    f"corrected over every pair{' and category' if categorical else ''})"
                     + (": " + "; ".join(
-                        html.escape(f"{_value_of(c.b)} - {_value_of(c.a)}"
+                        html.escape(f"{_value_of(c.b)} vs {_value_of(c.a)}"
                                     + (f" [{c.category}]" if c.category else "")
-                                    + f" {c.difference:+.4g} (p adj. {c.p_adjusted:.3g})")
+                                    + f" {_difference(c, b.kind, b.metric)}, "
+                                    + plain.p_value(c.p_adjusted))
                         for c in significant[:20]) if significant else "")
                     if b.comparisons else "No comparisons: fewer than two cells with an "
                     "estimate")
         parts.append(
             f'<section class="breakdown" id="by-{name}-{html.escape(b.by)}" '
             f'data-metric="{name}" data-by="{html.escape(b.by)}"><h3>{name} by '
-            f"{html.escape(b.by)} <small>{b.kind}, n = {b.total.n:,}, cells under "
-            f"{b.min_reports:,} reports suppressed</small></h3><table>{head}{''.join(rows)}"
+            f"{html.escape(b.by)} <small>{b.kind}, {b.total.n:,} reports, cells under "
+            f"{b.min_reports:,} devices suppressed</small></h3><table>{head}{''.join(rows)}"
             f"</table><p><small>{compared}.</small></p>"
             + (f'<p class="note"><small>{html.escape(b.note)}</small></p>' if b.note else "")
             + "</section>")
     return "".join(parts)
+
+
+def _difference(c: Comparison, kind: str, metric: str) -> str:
+    from deniable.analysis.breakdown_report import difference_text
+
+    return difference_text(c, kind, metric)
 
 
 def _value_of(label: str) -> str:
@@ -528,53 +725,73 @@ def _value_of(label: str) -> str:
 
 def render_html(sections: Sequence[MetricSection], comparisons: Sequence[Comparison] = (),
                 title: str = "Deniable report", generated_at: datetime | None = None, *,
-                breakdowns: Sequence[Any] = ()) -> str:
+                breakdowns: Sequence[Any] = (), family: str = "metric",
+                histories: dict[str, Any] | None = None) -> str:
     """The whole report as one HTML document (UTF-8 text), with nothing fetched from anywhere.
 
-    It opens with an overview, one row per metric (estimate, interval, trend on a fixed axis,
-    the corrected change flag), then each metric's chart, summary and bucket table, drawn by
-    the page's own script when the metric is opened. A thousand metrics with a year of days
-    write in about a second and weigh a few MB. ``breakdowns`` (``analysis.breakdown``) add
-    a "by" section per breakdown, saying which cells were suppressed and why.
+    It opens with the range and how to read it (the method one click away), an overview, one
+    row per metric (estimate in percent or its unit with its interval, the trend, what
+    changed), then "What changed", one line per metric (``family``: the correction's family
+    the comparisons were corrected in, ``analysis.changes``), then each metric's chart,
+    summary and bucket table, drawn by the page's own script when the metric is opened. A
+    thousand metrics with a year of days write in about a second and weigh a few MB.
+    ``breakdowns`` (``analysis.breakdown``) add a "by" section per breakdown, saying which
+    cells were suppressed and why. ``histories`` (``analysis.history``, by metric) add the
+    series across versions to the metrics that have one, marked where the version changed.
     """
     generated_at = generated_at or datetime.now(timezone.utc)
     changes = {c.label: c for c in comparisons}
+    first_summary = sections[0].summary if sections else None
+    when = html.escape(range_title(first_summary.start, first_summary.end)) \
+        if first_summary else ""
+    notes = reading_notes([section.summary for section in sections],
+                          detailed_hint="open a metric, then \u201cDetails\u201d; or "
+                          "<code>deniable report --format json</code>")
     parts = [
         "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">",
         f"<title>{html.escape(title)}</title><style>{STYLE}</style></head><body>",
         f"<h1>{html.escape(title)}</h1>",
-        f"<p><small>Generated {generated_at:%Y-%m-%d %H:%M} UTC. Buckets are UTC, by the time "
-        "the collector received the reports. Estimates are debiased: shares of true \u201cyes\u201d "
-        "answers (boolean metrics), each category\u2019s share (categorical and histogram "
-        "metrics: bar charts with per-category and simultaneous intervals), or the mean "
-        "(numeric metrics, on their declared range); the band is the interval (Wilson on the "
-        "perturbed rate, mapped through the debiasing line and clipped to the range). Trends "
-        "are drawn on a fixed axis (0 to 1, or a numeric metric\u2019s range), "
-        "pooled into at most 30 stretches, so noise stays small; \u25b2/\u25bc mark a change "
+        f'<p class="range"><b>{when}</b>. <small>Generated '
+        f"{generated_at:%Y-%m-%d %H:%M} UTC.</small></p>" if when else "",
+        '<div class="note reading">' + "".join(
+            f"<p>{html.escape(n) if '<code>' not in n else n}</p>" for n in notes) + "</div>",
+        "<details class=\"method\"><summary>Method</summary><p><small>Buckets are UTC, by "
+        "the time the collector received the reports. Estimates are debiased: shares of "
+        "true \u201cyes\u201d answers (boolean metrics), each category\u2019s share "
+        "(categorical and histogram metrics: bar charts with per-category and simultaneous "
+        "intervals), or the mean (numeric metrics, on their declared range); the band is the "
+        "interval (Wilson on the perturbed rate, mapped through the debiasing line and "
+        "clipped to the range). Trends are pooled into at most 30 stretches, each with its "
+        "interval as a band, on an axis zoomed to the values (at least 10 points of a share, "
+        "or a tenth of a numeric metric\u2019s range); \u25b2/\u25bc mark a change "
         "between the range\u2019s halves that is significant after the correction. Open a "
-        "metric for its chart (estimate, interval band, n as bars; hollow points had too few "
-        "reports, red rings were clipped) and its buckets. Exact per-bucket numbers: "
-        "<code>deniable report --every \u2026 --format csv</code>.</small></p>",
+        "metric for its chart (estimate, interval band, reports as bars; hollow points had too "
+        "few reports, red rings were clipped) and its buckets. Exact per-bucket numbers: "
+        "<code>deniable report --every \u2026 --format csv</code>. The whole method: "
+        "docs/analysis.md.</small></p></details>",
         _overview(sections, changes),
+        _comparisons(comparisons, family),
         "<h2>Metrics</h2>",
     ]
     policy_refs: dict[str, str] = {}
     page_cuts = ""
     if sections:
         first = sections[0].summary
-        when = html.escape(range_title(first.start, first.end))
         page_cuts = _cuts(sections[0].series)
-        parts.append(f'<p class="range">Range: {when}; {first.confidence:.0%} intervals.'
+        parts.append(f'<p class="range"><small>Range: {when}; {first.confidence:.0%} '
+                     "intervals."
                      f"{' Partial buckets (every metric): ' + page_cuts + '.' if page_cuts else ''}"
-                     "</p>")
+                     "</small></p>")
         policy_refs, legend = _policies(sections)
         parts.append(legend)
-    parts.extend(_section(section, policy_refs, page_cuts) for section in sections)
+    parts.extend(_section(section, policy_refs, page_cuts, (histories or {}).get(
+        section.summary.metric)) for section in sections)
     parts.append(_breakdowns(breakdowns))
     mechanisms = {section.series.metric.mechanism.id: section.series.metric.mechanism
                   for section in sections}
     if mechanisms:
-        parts.append("<h2>Privacy</h2>")
+        parts.append("<h2>Privacy</h2><details><summary>What each mechanism\u2019s epsilon "
+                     "means</summary>")
         for mechanism_id, mechanism in sorted(mechanisms.items()):
             users = [html.escape(sec.summary.metric) for sec in sections
                      if sec.series.metric.mechanism.id == mechanism_id]
@@ -584,6 +801,6 @@ def render_html(sections: Sequence[MetricSection], comparisons: Sequence[Compari
                 else kind_note(mechanism, None)
             parts.append(f'<p class="note"><b>{html.escape(mechanism_id)}</b> ({shown}): '
                          f"{note}</p>")
-    parts.append(_comparisons(comparisons))
+        parts.append("</details>")
     parts.append(f"<script>{SCRIPT}</script></body></html>\n")
     return "".join(parts)

@@ -20,6 +20,7 @@ import numpy as np
 from datetime import datetime
 from typing import Any
 
+from deniable.analysis import plain
 from deniable.analysis.compare import Comparison
 from deniable.analysis.estimate import MetricSummary
 from deniable.analysis.timeseries import TimeSeries
@@ -71,6 +72,9 @@ def summary_row(summary: MetricSummary, *, projected: bool = False) -> dict[str,
     and ``intervals`` saying which interval is which."""
     row = {k: _plain(v) for k, v in dataclasses.asdict(summary).items() if k != "categories"}
     row["flags"] = flags(summary)
+    row["display"] = estimate_text(summary)  # the plain reading: "53 % (29–78 %)"
+    if summary.kind == "numeric":
+        row["unit"] = plain.unit_of(summary.metric)
     if summary.kind == "numeric":  # the sum over the reports: n times the mean
         row["total"] = _number(summary.n * summary.unclipped) if summary.n else None
         row["total_low"] = summary.n * summary.ci_low if summary.n else None
@@ -81,7 +85,8 @@ def summary_row(summary: MetricSummary, *, projected: bool = False) -> dict[str,
         if projected:
             row["projection"] = "projected_biased: " + _PROJECTION
         row["categories"] = [{**r, "flags": category_flags(
-            float(cats.value[i]), cats.n, float(cats.ci_low[i]), float(cats.ci_high[i]))}
+            float(cats.value[i]), cats.n, float(cats.ci_low[i]), float(cats.ci_high[i])),
+            "display": category_text(cats, i) if cats.n else "-"}
             for i, r in enumerate(cats.rows(projected=projected))]
     else:
         row.pop("categories", None)
@@ -162,10 +167,16 @@ def range_title(start: datetime | None, end: datetime | None) -> str:
 
 
 def render_table(summaries: Sequence[MetricSummary], title: str = "Deniable report", *,
-                 projected: bool = False) -> str:
+                 projected: bool = False, detailed: bool = False) -> str:
     """An aligned terminal table (plain text, no colours): the range and confidence in the
     title, each metric's version, and below the table what each estimate is a share of and
-    how its interval was made."""
+    how its interval was made.
+
+    By default the plain reading (``render_plain``): shares in percent with their interval,
+    means in their unit, categories as shares of devices, notes once. ``detailed``: the
+    analyst's table, with reports, periods, raw yes-rates, perturbed counts and 4 decimals."""
+    if not detailed:
+        return render_plain(summaries, title, projected=projected)
     first = summaries[0] if summaries else None
     pct = f"{first.confidence:.0%}" if first else "95%"
     when = range_title(first.start, first.end) if first else ""
@@ -192,19 +203,142 @@ def render_table(summaries: Sequence[MetricSummary], title: str = "Deniable repo
     return out + "".join(f"{line}\n" for line in notes)
 
 
+def estimate_text(s: MetricSummary) -> str:
+    """A boolean metric's share in percent with its interval, "53 % (29–78 %)"; a numeric
+    metric's mean in its unit, "812 ms (700–926 ms)"; "-" without reports."""
+    if s.n == 0 or s.categories is not None:
+        return "-"
+    if s.kind == "numeric":
+        return plain.mean(s.estimate, s.ci_low, s.ci_high, plain.unit_of(s.metric))
+    return plain.share(s.estimate, s.ci_low, s.ci_high)
+
+
+def plain_flags(s: MetricSummary) -> str:
+    """The caveats of an estimate in plain words ("" when there are none)."""
+    notes = []
+    if s.n == 0:
+        notes.append("no reports in this range")
+    elif s.wide:
+        notes.append("too few reports to say much")
+    if s.n and s.clipped and s.kind != "numeric":
+        notes.append("near " + ("0 %" if s.unclipped < 0.5 else "100 %")
+                     + " (noise pushed the raw estimate past it)")
+    elif s.n and s.clipped:
+        notes.append(f"at the edge of its range [{plain.exact(s.lower)}, "
+                     f"{plain.exact(s.upper)}]")
+    return "; ".join(notes)
+
+
+def category_text(cats: Any, i: int) -> str:
+    """Category ``i``'s share of devices with its per-category interval, in percent (a share
+    below 0 by noise reads as 0 %: its notes say so; the unbiased value is in the details)."""
+    return plain.share(min(max(float(cats.value[i]), 0.0), 1.0), float(cats.ci_low[i]),
+                       float(cats.ci_high[i]))
+
+
+def reading_notes(summaries: Sequence[Any], *, detailed_hint: str = "--detailed or --format "
+                  "json") -> list[str]:
+    """The notes of a whole report, once, in plain words: what an estimate is, what the
+    interval means, how days of the same devices count, and where the method is."""
+    if not summaries:
+        return []
+    first = summaries[0]
+    pct = f"{first.confidence:.0%}".replace("%", " %")
+    kinds = {s.kind for s in summaries}
+    what = ["a yes/no metric's estimate is the share of devices whose true answer is yes"]
+    if kinds & {"categorical", "histogram"}:
+        what.append("a categorical metric's, each category's share of devices")
+    if "numeric" in kinds:
+        what.append("a numeric metric's, the mean over devices, in its unit")
+    notes = [
+        "How to read this: " + "; ".join(what) + ". Each device adds random noise to its "
+        "answer before sending it, and the numbers here are worked back from the noisy "
+        f"reports. The range in brackets is the {pct} interval: the true value lies inside it "
+        f"{_odds(first.confidence)}.",
+    ]
+    many = [s for s in summaries if s.periods > 1]
+    if many:
+        notes.append(
+            "Over several days, a device that reports every day counts once, not once a "
+            "day (its answers repeat), so the intervals are as wide as the number of devices "
+            "says, whatever the number of reports.")
+    if any(s.categories is not None for s in summaries):
+        notes.append("Category shares are each category's own interval; they need not add "
+                     "up to exactly 100 % (noise).")
+    notes.append(f"Perturbed counts, raw rates and standard errors: {detailed_hint}. The "
+                 "method: docs/analysis.md.")
+    return notes
+
+
+def _odds(confidence: float) -> str:
+    if abs(confidence - 0.95) < 1e-9:
+        return "19 times out of 20"
+    if abs(confidence - 0.99) < 1e-9:
+        return "99 times out of 100"
+    if abs(confidence - 0.9) < 1e-9:
+        return "9 times out of 10"
+    return f"with probability {confidence:.0%}"
+
+
+def render_plain(summaries: Sequence[MetricSummary], title: str = "Deniable report", *,
+                 projected: bool = False) -> str:
+    """The plain reading of pooled estimates: per metric its reports and its estimate in
+    percent (or its unit) with the interval; per categorical metric each category's share of
+    devices; the notes once, below."""
+    first = summaries[0] if summaries else None
+    when = range_title(first.start, first.end) if first else ""
+    pct = f"{first.confidence:.0%}".replace("%", " %") if first else "95 %"
+    heading = f"{title}: {when}" if when else title
+    scalar = [s for s in summaries if s.categories is None]
+    out = heading + "\n"
+    if scalar:
+        rows = [(s.metric + ("" if s.version is None or s.version == 1 else f" (v{s.version})"),
+                 f"{s.n:,}", "mean" if s.kind == "numeric" else "yes", estimate_text(s),
+                 plain_flags(s)) for s in scalar]
+        out = text_table(heading, (("metric", "left"), ("reports", "right"),
+                                   ("of", "left"), (f"estimate ({pct} interval)", "right"),
+                                   ("notes", "left")), rows)
+    for s in summaries:
+        cats = s.categories
+        if cats is None:
+            continue
+        simplex = cats.project_to_simplex() if projected and cats.n else None
+        columns = [("category" if s.kind == "categorical" else "bucket", "left"),
+                   (f"share of devices ({pct} interval)", "right")]
+        if projected:
+            columns.append(("drawn (BIASED)", "right"))
+        columns.append(("notes", "left"))
+        cat_rows: list[list[str]] = []
+        for i, label in enumerate(cats.labels):
+            row = [label, category_text(cats, i) if cats.n else "-"]
+            if projected:
+                row.append("-" if simplex is None else plain.percent(float(simplex[i]), 1))
+            v = float(cats.value[i])
+            row.append("too few reports to say much" if cats.n and
+                       cats.ci_high[i] - cats.ci_low[i] >= 0.5 else
+                       "below 0 by noise: near 0 %" if cats.n and v < 0 else "")
+            cat_rows.append(row)
+        out += "\n" + text_table(f"{s.metric} ({s.kind}, {s.n:,} reports)", columns, cat_rows)
+        if projected:
+            out += f"drawn: {_PROJECTION}.\n"
+    return out + "\n" + "".join(f"{line}\n" for line in reading_notes(summaries))
+
+
 def _value(x: float, lower: float | None) -> str:
     """A share to 4 decimals; a numeric metric's mean to 4 significant digits more."""
     if lower is None:
         return f"{x:.4f}"
-    return f"{x:.6g}"
+    return plain.number(x, 6)
 
 
 def _what(s: MetricSummary) -> str:
     estimand_text = s.estimand or "share of devices"
     if s.kind == "numeric":
-        total = (f"; total over the {s.n:,} reports {s.n * s.unclipped:.6g} "
-                 f"[{s.n * s.ci_low:.6g}, {s.n * s.ci_high:.6g}]" if s.n else "")
-        return f"{estimand_text}, in [{s.lower:g}, {s.upper:g}]{total}"
+        total = (f"; total over the {s.n:,} reports {plain.number(s.n * s.unclipped, 6)} "
+                 f"[{plain.number(s.n * s.ci_low, 6)}, {plain.number(s.n * s.ci_high, 6)}]"
+                 if s.n else "")
+        return (f"{estimand_text}, in [{plain.exact(s.lower)}, {plain.exact(s.upper)}]"
+                f"{total}")
     return estimand_text
 
 
@@ -240,15 +374,17 @@ def category_table(s: MetricSummary, *, projected: bool = False) -> str:
     return text_table(title, columns, rows) + foot + "\n"
 
 
-def render(summaries: Sequence[MetricSummary], fmt: str, *, projected: bool = False) -> str:
+def render(summaries: Sequence[MetricSummary], fmt: str, *, projected: bool = False,
+           detailed: bool = False) -> str:
     """Render in one of FORMATS; ``projected`` adds the biased simplex projection of each
-    categorical metric's shares, flagged as such."""
+    categorical metric's shares, flagged as such; ``detailed``: the analyst's table (JSON and
+    CSV always carry every number)."""
     if fmt == "json":
         return to_json(summaries, projected=projected)
     if fmt == "csv":
         return to_csv(summaries, projected=projected)
     if fmt == "table":
-        return render_table(summaries, projected=projected)
+        return render_table(summaries, projected=projected, detailed=detailed)
     raise ValueError(f"format must be one of {FORMATS}. Got {fmt!r} instead.")
 
 
@@ -417,6 +553,33 @@ def sparkline(values: Sequence[float], low: float = 0.0, high: float = 1.0) -> s
                    for v in values)
 
 
+MIN_SPAN = 0.1
+"""A share's sparkline and chart axis span at least this (10 points): a 5-point shift fills
+half of it, while noise of a point or less stays within a block or two."""
+
+
+def zoomed_axis(values: Sequence[float], low: float = 0.0, high: float = 1.0,
+                min_span: float | None = None) -> tuple[float, float]:
+    """An axis around ``values`` (NaN ignored) inside [low, high], at least ``min_span`` wide
+    (default: MIN_SPAN of the [low, high] span), its ends on round numbers: a shift of a few
+    points shows, and a reader sees the axis' ends beside it."""
+    span = high - low
+    floor_span = (min_span if min_span is not None else MIN_SPAN) * (span if min_span is None
+                                                                       else 1.0)
+    finite = [v for v in values if v is not None and math.isfinite(v)]
+    if not finite:
+        return low, high
+    a, b = min(finite), max(finite)
+    width = max(b - a, floor_span) * 1.2
+    middle = (a + b) / 2
+    step = 10 ** math.floor(math.log10(width / 4)) if width > 0 else span / 10
+    lo = max(low, math.floor((middle - width / 2) / step) * step)
+    hi = min(high, math.ceil((middle + width / 2) / step) * step)
+    if hi - lo < floor_span:  # pushed against an end of the range
+        lo, hi = (low, low + floor_span) if lo <= low else (high - floor_span, high)
+    return lo, hi
+
+
 def _label(moment: datetime, granularity: str) -> str:
     if granularity == "hour":
         return f"{moment:%Y-%m-%d %H:00}"
@@ -426,8 +589,12 @@ def _label(moment: datetime, granularity: str) -> str:
     return f"{moment:%Y-%m-%d}"
 
 
-def render_series_table(series: Sequence[TimeSeries], width: int = 120) -> str:
-    """Per metric: a sparkline of the estimate, then an aligned row per bucket."""
+def render_series_table(series: Sequence[TimeSeries], width: int = 120, *,
+                        detailed: bool = False) -> str:
+    """Per metric: a sparkline of the estimate (on an axis zoomed to it, its ends printed),
+    then an aligned row per bucket: its reports and estimate in percent (a numeric metric's
+    mean in its unit) with the interval; the notes once, below. ``detailed``: the raw
+    yes-rate and 4 decimals, as analysts read them."""
     from rich.console import Console
     from rich.table import Table
 
@@ -435,16 +602,21 @@ def render_series_table(series: Sequence[TimeSeries], width: int = 120) -> str:
     for ts in series:
         e = ts.estimates
         if ts.simultaneous is not None:
-            _category_series_table(console, ts)
+            _category_series_table(console, ts, detailed=detailed)
             continue
         window = f", rolling {ts.window} {ts.granularity}s" if ts.window > 1 else ""
         pct = f"{e.confidence:.0%}"
         version = f" v{ts.metric.version}" if ts.metric.version is not None else ""
         when = range_title(ts.range_start, ts.range_end)
-        table = Table(title=f"{ts.metric.name}{version} per {ts.granularity}{window} "
-                            f"(epsilon {ts.metric.mechanism.epsilon:.3f})"
-                            + (f", {when}" if when else "") + "  "
-                            + _spark(ts))
+        title = (f"{ts.metric.name}{version} per {ts.granularity}{window}"
+                 + (f" (epsilon {ts.metric.mechanism.epsilon:.3f})" if detailed else "")
+                 + (f", {when}" if when else ""))
+        table = Table(title=title, caption="trend:" + _spark(ts), caption_justify="left",
+                      min_width=min(len(title) + 2, width))
+        if not detailed:
+            _plain_series(table, ts)
+            console.print(table)
+            continue
         for header, justify in (("bucket (UTC)", "left"), ("n", "right"),
                                 ("raw yes-rate", "right"), ("estimate", "right"),
                                 (f"{pct} CI", "right"), ("notes", "left")):
@@ -461,7 +633,73 @@ def render_series_table(series: Sequence[TimeSeries], width: int = 120) -> str:
 
         console.print(f"{ts.metric.policy.summary()}. Each value: "
                       f"{estimand(ts.metric.policy, _most_periods(ts), ts.step.total_seconds(), ts.kind)}.")
+    if not detailed and series:
+        for line in _series_notes(series):
+            console.print(line)
     return console.file.getvalue()  # type: ignore[attr-defined]
+
+
+def _plain_series(table: Any, ts: TimeSeries) -> None:
+    """A boolean or numeric series' rows in the plain reading."""
+    pct = f"{ts.estimates.confidence:.0%}".replace("%", " %")
+    for header, justify in ((f"{ts.granularity} (UTC)", "left"), ("reports", "right"),
+                            (f"estimate ({pct} interval)", "right"), ("notes", "left")):
+        table.add_column(header, justify=justify)  # type: ignore[arg-type]
+    e = ts.estimates
+    unit = plain.unit_of(ts.metric.name)
+    partial = coverage_notes(ts.starts, ts.step.total_seconds(), ts.window, ts.range_start,
+                             ts.range_end)
+    for i, start in enumerate(ts.starts):
+        n = int(e.n[i])
+        shown = "-" if n == 0 else (
+            plain.mean(float(e.estimate[i]), float(e.ci_low[i]), float(e.ci_high[i]), unit)
+            if ts.kind == "numeric" else
+            plain.share(float(e.estimate[i]), float(e.ci_low[i]), float(e.ci_high[i])))
+        notes = ["no reports" if n == 0 else "too few reports to say much"
+                 if bool(e.wide[i]) else ""]
+        if partial[i]:
+            notes.append("partial " + partial[i].split(":", 1)[0].removeprefix("partial "))
+        table.add_row(_label(start, ts.granularity), f"{n:,}", shown,
+                      "; ".join(x for x in notes if x))
+
+
+def _series_notes(series: Sequence[TimeSeries]) -> list[str]:
+    """The notes of a series report, once: what each value is, the interval, where the
+    details are."""
+    from deniable.analysis.window import estimand
+
+    notes = reading_notes([_Shown(ts) for ts in series], detailed_hint="--detailed, or "
+                          "--format csv or json")
+    policies: dict[str, list[str]] = {}
+    for ts in series:
+        what = estimand(ts.metric.policy, _most_periods(ts), ts.step.total_seconds(), ts.kind)
+        policies.setdefault(f"{ts.metric.policy.summary()}: each value is the {what}",
+                            []).append(ts.metric.name)
+    notes[1:1] = [f"{', '.join(names)}: {text}." for text, names in policies.items()]
+    return notes
+
+
+@dataclasses.dataclass(frozen=True)
+class _Shown:
+    """What ``reading_notes`` needs of a series."""
+
+    ts: TimeSeries
+
+    @property
+    def kind(self) -> str:
+        return self.ts.kind
+
+    @property
+    def confidence(self) -> float:
+        return self.ts.estimates.confidence
+
+    @property
+    def periods(self) -> int:
+        return _most_periods(self.ts)
+
+    @property
+    def categories(self) -> object | None:
+        return self.ts.simultaneous
 
 
 def _lower(ts: TimeSeries) -> float | None:
@@ -469,18 +707,24 @@ def _lower(ts: TimeSeries) -> float | None:
 
 
 def _spark(ts: TimeSeries) -> str:
-    """The sparkline on the metric's fixed axis: [0, 1], or a numeric metric's range."""
-    values = [float(v) for v in ts.estimates.estimate]
+    """The sparkline on an axis zoomed to the estimates (at least 10 points of [0, 1], or a
+    tenth of a numeric metric's range), its ends printed beside it."""
+    values = [float(v) if n else math.nan for v, n in zip(ts.estimates.estimate, ts.n)]
     if ts.kind == "numeric":
-        low, high = (float(ts.metric.mechanism.lower),  # type: ignore[union-attr]
-                     float(ts.metric.mechanism.upper))  # type: ignore[union-attr]
-        return f"  {low:g} {sparkline(values, low, high)} {high:g} (mean)"
-    return f"  0 {sparkline(values)} 1"
+        lower, upper = (float(ts.metric.mechanism.lower),  # type: ignore[union-attr]
+                        float(ts.metric.mechanism.upper))  # type: ignore[union-attr]
+        low, high = zoomed_axis(values, lower, upper)
+        unit = plain.unit_of(ts.metric.name)
+        return (f"  {plain.number(low)} {sparkline(values, low, high)} {plain.number(high)}"
+                f"{' ' + unit if unit else ''} (mean)")
+    low, high = zoomed_axis(values)
+    return f"  {plain.percent(low)} {sparkline(values, low, high)} {plain.percent(high)}"
 
 
-def _category_series_table(console: Any, ts: TimeSeries) -> None:
-    """A categorical series: per category a sparkline of its share on [0, 1] and the range's
-    first and last bucket with reports, then the interval note."""
+def _category_series_table(console: Any, ts: TimeSeries, *, detailed: bool = False) -> None:
+    """A categorical series: per category a sparkline of its share (on an axis zoomed to the
+    category's shares, its ends printed) and the range's first and last bucket with reports;
+    ``detailed`` adds the interval note and unbiased shares to 4 decimals."""
     from rich.table import Table
 
     e = ts.estimates
@@ -489,35 +733,55 @@ def _category_series_table(console: Any, ts: TimeSeries) -> None:
     window = f", rolling {ts.window} {ts.granularity}s" if ts.window > 1 else ""
     when = range_title(ts.range_start, ts.range_end)
     table = Table(title=f"{ts.metric.name}{version} ({ts.kind}) per {ts.granularity}{window} "
-                        f"(epsilon {ts.metric.mechanism.epsilon:.3f})"
+                        + (f"(epsilon {ts.metric.mechanism.epsilon:.3f})" if detailed else
+                           "share of devices in each category")
                         + (f", {when}" if when else ""))
     busy = np.flatnonzero(ts.n > 0)
-    for header, justify in (("category", "left"), ("share per bucket, 0 to 1", "left"),
-                            ("first", "right"), (f"{pct} CI (first)", "right"),
-                            ("last", "right"), (f"{pct} CI (last)", "right")):
+    first = f"{_label(ts.starts[busy[0]], ts.granularity)}" if len(busy) else "first"
+    last = f"{_label(ts.starts[busy[-1]], ts.granularity)}" if len(busy) else "last"
+    headers = ((("category", "left"), ("share per bucket, 0 to 1", "left"),
+                ("first", "right"), (f"{pct} CI (first)", "right"),
+                ("last", "right"), (f"{pct} CI (last)", "right")) if detailed else
+               (("category", "left"), ("share per bucket (axis)", "left"),
+                (first, "right"), (last, "right")))
+    for header, justify in headers:
         table.add_column(header, justify=justify)  # type: ignore[arg-type]
     for j, label in enumerate(ts.metric.spec.labels):
-        cells = [label, sparkline([float(v) if ts.n[i] else math.nan
-                                   for i, v in enumerate(e.unclipped[:, j])])]
+        values = [float(v) if ts.n[i] else math.nan for i, v in enumerate(e.unclipped[:, j])]
+        if detailed:
+            cells = [label, sparkline(values)]
+            for i in ((busy[0], busy[-1]) if len(busy) else ()):
+                cells += [f"{e.unclipped[i, j]:+.4f}", f"[{e.ci_low[i, j]:.4f}, "
+                          f"{e.ci_high[i, j]:.4f}]"]
+            table.add_row(*(cells + ["-"] * (6 - len(cells))))
+            continue
+        low, high = zoomed_axis(values)
+        cells = [label, f"{plain.percent(low)} {sparkline(values, low, high)} "
+                        f"{plain.percent(high)}"]
         for i in ((busy[0], busy[-1]) if len(busy) else ()):
-            cells += [f"{e.unclipped[i, j]:+.4f}", f"[{e.ci_low[i, j]:.4f}, "
-                      f"{e.ci_high[i, j]:.4f}]"]
-        table.add_row(*(cells + ["-"] * (6 - len(cells))))
+            cells.append(plain.share(float(e.unclipped[i, j]), float(e.ci_low[i, j]),
+                                     float(e.ci_high[i, j])))
+        table.add_row(*(cells + ["-"] * (4 - len(cells))))
     console.print(table)
-    console.print(f"n per bucket: {', '.join(f'{int(v):,}' for v in ts.n[:12])}"
-                  f"{' ...' if len(ts) > 12 else ''}. "
-                  f"{INTERVAL_NOTE.format(pct=pct, d=len(ts.metric.spec.labels))}. Every "
-                  "bucket, with simultaneous intervals: --format csv or json.")
+    if detailed:
+        console.print(f"n per bucket: {', '.join(f'{int(v):,}' for v in ts.n[:12])}"
+                      f"{' ...' if len(ts) > 12 else ''}. "
+                      f"{INTERVAL_NOTE.format(pct=pct, d=len(ts.metric.spec.labels))}. Every "
+                      "bucket, with simultaneous intervals: --format csv or json.")
+    else:
+        console.print(f"Reports per {ts.granularity}: "
+                      f"{', '.join(f'{int(v):,}' for v in ts.n[:12])}"
+                      f"{' ...' if len(ts) > 12 else ''}.")
 
 
-def render_series(series: Sequence[TimeSeries], fmt: str) -> str:
-    """Render time series in one of FORMATS."""
+def render_series(series: Sequence[TimeSeries], fmt: str, *, detailed: bool = False) -> str:
+    """Render time series in one of FORMATS (``detailed``: the analyst's table)."""
     if fmt == "json":
         return series_to_json(series)
     if fmt == "csv":
         return series_to_csv(series)
     if fmt == "table":
-        return render_series_table(series)
+        return render_series_table(series, detailed=detailed)
     raise ValueError(f"format must be one of {FORMATS}. Got {fmt!r} instead.")
 
 
@@ -555,3 +819,48 @@ def _p(p: float) -> str:
     if math.isnan(p):
         return "-"
     return "<0.0001" if p < 1e-4 else f"{p:.4f}"
+
+
+# -- history across versions ----------------------------------------------------------------
+
+def render_history_table(h: Any) -> str:
+    """A metric's series across its versions (``analysis.history``), plain: per bucket its
+    reports, the version its reports are of, and the estimate with its interval; a rule where
+    the version changed."""
+    from deniable.analysis.history import MIXED
+
+    pct = f"{h.confidence:.0%}".replace("%", " %")
+    unit = plain.unit_of(h.metric)
+    rows: list[list[str]] = []
+    changed = {i: (a, b) for i, a, b in h.changes}
+    for i, start in enumerate(h.starts):
+        if i in changed:
+            a, b = changed[i]
+            rows.append([f"-- version {b} from here (was {a}) --", "", "", ""])
+        v = int(h.version[i])
+        shown = "-" if not h.n[i] else (
+            plain.mean(float(h.estimate[i]), float(h.ci_low[i]), float(h.ci_high[i]), unit)
+            if h.kind == "numeric" else
+            plain.share(float(h.estimate[i]), float(h.ci_low[i]), float(h.ci_high[i])))
+        rows.append([_label(start, h.granularity), f"{int(h.n[i]):,}",
+                     "several" if v == MIXED else str(v) if v else "-", shown])
+    title = (f"{h.metric} across versions {', '.join(str(v) for v in h.versions)}, per "
+             f"{h.granularity}: each version's reports debiased with its own mechanism")
+    out = text_table(title, ((f"{h.granularity} (UTC)", "left"), ("reports", "right"),
+                             ("version", "right"), (f"estimate ({pct} interval)", "right")),
+                     rows)
+    notes = ["A bucket with reports of several versions pools them by their reports "
+             "(docs/analysis.md, \"History across versions\")."] + list(h.left_out)
+    return out + "".join(f"{n}\n" for n in notes)
+
+
+def history_document(h: Any) -> dict[str, Any]:
+    """A history as a JSON-ready document: its versions, where they changed, its buckets."""
+    from deniable.analysis.history import history_rows
+
+    return {"metric": h.metric, "kind": h.kind, "granularity": h.granularity,
+            "versions": h.versions, "confidence": h.confidence,
+            "changes": [{"start": h.starts[i].isoformat(), "from": a, "to": b}
+                        for i, a, b in h.changes],
+            "left_out": h.left_out, "buckets": history_rows(h)}
+

@@ -261,21 +261,31 @@ class HTTPSource:
     Args:
         collector_url: the collector's base URL.
         token: a read token, sent as ``Authorization: Bearer``, if the collector wants one.
+        verify: how to check the collector's TLS certificate: True (the system's CAs), or
+            the path of a CA bundle (PEM), e.g. a private CA's certificate; as requests'
+            ``verify``.
     """
 
     def __init__(self, collector_url: str, token: str | None = None,
-                 timeout: tuple[float, float] = DEFAULT_TIMEOUT) -> None:
+                 timeout: tuple[float, float] = DEFAULT_TIMEOUT, *,
+                 verify: bool | str = True) -> None:
         self.base_url = collector_url.rstrip("/")
         self.timeout = timeout
         self._session = requests.Session()
-        if token:
+        self.verify = verify  # passed on each request: REQUESTS_CA_BUNDLE would override the
+        if token:             # session's own (requests reads it when a request says nothing)
             self._session.headers["Authorization"] = f"Bearer {token}"
         self._metrics: dict[str, MetricInfo] | None = None
 
     def _get(self, path: str, params: dict[str, str] | None = None) -> dict:  # type: ignore[type-arg]
         url = f"{self.base_url}{path}"
         try:
-            response = self._session.get(url, params=params, timeout=self.timeout)
+            response = self._session.get(url, params=params, timeout=self.timeout,
+                                         verify=self.verify)
+        except requests.exceptions.SSLError as exc:
+            raise SourceError(f"GET {url} failed: the collector's TLS certificate could not be "
+                              "verified (a private CA? pass its certificate: --cacert FILE, or "
+                              f"HTTPSource(..., verify=FILE)): {exc}") from exc
         except requests.RequestException as exc:
             raise SourceError(f"GET {url} failed: {type(exc).__name__}") from exc
         if response.status_code != 200:

@@ -12,6 +12,12 @@ from deniable.cli import audit, demo, keys, metrics, migrate, plan, report, serv
 SUBCOMMANDS = (demo, serve, report, plan, keys, metrics, migrate, audit)
 
 
+EXTRAS = {"numpy": "analysis", "rich": "analysis", "matplotlib": "analysis",
+          "pandas": "analysis", "flask": "collector", "redis": "collector",
+          "gunicorn": "collector", "orjson": "collector", "prometheus_client": "collector"}
+"""The package extra that installs each optional dependency (pyproject.toml)."""
+
+
 class CLIError(DeniableError):
     """A command could not do its job; the message says why. Exit status 1."""
 
@@ -39,6 +45,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    except ModuleNotFoundError as exc:  # an optional dependency this install lacks
+        top = (exc.name or "").split(".")[0]
+        if top not in EXTRAS:
+            raise
+        print(f"deniable {args.command}: error: this command needs {top}, which this install "
+              f"lacks: pip install 'deniable[{EXTRAS[top]}]'", file=sys.stderr)
+        return 1
     except (DeniableError, OSError) as exc:
         print(f"deniable {args.command}: error: {exc}", file=sys.stderr)
         return 1

@@ -80,6 +80,10 @@ def register(commands: argparse._SubParsersAction) -> None:  # type: ignore[type
                            "numeric metric a distance in its units, e.g. 25")
     goal.add_argument("--devices", "--n", dest="n", type=positive_int, metavar="N",
                       help="a number of devices, each reporting once per period")
+    parser.add_argument("--mean-margin", type=_epsilon, metavar="X",
+                        help="with --collector and --margin: the margin on a numeric metric's "
+                             "mean, in its unit (e.g. 25 for +-25 ms); without it a numeric "
+                             "metric's margin is --margin times its range")
     shape = parser.add_mutually_exclusive_group()
     shape.add_argument("--categories", type=_categories, metavar="D",
                        help="with --epsilon: a categorical (or histogram) metric of D "
@@ -98,6 +102,9 @@ def register(commands: argparse._SubParsersAction) -> None:  # type: ignore[type
                         help="with --memoization instantaneous: the layer's mechanism id")
     parser.add_argument("--token", default=env_default("READ_TOKEN"),
                         help="read token for --collector (DENIABLE_READ_TOKEN)")
+    parser.add_argument("--cacert", metavar="FILE",
+                        help="with --collector https://...: trust this CA certificate (PEM), "
+                             "e.g. a private CA's")
     parser.add_argument("--confidence", type=_margin, default=0.95,
                         help="confidence level (default %(default)s)")
     parser.add_argument("--format", choices=("table", "json"), default="table",
@@ -145,9 +152,14 @@ def run(args: argparse.Namespace) -> int:
         from deniable.analysis.sources import HTTPSource
 
         targets = [(name, info.mechanism, info.policy) for name, info in
-                   sorted(HTTPSource(url, token=args.token).metrics().items())]
+                   sorted(HTTPSource(url, token=args.token,
+                                     verify=args.cacert or True).metrics().items())]
+    if args.mean_margin is not None and (args.collector is None or args.margin is None):
+        args.parser.error("--mean-margin goes with --collector and --margin (with --range, "
+                          "--margin is already in the metric's unit)")
+    margins = {name: _margin_for(args, name, m) for name, m, _ in targets}
     try:
-        plans = [plan(m, margin=args.margin, n=args.n, confidence=args.confidence,
+        plans = [plan(m, margin=margins[name], n=args.n, confidence=args.confidence,
                       metric=name, periods=args.periods, policy=p,
                       simultaneous=args.simultaneous)
                  for name, m, p in targets]
@@ -159,7 +171,7 @@ def run(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.table import Table
 
-    goal = (f"margin {args.margin:g}" if args.margin is not None else f"{args.n:,} devices")
+    goal = ("a margin" if args.margin is not None else f"{args.n:,} devices")
     window = f"over {args.periods} periods" if args.periods > 1 else "in one period"
     table = Table(title=f"Plan for {goal} {window} at {args.confidence:.0%} confidence "
                         "(worst case), in devices")
@@ -173,8 +185,7 @@ def run(args: argparse.Namespace) -> int:
                                                  else ""),
                       p.mechanism, f"{p.epsilon:.4f}", _short(p.p_yes_given_yes),
                       _short(p.p_yes_given_no), p.policy, f"{p.devices:,}", f"{p.reports:,}",
-                      (f"\u00b1{p.margin:.5g} " if p.kind == "numeric"
-                       else f"\u00b1{p.margin:.5f} ") + _on(p))
+                      _margin_text(p))
     console = Console(width=160)
     console.print(table)
     console.print("Devices: distinct devices, each sending at most one report per period. "
@@ -185,6 +196,38 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _margin_for(args: argparse.Namespace, name: str | None, mechanism: object) -> float | None:
+    """The margin to plan ``mechanism`` for, in what its estimate is in: a share in (0, 1/2)
+    for a share (a boolean's, each category's), the metric's unit for a numeric mean. With
+    --collector a numeric metric takes --mean-margin, else --margin times its range (--margin
+    is then a share of the range). A margin that makes no sense is an error naming why."""
+    if args.margin is None:
+        return None
+    label = name or "this mechanism"
+    if getattr(mechanism, "kind", "boolean") != "numeric":
+        if args.margin >= 0.5:
+            args.parser.error(f"--margin {args.margin:g} is a margin on a share (0 to 1): "
+                              f"{label}'s interval would span all of it. Give a share below "
+                              "0.5, e.g. 0.02 for +-2 points.")
+        return float(args.margin)
+    lower, upper = float(mechanism.lower), float(mechanism.upper)  # type: ignore[attr-defined]
+    span = upper - lower
+    if args.collector is not None:
+        margin = args.mean_margin if args.mean_margin is not None else args.margin * span
+        if args.mean_margin is None and args.margin >= 0.5:
+            args.parser.error(f"--margin {args.margin:g}: {label} is numeric on "
+                              f"[{lower:g}, {upper:g}], where --margin is a share of its "
+                              "range; give a share below 0.5, or --mean-margin in its unit")
+    else:
+        margin = args.margin
+    if not margin < span / 2:
+        args.parser.error(f"a margin of {margin:g} on {label}'s mean makes no sense: its "
+                          f"values lie in [{lower:g}, {upper:g}], so the mean is known to "
+                          f"+-{span / 2:g} without any report. Give a margin below "
+                          f"{span / 2:g}, in its unit.")
+    return float(margin)
+
+
 def _short(fraction: str) -> str:
     """A probability as a short decimal, exact fraction when it is short."""
     from fractions import Fraction
@@ -192,10 +235,24 @@ def _short(fraction: str) -> str:
     return fraction if len(fraction) <= 9 else f"{float(Fraction(fraction)):.6f}"
 
 
+def _margin_text(p: object) -> str:
+    """"+-2.0 points on the share", "+-60 ms on the mean (2 % of [0, 3000])"."""
+    from deniable.analysis import plain
+
+    margin = float(getattr(p, "margin"))
+    if getattr(p, "kind") == "numeric":
+        unit = plain.unit_of(getattr(p, "metric") or "")
+        lower, upper = (float(x) for x in getattr(p, "units").strip("[]").split(","))
+        return (f"\u00b1{plain.number(margin)}{' ' + unit if unit else ''} on "
+                f"{_on(p)} ({plain.number(margin / (upper - lower) * 100, 2)} % of its range "
+                f"[{lower:g}, {upper:g}])")
+    return f"\u00b1{plain.number(margin * 100, 2)} points on {_on(p)}"
+
+
 def _on(p: object) -> str:
-    kind, units = getattr(p, "kind"), getattr(p, "units")
+    kind = getattr(p, "kind")
     if kind == "numeric":
-        return f"the mean, in {units}"
+        return "the mean"
     if kind in ("categorical", "histogram"):
         return ("all categories at once" if getattr(p, "simultaneous") else
                 "each category's share")

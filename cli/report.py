@@ -29,6 +29,9 @@ def register(commands: argparse._SubParsersAction) -> None:  # type: ignore[type
                              "its Redis registry lacks (optional)")
     parser.add_argument("--token", default=env_default("READ_TOKEN"),
                         help="read token, if the collector wants one (DENIABLE_READ_TOKEN)")
+    parser.add_argument("--cacert", type=Path, metavar="FILE",
+                        help="with --collector https://...: trust this CA certificate (PEM), "
+                             "e.g. a private CA's (default: the system's CAs)")
     parser.add_argument("--metric", action="append", dest="metrics", metavar="NAME",
                         help="a metric to report (repeatable; default: all)")
     parser.add_argument("--from", dest="start", type=iso_time,
@@ -52,6 +55,14 @@ def register(commands: argparse._SubParsersAction) -> None:  # type: ignore[type
     parser.add_argument("--correction", choices=("holm", "bonferroni", "none"),
                         help="with --html: multiple-comparison correction of the changes "
                              "(default holm)")
+    parser.add_argument("--changes", action="store_true",
+                        help="also print what changed between the range's halves (or "
+                             "--split): one line per metric, in plain words")
+    parser.add_argument("--family", choices=("metric", "report"),
+                        help="with --changes or --html: the correction's family: each "
+                             "metric's own comparisons (default; a categorical metric's "
+                             "categories together), or every comparison of the report "
+                             "together, across metrics")
     parser.add_argument("--confidence", type=confidence_level, default=0.95,
                         help="confidence level of the intervals, in (0, 1) "
                              "(default %(default)s)")
@@ -59,15 +70,22 @@ def register(commands: argparse._SubParsersAction) -> None:  # type: ignore[type
                         help="categorical and histogram metrics: also show the projection of "
                              "the shares onto the probability simplex (non-negative, sum 1). "
                              "BIASED, flagged as such; the unbiased shares stay the estimate")
+    parser.add_argument("--detailed", action="store_true",
+                        help="tables as analysts read them: reports, periods, raw (perturbed) "
+                             "yes-rates and counts, 4 decimals (JSON and CSV always carry "
+                             "every number)")
     parser.add_argument("--by", metavar="DIMENSION",
                         help="break each metric down by a public dimension it declares (or a "
                              "declared combination, e.g. app_version,platform): an estimate "
                              "per value, pairwise comparisons (Holm), small cells suppressed; "
                              "without --metric, every metric that declares it")
-    parser.add_argument("--min-reports", type=positive_int, metavar="K",
-                        help="with --by (or --html): suppress cells with fewer than K reports "
-                             "(default 100): such an estimate is mostly noise and a tiny cell "
-                             "can single people out")
+    parser.add_argument("--min-devices", "--min-reports", dest="min_reports",
+                        type=positive_int, metavar="K",
+                        help="with --by (or --html): suppress cells with fewer than K devices "
+                             "(default 100; the most reports in one period, since each device "
+                             "sends at most one per period, so a cell is hidden whatever the "
+                             "range): such an estimate is mostly noise and a tiny cell can "
+                             "single people out")
     parser.add_argument("--version", type=positive_int, metavar="N",
                         help="with --metric: read version N of the metrics named, and their "
                              "breakdowns (older versions and retired metrics stay readable)")
@@ -79,20 +97,28 @@ def _check_options(args: argparse.Namespace) -> None:
     error = args.parser.error
     if args.rolling and not args.every:
         error("--rolling needs --every hour|day|week")
-    if not args.html:
-        for option, value in (("--split", args.split), ("--correction", args.correction)):
+    if not (args.html or args.changes):
+        for option, value in (("--split", args.split), ("--correction", args.correction),
+                              ("--family", args.family)):
             if value is not None:
-                error(f"{option} applies to the HTML report's comparisons: add --html FILE")
+                error(f"{option} applies to the comparisons: add --changes or --html FILE")
+    if args.changes and args.by:
+        error("--changes compares the range's halves of whole metrics: leave out --by")
     if args.version is not None and not args.metrics:
         error("--version needs --metric NAME: versions are per metric")
     if args.metrics_file and not args.redis_url:
         error("--metrics-file goes with --redis-url")
+    if args.cacert is not None:
+        if not args.collector:
+            error("--cacert goes with --collector https://...")
+        if not Path(args.cacert).is_file():
+            error(f"--cacert {args.cacert}: no such file (a CA certificate in PEM)")
     if args.simplex and args.every:
         error("--simplex applies to pooled estimates: leave out --every")
     if args.by and (args.every or args.simplex):
         error("--by gives one pooled estimate per value: leave out --every and --simplex")
     if args.min_reports is not None and not (args.by or args.html):
-        error("--min-reports applies to breakdowns: add --by DIMENSION (or --html FILE)")
+        error("--min-devices applies to breakdowns: add --by DIMENSION (or --html FILE)")
 
 
 def _redis_errors() -> tuple[type[BaseException], ...]:
@@ -117,7 +143,8 @@ def _open_source(args: argparse.Namespace) -> Any:
                               f"{exc}") from exc
         return source, known
     if args.collector:
-        source = HTTPSource(args.collector, token=args.token)
+        source = HTTPSource(args.collector, token=args.token,
+                            verify=str(args.cacert) if args.cacert else True)
         return source, source.metrics()
     args.parser.error("name a source: --collector URL, or --redis-url URL")
 
@@ -129,6 +156,25 @@ def _read(source: Any, name: str, start: datetime, end: datetime, version: int |
         return source.counts(name, start, end, version=version)
     except _redis_errors() as exc:
         raise SourceError(f"cannot read counts of {name}: {exc}") from exc
+
+
+def _histories(args: argparse.Namespace, source: Any, all_counts: list[Any], start: datetime,
+               end: datetime) -> list[Any]:
+    """Each metric's history across versions (``analysis.history``) when more than one
+    version has reports in the range and no --version was asked for."""
+    if args.version is not None or args.rolling:
+        return []
+    from deniable.analysis.history import history
+
+    found = []
+    for counts in all_counts:
+        if (counts.metric.version or 1) < 2:
+            continue
+        h = history(source, counts.metric.name, start, end, args.every or "day",
+                    args.confidence)
+        if h is not None:
+            found.append(h)
+    return found
 
 
 def _version_hint(source: Any, counts: Any, start: datetime, end: datetime) -> str | None:
@@ -187,24 +233,66 @@ def run(args: argparse.Namespace) -> int:
         hint = _version_hint(source, counts, start, end) if args.version is None else None
         if hint:
             print(f"deniable report: note: {hint}", file=sys.stderr)
+    histories = _histories(args, source, all_counts, start, end)
     if args.every:
         all_series = [series(c, args.every, start, end, args.confidence) for c in all_counts]
         if args.rolling:
             all_series = [rolling(ts, args.rolling) for ts in all_series]
-        sys.stdout.write(render_series(all_series, args.format))
+        if args.format == "json" and histories:
+            import json
+
+            from deniable.analysis.report import history_document, series_document
+
+            sys.stdout.write(json.dumps({"series": [series_document(ts) for ts in all_series],
+                                         "history": [history_document(h)
+                                                     for h in histories]}, indent=2) + "\n")
+        else:
+            sys.stdout.write(render_series(all_series, args.format, detailed=args.detailed))
+            if args.format == "table":
+                from deniable.analysis.report import render_history_table
+
+                for h in histories:
+                    sys.stdout.write("\n" + render_history_table(h))
     else:
         summaries = [summarize(c, args.confidence, start=start, end=end) for c in all_counts]
-        sys.stdout.write(render(summaries, args.format, projected=args.simplex))
-    if args.html:
+        sys.stdout.write(render(summaries, args.format, projected=args.simplex,
+                                detailed=args.detailed))
+        for h in histories if args.format == "table" else ():
+            print(f"{h.metric}: versions {', '.join(str(v) for v in h.versions)} have reports "
+                  f"in this range; the estimate above is version {h.versions[-1]}'s. The series "
+                  f"across versions: --every day")
+    if args.html or args.changes:
         analysis = analyze(source, names, start=start, end=end,
                            granularity=args.every or "day", confidence=args.confidence,
                            split=args.split, correction=args.correction or "holm",
                            rolling_window=args.rolling, version=args.version,
-                           min_reports=args.min_reports)
-        args.html.write_text(render_html(analysis.sections, analysis.comparisons,
-                                         breakdowns=analysis.breakdowns), encoding="utf-8")
-        print(f"wrote {args.html}", file=sys.stderr)
+                           min_reports=args.min_reports, family=args.family or "metric")
+        if args.changes:
+            sys.stdout.write(changes_text(analysis))
+        if args.html:
+            args.html.write_text(render_html(analysis.sections, analysis.comparisons,
+                                             breakdowns=analysis.breakdowns,
+                                             family=analysis.family,
+                                             histories=analysis.histories), encoding="utf-8")
+            print(f"wrote {args.html}", file=sys.stderr)
     return 0
+
+
+def changes_text(analysis: Any) -> str:
+    """"What changed", one line per metric, and the correction's family, as text."""
+    from deniable.analysis.changes import family_note, what_changed
+
+    if not analysis.comparisons:
+        return "\nWhat changed: nothing to compare (a half of the range has no reports).\n"
+    c0 = analysis.comparisons[0]
+    lines = [f"\nWhat changed, {c0.b.replace('..', ' to ')} against "
+             f"{c0.a.replace('..', ' to ')} UTC:"]
+    for line in what_changed(analysis.comparisons):
+        moved = "".join(sorted({"\u25b2" if c.difference > 0 else "\u25bc"
+                                for c in line.comparisons if c.significant}))
+        lines.append("  " + (moved.ljust(2) if moved else "- ") + " " + line.text)
+    lines.append(family_note(analysis.comparisons, analysis.family))
+    return "\n".join(lines) + "\n"
 
 
 def _run_by(args: argparse.Namespace, source: Any, known: dict[str, Any], start: datetime,
@@ -232,7 +320,7 @@ def _run_by(args: argparse.Namespace, source: Any, known: dict[str, Any], start:
                            confidence=args.confidence, version=args.version) for name in names]
     except _redis_errors() as exc:
         raise SourceError(f"cannot read counts: {exc}") from exc
-    sys.stdout.write(render_breakdowns(found, args.format))
+    sys.stdout.write(render_breakdowns(found, args.format, detailed=args.detailed))
     if args.html:
         analysis = analyze(source, names, start=start, end=end, granularity="day",
                            confidence=args.confidence, split=args.split,

@@ -17,7 +17,8 @@ imports ``deniable.analysis``.
 
 Breakdowns (``GET /dashboard/breakdown``): a metric that declares public dimensions gets a
 "by" choice; the server pools each value's series over the range and debiases it with the same
-maths, and suppresses cells with fewer than ``min_reports`` reports (default 100, as
+maths, and suppresses cells with fewer than ``min_reports`` devices (the most reports in one
+period, ``window.window_devices``; default 100, as
 ``deniable.analysis.breakdown.DEFAULT_MIN_REPORTS``): their estimate is never sent, only n and
 the reason.
 
@@ -70,7 +71,9 @@ def data() -> Response:
     """One metric's time series and pooled summary over [from, to), as JSON.
 
     Query: ``metric`` (required), ``from``/``to`` (ISO 8601; default the last 7 days),
-    ``every`` (hour, day or week; default day), ``rolling`` (buckets to pool, default 1).
+    ``every`` (hour, day or week; default day), ``rolling`` (buckets to pool, default 1),
+    ``version`` (an older version on its own; default the current one, with ``versions`` and,
+    for boolean and numeric metrics, ``history``: the older versions' buckets).
     The buckets have the shape of ``deniable report --every ... --format json``.
     """
     name = request.args.get("metric", "")
@@ -84,6 +87,69 @@ def data() -> Response:
                        parameters={"every": f"one of {', '.join(GRANULARITIES)}"})
     window_size = whole_number("rolling", 1, 1, 1000)
     start, end = time_range()
+    number = whole_number("version", 0, 1, 10 ** 6)
+    if number and number != metric.version:  # an older version, on its own
+        metric = _version(metric, number)
+        body = _data(metric, start, end, every, window_size)
+        _add_history(body, metric, start, end, every, window_size, joined=False)
+        return Response(orjson.dumps(body), mimetype="application/json")
+    body = _data(metric, start, end, every, window_size)
+    _add_history(body, metric, start, end, every, window_size,
+                 joined=body.get("kind") in ("boolean", "numeric"))
+    return Response(orjson.dumps(body), mimetype="application/json")
+
+
+def _version(metric: Metric, number: int) -> Metric:
+    """Version ``number`` of ``metric`` as a Metric (its own mechanism, policy and spec).
+
+    Raises:
+        APIError: 404 naming the versions there are.
+    """
+    entry = getattr(current_app.extensions["deniable.registry"], "entry",
+                    lambda name: None)(metric.name)
+    found = entry.version(number) if entry is not None else None
+    if found is None:
+        known = [v.version for v in entry.versions] if entry is not None else [metric.version]
+        raise APIError(404, f"metric {metric.name!r} has no version {number}",
+                       parameters={"version": f"versions: {known}"})
+    return Metric(metric.name, metric.description, found.mechanism, metric.retention_days,
+                  found.policy, found.version, found.spec, metric.dimensions)
+
+
+def _add_history(body: dict[str, Any], metric: Metric, start: Any, end: Any, every: str,
+                 window_size: int, joined: bool = True) -> None:
+    """The metric's versions (``versions``) and, when ``joined``, for each older version of
+    the same kind (and range) with reports in the range, its buckets (``history``), each
+    debiased with its own version's mechanism: the series across versions (docs/analysis.md,
+    "History across versions")."""
+    registry = current_app.extensions["deniable.registry"]
+    entry = getattr(registry, "entry", lambda name: None)(metric.name)
+    if entry is None:
+        return
+    body["versions"] = [{"version": v.version, "mechanism": v.mechanism.id,
+                         "epsilon": v.mechanism.epsilon} for v in entry.versions]
+    if not joined:
+        return
+    parts = []
+    for v in entry.versions:
+        if v.version == metric.version or v.spec.kind != body["kind"]:
+            continue
+        if v.spec.kind == "numeric" and (float(v.mechanism.lower), float(v.mechanism.upper)) \
+                != (body["lower"], body["upper"]):
+            continue
+        older = Metric(metric.name, metric.description, v.mechanism, metric.retention_days,
+                       v.policy, v.version, v.spec, metric.dimensions)
+        doc = _data(older, start, end, every, window_size)
+        if doc["summary"]["n"]:
+            parts.append({"version": v.version, "mechanism": v.mechanism.id,
+                          "epsilon": v.mechanism.epsilon, "policy": doc["policy"],
+                          "buckets": doc["buckets"], "summary": doc["summary"]})
+    body["history"] = parts
+
+
+def _data(metric: Metric, start: Any, end: Any, every: str, window_size: int
+          ) -> dict[str, Any]:
+    """One version's series and pooled summary over [start, end), as a JSON-ready dict."""
     with storage_guard():
         hours = _hours(metric, start, end)
     first, count = rollup.grid_hours(start, end, every)
@@ -164,7 +230,7 @@ def data() -> Response:
     }
     if bounds is not None:
         body["lower"], body["upper"] = bounds
-    return Response(orjson.dumps(body), mimetype="application/json")
+    return body
 
 
 MIN_REPORTS = 100
@@ -178,7 +244,8 @@ def breakdown() -> Response:
 
     Query: ``metric``, ``by`` (a dimension, or a declared combination ``a,b``),
     ``from``/``to``, ``min_reports`` (default 100). Each cell: ``label``, ``value``, ``n``,
-    ``suppressed`` and ``reason``, and (shown cells only) the estimate of the metric's kind;
+    ``devices`` (the most reports in one period), ``suppressed`` (fewer than ``min_reports``
+    devices) and ``reason``, and (shown cells only) the estimate of the metric's kind;
     then ``not_stated`` (total n - the cells' n) and ``note`` naming what was suppressed.
     """
     from deniable.client.dimensions import DimensionError, series_values
@@ -222,11 +289,17 @@ def breakdown() -> Response:
         n = sum(h.n for h in hours)
         stated += n
         values = series_values(label)
+        # Devices, not reports: the most reports in one period (each device sends at most
+        # one), so the same cell is hidden whatever the range (window.window_devices).
+        devices = window.window_devices([keys.hour_index(h.start) for h in hours],
+                                        [h.n for h in hours], policy)
         cell: dict[str, Any] = {"label": label, "value": ", ".join(values.values()), "n": n,
-                                "suppressed": n < min_reports, "reason": None}
-        if n < min_reports:
-            cell["reason"] = (f"fewer than {min_reports:,} reports ({n:,}): such an estimate "
-                              "is mostly noise and a tiny cell can single people out")
+                                "devices": devices, "suppressed": devices < min_reports,
+                                "reason": None}
+        if devices < min_reports:
+            cell["reason"] = (f"fewer than {min_reports:,} devices ({devices:,} in its "
+                              f"busiest {policy.period}, {n:,} reports): such an estimate is "
+                              "mostly noise and a tiny cell can single people out")
             cells.append(cell)
             continue
         periods = max(window.bucket_periods([keys.hour_index(h.start) for h in hours],
@@ -246,9 +319,11 @@ def breakdown() -> Response:
         cells.append(cell)
     hidden = [c for c in cells if c["suppressed"]]
     note = (f"{len(hidden)} cell{'s' if len(hidden) != 1 else ''} suppressed ("
-            + ", ".join(f"{c['value']}: n = {c['n']:,}" for c in hidden)
-            + f"): each has fewer than {min_reports:,} reports; such an estimate is mostly "
-            "noise and a tiny cell can single people out." if hidden else "")
+            + ", ".join(f"{c['value']}: n = {c['n']:,}, {c['devices']:,} "
+                        f"{'device' if c['devices'] == 1 else 'devices'}" for c in hidden)
+            + f"): each has fewer than {min_reports:,} devices (the most reports in one "
+            "period); such an estimate is mostly noise and a tiny cell can single people out."
+            if hidden else "")
     body: dict[str, Any] = {
         "metric": metric.name, "kind": spec.kind, "by": by, "min_reports": min_reports,
         "confidence": confidence, "from": start.isoformat(), "to": end.isoformat(),
@@ -299,7 +374,7 @@ def _hours(metric: Metric, start: Any, end: Any) -> list[rollup.HourCount]:
 def _categorical(metric: Metric, spec: MetricSpec, hours: list[rollup.HourCount],
                  sums: list[list[int]], periods: list[int], starts: list[Any],
                  bucket_hours: list[int], step: int, partial: list[str], every: str,
-                 window_size: int, start: Any, end: Any, confidence: float) -> Response:
+                 window_size: int, start: Any, end: Any, confidence: float) -> dict[str, Any]:
     """The data of a categorical or histogram metric: per bucket, each category's share."""
     mechanism, policy = metric.mechanism, metric.policy
     labels = spec.labels
@@ -335,7 +410,7 @@ def _categorical(metric: Metric, spec: MetricSpec, hours: list[rollup.HourCount]
                                    for label, c in zip(labels, pooled)]},
         "note": _note(mechanism, total[0], confidence),
     }
-    return Response(orjson.dumps(body), mimetype="application/json")
+    return body
 
 
 def _trailing(values: list[int], window: int) -> list[int]:

@@ -468,12 +468,16 @@ PATHS: dict[str, dict[str, Any]] = {
              "schema": {"type": "string", "enum": ["hour", "day", "week"]}},
             {"name": "rolling", "in": "query", "required": False,
              "schema": {"type": "integer", "minimum": 1, "maximum": 1000}},
+            {"name": "version", "in": "query", "required": False,
+             "schema": {"type": "integer", "minimum": 1, "maximum": 1000000}},
         ],
         "responses": {
             "200": _json("The metric's version, collection policy, estimand and range; buckets "
-                         "with estimates, window intervals, n, periods and flags.",
-                         {"type": "object"}),
-            "404": _problem("No metric of that name."),
+                         "with estimates, window intervals, n, periods and flags; for a "
+                         "boolean or numeric metric its versions and (history) each older "
+                         "version's buckets with reports in the range, debiased with its own "
+                         "mechanism.", {"type": "object"}),
+            "404": _problem("No metric of that name, or no such version."),
             "422": _problem("A bad parameter; errors[] names it."),
             "503": UNAVAILABLE,
         },
@@ -481,7 +485,8 @@ PATHS: dict[str, dict[str, Any]] = {
     "/dashboard/breakdown": {"get": {
         "operationId": "dashboardBreakdown",
         "summary": "One metric broken down by a public dimension it declares, for the "
-                   "dashboard (read key); cells under min_reports are suppressed",
+                   "dashboard (read key); cells with fewer than min_reports devices (the "
+                   "most reports in one period) are suppressed",
         "parameters": [
             {"name": "metric", "in": "query", "required": True, "schema": {"type": "string"}},
             {"name": "by", "in": "query", "required": True, "schema": {"type": "string"}},
@@ -490,7 +495,8 @@ PATHS: dict[str, dict[str, Any]] = {
             *TIME_RANGE,
         ],
         "responses": {
-            "200": _json("One cell per value (label, n, suppressed, reason, and for shown cells "
+            "200": _json("One cell per value (label, n, devices, suppressed, reason, and for "
+                         "shown cells "
                          "the estimate of the metric's kind), the not-stated count and a note "
                          "naming what was suppressed.", {"type": "object"}),
             "404": _problem("No metric of that name, or no such dimension or combination."),

@@ -136,6 +136,33 @@ def period_of_hour(hours: Any, policy: CollectionPolicy) -> Any:
     return (hours + offset_hours) // (policy.period_seconds // HOUR_SECONDS)
 
 
+def window_devices(hours: Sequence[int] | Any, n: Sequence[int] | Any, policy: CollectionPolicy,
+                   xp: Any = None) -> int:
+    """The devices a window's reports certainly come from: the most reports in any one of
+    its reporting periods (each device sends at most one report per period). A lower bound
+    on the distinct devices, the same for a day and for a week of the same devices: what
+    suppression of small breakdown cells counts, so that widening the range never shows a
+    cell that a narrower one hides.
+
+    Args:
+        hours: hour indexes (hours since the Unix epoch) of the window's non-empty buckets.
+        n: reports in each.
+        xp: numpy, to take integer arrays at once (what the analysis does); plain Python by
+            default (the collector needs no numpy).
+    """
+    if xp is not None:
+        if not len(hours):
+            return 0
+        _, slot = xp.unique(period_of_hour(xp.asarray(hours, dtype=xp.int64), policy),
+                            return_inverse=True)
+        return int(xp.bincount(slot.ravel(), weights=xp.asarray(n, dtype=xp.float64)).max())
+    per: dict[int, int] = {}
+    for hour, count in zip(hours, n):
+        period = int(period_of_hour(int(hour), policy))
+        per[period] = per.get(period, 0) + int(count)
+    return max(per.values(), default=0)
+
+
 @dataclass(frozen=True)
 class WindowEstimate(Estimate):
     """A window's estimate: ``RandomizedResponse.estimate``'s fields, with n / deff reports

@@ -7,7 +7,7 @@
 "use strict";
 (function () {
   const SVGNS = "http://www.w3.org/2000/svg";
-  const W = 900, H = 230, BARS = 70, LEFT = 48, RIGHT = 12, TOP = 10, GAP = 26;
+  const W = 900, H = 230, BARS = 70, LEFT = 66, RIGHT = 12, TOP = 10, GAP = 26;
   const KEY = "deniable-read-key";
   const given = new URLSearchParams(location.hash.slice(1)).get("token");
   if (given) sessionStorage.setItem(KEY, given);
@@ -25,31 +25,104 @@
     return node;
   }
   function fmt(x, digits) { return x === null || x === undefined ? "-" : x.toFixed(digits); }
+  // A time as people read it: "2026-11-19 14:39 UTC" (no seconds, no microseconds).
+  function when(iso) { return iso ? `${iso.slice(0, 10)} ${iso.slice(11, 16)} UTC` : ""; }
+  // Numbers for people: a share in percent with its interval, "53 % (29–78 %)"; a mean in its
+  // unit, "812 ms (700–926 ms)". The digits follow the interval's width.
+  function digitsFor(width) {
+    return width > 0 && isFinite(width) ? Math.max(0, Math.min(2, 1 - Math.floor(Math.log10(width)))) : 1;
+  }
+  function share(v, lo, hi) {
+    if (v === null || v === undefined) return "-";
+    const d = digitsFor((hi - lo) * 100), p = t => (t * 100).toFixed(d);
+    return `${p(Math.min(Math.max(v, 0), 1))} % (${p(lo)}\u2013${p(hi)} %)`;
+  }
+  function mean(v, lo, hi, unit) {
+    if (v === null || v === undefined) return "-";
+    const d = Math.max(0, 1 - Math.floor(Math.log10(Math.max(hi - lo, 1e-9))));
+    const f = t => t.toLocaleString("en", {minimumFractionDigits: d, maximumFractionDigits: d});
+    const u = unit ? ` ${unit}` : "";
+    return `${f(v)}${u} (${f(lo)}\u2013${f(hi)}${u})`;
+  }
   function toInput(iso) { return iso ? iso.slice(0, 16) : ""; }
   function fromInput(v) { return v ? v + ":00+00:00" : ""; }
 
+  // Round tick values over [lo, hi]: steps of 1, 2 or 5 times a power of ten.
+  function ticks(lo, hi) {
+    const raw = (hi - lo) / 4, power = Math.pow(10, Math.floor(Math.log10(raw)));
+    const step = [1, 2, 5, 10].map(m => m * power).find(v => v >= raw), out = [];
+    for (let t = Math.ceil(lo / step - 1e-9) * step; t <= hi + step * 1e-9; t += step)
+      out.push(Math.round(t * 1e9) / 1e9);
+    return out;
+  }
+  // An axis zoomed to the values and their intervals, at least a tenth of [lo, hi] (10 points
+  // of a share), inside [lo, hi]: a shift of a few points shows.
+  function zoom(values, lo, hi) {
+    const finite = values.filter(v => v !== null && v !== undefined && isFinite(v));
+    if (!finite.length) return [lo, hi];
+    const a = Math.min(...finite), b = Math.max(...finite), least = (hi - lo) / 10;
+    const width = Math.max(b - a, least) * 1.15, mid = (a + b) / 2;
+    let y0 = Math.max(lo, mid - width / 2), y1 = Math.min(hi, mid + width / 2);
+    if (y1 - y0 < least) { if (y0 <= lo) y1 = lo + least; else y0 = hi - least; }
+    return [y0, y1];
+  }
+  function dateTick(doc, iso) {
+    return doc.granularity === "hour" ? iso.slice(5, 13).replace("T", " ") + "h" : iso.slice(5, 10);
+  }
+  // The axes every time chart carries: y ticks and title, dated x ticks and title.
+  function axes(svg, doc, y, y0, y1, percent, title, n, x, right = W - RIGHT) {
+    const span = y1 - y0;
+    for (const t of ticks(y0, y1)) {
+      el("line", {x1: LEFT, x2: right, y1: y(t), y2: y(t), stroke: "#e5e5e5"}, svg, true);
+      el("text", {x: LEFT - 6, y: y(t) + 4, "text-anchor": "end", class: "y-tick"}, svg, true)
+        .textContent = percent ? `${(t * 100).toFixed(span >= 0.1 ? 0 : 1)} %`
+                               : t.toLocaleString("en", {maximumFractionDigits: span >= 10 ? 0 : 2});
+    }
+    el("text", {x: 12, y: TOP + (H - TOP) / 2, "text-anchor": "middle", class: "y-title",
+                transform: `rotate(-90 12 ${TOP + (H - TOP) / 2})`}, svg, true).textContent = title;
+    el("line", {x1: LEFT, x2: right, y1: H, y2: H, stroke: "#888"}, svg, true);
+    const every = Math.max(1, Math.ceil(n / 10));
+    doc.buckets.forEach((bk, i) => {
+      if (i % every) return;
+      el("text", {x: x(i), y: H + 14, "text-anchor": "middle", class: "x-tick"}, svg, true)
+        .textContent = dateTick(doc, bk.start);
+    });
+    el("text", {x: LEFT + (right - LEFT) / 2, y: H + 28, "text-anchor": "middle",
+                class: "x-title"}, svg, true).textContent =
+      `${doc.granularity} (UTC) ${(doc.buckets[0] || {start: doc.from}).start.slice(0, 4)}`;
+  }
+  function unitOf(name) {
+    for (const [suffix, unit] of [["_ms", "ms"], ["_seconds", "s"], ["_s", "s"],
+                                  ["_bytes", "bytes"], ["_kb", "KB"], ["_mb", "MB"]])
+      if (name.toLowerCase().endsWith(suffix)) return unit;
+    return "";
+  }
+
   function chart(doc) {
     const b = doc.buckets, n = b.length, plotW = W - LEFT - RIGHT;
-    const svg = el("svg", {viewBox: `0 0 ${W} ${H + GAP + BARS + 20}`, class: "chart",
+    const svg = el("svg", {viewBox: `0 0 ${W} ${H + GAP + BARS + 40}`, class: "chart",
                            role: "img", "aria-label": `${doc.metric} over time`}, null, true);
     const x = i => LEFT + (i + 0.5) * plotW / Math.max(n, 1);
-    // A numeric metric's mean is drawn on its declared range; shares on [0, 1].
-    const lo = doc.kind === "numeric" ? doc.lower : 0, hi = doc.kind === "numeric" ? doc.upper : 1;
-    const y = v => TOP + (1 - (v - lo) / (hi - lo)) * (H - TOP);
-    for (const f of [0, 0.25, 0.5, 0.75, 1]) {
-      const t = lo + f * (hi - lo);
-      el("line", {x1: LEFT, x2: W - RIGHT, y1: y(t), y2: y(t), stroke: "#e5e5e5"}, svg, true);
-      el("text", {x: LEFT - 6, y: y(t) + 4, "text-anchor": "end"}, svg, true).textContent =
-        +t.toPrecision(4);
-    }
+    // A numeric metric's mean is drawn in its unit, on an axis zoomed inside its declared
+    // range; shares in percent, zoomed inside [0, 1].
+    const numeric = doc.kind === "numeric";
+    const older = doc.history || [];  // older versions' buckets, each debiased on its own
+    const all = [b, ...older.map(p => p.buckets)];
+    const [lo, hi] = zoom(all.flatMap(bs => bs.filter(bk => bk.n > 0)
+                            .flatMap(bk => [bk.estimate, bk.ci_low, bk.ci_high])),
+                          numeric ? doc.lower : 0, numeric ? doc.upper : 1);
+    const y = v => TOP + (1 - (Math.min(Math.max(v, lo), hi) - lo) / (hi - lo)) * (H - TOP);
+    const unit = unitOf(doc.metric);
+    axes(svg, doc, y, lo, hi, !numeric, numeric ? `mean${unit ? ` (${unit})` : ""} over devices`
+                                                : "share of devices answering yes (%)", n, x);
     // CI band: one polygon per run of non-empty buckets.
     let run = [];
     const flush = () => {
       if (run.length) {
         const pts = run.map(i => `${x(i)},${y(b[i].ci_high)}`)
           .concat(run.slice().reverse().map(i => `${x(i)},${y(b[i].ci_low)}`));
-        el("polygon", {points: pts.join(" "), fill: "#1f5fa8", "fill-opacity": 0.18,
-                       class: "band"}, svg, true);
+        el("polygon", {points: pts.join(" "), fill: "#1f5fa8", "fill-opacity": 0.25,
+                       stroke: "#1f5fa8", "stroke-opacity": 0.4, class: "band"}, svg, true);
       }
       run = [];
     };
@@ -63,31 +136,94 @@
       });
       if (d) el("path", Object.assign({d, fill: "none"}, attrs), svg, true);
     };
-    if (doc.kind !== "numeric")  // the raw rate is on [0, 1], not on a mean's range
-      line("yes_rate", {stroke: "#9a9a9a", "stroke-dasharray": "4 3", class: "raw"});
     line("estimate", {stroke: "#1f5fa8", "stroke-width": 2, class: "estimate"});
+    // History across versions: each older version's part in its own colour, and a marker
+    // where the current version's reports begin.
+    older.forEach((part, k) => {
+      const colour = ["#d9622b", "#2e8b57", "#8e44ad", "#7f8c8d"][k % 4];
+      const idx = part.buckets.map((bk, i) => i).filter(i => part.buckets[i].n > 0);
+      if (!idx.length) return;
+      const pts = idx.map(i => `${x(i)},${y(part.buckets[i].ci_high)}`).concat(
+        idx.slice().reverse().map(i => `${x(i)},${y(part.buckets[i].ci_low)}`));
+      el("polygon", {points: pts.join(" "), fill: colour, "fill-opacity": 0.2, class: "band"},
+         svg, true);
+      el("polyline", {points: idx.map(i => `${x(i)},${y(part.buckets[i].estimate)}`).join(" "),
+                      fill: "none", stroke: colour, "stroke-width": 2, class: "history",
+                      "data-version": part.version}, svg, true);
+      el("text", {x: x(idx[0]) + 4, y: TOP + 12 + 14 * k, fill: colour, class: "mark-label"},
+         svg, true).textContent = `version ${part.version} (${part.mechanism})`;
+    });
+    const firstNow = b.findIndex(bk => bk.n > 0);
+    if (older.length && firstNow >= 0) {
+      const xm = x(firstNow) - plotW / Math.max(n, 1) / 2;
+      el("line", {x1: xm, x2: xm, y1: TOP, y2: H, stroke: "#444", "stroke-dasharray": "4 3",
+                  class: "mark"}, svg, true);
+      el("text", {x: xm + 4, y: H - 6, class: "mark-label"}, svg, true).textContent =
+        `version ${doc.version} from here`;
+    }
     b.forEach((bk, i) => {
       if (bk.n === 0) return;
+      const lone = !(b[i - 1] && b[i - 1].n > 0) && !(b[i + 1] && b[i + 1].n > 0);
+      if (lone) el("line", {x1: x(i), x2: x(i), y1: y(bk.ci_low), y2: y(bk.ci_high),
+                            stroke: "#1f5fa8", "stroke-opacity": 0.4, "stroke-width": 6,
+                            class: "band-lone"}, svg, true);  // its band has no width
       el("circle", {cx: x(i), cy: y(bk.estimate), r: 3.5, stroke: "#1f5fa8",
                     fill: bk.wide ? "white" : "#1f5fa8", class: "point"}, svg, true);
       if (bk.clipped) el("circle", {cx: x(i), cy: y(bk.estimate), r: 7, fill: "none",
                                     stroke: "#c0392b"}, svg, true);
     });
-    const maxN = Math.max(1, ...b.map(bk => bk.n)), base = H + GAP + BARS;
-    el("text", {x: LEFT - 6, y: H + GAP + 8, "text-anchor": "end"}, svg, true).textContent =
+    const maxN = Math.max(1, ...b.map(bk => bk.n)), base = H + GAP + 20 + BARS;
+    el("text", {x: LEFT - 6, y: base - BARS + 8, "text-anchor": "end"}, svg, true).textContent =
       maxN.toLocaleString("en");
-    el("text", {x: LEFT - 6, y: base, "text-anchor": "end"}, svg, true).textContent = "n 0";
+    el("text", {x: LEFT - 6, y: base, "text-anchor": "end"}, svg, true).textContent = "0";
+    el("text", {x: LEFT, y: base + 14}, svg, true).textContent =
+      `reports per ${doc.granularity}`;
     b.forEach((bk, i) => {
       const h = BARS * bk.n / maxN, w = 0.8 * plotW / Math.max(n, 1);
       el("rect", {x: x(i) - w / 2, y: base - h, width: w, height: h, fill: "#b9c7d6",
                   class: "bar"}, svg, true);
     });
-    const every = Math.max(1, Math.ceil(n / 10));
-    b.forEach((bk, i) => {
-      if (i % every) return;
-      el("text", {x: x(i), y: base + 14, "text-anchor": "middle"}, svg, true).textContent =
-        doc.granularity === "hour" ? bk.start.slice(5, 13).replace("T", " ") + "h"
-                                   : bk.start.slice(0, 10);
+    return svg;
+  }
+
+  // Categorical and histogram metrics over time: one line per category (the 10 largest),
+  // each with its per-category interval as a band, on a dated axis zoomed to the shares.
+  const PALETTE = ["#1f5fa8", "#d9622b", "#2e8b57", "#8e44ad", "#c0392b", "#7f8c8d",
+                   "#b8860b", "#17a2b8", "#e83e8c", "#343a40"];
+  function categoryChart(doc) {
+    const b = doc.buckets, n = b.length, plotW = W - LEFT - RIGHT - 110;
+    const svg = el("svg", {viewBox: `0 0 ${W} ${H + 40}`, class: "chart categories-time",
+                           role: "img", "aria-label": `${doc.metric}: each category over time`},
+                   null, true);
+    const order = doc.summary.categories.map((k, j) => [k.estimate || 0, j])
+      .sort((p, q) => q[0] - p[0]).slice(0, PALETTE.length).map(p => p[1]);
+    const busy = b.filter(bk => bk.n > 0);
+    const [lo, hi] = zoom(busy.flatMap(bk => order.flatMap(j => [bk.categories[j].estimate,
+      bk.categories[j].ci_low, bk.categories[j].ci_high])), 0, 1);
+    const x = i => LEFT + (i + 0.5) * plotW / Math.max(n, 1);
+    const y = v => TOP + (1 - (Math.min(Math.max(v, lo), hi) - lo) / (hi - lo)) * (H - TOP);
+    axes(svg, doc, y, lo, hi, true, `share of devices in each ${
+      doc.kind === "histogram" ? "bucket" : "category"} (%)`, n, x, LEFT + plotW);
+    order.forEach((j, k) => {
+      const colour = PALETTE[k], idx = b.map((bk, i) => i).filter(i => b[i].n > 0);
+      if (idx.length) {
+        const pts = idx.map(i => `${x(i)},${y(b[i].categories[j].ci_high)}`).concat(
+          idx.slice().reverse().map(i => `${x(i)},${y(b[i].categories[j].ci_low)}`));
+        el("polygon", {points: pts.join(" "), fill: colour, "fill-opacity": 0.2,
+                       class: "band"}, svg, true);
+        el("polyline", {points: idx.map(i => `${x(i)},${y(b[i].categories[j].estimate)}`)
+          .join(" "), fill: "none", stroke: colour, "stroke-width": 2, class: "line",
+                        "data-category": doc.categories[j]}, svg, true);
+        if (idx.length <= 60) idx.forEach(i => {  // points, and a lone bucket's interval
+          const c = b[i].categories[j];
+          el("line", {x1: x(i), x2: x(i), y1: y(c.ci_low), y2: y(c.ci_high), stroke: colour,
+                      "stroke-opacity": 0.5, "stroke-width": 3}, svg, true);
+          el("circle", {cx: x(i), cy: y(c.estimate), r: 3, fill: colour}, svg, true);
+        });
+      }
+      const ly = TOP + 8 + k * 16, lx = LEFT + plotW + 14;
+      el("rect", {x: lx, y: ly - 8, width: 12, height: 8, fill: colour, class: "legend"}, svg, true);
+      el("text", {x: lx + 16, y: ly}, svg, true).textContent = doc.categories[j];
     });
     return svg;
   }
@@ -103,12 +239,14 @@
                                              ...c.map(k => k.estimate || 0)));
     const y = v => TOP + (1 - Math.min(Math.max(v, 0), peak) / peak) * (H - TOP);
     const slot = plotW / d, gap = doc.kind === "histogram" ? 0 : 0.15 * slot;
-    for (const f of [0, 0.25, 0.5, 0.75, 1]) {
-      el("line", {x1: LEFT, x2: W - RIGHT, y1: y(f * peak), y2: y(f * peak), stroke: "#e5e5e5"},
-         svg, true);
-      el("text", {x: LEFT - 6, y: y(f * peak) + 4, "text-anchor": "end"}, svg, true)
-        .textContent = (f * peak).toFixed(2);
+    for (const t of ticks(0, peak)) {
+      el("line", {x1: LEFT, x2: W - RIGHT, y1: y(t), y2: y(t), stroke: "#e5e5e5"}, svg, true);
+      el("text", {x: LEFT - 6, y: y(t) + 4, "text-anchor": "end", class: "y-tick"}, svg,
+         true).textContent = `${(t * 100).toFixed(peak >= 0.2 ? 0 : 1)} %`;
     }
+    el("text", {x: 12, y: TOP + (H - TOP) / 2, "text-anchor": "middle", class: "y-title",
+                transform: `rotate(-90 12 ${TOP + (H - TOP) / 2})`}, svg, true).textContent =
+      `share of devices over the range (%)`;
     c.forEach((k, i) => {
       const x0 = LEFT + i * slot, cx = x0 + slot / 2;
       if (doc.summary.n > 0 && k.estimate !== null) {
@@ -132,17 +270,19 @@
   function categoryTable(doc) {
     const t = el("table", {class: "categories"}), pct = `${Math.round(doc.confidence * 100)}%`;
     const head = el("tr", {}, el("thead", {}, t));
-    for (const h of ["category", "count", "share (unbiased)", `${pct} CI per category`,
-                     `${pct} CI simultaneous`, "notes"]) el("th", {}, head).textContent = h;
+    for (const h of ["category", `share of devices (${pct.replace("%", " %")} interval)`,
+                     "share (unbiased)", `${pct} CI per category`, `${pct} CI simultaneous`,
+                     "perturbed count", "notes"]) el("th", {}, head).textContent = h;
     const body = el("tbody", {}, t);
     for (const k of doc.summary.categories) {
       const tr = el("tr", {"data-category": k.category}, body);
       el("td", {}, tr).textContent = k.category;
-      el("td", {"data-field": "ones"}, tr).textContent = String(k.ones);
+      el("td", {"data-field": "display"}, tr).textContent = share(k.estimate, k.ci_low, k.ci_high);
       el("td", {"data-field": "estimate"}, tr).textContent = fmt(k.estimate, 4);
       el("td", {"data-field": "ci"}, tr).textContent = `[${fmt(k.ci_low, 4)}, ${fmt(k.ci_high, 4)}]`;
       el("td", {"data-field": "sim"}, tr).textContent =
         `[${fmt(k.sim_low, 4)}, ${fmt(k.sim_high, 4)}]`;
+      el("td", {"data-field": "ones"}, tr).textContent = String(k.ones);
       el("td", {"data-field": "flags", class: "flags"}, tr).textContent = k.flags;
     }
     return t;
@@ -172,7 +312,7 @@
   function breakdownTable(doc) {
     const box = el("div", {class: "breakdown", "data-by": doc.by});
     el("h3", {}, box).textContent = `By ${doc.by} (cells under ` +
-      `${doc.min_reports.toLocaleString("en")} reports suppressed)`;
+      `${doc.min_reports.toLocaleString("en")} devices suppressed)`;
     const t = el("table", {class: "breakdown"}, box), pct = `${Math.round(doc.confidence * 100)}%`;
     const cats = doc.categories, digits = doc.kind === "numeric" ? 2 : 4;
     const head = el("tr", {}, el("thead", {}, t));
@@ -239,30 +379,59 @@
     const section = el("section", {class: "metric", "data-metric": name}, into);
     el("h2", {}, section).textContent = name;
     const q = new URLSearchParams(query); q.set("metric", name);
+    const picked = params.get(`v.${name}`);  // a version picked in this section
+    if (picked) q.set("version", picked);
     try {
       const r = await fetch(`${into.dataset.endpoint}?${q}`, {headers: auth()});
       const doc = await r.json();
       if (!r.ok) throw new Error(doc.detail || r.statusText);
       if (doc.description) el("p", {}, section).textContent = doc.description;
+      if (doc.versions && doc.versions.length > 1) {
+        const line = el("p", {class: "versions"}, section);
+        const label = el("label", {}, line);
+        label.append("version ");
+        const pick = el("select", {name: `v.${name}`, class: "version-picker"}, label);
+        el("option", {value: ""}, pick).textContent = "all, joined";
+        for (const v of doc.versions)
+          el("option", {value: String(v.version)}, pick).textContent =
+            `${v.version} (${v.mechanism}, \u03b5 ${v.epsilon.toFixed(3)})`;
+        pick.value = picked || "";
+        pick.addEventListener("change", () => {
+          const next = new URLSearchParams(location.search);
+          if (pick.value) next.set(`v.${name}`, pick.value); else next.delete(`v.${name}`);
+          location.search = next.toString();
+        });
+        line.append((doc.history || []).length ? " The chart joins the versions: each " +
+          "version's reports are debiased with its own mechanism." : picked ?
+          ` Version ${picked} alone.` : " Only the current version has reports here.");
+      }
       el("p", {class: "policy"}, section).textContent =
         (doc.version == null ? "" : `Version ${doc.version}. `) + `${doc.policy}. ` +
-        `Each value is the ${doc.estimand}. Range ${doc.from} to ${doc.to}` +
+        `Each value is the ${doc.estimand}. Range ${when(doc.from)} to ${when(doc.to)}` +
         (doc.window > 1 ? `, rolling ${doc.window} ${doc.granularity}s.` : ".");
       const s = doc.summary, pct = `${Math.round(doc.confidence * 100)}%`;
       if (doc.categories) {  // categorical or histogram
         section.appendChild(bars(doc));
+        if (doc.buckets.length > 1) section.appendChild(categoryChart(doc));
         el("p", {class: "summary", "data-n": s.n}, section).textContent =
           `Whole range: n = ${s.n.toLocaleString("en")} over ${s.periods} periods; the ` +
           `${s.estimand}. ${doc.intervals}. Shares are unbiased, not clipped or projected.`;
-        el("p", {class: "note"}, section).textContent = doc.note;
+        privacy(section, doc);
         section.appendChild(categoryTable(doc));
         if (declares(name, query.by)) await showBreakdown(name, query, section);
         return;
       }
       section.appendChild(chart(doc));
-      const sum = el("p", {class: "summary", "data-n": s.n}, section);
       const digits = doc.kind === "numeric" ? 2 : 4;
-      sum.textContent = `Whole range: n = ${s.n.toLocaleString("en")} over ${s.periods} ` +
+      const plainText = doc.kind === "numeric"
+        ? mean(s.estimate, s.ci_low, s.ci_high, unitOf(doc.metric))
+        : share(s.estimate, s.ci_low, s.ci_high);
+      el("p", {class: "plain", "data-field": "display"}, section).textContent =
+        `Whole range: ${plainText}` + (doc.kind === "numeric" ? " (mean over devices)" :
+        " of devices answer yes") + ` (${pct.replace("%", " %")} interval), from ` +
+        `${s.n.toLocaleString("en")} reports.`;
+      const sum = el("p", {class: "summary", "data-n": s.n}, section);
+      sum.textContent = `Details: n = ${s.n.toLocaleString("en")} over ${s.periods} ` +
         `periods, ${doc.kind === "numeric" ? "mean" : "estimate"} ${fmt(s.estimate, digits)}, ` +
         `${pct} CI [${fmt(s.ci_low, digits)}, ` +
         `${fmt(s.ci_high, digits)}]` + (s.clipped ? " (clipped)" : "") +
@@ -270,12 +439,22 @@
           ` (interval clipped to [${doc.lower}, ${doc.upper}])` : " (interval clipped to [0, 1])")
           : "") +
         (s.wide ? " (too few reports)" : "") + `; the ${s.estimand}.`;
-      el("p", {class: "note"}, section).textContent = doc.note;
+      privacy(section, doc);
       if (declares(name, query.by)) await showBreakdown(name, query, section);
-      section.appendChild(table(doc));
+      // Every bucket's numbers (the raw, perturbed rate too) one click away.
+      const fold = el("details", {class: "buckets"}, section);
+      el("summary", {}, fold).textContent = `Every ${doc.granularity}, in numbers`;
+      fold.appendChild(table(doc));
     } catch (err) {
       el("p", {class: "error"}, section).textContent = `Could not load ${name}: ${err.message}`;
     }
+  }
+
+  // What epsilon means for this metric, one click away (not a paragraph under every chart).
+  function privacy(section, doc) {
+    const fold = el("details", {class: "privacy"}, section);
+    el("summary", {}, fold).textContent = `Privacy: what \u03b5 = ${doc.epsilon.toFixed(3)} means here`;
+    el("p", {class: "note"}, fold).textContent = doc.note;
   }
 
   function auth() { return token ? {Authorization: `Bearer ${token}`} : {}; }
@@ -356,6 +535,7 @@
     if (form.by.value && form.min_reports.value && form.min_reports.value !== "100")
       next.set("min_reports", form.min_reports.value);
     document.querySelectorAll("#metrics input:checked").forEach(b => next.append("metric", b.value));
+    for (const [k, v] of params) if (k.startsWith("v.")) next.set(k, v);  // versions picked
     location.search = next.toString();
   });
   render();

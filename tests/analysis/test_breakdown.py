@@ -78,10 +78,10 @@ def test_a_cell_of_exactly_k_reports_is_shown_and_one_of_k_minus_1_is_suppressed
         ("android", 100, False, "")
     assert android.summary is not None and android.summary.estimate == pytest.approx(0.7)
     assert (ios.n, ios.suppressed, ios.summary) == (99, True, None)
-    assert ios.reason == ("fewer than 100 reports (99): such an estimate is mostly noise and a "
-                          "tiny cell can single people out")
+    assert ios.reason == ("fewer than 100 devices (99 in its busiest day, 99 reports): such "
+                          "an estimate is mostly noise and a tiny cell can single people out")
     assert web.suppressed and web.summary is None
-    assert "2 cells suppressed, ios (n = 99), web (n = 1)" in b.note
+    assert "2 cells suppressed, ios (n = 99, 99 devices), web (n = 1, 1 device)" in b.note
     assert "mostly noise" in b.note and "single people out" in b.note
     assert b.not_stated == 230 - 100 - 99 - 1
     assert b.comparisons == ()  # one shown cell: nothing to compare, never a suppressed one
@@ -285,3 +285,45 @@ def test_a_breakdown_frames_one_row_per_cell_and_category_then_not_stated() -> N
     assert list(frame["suppressed"]) == [False] * 3 + [True, True, False]
     assert frame["estimate"][3:].isna().all()
     assert list(frame["n"]) == [300] * 3 + [99, 0, 21]
+
+
+class DailySource(SeriesSource):
+    """Seven days of the same devices: each cell's row repeats once a day."""
+
+    def _counts(self, row: tuple[int, ...] | None) -> MetricCounts:
+        if row is None or row[0] == 0:
+            return super()._counts(row)
+        days = [keys.hour_index(HOUR - timedelta(days=d)) for d in range(6, -1, -1)]
+        return MetricCounts(self.info, np.array(days), values=np.array([row] * 7, np.int64))
+
+
+def test_a_small_cell_is_hidden_in_the_one_day_and_the_seven_day_view_alike() -> None:
+    # 60 devices on "web" every day: 420 reports over 7 days, still 60 devices.
+    rows = {None: (1_060, 600), "platform=android": (1_000, 560), "platform=web": (60, 40)}
+    week = breakdown(DailySource(BOOLEAN, rows), "m", "platform",
+                     NOW - timedelta(days=7), NOW + timedelta(hours=1), min_reports=100)
+    day = breakdown(SeriesSource(BOOLEAN, rows), "m", "platform", *RANGE, min_reports=100)
+    for b, reports in ((week, 420), (day, 60)):
+        web = next(c for c in b.cells if c.values == {"platform": "web"})
+        assert web.suppressed and web.summary is None and web.devices == 60, b
+        assert web.n == reports and "60 in its busiest day" in web.reason
+        android = next(c for c in b.cells if c.values == {"platform": "android"})
+        assert not android.suppressed and android.devices == 1_000
+
+
+def test_the_device_count_is_the_busiest_period_in_python_and_numpy_alike() -> None:
+    from deniable.client.period import CollectionPolicy
+    from deniable.collector.window import window_devices
+
+    rng = np.random.default_rng(7)
+    hours = np.sort(rng.choice(24 * 60, 300, replace=False)) + 24 * 20_000
+    n = rng.integers(1, 50, 300)
+    for period in ("hour", "day", "week"):
+        policy = CollectionPolicy(period=period)
+        by_hand: dict[int, int] = {}
+        for h, k in zip(hours.tolist(), n.tolist()):
+            key = (h + (72 if period == "week" else 0)) // {"hour": 1, "day": 24, "week": 168}[period]
+            by_hand[key] = by_hand.get(key, 0) + k
+        assert window_devices(hours.tolist(), n.tolist(), policy) == max(by_hand.values())
+        assert window_devices(hours, n, policy, xp=np) == max(by_hand.values())
+    assert window_devices([], [], CollectionPolicy(), xp=np) == 0

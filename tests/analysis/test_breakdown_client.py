@@ -69,7 +69,7 @@ def test_report_by_gives_each_version_its_share_and_finds_the_difference(  # typ
     for version, truth in TRUTH.items():
         assert abs(cells[version]["estimate"]["unclipped"] - truth) <= 5 / N ** 0.5
     assert cells["2.5"]["suppressed"] and cells["2.5"]["estimate"] is None
-    assert "fewer than 100 reports (60)" in cells["2.5"]["reason"]
+    assert "fewer than 100 devices (60 in its busiest day, 60 reports)" in cells["2.5"]["reason"]
     assert b["not_stated"] == 25
     [pair] = b["comparisons"]
     assert (pair["a"], pair["b"], pair["significant"]) == \

@@ -157,9 +157,13 @@ def test_numeric_comparison_is_the_change_of_the_mean(source: KindsSource) -> No
 
 def test_tables_json_and_csv_name_both_intervals(source: KindsSource) -> None:
     summaries = [summarize(source.counts(n), start=START, end=END) for n in sorted(SPECS)]
-    table = render(summaries, "table")
+    table = render(summaries, "table", detailed=True)
     assert "95% CI per category" in table and "95% CI simultaneous" in table
     assert "BIASED" not in table
+    readable = render(summaries, "table")  # the plain reading: percent and unit, no counts
+    assert "share of devices (95 % interval)" in readable and " ms (" in readable
+    assert "BIASED" not in readable and "drawn (BIASED)" in render(summaries, "table",
+                                                                   projected=True)
     doc = json.loads(render(summaries, "json"))
     os_doc = next(m for m in doc["metrics"] if m["metric"] == "os")
     assert os_doc["kind"] == "categorical" and "simultaneous" in os_doc["intervals"]
@@ -175,7 +179,7 @@ def test_tables_json_and_csv_name_both_intervals(source: KindsSource) -> None:
     os_doc = next(m for m in projected["metrics"] if m["metric"] == "os")
     assert "BIASED" in os_doc["projection"]
     assert sum(c["projected_biased"] for c in os_doc["categories"]) == pytest.approx(1.0)
-    assert "projected (BIASED)" in render(summaries, "table", projected=True)
+    assert "projected (BIASED)" in render(summaries, "table", projected=True, detailed=True)
 
 
 def test_series_outputs_and_pandas(source: KindsSource) -> None:
@@ -189,7 +193,8 @@ def test_series_outputs_and_pandas(source: KindsSource) -> None:
     assert (frame["sim_low"] <= frame["ci_low"]).all()
     assert "latency" in render_series([ts], "table")
     numeric = series(source.counts("startup_ms"), "day", START, END)
-    assert "5000 (mean)" in render_series([numeric], "table")
+    assert "(mean)" in render_series([numeric], "table", detailed=True)
+    assert " ms (mean)" in render_series([numeric], "table")  # the axis' ends, in its unit
     assert series_document(numeric)["upper"] == 5000.0
     summary = to_frame(summarize(source.counts("os"), start=START, end=END))
     assert list(summary["category"]) == list(OS.labels)
@@ -199,8 +204,10 @@ def test_analysis_and_html_report_cover_every_kind(source: KindsSource) -> None:
     result = analyze(source, start=START, end=END, split=START + timedelta(days=4))
     labels = [c.label for c in result.comparisons]
     assert "os: ios" in labels and "flag" in labels and "startup_ms" in labels
-    # One Holm family across every metric and category.
+    # Holm in each metric's own family (its categories together); a boolean's alone.
     assert {c.correction for c in result.comparisons} == {"holm"}
+    flag = next(c for c in result.comparisons if c.label == "flag")
+    assert flag.p_adjusted == flag.p_value
     page = render_html(result.sections, result.comparisons)
     assert page.count('<svg class="bars"') == 2          # os and latency
     assert "simultaneous 95% interval" in page and "BIASED" not in page

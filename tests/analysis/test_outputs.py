@@ -52,9 +52,17 @@ def test_to_frame_has_the_numbers_and_flags(ts) -> None:  # type: ignore[no-unty
 
 
 def test_terminal_table_has_the_numbers_and_flags(ts) -> None:  # type: ignore[no-untyped-def]
-    text = render_series_table([ts])
+    text = render_series_table([ts], detailed=True)
     assert "1,000" in text and "0.1000" in text and "[0.0448, 0.1582]" in text
     assert "no reports" in text and "clipped (unclipped -0.1000)" in text
+
+
+def test_the_plain_table_reads_in_percent_and_says_its_notes_once(ts) -> None:  # type: ignore[no-untyped-def]
+    text = render_series_table([ts, ts])
+    assert "10 % (4–16 %)" in text and "1,000" in text and "no reports" in text
+    assert "raw" not in text.split("How to read")[0]  # no perturbed rate before the notes
+    assert "0.1000" not in text and "e-" not in text
+    assert text.count("How to read this") == 1  # the notes once per report, not per metric
 
 
 class _Cells(HTMLParser):
@@ -74,6 +82,9 @@ class _Cells(HTMLParser):
             self._table = a.get("class") or ""
         if tag == "td" and self._table == "summary":
             self._field = a.get("data-field")
+            for key in ("data-value", "data-ci-low", "data-ci-high"):
+                if key in a:
+                    self.summary[key] = a[key] or ""
 
     def handle_data(self, data: str) -> None:
         if self._field:
@@ -92,10 +103,12 @@ def test_html_report_summary_table_numbers_and_no_external_links(memory_source) 
     cells.feed(page)
     # Pooled: 320 ones of 1100 -> rate 0.290909, estimate 2 * 0.290909 - 0.5 = 0.081818.
     assert cells.summary["n"] == "1,100"
-    assert float(cells.summary["yes_rate"]) == pytest.approx(0.2909, abs=1e-4)
-    assert float(cells.summary["estimate"]) == pytest.approx(0.0818, abs=1e-4)
+    assert float(cells.summary["data-value"]) == pytest.approx(0.0818, abs=1e-4)
     s = analysis.sections[0].summary
-    assert cells.summary["ci_low"] == f"{s.ci_low:.4f}"
+    assert float(cells.summary["data-ci-low"]) == pytest.approx(s.ci_low, rel=1e-5)
+    # The plain reading in the cell, the raw yes-rate only in the metric's details.
+    assert cells.summary["estimate"] == f"8 % ({s.ci_low * 100:.0f}–{s.ci_high * 100:.0f} %)"
+    assert "raw (perturbed) yes-rate 0.2909 of 1,100 reports" in page
     assert page.count("<svg") >= 1 and "epsilon = 1.099" in page
     assert [x for x in cells.links if not x.startswith("#")] == []  # only in-page references
     assert not re.search(r"""(src|href)\s*=\s*["']?https?://""", page)

@@ -16,7 +16,7 @@ def test_plan_by_epsilon_and_by_n(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["plan", "--epsilon", "1.0", "--margin", "0.01", "--format", "json"]) == 0
     assert json.loads(capsys.readouterr().out)["plans"][0]["n"] == 44_972
     assert main(["plan", "--mechanism", "rr:1/2:1/2", "--n", "50000"]) == 0
-    assert "±0.00877" in capsys.readouterr().out
+    assert "±0.88 points on the share" in capsys.readouterr().out  # 0.00877
     with pytest.raises(SystemExit) as bad:
         main(["plan", "--epsilon", "-1", "--margin", "0.01"])
     assert bad.value.code == 2

@@ -51,7 +51,7 @@ def test_plan_cli_for_categories_and_ranges(capsys: pytest.CaptureFixture[str]) 
     assert got["devices"] == plan(spec.mechanism, margin=0.01).devices
     assert main(["plan", "--epsilon", "1", "--range", "0", "5000", "--margin", "25"]) == 0
     out = capsys.readouterr().out
-    assert "numeric" in out and "the mean, in [0, 5000]" in out
+    assert "numeric" in out and "±25.0 on the" in out and "[0, 5000])" in out
     assert main(["plan", "--epsilon", "4", "--categories", "1024", "--devices", "100000",
                  "--simultaneous", "--format", "json"]) == 0
     got = json.loads(capsys.readouterr().out)["plans"][0]
@@ -60,3 +60,39 @@ def test_plan_cli_for_categories_and_ranges(capsys: pytest.CaptureFixture[str]) 
         main(["plan", "--mechanism", "rr:1/2:1/2", "--categories", "6", "--margin", "0.01"])
     with pytest.raises(SystemExit):
         main(["plan", "--epsilon", "1", "--margin", "2"])  # a share's margin must be < 1
+
+
+def test_a_margin_is_read_in_what_the_metric_estimates_and_nonsense_is_refused(  # type: ignore[no-untyped-def]
+        capsys: pytest.CaptureFixture[str]) -> None:
+    for argv, why in ((["--epsilon", "1", "--margin", "0.7"], "margin on a share"),
+                      (["--epsilon", "1", "--range", "0", "1000", "--margin", "600"],
+                       "makes no sense: its values lie in [0, 1000]"),
+                      (["--epsilon", "1", "--margin", "0.02", "--mean-margin", "25"],
+                       "--mean-margin goes with --collector")):
+        with pytest.raises(SystemExit) as bad:
+            main(["plan", *argv])
+        assert bad.value.code == 2 and why in capsys.readouterr().err
+
+
+def test_plan_collector_reads_a_numeric_margin_in_its_unit(redis_url, redis_client, tmp_path,  # type: ignore[no-untyped-def]
+                                                          capsys) -> None:
+    from deniable.collector.server import CollectorProcess
+    from tests.cli.test_report_kinds import METRICS
+    from tests.conftest import OPEN_ENV
+
+    path = tmp_path / "metrics.toml"
+    path.write_text(METRICS)
+    with CollectorProcess(redis_url, path, workers=1, env=OPEN_ENV) as collector:
+        assert main(["plan", "--collector", collector.url, "--margin", "0.02",
+                     "--format", "json"]) == 0
+        got = {p["metric"]: p for p in json.loads(capsys.readouterr().out)["plans"]}
+        [name] = [m for m, p in got.items() if p["kind"] == "numeric"]
+        lower, upper = (float(x) for x in got[name]["units"].strip("[]").split(","))
+        # 2 % of its range, not 0.02 in its unit (which needed hundreds of billions).
+        assert got[name]["margin"] <= 0.02 * (upper - lower) < 1.01 * got[name]["margin"]
+        assert got[name]["devices"] < 1_000_000
+        assert main(["plan", "--collector", collector.url, "--margin", "0.02",
+                     "--mean-margin", str(0.05 * (upper - lower)), "--format", "json"]) == 0
+        wider = {p["metric"]: p for p in json.loads(capsys.readouterr().out)["plans"]}[name]
+        assert wider["margin"] <= 0.05 * (upper - lower) and \
+            wider["devices"] < got[name]["devices"]

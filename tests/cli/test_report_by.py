@@ -37,14 +37,20 @@ def _run(capsys, redis_url: str, *extra: str) -> str:  # type: ignore[no-untyped
 
 def test_the_table_shows_k_and_suppresses_k_minus_1(seeded, redis_url, capsys) -> None:  # type: ignore[no-untyped-def]
     out = _run(capsys, redis_url, "--metric", "adoption", "--by", "app_version",
-               "--min-reports", "100")
+               "--min-reports", "100", "--detailed")
     lines = {line.split()[0]: line for line in out.splitlines() if line[:1].strip()}
     assert "0.4000" not in lines["2.3"] and "SUPPRESSED" not in lines["2.3"]
-    assert "SUPPRESSED: fewer than 100 reports (99)" in lines["other"]
+    assert "SUPPRESSED: fewer than 100 devices (99 in its busiest day, 99 reports)" in lines["other"]
     assert "single people out" in lines["other"]
     assert "5" in lines["not"]     # not stated: 5
     assert "1 of 1 significant" in out
     assert "NOT protected by local differential privacy" in out
+    out = _run(capsys, redis_url, "--metric", "adoption", "--by", "app_version",
+               "--min-reports", "100")  # the plain reading: percent, "hidden", no "0.4000"
+    lines = {line.split()[0]: line for line in out.splitlines() if line[:1].strip()}
+    assert "90 % (" in lines["2.3"] and "hidden" not in lines["2.3"]
+    assert "hidden" in lines["other"] and "single people out" in lines["other"]
+    assert "Clear differences (1 comparison" in out and "p < 0.001" in out
 
 
 def test_json_and_csv_name_the_suppressed_cells(seeded, redis_url, capsys) -> None:  # type: ignore[no-untyped-def]
@@ -81,7 +87,7 @@ def test_html_has_a_by_section_that_says_what_it_suppressed(seeded, redis_url, c
     assert 'data-metric="adoption" data-by="app_version"' in text
     assert 'data-metric="adoption" data-by="platform"' in text
     assert 'data-metric="plain"' in text and 'data-by' not in text.split('data-metric="plain"')[1]
-    assert "SUPPRESSED: fewer than 100 reports (99)" in text
+    assert "SUPPRESSED: fewer than 100 devices (99 in its busiest day, 99 reports)" in text
     assert "not</b> protected by local differential privacy" in text
 
 
@@ -93,4 +99,4 @@ def test_by_a_dimension_the_metric_does_not_declare_is_an_error(seeded, redis_ur
             "(it declares no dimensions)") in capsys.readouterr().err
     with pytest.raises(SystemExit):
         _run(capsys, redis_url, "--min-reports", "5")
-    assert "--min-reports applies to breakdowns" in capsys.readouterr().err
+    assert "--min-devices applies to breakdowns" in capsys.readouterr().err

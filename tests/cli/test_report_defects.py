@@ -59,10 +59,13 @@ def report(redis_url: str, redis_client: redis.Redis, metrics_file: Path, capsys
 
 
 def test_confidence_0_5_prints_a_50_percent_interval_under_its_own_header(report) -> None:  # type: ignore[no-untyped-def]
-    status, out, _ = report(*RANGE, "--confidence", "0.5")
+    status, out, _ = report(*RANGE, "--confidence", "0.5", "--detailed")
     assert status == 0 and "50% CI" in out and "95% CI" not in out
-    status, out, _ = report(*RANGE, "--confidence", "0.5", "--every", "day")
+    status, out, _ = report(*RANGE, "--confidence", "0.5", "--every", "day", "--detailed")
     assert status == 0 and "50% CI" in out and "95% CI" not in out
+    for plain in (report(*RANGE, "--confidence", "0.5")[1],
+                  report(*RANGE, "--confidence", "0.5", "--every", "day")[1]):
+        assert "50 % interval" in plain and "95 %" not in plain
     status, out, _ = report(*RANGE, "--confidence", "0.5", "--format", "json")
     assert json.loads(out)["range"]["confidence"] == 0.5
     assert report("--confidence", "1")[0] == 2
@@ -87,9 +90,10 @@ def test_split_outside_the_range_is_refused(report, tmp_path) -> None:  # type: 
 
 
 def test_split_and_correction_without_html_are_refused(report) -> None:  # type: ignore[no-untyped-def]
-    for option in (["--split", "2026-11-12T00:00"], ["--correction", "bonferroni"]):
+    for option in (["--split", "2026-11-12T00:00"], ["--correction", "bonferroni"],
+                   ["--family", "report"]):
         status, _, err = report(*RANGE, *option)
-        assert status == 2 and "add --html" in err
+        assert status == 2 and "add --changes or --html" in err
 
 
 def test_partial_first_bucket_and_partial_rolling_windows_are_flagged(report) -> None:  # type: ignore[no-untyped-def]
@@ -202,8 +206,10 @@ def test_a_clipped_interval_is_flagged_in_every_output(report, redis_url) -> Non
     assert "interval clipped to [0, 1]" in row["flags"]
     status, out, _ = report(*window, "--every", "day", "--format", "json")
     assert json.loads(out)["series"][0]["buckets"][0]["interval_clipped"] is True
-    status, out, _ = report(*window)
+    status, out, _ = report(*window, "--detailed")
     assert "interval clipped" in out
+    status, out, _ = report(*window)  # the plain reading: the interval starts at 0 %
+    assert "1.0 % (0.0–" in out
 
 
 def test_an_ingest_key_is_an_ingest_key(secure_app, redis_client) -> None:  # type: ignore[no-untyped-def]

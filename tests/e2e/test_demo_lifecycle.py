@@ -65,18 +65,18 @@ def test_the_demo_reports_every_metric_and_stops_its_servers() -> None:
     # The breakdown: new_editor by app_version on the last day, truth beside estimate and
     # interval per version; the 60 devices on 2.2 are suppressed, and the output says why.
     assert "new_editor (rr:1/2:1/2) by app_version" in output
-    number, interval = r"[\d,.]+", r"\[[\d.]+, [\d.]+\]"
+    number, share = r"[\d,.]+", r"[\d.]+ % \([\d.]+\u2013[\d.]+ %\)"
     for version in ("2.3", "2.4", "2.5", "other"):
-        assert re.search(rf"│ {re.escape(version)}\s+│\s+{number}\s+│\s+{number}\s+│\s+{number}\s+"
-                         rf"│\s+{interval}\s+│", output), version
-    assert re.search(rf"│ 2\.2\s+│\s+60\s+│\s+{number}\s+│\s+suppressed\s+│", output)
+        assert re.search(rf"│ {re.escape(version)}\s+│\s+{number}\s+│\s+{number} %\s+│\s+"
+                         rf"{share}\s+│", output), version
+    assert re.search(rf"│ 2\.2\s+│\s+60\s+│\s+{number} %\s+│\s+suppressed\s+│", output)
     assert re.search(r"│ not stated \(2\.1\)\s+│\s+[1-9][\d,]*\s+│", output)
-    assert re.search(r"1\s+cell\s+suppressed,\s+2\.2\s+\(n\s+=\s+60\):\s+each\s+has\s+fewer\s+"
-                     r"than\s+100\s+reports", output)
+    assert re.search(r"1\s+cell\s+suppressed,\s+2\.2\s+\(n\s+=\s+60,\s+60\s+devices\):\s+each\s+"
+                     r"has\s+fewer\s+than\s+100\s+devices", output)
     assert re.search(r"\d\s+of\s+4\s+true\s+shares\s+fall\s+inside", output)
     # 2.5 turns the feature on by default (70% against 25%): about 11 standard errors apart.
-    assert re.search(r"2\.5\s+above\s+2\.3\s+by\s+0\.\d+", output)
-    assert re.search(r"2\.5\s+above\s+2\.4\s+by\s+0\.\d+", output)
+    assert re.search(r"2\.5\s+above\s+2\.3\s+by\s+\d+\s+points", output)
+    assert re.search(r"2\.5\s+above\s+2\.4\s+by\s+\d+\s+points", output)
     assert re.search(r"NOT\s+protected\s+by\s+local\s+differential\s+privacy", output)
     assert not port_open(redis_port) and not port_open(collector_port)
 

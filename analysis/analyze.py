@@ -11,7 +11,7 @@ from typing import Any
 from deniable.analysis.breakdown import DEFAULT_MIN_REPORTS, Breakdown, breakdown
 from deniable.analysis.changes import FAMILIES, FamilyError, correct_family
 from deniable.analysis.compare import (Comparison, ComparisonError, compare_categories,
-                                       compare_windows, correct)
+                                       compare_windows)
 from deniable.analysis.estimate import is_categorical, summarize
 from deniable.analysis.html import MetricSection
 from deniable.analysis.sources import CountsSource, default_range

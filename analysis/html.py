@@ -687,7 +687,7 @@ def _breakdowns(breakdowns: Sequence[Any]) -> str:
                 rows.append(f"<tr><td>{value}</td><td>{cell.n:,}</td>"
                             f"<td>{html.escape(estimate_text(s))}</td>"
                             f"<td>{html.escape(plain_flags(s))}</td></tr>")
-        rows.append(f"<tr><td>not stated</td>" + ("<td>-</td>" if categorical else "")
+        rows.append("<tr><td>not stated</td>" + ("<td>-</td>" if categorical else "")
                     + f"<td>{b.not_stated:,}</td><td>-</td>"
                     f"<td>{html.escape(b.not_stated_reason)}</td></tr>")
         significant = [c for c in b.comparisons if c.significant]

@@ -18,7 +18,7 @@ from deniable.analysis import analyze, render_html
 from deniable.analysis.sources import MetricCounts, MetricInfo
 from deniable.client.kinds import MetricSpec
 from deniable.client.mechanism import RandomizedResponse
-from tests.analysis.test_kinds_outputs import END, HOURS, START, KindsSource
+from tests.analysis.test_kinds_outputs import END, START, KindsSource
 from tests.e2e.test_dashboard import devtools
 
 SHIFT = MetricSpec("boolean", RandomizedResponse())

@@ -6,7 +6,6 @@ import json
 import re
 from datetime import datetime, timedelta, timezone
 
-import pytest
 
 from deniable.analysis import analyze, render_html, summarize
 from deniable.analysis import plain

@@ -268,11 +268,9 @@ def window_values(counts: MetricCounts, start: datetime | None = None,
                   end: datetime | None = None) -> tuple[NDArray[np.int64], int]:
     """(summed counter slots of shape (width,), reporting periods with reports) over the hour
     buckets that start in [start, end) (all by default)."""
-    mask = np.array([(start is None or start <= s) and (end is None or s < end)
-                     for s in counts.starts], dtype=bool)
-    starts = [s for s, m in zip(counts.starts, mask) if m]
-    values = counts.values[mask] if mask.size else counts.values
-    periods = periods_in(starts, values[:, 0], counts.metric.policy)
+    within = counts.between(start, end)
+    values = counts.values[within]
+    periods = periods_in(counts.hours[within], values[:, 0], counts.metric.policy)
     return values.sum(axis=0, dtype=np.int64).reshape(-1), max(periods, 1)
 
 

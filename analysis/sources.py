@@ -24,6 +24,7 @@ from deniable.client.mechanism import RandomizedResponse
 from deniable.client.period import DEFAULT_POLICY, CollectionPolicy, parse_policy
 from deniable.client.transport import DEFAULT_TIMEOUT
 from deniable.collector import keys
+from deniable.collector.periods import first_hour_from
 
 
 class SourceError(DeniableError):
@@ -172,6 +173,14 @@ class MetricCounts:
     def starts(self) -> list[datetime]:
         """Bucket start times (UTC datetimes; built on demand, not for hot paths)."""
         return [keys.hour_start(int(h)) for h in self.hours]
+
+    def between(self, start: datetime | None = None, end: datetime | None = None) -> slice:
+        """The rows of the hour buckets that start in [start, end) (None: unbounded), as a
+        slice of ``hours`` and ``values``: two binary searches on the sorted hour indexes."""
+        lo = 0 if start is None else int(np.searchsorted(self.hours, first_hour_from(start)))
+        hi = len(self.hours) if end is None else \
+            int(np.searchsorted(self.hours, first_hour_from(end)))
+        return slice(lo, max(lo, hi))
 
 
 class CountsSource(Protocol):

@@ -20,8 +20,8 @@ from deniable.collector import window as shared
 from deniable.collector.periods import hour_index
 from deniable.collector.window import coverage_notes, estimand
 
-__all__ = ["bucket_periods", "coverage_notes", "design_effect", "estimand", "fresh_variance",
-           "period_ids", "periods_in", "rolling_periods"]
+__all__ = ["bucket_periods", "count_periods", "coverage_notes", "design_effect", "estimand",
+           "fresh_variance", "period_ids", "periods_in", "rolling_periods"]
 
 FloatArray = NDArray[np.float64]
 IntArray = NDArray[np.int64]
@@ -69,7 +69,11 @@ def periods_in(starts: Sequence[datetime] | IntArray, n: IntArray,
                policy: CollectionPolicy = DEFAULT_POLICY) -> int:
     """How many reporting periods have reports among these hour buckets (``starts``: hour
     indexes, or datetimes)."""
-    ids = period_ids(starts, policy)[np.asarray(n) > 0]
+    return count_periods(period_ids(starts, policy)[np.asarray(n) > 0])
+
+
+def count_periods(ids: IntArray) -> int:
+    """How many distinct periods ``ids`` (period numbers, ``period_ids``) hold."""
     if ids.size > 1 and bool(np.all(ids[1:] >= ids[:-1])):  # hours in order: count the steps
         return int(np.count_nonzero(ids[1:] != ids[:-1])) + 1
     return int(np.unique(ids).size)

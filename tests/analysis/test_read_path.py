@@ -1,7 +1,8 @@
 """The analysis in integer hour indexes (issue 28) gives exactly what the per-hour datetime
 code gave: windows, series slots, the reporting periods each bucket and each rolling window
 pools, on random counters under every collection period (the old code, kept here as the
-reference)."""
+reference); and one debiasing of a report's range and its two halves is the three separate
+ones."""
 from __future__ import annotations
 
 import random
@@ -10,10 +11,14 @@ from datetime import datetime, timedelta, timezone
 import numpy as np
 import pytest
 
-from deniable.analysis.estimate import window_values
+from deniable.analysis.compare import (ComparisonError, category_changes, compare_categories,
+                                       compare_windows, window_change)
+from deniable.analysis.estimate import (summarize, summarize_windows, window_categories,
+                                        window_estimate, window_values)
 from deniable.analysis.sources import MetricCounts, MetricInfo
 from deniable.analysis.timeseries import floor, rolling, series
 from deniable.analysis.window import bucket_periods, period_ids, periods_in, rolling_periods
+from deniable.client.kinds import MetricSpec
 from deniable.client.mechanism import RandomizedResponse
 from deniable.client.period import CollectionPolicy
 from deniable.collector import keys
@@ -127,3 +132,48 @@ def test_bucket_and_rolling_periods_of_hours_out_of_order() -> None:
         assert rolling_periods(hours, n, np.ones(300, np.int64), 3600, policy,
                                window).tolist() == old_rolling_periods(
             starts, n, np.ones(300, np.int64), 3600, policy, window)
+
+
+KINDS = {"boolean": None,
+         "numeric": MetricSpec.build("numeric", epsilon=1.0, lower=0, upper=5000),
+         "categorical": MetricSpec.build("categorical", epsilon=2.0,
+                                         categories=["a", "b", "c", "d", "e"])}
+
+
+@pytest.mark.parametrize("kind", list(KINDS))
+def test_one_debiasing_of_the_range_and_its_halves_is_three_separate_ones(kind: str) -> None:
+    """``summarize_windows`` (what ``analyze`` uses) against ``summarize``,
+    ``window_estimate``/``window_categories`` and the comparisons made one by one: the same
+    numbers, to the bit (repr: NaN equals NaN there)."""
+    spec = KINDS[kind]
+    rng, pick = np.random.default_rng(11), random.Random(11)
+    compared = 0
+    for policy in POLICIES:
+        for _ in range(6):
+            counts = _counts(rng, policy)
+            if spec is not None:
+                values = np.column_stack([counts.n, *(rng.binomial(counts.n, 0.3)
+                                                      for _ in range(spec.mechanism.width - 1))])
+                info = MetricInfo("m", "", spec.mechanism, policy, 1, spec)
+                counts = MetricCounts(info, counts.hours, values=values)
+            start, end = sorted([_moment(pick, counts), _moment(pick, counts)])
+            split = start + (end - start) / 3
+            windows = [(start, split), (split, end)]
+            summary, found = summarize_windows(counts, windows, 0.9, start=start, end=end)
+            assert repr(summary) == repr(summarize(counts, 0.9, start=start, end=end))
+            one_by_one = [window_categories(counts, *w, confidence=0.9) if spec is not None
+                          and kind == "categorical" else window_estimate(counts, *w, 0.9)
+                          for w in windows]
+            assert repr(found) == repr(one_by_one)
+            try:
+                expected = (compare_categories(counts, *windows, confidence=0.9,
+                                               correction=None) if kind == "categorical"
+                            else [compare_windows(counts, *windows, confidence=0.9)])
+            except ComparisonError:
+                continue
+            made = (category_changes(counts.metric, *found, *windows, confidence=0.9,
+                                     correction=None) if kind == "categorical"
+                    else [window_change(counts.metric, *found, *windows, confidence=0.9)])
+            assert repr(made) == repr(expected)
+            compared += 1
+    assert compared >= 10  # most ranges have reports on both sides

@@ -134,9 +134,9 @@ def rolling_periods(bucket_starts: Sequence[datetime] | IntArray, n: IntArray,
     begins = np.ones(busy.size, dtype=bool)
     begins[1:] = busy_ids[1:] != busy_ids[:-1]
     counted = np.concatenate(([0], np.cumsum(begins)))
-    lo = np.searchsorted(busy, np.maximum(index - window, 0), side="left")
-    hi = np.searchsorted(busy, index - 1, side="right")
-    inside = hi > lo
-    continues = inside & ~begins[np.minimum(lo, max(busy.size - 1, 0))] if busy.size \
+    low = np.searchsorted(busy, np.maximum(index - window, 0), side="left")
+    high = np.searchsorted(busy, index - 1, side="right")
+    inside = high > low
+    continues = inside & ~begins[np.minimum(low, max(busy.size - 1, 0))] if busy.size \
         else inside
-    return (counted[hi] - counted[lo] + continues).astype(np.int64)
+    return (counted[high] - counted[low] + continues).astype(np.int64)

@@ -310,8 +310,9 @@ def bench_kind(server: RedisServer, spec: MetricSpec, count: int, days: int, sta
     first_hour, _ = keys.hour_range(start, end)
     client = redis.Redis.from_url(server.url)
     register_specs(client, names, spec, days + 40)
-    built = build_copies(Store(connect(server.url)), client, names, spec, first_hour, hours,
-                         days + 40, seed)
+    # A year of d = 64 is one script call of a million arguments: no 2 s socket timeout.
+    built = build_copies(Store(connect(server.url, timeout_seconds=120)), client, names, spec,
+                         first_hour, hours, days + 40, seed)
     print(f"{label} bench: {count} metrics x {hours} hourly buckets ({days} days), "
           f"{spec.mechanism.id}; built in {built:.1f} s")
     split = start + (end - start) / 2
@@ -326,6 +327,7 @@ def bench_kind(server: RedisServer, spec: MetricSpec, count: int, days: int, sta
         runs.append(time.perf_counter() - began)
     assert len(analysis.sections) == count and table and analysis.comparisons
     arrays = [(c.hours, c.values) for c in (source.counts(name, start, end) for name in names)]
+    assert all(len(h) == hours for h, _ in arrays)  # every hour read back
     floor = min(kind_floor(arrays, spec, first_hour, keys.hour_index(split)) for _ in range(3))
     best = min(runs)
     print(f"  Redis -> report: {best:.2f} s (best of 3; first {runs[0]:.2f} s); numpy floor "

@@ -80,7 +80,7 @@ def period_number(hours: Hours, granularity: str) -> Hours:
     or an integer array; floor division, so negative indexes work too). For a collection
     policy's ``period``, the same number as ``CollectionPolicy.period_index``."""
     span = SPAN_HOURS[check_granularity(granularity)]
-    return (hours + OFFSET_HOURS[granularity]) // span  # type: ignore[operator,no-any-return]
+    return (hours + OFFSET_HOURS[granularity]) // span  # type: ignore[operator,no-any-return,return-value]
 
 
 def period_hour(hours: Hours, granularity: str) -> Hours:
@@ -88,8 +88,8 @@ def period_hour(hours: Hours, granularity: str) -> Hours:
     ``hours`` (an int or an integer array)."""
     if granularity == "hour":
         return hours
-    return (period_number(hours, granularity) * SPAN_HOURS[granularity]  # type: ignore[operator]
-            - OFFSET_HOURS[granularity])
+    first = period_number(hours, granularity) * SPAN_HOURS[granularity]  # type: ignore[operator]
+    return first - OFFSET_HOURS[granularity]  # type: ignore[no-any-return,return-value]
 
 
 def period_start(moment: datetime, granularity: str) -> datetime:

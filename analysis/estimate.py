@@ -35,7 +35,7 @@ from deniable.analysis.sources import MetricCounts, MetricInfo
 
 if TYPE_CHECKING:
     from deniable.analysis.categorical import CategoryEstimates
-from deniable.analysis.window import count_periods, design_effect, estimand, period_ids
+from deniable.analysis.window import design_effect, estimand, period_ids
 from deniable.collector.window import channel_rr
 
 FloatArray = NDArray[np.float64]
@@ -304,15 +304,22 @@ def window_totals(counts: MetricCounts, windows: Sequence[Window]
                   ) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
     """(summed counter slots, shape (windows, width); reporting periods with reports, at
     least 1, shape (windows,)) over the hour buckets that start in each [start, end) of
-    ``windows`` (None: unbounded). The buckets' periods are numbered once."""
-    ids = period_ids(counts.hours, counts.metric.policy)
-    busy = counts.n > 0
+    ``windows`` (None: unbounded). The buckets' periods are numbered once, and each window
+    is a slice of them: hours are sorted, so their period numbers are too."""
+    busy = np.flatnonzero(counts.n > 0)
+    ids = period_ids(counts.hours[busy], counts.metric.policy)
+    # begun[k]: the periods that begin among the first k busy buckets.
+    begins = np.ones(ids.size, dtype=bool)
+    begins[1:] = ids[1:] != ids[:-1]
+    begun = np.concatenate(([0], np.cumsum(begins)))
     totals = np.zeros((len(windows), counts.width), np.int64)
     periods = np.ones(len(windows), np.int64)
     for i, (start, end) in enumerate(windows):
         within = counts.between(start, end)
         totals[i] = counts.values[within].sum(axis=0, dtype=np.int64)
-        periods[i] = max(count_periods(ids[within][busy[within]]), 1)
+        lo, hi = np.searchsorted(busy, (within.start, within.stop))
+        if hi > lo:  # the periods begun in the window, and the one it starts inside of
+            periods[i] = begun[hi] - begun[lo] + (0 if begins[lo] else 1)
     return totals, periods
 
 

@@ -576,6 +576,11 @@ def decode_months(months: Sequence[tuple[keys.Month, bytes | None]], width: int,
         chunks.append(raw[:size] + bytes(size - len(raw)) if len(raw) != size else raw)
     values = np.frombuffer(b"".join(chunks), dtype=keys.COUNTER_DTYPE).reshape(-1, width)
     base = months[0][0].first_hour
-    block = values[max(first_hour - base, 0):max(end_hour - base, 0)]
+    # Native integers first, column-major (as MetricCounts keeps them): picking rows out of
+    # big-endian counters directly is about 20x slower.
+    block = values[max(first_hour - base, 0):max(end_hour - base, 0)].astype(np.int64,
+                                                                             order="F")
     present = np.flatnonzero(block[:, 0])
-    return present + max(first_hour, base), block[present].astype(np.int64)
+    if present.size != len(block):
+        block = np.asfortranarray(block[present])
+    return present + max(first_hour, base), block

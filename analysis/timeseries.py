@@ -148,10 +148,17 @@ def rollup_values(counts: MetricCounts, granularity: str = "day",
                   ) -> tuple[list[datetime], NDArray[np.int64]]:
     """Sum hour buckets' counter slots into evenly spaced buckets: (starts, values of shape
     (buckets, width)), every slot summed as ``rollup`` sums n and ones."""
+    starts, values, _ = _rolled(counts, granularity, start, end)
+    return starts, values
+
+
+def _rolled(counts: MetricCounts, granularity: str, start: datetime | None,
+            end: datetime | None) -> tuple[list[datetime], NDArray[np.int64], NDArray[np.int64]]:
+    """``rollup_values``, and the index of the bucket holding each hour (-1: outside)."""
     _check_granularity(granularity)
     if start is None or end is None:
         if not len(counts.hours):
-            return [], np.zeros((0, counts.width), np.int64)
+            return [], np.zeros((0, counts.width), np.int64), np.zeros(0, np.int64)
         start = start or periods.hour_start(int(counts.hours[0]))
         end = end or periods.hour_start(int(counts.hours[-1]) + 1)
     first, count = _grid_hours(start, end, granularity)
@@ -160,20 +167,21 @@ def rollup_values(counts: MetricCounts, granularity: str = "day",
     # one slice, and each slot's sum one reduceat over the run where it starts.
     slots = (periods.period_hour(counts.hours, granularity) - first) // step
     lo, hi = np.searchsorted(slots, [0, count])
-    slots = slots[lo:hi]
+    inside = slots[lo:hi]
     values = np.zeros((count, counts.width), np.int64)
-    if len(slots):
-        edges = np.flatnonzero(np.concatenate(([True], slots[1:] != slots[:-1])))
-        values[slots[edges]] = np.add.reduceat(counts.values[lo:hi], edges, axis=0)
-    return list(_grid_starts(first, count, granularity)), values
+    if len(inside):
+        edges = np.flatnonzero(np.concatenate(([True], inside[1:] != inside[:-1])))
+        values[inside[edges]] = np.add.reduceat(counts.values[lo:hi], edges, axis=0)
+    held = np.full(len(slots), -1, np.int64)
+    held[lo:hi] = inside
+    return list(_grid_starts(first, count, granularity)), values, held
 
 
 def series(counts: MetricCounts, granularity: str = "day", start: datetime | None = None,
            end: datetime | None = None, confidence: float = 0.95) -> TimeSeries:
     """Estimates and intervals per hour, day or week bucket over [start, end)."""
-    starts, values = rollup_values(counts, granularity, start, end)
+    starts, values, slots = _rolled(counts, granularity, start, end)
     # Each bucket's reporting periods: its interval holds over all of them (analysis.window).
-    slots = _slots(counts.hours, granularity, starts)
     pooled = bucket_periods(counts.hours, counts.n, slots, len(starts), counts.metric.policy)
     estimates, simultaneous = debias_values(counts.metric, values, confidence, pooled)
     return TimeSeries(counts.metric, granularity, starts, estimates, 1, start, end, values,
@@ -219,13 +227,3 @@ def window_counts(counts: MetricCounts, start: datetime, end: datetime) -> tuple
     """(n, ones) summed over the hour buckets that start in [start, end)."""
     within = counts.between(start, end)
     return int(counts.n[within].sum()), int(counts.ones[within].sum())
-
-
-def _slots(hours: NDArray[np.int64], granularity: str, starts: list[datetime]
-           ) -> NDArray[np.int64]:
-    """The index in the grid ``starts`` of the bucket holding each hour (-1: outside it)."""
-    if not starts:
-        return np.full(len(hours), -1, np.int64)
-    step = periods.SPAN_HOURS[granularity]
-    slots = (periods.period_hour(hours, granularity) - periods.hour_index(starts[0])) // step
-    return np.where((slots >= 0) & (slots < len(starts)), slots, -1)

@@ -126,9 +126,9 @@ def window_change(metric: MetricInfo, a: Estimate, b: Estimate,
                   alpha: float = 0.05, confidence: float = 0.95) -> Comparison:
     """``compare_windows`` of the two windows' estimates, already made (as
     ``estimate.summarize_windows`` makes them)."""
-    return replace(difference(a, b, label=metric.name, name_a=_window_name(before),
-                              name_b=_window_name(after), alpha=alpha, confidence=confidence),
-                   metric=metric.name, kind=metric.kind)
+    return difference(a, b, label=metric.name, name_a=_window_name(before),
+                      name_b=_window_name(after), alpha=alpha, confidence=confidence,
+                      metric=metric.name, kind=metric.kind)
 
 
 def compare_categories(counts: MetricCounts, before: tuple[datetime, datetime],
@@ -166,11 +166,10 @@ def category_changes(metric: MetricInfo, a: CategoryEstimates, b: CategoryEstima
     found = []
     name_a, name_b = _window_name(before), _window_name(after)
     for i, category in enumerate(a.labels):
-        found.append(replace(
-            difference(_category_estimate(a, i), _category_estimate(b, i),
-                       label=f"{metric.name}: {category}", name_a=name_a, name_b=name_b,
-                       alpha=alpha, confidence=confidence),
-            metric=metric.name, category=category, kind=metric.kind))
+        found.append(difference(_category_estimate(a, i), _category_estimate(b, i),
+                                label=f"{metric.name}: {category}", name_a=name_a,
+                                name_b=name_b, alpha=alpha, confidence=confidence,
+                                metric=metric.name, category=category, kind=metric.kind))
     return correct(found, correction, alpha) if correction else found
 
 

@@ -15,7 +15,7 @@ from deniable.analysis.compare import (ComparisonError, category_changes, compar
                                        compare_windows, window_change)
 from deniable.analysis.estimate import (summarize, summarize_windows, window_categories,
                                         window_estimate, window_values)
-from deniable.analysis.sources import MetricCounts, MetricInfo
+from deniable.analysis.sources import MetricCounts, MetricInfo, bucket_hours
 from deniable.analysis.timeseries import floor, rolling, series
 from deniable.analysis.window import bucket_periods, period_ids, periods_in, rolling_periods
 from deniable.client.kinds import MetricSpec
@@ -177,3 +177,17 @@ def test_one_debiasing_of_the_range_and_its_halves_is_three_separate_ones(kind: 
             assert repr(made) == repr(expected)
             compared += 1
     assert compared >= 10  # most ranges have reports on both sides
+
+
+def test_counts_api_starts_become_the_same_hour_indexes() -> None:
+    """The counts API's bucket starts, parsed by numpy at once, are the hour indexes
+    ``datetime.fromisoformat`` gives one by one (other offsets take that path)."""
+    rng = np.random.default_rng(5)
+    hours = rng.integers(-50_000, 1_500_000, 2000)
+    utc = [keys.hour_start(int(h)).isoformat() for h in hours]
+    assert all(s.endswith("+00:00") for s in utc)
+    assert bucket_hours(utc).tolist() == hours.tolist()
+    shifted = [keys.hour_start(int(h)).astimezone(timezone(timedelta(hours=5, minutes=30)))
+               .isoformat() for h in hours[:50]]
+    assert bucket_hours(shifted).tolist() == hours[:50].tolist()
+    assert bucket_hours([]).tolist() == []

@@ -229,7 +229,8 @@ def summarize(counts: MetricCounts, confidence: float = 0.95, *,
     return summarize_windows(counts, (), confidence, start=start, end=end)[0]
 
 
-Window = tuple["datetime | None", "datetime | None"]
+Window = tuple[datetime | None, datetime | None]
+"""A [start, end) of hour buckets by their start (None: unbounded)."""
 
 
 def summarize_windows(counts: MetricCounts, windows: Sequence[Window],

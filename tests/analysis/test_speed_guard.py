@@ -10,8 +10,8 @@ the Holm-corrected change between the two halves) and the summary table. The *nu
 the same sums and the same debiasing over arrays already in memory. The promise is a ratio,
 not a time: the machines are shared and noisy, and both sides are measured side by side in
 this run, each the best of a few tries. Today's code is about 3x its floor (with the Redis
-read); the code before issue 28 built a datetime per hour and was 60x to 90x (boolean) and
-about 25x (categorical).
+read); the code before issue 28 built a datetime per hour and was 79x to 89x (boolean) and
+23x to 28x (categorical).
 
 Both cases use the default collection policy (memoized, one report per device per day), so
 every interval is a window interval with its design effect; the categorical case also has one

@@ -9,10 +9,11 @@ from datetime import datetime
 from typing import Any
 
 from deniable.analysis.breakdown import DEFAULT_MIN_REPORTS, Breakdown, breakdown
+from deniable.analysis.categorical import CategoryEstimates
 from deniable.analysis.changes import FAMILIES, FamilyError, correct_family
-from deniable.analysis.compare import (Comparison, ComparisonError, compare_categories,
-                                       compare_windows)
-from deniable.analysis.estimate import is_categorical, summarize
+from deniable.analysis.compare import (Comparison, ComparisonError, category_changes,
+                                       window_change)
+from deniable.analysis.estimate import summarize_windows
 from deniable.analysis.html import MetricSection
 from deniable.analysis.sources import CountsSource, default_range
 from deniable.analysis.timeseries import floor, rolling, series
@@ -77,15 +78,20 @@ def analyze(source: CountsSource, metrics: Sequence[str] | None = None, *,
         ts = series(counts, granularity, start, end, confidence)
         if rolling_window:
             ts = rolling(ts, rolling_window)
-        sections.append(MetricSection(ts, summarize(counts, confidence, start=start, end=end)))
+        # The whole range and its two halves, debiased at once (summarize, compare_windows
+        # and compare_categories give the same numbers one by one).
+        summary, (a, b) = summarize_windows(counts, [(start, split), (split, end)],
+                                            confidence, start=start, end=end)
+        sections.append(MetricSection(ts, summary))
         try:
-            if is_categorical(counts.metric):  # one comparison per category, in the family
-                raw.extend(compare_categories(counts, (start, split), (split, end),
-                                              alpha=alpha, confidence=confidence,
-                                              correction=None))
+            if isinstance(a, CategoryEstimates):  # one comparison per category, in the family
+                raw.extend(category_changes(counts.metric, a, b,  # type: ignore[arg-type]
+                                            (start, split), (split, end), alpha=alpha,
+                                            confidence=confidence, correction=None))
             else:
-                raw.append(compare_windows(counts, (start, split), (split, end), alpha=alpha,
-                                           confidence=confidence))
+                raw.append(window_change(counts.metric, a, b,  # type: ignore[arg-type]
+                                         (start, split), (split, end), alpha=alpha,
+                                         confidence=confidence))
         except ComparisonError:
             pass
         if version is None and (counts.metric.version or 1) >= 2 and not rolling_window:

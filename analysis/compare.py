@@ -43,7 +43,7 @@ from statistics import NormalDist
 from deniable.client.mechanism import Estimate, z_score
 from deniable.analysis.estimate import is_categorical, window_categories, window_estimate
 from deniable.analysis.categorical import CategoryEstimates
-from deniable.analysis.sources import MetricCounts
+from deniable.analysis.sources import MetricCounts, MetricInfo
 
 CORRECTIONS = ("holm", "bonferroni", "none")
 
@@ -117,9 +117,18 @@ def compare_windows(counts: MetricCounts, before: tuple[datetime, datetime],
                               "categories with compare_categories")
     a = window_estimate(counts, *before, confidence=confidence)
     b = window_estimate(counts, *after, confidence=confidence)
-    return replace(difference(a, b, label=counts.metric.name, name_a=_window_name(before),
-                              name_b=_window_name(after), alpha=alpha, confidence=confidence),
-                   metric=counts.metric.name, kind=counts.metric.kind)
+    return window_change(counts.metric, a, b, before, after, alpha=alpha,
+                         confidence=confidence)
+
+
+def window_change(metric: MetricInfo, a: Estimate, b: Estimate,
+                  before: tuple[datetime, datetime], after: tuple[datetime, datetime], *,
+                  alpha: float = 0.05, confidence: float = 0.95) -> Comparison:
+    """``compare_windows`` of the two windows' estimates, already made (as
+    ``estimate.summarize_windows`` makes them)."""
+    return difference(a, b, label=metric.name, name_a=_window_name(before),
+                      name_b=_window_name(after), alpha=alpha, confidence=confidence,
+                      metric=metric.name, kind=metric.kind)
 
 
 def compare_categories(counts: MetricCounts, before: tuple[datetime, datetime],
@@ -138,15 +147,29 @@ def compare_categories(counts: MetricCounts, before: tuple[datetime, datetime],
         raise ComparisonError(f"{metric.name} is {metric.kind}: use compare_windows")
     a = window_categories(counts, *before, confidence=confidence)
     b = window_categories(counts, *after, confidence=confidence)
+    return category_changes(metric, a, b, before, after, alpha=alpha, confidence=confidence,
+                            correction=correction)
+
+
+def category_changes(metric: MetricInfo, a: CategoryEstimates, b: CategoryEstimates,
+                     before: tuple[datetime, datetime], after: tuple[datetime, datetime], *,
+                     alpha: float = 0.05, confidence: float = 0.95,
+                     correction: str | None = "holm") -> list[Comparison]:
+    """``compare_categories`` of the two windows' category estimates, already made (as
+    ``estimate.summarize_windows`` makes them).
+
+    Raises:
+        ComparisonError: a window without reports.
+    """
     if a.n == 0 or b.n == 0:
         raise ComparisonError(f"{metric.name}: a side has no reports (n_a={a.n}, n_b={b.n})")
     found = []
+    name_a, name_b = _window_name(before), _window_name(after)
     for i, category in enumerate(a.labels):
-        found.append(replace(
-            difference(_category_estimate(a, i), _category_estimate(b, i),
-                       label=f"{metric.name}: {category}", name_a=_window_name(before),
-                       name_b=_window_name(after), alpha=alpha, confidence=confidence),
-            metric=metric.name, category=category, kind=metric.kind))
+        found.append(difference(_category_estimate(a, i), _category_estimate(b, i),
+                                label=f"{metric.name}: {category}", name_a=name_a,
+                                name_b=name_b, alpha=alpha, confidence=confidence,
+                                metric=metric.name, category=category, kind=metric.kind))
     return correct(found, correction, alpha) if correction else found
 
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -34,7 +35,7 @@ from deniable.analysis.sources import MetricCounts, MetricInfo
 
 if TYPE_CHECKING:
     from deniable.analysis.categorical import CategoryEstimates
-from deniable.analysis.window import design_effect, estimand, periods_in
+from deniable.analysis.window import design_effect, estimand, period_ids
 from deniable.collector.window import channel_rr
 
 FloatArray = NDArray[np.float64]
@@ -246,55 +247,110 @@ def summarize(counts: MetricCounts, confidence: float = 0.95, *,
     Boolean: the share of yes; numeric: the mean (in its units, ``lower``/``upper`` set);
     categorical and histogram: ``categories`` (per-category shares, both kinds of interval).
     ``start`` and ``end`` name the range the counts cover, for the outputs."""
+    return summarize_windows(counts, (), confidence, start=start, end=end)[0]
+
+
+Window = tuple[datetime | None, datetime | None]
+"""A [start, end) of hour buckets by their start (None: unbounded)."""
+
+
+def summarize_windows(counts: MetricCounts, windows: Sequence[Window],
+                      confidence: float = 0.95, *, start: datetime | None = None,
+                      end: datetime | None = None
+                      ) -> tuple[MetricSummary, list[Estimate | CategoryEstimates]]:
+    """``summarize(counts)`` and the estimate over each of ``windows`` (the hour buckets
+    that start in [start, end), None unbounded) from one debiasing of all their sums: the
+    same numbers as ``summarize``, ``window_estimate`` and ``window_categories`` each give
+    (the estimators are element-wise), for a report's whole range and its two halves.
+
+    Returns:
+        (the summary, per window an ``Estimate``, or ``CategoryEstimates`` for a categorical
+        or histogram metric).
+    """
     metric = counts.metric
-    policy = metric.policy
-    periods = max(periods_in(counts.hours, counts.n, policy), 1)  # type: ignore[arg-type]
-    total = counts.values.sum(axis=0, dtype=np.int64).reshape(1, -1)
-    if not len(counts.hours):
-        total = np.zeros((1, counts.width), np.int64)
+    totals, periods = window_totals(counts, [(None, None), *windows])
+    e, simultaneous = debias_values(metric, totals, confidence, periods)
+    if is_categorical(metric):
+        from deniable.analysis.categorical import from_arrays
+
+        assert simultaneous is not None
+        found: list[Estimate | CategoryEstimates] = [
+            from_arrays(metric.spec.labels, totals, e, simultaneous, i, metric.mechanism,
+                        int(periods[i])) for i in range(len(totals))]
+        deff = found[0].design_effect  # type: ignore[union-attr]
+    else:
+        found = [_estimate(e, i) for i in range(len(totals))]
+        deff = float(e.design_effect[0])  # type: ignore[index]
+    return (_summary(metric, found[0], int(periods[0]), deff, confidence, start, end),
+            found[1:])
+
+
+def _estimate(e: Estimates, i: int) -> Estimate:
+    """Row ``i`` of a boolean or numeric ``Estimates`` as an ``Estimate``."""
+    return Estimate(n=int(e.n[i]), ones=int(e.ones[i]), yes_rate=float(e.yes_rate[i]),
+                    value=float(e.estimate[i]), unclipped=float(e.unclipped[i]),
+                    stderr=float(e.stderr[i]), ci_low=float(e.ci_low[i]),
+                    ci_high=float(e.ci_high[i]), confidence=e.confidence,
+                    clipped=bool(e.clipped[i]), wide=bool(e.wide[i]),
+                    interval_clipped=bool(e.interval_clipped[i]))  # type: ignore[index]
+
+
+def _summary(metric: MetricInfo, found: Estimate | CategoryEstimates, periods: int,
+             design_effect: float, confidence: float, start: datetime | None,
+             end: datetime | None) -> MetricSummary:
+    """The MetricSummary of a metric's pooled estimate over ``periods`` periods."""
     mechanism = metric.mechanism
+    policy = metric.policy
     common = dict(metric=metric.name, description=metric.description, mechanism=mechanism.id,
                   epsilon=mechanism.epsilon, confidence=confidence, periods=periods,
                   policy=policy.summary(), estimand=estimand(policy, periods, kind=metric.kind),
                   version=metric.version, start=start, end=end, kind=metric.kind)
-    if is_categorical(metric):
-        from deniable.analysis.categorical import from_arrays
-
-        marginal, simultaneous = debias_values(metric, total, confidence,
-                                               np.array([periods]))
-        assert simultaneous is not None
-        cats = from_arrays(metric.spec.labels, total, marginal, simultaneous, 0, mechanism,
-                           periods)
-        n = int(total[0, 0])
+    if not isinstance(found, Estimate):
+        n = found.n
         nan = float("nan")
         return MetricSummary(
             n=n, ones=0, yes_rate=nan, estimate=nan, unclipped=nan, stderr=nan,
             ci_low=nan, ci_high=nan, clipped=False,
-            wide=bool(n and np.max(cats.ci_high - cats.ci_low) >= 0.5),
-            interval_clipped=False, design_effect=cats.design_effect, categories=cats,
+            wide=bool(n and np.max(found.ci_high - found.ci_low) >= 0.5),
+            interval_clipped=False, design_effect=design_effect, categories=found,
             **common)  # type: ignore[arg-type]
-    e, _ = debias_values(metric, total, confidence, np.array([periods]))
     lower, upper = numeric_range(mechanism) if metric.kind == "numeric" else (None, None)
     return MetricSummary(
-        n=int(e.n[0]), ones=int(e.ones[0]), yes_rate=float(e.yes_rate[0]),
-        estimate=float(e.estimate[0]), unclipped=float(e.unclipped[0]),
-        stderr=float(e.stderr[0]), ci_low=float(e.ci_low[0]), ci_high=float(e.ci_high[0]),
-        clipped=bool(e.clipped[0]), wide=bool(e.wide[0]),
-        interval_clipped=bool(e.interval_clipped[0]),  # type: ignore[index]
-        design_effect=float(e.design_effect[0]),  # type: ignore[index]
-        lower=lower, upper=upper, **common)  # type: ignore[arg-type]
+        n=found.n, ones=found.ones, yes_rate=found.yes_rate, estimate=found.value,
+        unclipped=found.unclipped, stderr=found.stderr, ci_low=found.ci_low,
+        ci_high=found.ci_high, clipped=found.clipped, wide=found.wide,
+        interval_clipped=found.interval_clipped, design_effect=design_effect, lower=lower, upper=upper, **common)  # type: ignore[arg-type]
+
+
+def window_totals(counts: MetricCounts, windows: Sequence[Window]
+                  ) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+    """(summed counter slots, shape (windows, width); reporting periods with reports, at
+    least 1, shape (windows,)) over the hour buckets that start in each [start, end) of
+    ``windows`` (None: unbounded). The buckets' periods are numbered once, and each window
+    is a slice of them: hours are sorted, so their period numbers are too."""
+    busy = np.flatnonzero(counts.n > 0)
+    ids = period_ids(counts.hours[busy], counts.metric.policy)
+    # begun[k]: the periods that begin among the first k busy buckets.
+    begins = np.ones(ids.size, dtype=bool)
+    begins[1:] = ids[1:] != ids[:-1]
+    begun = np.concatenate(([0], np.cumsum(begins)))
+    totals = np.zeros((len(windows), counts.width), np.int64)
+    periods = np.ones(len(windows), np.int64)
+    for i, (start, end) in enumerate(windows):
+        within = counts.between(start, end)
+        totals[i] = counts.values[within].sum(axis=0, dtype=np.int64)
+        lo, hi = np.searchsorted(busy, (within.start, within.stop))
+        if hi > lo:  # the periods begun in the window, and the one it starts inside of
+            periods[i] = begun[hi] - begun[lo] + (0 if begins[lo] else 1)
+    return totals, periods
 
 
 def window_values(counts: MetricCounts, start: datetime | None = None,
                   end: datetime | None = None) -> tuple[NDArray[np.int64], int]:
     """(summed counter slots of shape (width,), reporting periods with reports) over the hour
     buckets that start in [start, end) (all by default)."""
-    mask = np.array([(start is None or start <= s) and (end is None or s < end)
-                     for s in counts.starts], dtype=bool)
-    starts = [s for s, m in zip(counts.starts, mask) if m]
-    values = counts.values[mask] if mask.size else counts.values
-    periods = periods_in(starts, values[:, 0], counts.metric.policy)
-    return values.sum(axis=0, dtype=np.int64).reshape(-1), max(periods, 1)
+    totals, periods = window_totals(counts, [(start, end)])
+    return totals[0], int(periods[0])
 
 
 def window_estimate(counts: MetricCounts, start: datetime | None = None,

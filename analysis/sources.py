@@ -24,6 +24,7 @@ from deniable.client.mechanism import RandomizedResponse
 from deniable.client.period import DEFAULT_POLICY, CollectionPolicy, parse_policy
 from deniable.client.transport import DEFAULT_TIMEOUT
 from deniable.collector import keys
+from deniable.collector.periods import first_hour_from
 
 
 class SourceError(DeniableError):
@@ -157,6 +158,9 @@ class MetricCounts:
         if len(hours) > 1 and not bool(np.all(hours[1:] > hours[:-1])):
             order = np.argsort(hours, kind="stable")
             hours, values = hours[order], values[order]
+        # Column-major: each slot's counts lie together, so sums over buckets (a window's,
+        # a day's) read memory in order (about 50x faster than row-major for width 2).
+        values = np.asfortranarray(values)
         object.__setattr__(self, "metric", metric)
         object.__setattr__(self, "hours", hours)
         object.__setattr__(self, "values", values)
@@ -172,6 +176,14 @@ class MetricCounts:
     def starts(self) -> list[datetime]:
         """Bucket start times (UTC datetimes; built on demand, not for hot paths)."""
         return [keys.hour_start(int(h)) for h in self.hours]
+
+    def between(self, start: datetime | None = None, end: datetime | None = None) -> slice:
+        """The rows of the hour buckets that start in [start, end) (None: unbounded), as a
+        slice of ``hours`` and ``values``: two binary searches on the sorted hour indexes."""
+        lo = 0 if start is None else int(np.searchsorted(self.hours, first_hour_from(start)))
+        hi = len(self.hours) if end is None else \
+            int(np.searchsorted(self.hours, first_hour_from(end)))
+        return slice(lo, max(lo, hi))
 
 
 class CountsSource(Protocol):
@@ -372,9 +384,22 @@ class HTTPSource:
 def _counts_of(info: MetricInfo, buckets: list[dict[str, Any]]) -> MetricCounts:
     """MetricCounts of a counts document's buckets."""
     width = info.mechanism.width
-    return MetricCounts(info, [datetime.fromisoformat(b["start"]) for b in buckets],
+    return MetricCounts(info, bucket_hours([b["start"] for b in buckets]),
                         values=np.array([_bucket_values(b, width) for b in buckets],
                                         dtype=np.int64).reshape(-1, width))
+
+
+UTC_SUFFIX = "+00:00"
+
+
+def bucket_hours(starts: Sequence[str]) -> NDArray[np.int64]:
+    """Hour indexes of ISO 8601 bucket starts (the counts API's ``start``), shape (buckets,):
+    numpy parses the UTC times the collector writes (``2026-11-02T13:00:00+00:00``) at once,
+    and ``datetime.fromisoformat`` any other spelling, one by one."""
+    if all(len(s) == 25 and s.endswith(UTC_SUFFIX) for s in starts):
+        seconds = np.array([s[:19] for s in starts], dtype="datetime64[s]").astype(np.int64)
+        return seconds // keys.HOUR_SECONDS
+    return np.array([keys.hour_index(datetime.fromisoformat(s)) for s in starts], np.int64)
 
 
 class RedisSource:
@@ -574,6 +599,11 @@ def decode_months(months: Sequence[tuple[keys.Month, bytes | None]], width: int,
         chunks.append(raw[:size] + bytes(size - len(raw)) if len(raw) != size else raw)
     values = np.frombuffer(b"".join(chunks), dtype=keys.COUNTER_DTYPE).reshape(-1, width)
     base = months[0][0].first_hour
-    block = values[max(first_hour - base, 0):max(end_hour - base, 0)]
+    # Native integers first, column-major (as MetricCounts keeps them): picking rows out of
+    # big-endian counters directly is about 20x slower.
+    block = values[max(first_hour - base, 0):max(end_hour - base, 0)].astype(np.int64,
+                                                                             order="F")
     present = np.flatnonzero(block[:, 0])
-    return present + max(first_hour, base), block[present].astype(np.int64)
+    if present.size != len(block):
+        block = np.asfortranarray(block[present])
+    return present + max(first_hour, base), block

@@ -14,9 +14,8 @@ estimator applied to arrays.
 from __future__ import annotations
 
 import functools
-import math
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -24,8 +23,7 @@ from numpy.typing import NDArray
 
 from deniable.analysis.estimate import Estimates, debias_values
 from deniable.analysis.sources import MetricCounts, MetricInfo
-from deniable.collector import keys
-from deniable.collector import rollup as periods
+from deniable.collector import periods
 from deniable.analysis.window import bucket_periods, rolling_periods
 
 if TYPE_CHECKING:
@@ -97,6 +95,11 @@ class TimeSeries:
         return STEPS[self.granularity]
 
     @property
+    def hours(self) -> NDArray[np.int64]:
+        """Bucket starts as hour indexes (hours since the Unix epoch), shape (buckets,)."""
+        return np.array([periods.hour_index(s) for s in self.starts], dtype=np.int64)
+
+    @property
     def ends(self) -> list[datetime]:
         """Each bucket's end (exclusive)."""
         return [s + self.step for s in self.starts]
@@ -124,7 +127,7 @@ def _grid_hours(start: datetime, end: datetime, granularity: str) -> tuple[int, 
 def _grid_starts(first: int, count: int, granularity: str) -> tuple[datetime, ...]:
     """Bucket starts as datetimes, built once per grid (every metric of a report shares it)."""
     step = periods.SPAN_HOURS[granularity]
-    return tuple(keys.hour_start(first + i * step) for i in range(count))
+    return tuple(periods.hour_start(first + i * step) for i in range(count))
 
 
 def rollup(counts: MetricCounts, granularity: str = "day", start: datetime | None = None,
@@ -145,35 +148,42 @@ def rollup_values(counts: MetricCounts, granularity: str = "day",
                   ) -> tuple[list[datetime], NDArray[np.int64]]:
     """Sum hour buckets' counter slots into evenly spaced buckets: (starts, values of shape
     (buckets, width)), every slot summed as ``rollup`` sums n and ones."""
+    starts, values, _ = _rolled(counts, granularity, start, end)
+    return starts, values
+
+
+def _rolled(counts: MetricCounts, granularity: str, start: datetime | None,
+            end: datetime | None) -> tuple[list[datetime], NDArray[np.int64], NDArray[np.int64]]:
+    """``rollup_values``, and the index of the bucket holding each hour (-1: outside)."""
     _check_granularity(granularity)
     if start is None or end is None:
         if not len(counts.hours):
-            return [], np.zeros((0, counts.width), np.int64)
-        start = start or keys.hour_start(int(counts.hours[0]))
-        end = end or keys.hour_start(int(counts.hours[-1]) + 1)
+            return [], np.zeros((0, counts.width), np.int64), np.zeros(0, np.int64)
+        start = start or periods.hour_start(int(counts.hours[0]))
+        end = end or periods.hour_start(int(counts.hours[-1]) + 1)
     first, count = _grid_hours(start, end, granularity)
     step = periods.SPAN_HOURS[granularity]
     # Hours are sorted (MetricCounts sorts them), so their slots are too: the grid's hours are
     # one slice, and each slot's sum one reduceat over the run where it starts.
     slots = (periods.period_hour(counts.hours, granularity) - first) // step
     lo, hi = np.searchsorted(slots, [0, count])
-    slots = slots[lo:hi]
+    inside = slots[lo:hi]
     values = np.zeros((count, counts.width), np.int64)
-    if len(slots):
-        edges = np.flatnonzero(np.concatenate(([True], slots[1:] != slots[:-1])))
-        values[slots[edges]] = np.add.reduceat(counts.values[lo:hi], edges, axis=0)
-    return list(_grid_starts(first, count, granularity)), values
+    if len(inside):
+        edges = np.flatnonzero(np.concatenate(([True], inside[1:] != inside[:-1])))
+        values[inside[edges]] = np.add.reduceat(counts.values[lo:hi], edges, axis=0)
+    held = np.full(len(slots), -1, np.int64)
+    held[lo:hi] = inside
+    return list(_grid_starts(first, count, granularity)), values, held
 
 
 def series(counts: MetricCounts, granularity: str = "day", start: datetime | None = None,
            end: datetime | None = None, confidence: float = 0.95) -> TimeSeries:
     """Estimates and intervals per hour, day or week bucket over [start, end)."""
-    starts, values = rollup_values(counts, granularity, start, end)
+    starts, values, slots = _rolled(counts, granularity, start, end)
     # Each bucket's reporting periods: its interval holds over all of them (analysis.window).
-    index = {s: i for i, s in enumerate(starts)}
-    slots = np.array([index.get(floor(s, granularity), -1) for s in counts.starts], np.int64)
-    periods = bucket_periods(counts.hours, counts.n, slots, len(starts), counts.metric.policy)
-    estimates, simultaneous = debias_values(counts.metric, values, confidence, periods)
+    pooled = bucket_periods(counts.hours, counts.n, slots, len(starts), counts.metric.policy)
+    estimates, simultaneous = debias_values(counts.metric, values, confidence, pooled)
     return TimeSeries(counts.metric, granularity, starts, estimates, 1, start, end, values,
                       simultaneous)
 
@@ -192,10 +202,10 @@ def rolling(ts: TimeSeries, window: int) -> TimeSeries:
     rolled = np.stack([_trailing_sum(values[:, j], window) for j in range(values.shape[1])],
                       axis=1) if len(values) else values
     own = e.periods if e.periods is None or e.periods.ndim == 1 else e.periods[:, 0]
-    periods = rolling_periods(ts.starts, n, own if own is not None
-                              else (n > 0).astype(np.int64), ts.step.total_seconds(),
-                              ts.metric.policy, window)
-    estimates, simultaneous = debias_values(ts.metric, rolled, e.confidence, periods)
+    pooled = rolling_periods(ts.hours, n, own if own is not None
+                             else (n > 0).astype(np.int64), ts.step.total_seconds(),
+                             ts.metric.policy, window)
+    estimates, simultaneous = debias_values(ts.metric, rolled, e.confidence, pooled)
     return TimeSeries(ts.metric, ts.granularity, list(ts.starts), estimates,
                       window * ts.window, ts.range_start, ts.range_end, rolled, simultaneous)
 
@@ -215,10 +225,5 @@ def _check_granularity(granularity: str) -> str:
 
 def window_counts(counts: MetricCounts, start: datetime, end: datetime) -> tuple[int, int]:
     """(n, ones) summed over the hour buckets that start in [start, end)."""
-    start_utc = start.replace(tzinfo=timezone.utc) if start.tzinfo is None else start
-    end_utc = end.replace(tzinfo=timezone.utc) if end.tzinfo is None else end
-    # Hour h starts in [start, end) iff ceil(start / 1 h) <= h < ceil(end / 1 h); hours are
-    # sorted, so two binary searches find the slice.
-    bounds = [-(-int(math.ceil(t.timestamp())) // keys.HOUR_SECONDS) for t in (start_utc, end_utc)]
-    lo, hi = np.searchsorted(counts.hours, bounds)
-    return int(counts.n[lo:hi].sum()), int(counts.ones[lo:hi].sum())
+    within = counts.between(start, end)
+    return int(counts.n[within].sum()), int(counts.ones[within].sum())

@@ -25,11 +25,24 @@ the same ingest script into ``keys.series_counters`` strings), then
    pairs): the time from Redis to the breakdown report;
 7. prints Redis bytes per metric per day per value (MEMORY USAGE of the series strings; the
    same target per counted series as per metric: <= 2 KB).
+
+Every kind (issue 28; ``--numeric-metrics``, ``--categorical-metrics``, 0 skips): a year of
+numeric metrics (1BitMean on [0, 5000]) and of categorical metrics of d = 64 categories (the
+registry's default mechanism for them), each kind's Redis -> report time beside its own numpy
+floor (the same sums; the same debiasing, both intervals of a categorical metric). Ten distinct
+years per kind go through the ingest script; the other metrics get copies of their month
+strings (Redis COPY): each metric is still read and analysed on its own.
+
+Every ratio is printed again at the end, all measured side by side in this one run (the
+machine may be shared: compare ratios, not times across runs). ``--profile`` prints the top of
+a cProfile of one boolean analysis.
 """
 from __future__ import annotations
 
 import argparse
+import cProfile
 import json
+import pstats
 from concurrent.futures import ThreadPoolExecutor
 import secrets
 import sys
@@ -45,7 +58,8 @@ import redis
 from deniable.analysis import RedisSource, analyze, render_html
 from deniable.analysis.breakdown import breakdown
 from deniable.analysis.breakdown_report import render_breakdowns
-from deniable.analysis.estimate import debias
+from deniable.analysis.categorical import category_arrays
+from deniable.analysis.estimate import debias, slot_channel
 from deniable.analysis.report import render_table
 from deniable.client.dimensions import Dimensions
 from deniable.client.kinds import MetricSpec
@@ -55,6 +69,11 @@ from deniable.collector.embedded import RedisServer
 from deniable.collector.store import Outcome, Store, connect
 
 MECHANISM = "rr:1/2:1/2"
+NUMERIC = MetricSpec.build("numeric", epsilon=1.0, lower=0, upper=5000)
+CATEGORICAL = MetricSpec.build("categorical", epsilon=2.0,
+                               categories=[f"c{i}" for i in range(64)])
+RATIOS: list[str] = []
+"""Every ratio of the run, printed again at its end."""
 
 
 def metric_names(count: int) -> list[str]:
@@ -210,6 +229,117 @@ def bench_breakdown(server: RedisServer, tmp: str, count: int, values: int, days
           f"pairs each, tables): {min(runs):.2f} s (best of 3; first {runs[0]:.2f} s); "
           f"{min(runs) / count * 1000:.1f} ms per metric; v3 found to differ in "
           f"{differs}/{count} metrics")
+    RATIOS.append(f"{count} boolean metrics x {days} days x {values} values, Redis -> "
+                  f"breakdown report: {min(runs):.2f} s (target < 2 s)")
+    client.close()
+
+
+def register_specs(client: redis.Redis, names: list[str], spec: MetricSpec,
+                   retention_days: int) -> None:
+    """Registry entries (the live registry's JSON) for metrics of ``spec``, default policy."""
+    for i, name in enumerate(names):
+        version = {"version": 1, "mechanism": spec.mechanism.id,
+                   "registered": "2026-01-01T00:00:00+00:00", "memoization": "memoized",
+                   "instantaneous": None, "period": "day", **spec.describe()}
+        client.hset(keys.registry(), name, json.dumps({
+            "name": name, "description": f"bench {spec.kind} metric {i}",
+            "retention_days": retention_days, "retired": None, "versions": [version]}))
+    client.set(keys.registry_generation(), secrets.token_hex(8))
+
+
+def build_copies(store: Store, client: redis.Redis, names: list[str], spec: MetricSpec,
+                 first_hour: int, hours: int, retention_days: int, seed: int) -> float:
+    """Ten distinct years through the ingest script (Poisson(120) reports per hour; each
+    slot a binomial share of them), every other metric a COPY of one; seconds taken."""
+    width = spec.mechanism.width
+    now = datetime.now(timezone.utc)
+    began = time.perf_counter()
+    distinct = names[:10]
+    for i, name in enumerate(distinct):
+        rng = np.random.default_rng(seed * 1_000_003 + i)
+        n = rng.poisson(120, hours) + 1
+        share = 0.2 + 0.6 * rng.random() if width == 2 else 1.5 / width
+        slots = [rng.binomial(n, share) for _ in range(width - 1)]
+        rows = np.column_stack([n, *slots]).tolist()
+        outcome = store.add_hours(name, spec.mechanism.id,
+                                  {first_hour + h: tuple(r) for h, r in enumerate(rows)},
+                                  retention_days, f"bench-{secrets.token_hex(8)}", now, 3600)
+        assert outcome is Outcome.APPLIED
+    months = keys.months(first_hour, first_hour + hours)
+    pipe = client.pipeline(transaction=False)
+    for i, name in enumerate(names[len(distinct):]):
+        for month in months:
+            pipe.copy(keys.counters(distinct[i % len(distinct)], spec.mechanism.id, month),
+                      keys.counters(name, spec.mechanism.id, month))
+    assert all(pipe.execute())
+    return time.perf_counter() - began
+
+
+def kind_floor(arrays: list[tuple[np.ndarray, np.ndarray]], spec: MetricSpec, first_hour: int,
+               split_hour: int) -> float:
+    """The numpy floor of any kind: per metric, the daily sums and the sums over the range
+    and its two halves of every slot, debiased (both intervals of a categorical metric, a
+    numeric metric's scaled mean left in [0, 1]); seconds taken."""
+    channel = slot_channel(spec.mechanism)
+    categorical = spec.mechanism.width > 2
+
+    def estimate(values: np.ndarray) -> None:
+        if categorical:
+            category_arrays(values, spec.mechanism)
+        else:
+            debias(channel, values[:, 1], values[:, 0])
+
+    began = time.perf_counter()
+    for hours, values in arrays:
+        day = (hours - first_hour) // 24
+        edges = np.flatnonzero(np.concatenate(([True], day[1:] != day[:-1])))
+        estimate(np.add.reduceat(values, edges, axis=0))
+        estimate(values.sum(axis=0, keepdims=True))
+        before = int(np.searchsorted(hours, split_hour))
+        estimate(np.stack([values[:before].sum(axis=0), values[before:].sum(axis=0)]))
+    return time.perf_counter() - began
+
+
+def bench_kind(server: RedisServer, spec: MetricSpec, count: int, days: int, start: datetime,
+               end: datetime, seed: int) -> None:
+    """A year of ``count`` metrics of ``spec``'s kind: Redis -> report beside its floor."""
+    label = f"{spec.kind}" + (f" d = {spec.mechanism.width - 1}"
+                              if spec.mechanism.width > 2 else "")
+    names = [f"{spec.kind}_{i:04d}" for i in range(count)]
+    hours = days * 24
+    first_hour, _ = keys.hour_range(start, end)
+    client = redis.Redis.from_url(server.url)
+    register_specs(client, names, spec, days + 40)
+    # A year of d = 64 is one script call of a million arguments: no 2 s socket timeout.
+    built = build_copies(Store(connect(server.url, timeout_seconds=120)), client, names, spec,
+                         first_hour, hours, days + 40, seed)
+    print(f"{label} bench: {count} metrics x {hours} hourly buckets ({days} days), "
+          f"{spec.mechanism.id}; built in {built:.1f} s")
+    split = start + (end - start) / 2
+    runs, cpu = [], []
+    for _ in range(3):
+        source = RedisSource(server.url)
+        source.metrics()
+        began, began_cpu = time.perf_counter(), time.process_time()
+        analysis = analyze(source, names, start=start, end=end, granularity="day",
+                           split=split)
+        table = render_table([s.summary for s in analysis.sections])
+        runs.append(time.perf_counter() - began)
+        cpu.append(time.process_time() - began_cpu)
+    assert len(analysis.sections) == count and table and analysis.comparisons
+    arrays = [(c.hours, c.values) for c in (source.counts(name, start, end) for name in names)]
+    assert all(len(h) == hours for h, _ in arrays)  # every hour read back
+    floor = min(kind_floor(arrays, spec, first_hour, keys.hour_index(split)) for _ in range(3))
+    best = min(runs)
+    print(f"  Redis -> report: {best:.2f} s (best of 3; first {runs[0]:.2f} s; this "
+          f"process's CPU {min(cpu):.2f} s); numpy floor {floor:.3f} s; ratio "
+          f"{best / floor:.1f}x; {len(analysis.comparisons)} Holm-corrected comparisons")
+    RATIOS.append(f"{count} {label} metrics x {days} days, Redis -> report: {best:.2f} s "
+                  f"(CPU of this process {min(cpu):.2f} s), {best / floor:.1f}x its numpy "
+                  f"floor ({floor:.3f} s)")
+    for key in client.scan_iter(match=f"{keys.PREFIX}:{{{spec.kind}_*", count=1000):
+        client.unlink(key)  # free the memory before the next kind
+    client.hdel(keys.registry(), *names)
     client.close()
 
 
@@ -240,6 +370,13 @@ def main() -> int:
     parser.add_argument("--values", type=int, default=10, help="values of that dimension (10)")
     parser.add_argument("--only-breakdown", action="store_true",
                         help="run only the breakdown bench")
+    parser.add_argument("--numeric-metrics", type=int, default=1000,
+                        help="numeric metrics (1000; 0 skips)")
+    parser.add_argument("--categorical-metrics", type=int, default=100,
+                        help="categorical metrics of d = 64 (100, about 230 MB of Redis; "
+                             "0 skips)")
+    parser.add_argument("--profile", action="store_true",
+                        help="print the top of a cProfile of one boolean analysis")
     args = parser.parse_args()
     names = metric_names(args.metrics)
     hours = args.days * 24
@@ -272,21 +409,22 @@ def main() -> int:
               f"{per_day_keys:.0f} B (MEMORY USAGE of the counters strings); target <= 2048 B")
 
         split = start + (end - start) / 2
-        runs = []
+        runs, cpu = [], []
         for _ in range(3):  # a fresh source each time: nothing read is reused
             source = RedisSource(server.url, metrics_file)
             source.metrics()  # the registry read once, as a report does before its loop
-            began = time.perf_counter()
+            began, began_cpu = time.perf_counter(), time.process_time()
             analysis = analyze(source, names, start=start, end=end, granularity="day",
                                split=split)
             table = render_table([s.summary for s in analysis.sections])
             runs.append(time.perf_counter() - began)
+            cpu.append(time.process_time() - began_cpu)
         report_seconds = min(runs)
         assert len(analysis.sections) == args.metrics and table
         assert all(len(s.series) in (args.days, args.days + 1) for s in analysis.sections)
         print(f"  Redis -> report (daily series, whole-range estimates with intervals, changes, "
-              f"summary table): {report_seconds:.2f} s (best of 3; first {runs[0]:.2f} s); "
-              f"target < 2 s")
+              f"summary table): {report_seconds:.2f} s (best of 3; first {runs[0]:.2f} s; "
+              f"this process's CPU {min(cpu):.2f} s); target < 2 s")
 
         arrays = []
         for name in names:
@@ -296,13 +434,42 @@ def main() -> int:
                     for _ in range(3))
         print(f"  numpy floor (same sums and debiasing over arrays in memory): {floor:.3f} s; "
               f"ratio {report_seconds / floor:.1f}x (target <= 3x)")
+        boolean = MetricSpec("boolean", RandomizedResponse.from_id(MECHANISM))
+        by_kind = [(c.hours, c.values) for c in (source.counts(name, start, end)
+                                                 for name in names)]
+        reduceat_floor = min(kind_floor(by_kind, boolean, first_hour, keys.hour_index(split))
+                             for _ in range(3))
+        print(f"  the other kinds' floor (daily sums by reduceat, not bincount): "
+              f"{reduceat_floor:.3f} s; ratio {report_seconds / reduceat_floor:.1f}x")
+        RATIOS.insert(0, f"{args.metrics} boolean metrics x {args.days} days, Redis -> report: "
+                         f"{report_seconds:.2f} s (target < 2 s; CPU of this process "
+                         f"{min(cpu):.2f} s), {report_seconds / floor:.1f}x the numpy floor "
+                         f"({floor:.3f} s; target <= 3x), {report_seconds / reduceat_floor:.1f}x "
+                         f"the other kinds' floor ({reduceat_floor:.3f} s)")
 
         began = time.perf_counter()
         document = render_html(analysis.sections, analysis.comparisons)
         html_seconds = time.perf_counter() - began
         size = len(document.encode())
         print(f"  HTML report: {html_seconds:.2f} s, {size / 1e6:.2f} MB")
+        RATIOS.insert(1, f"HTML report of the {args.metrics} boolean metrics: {html_seconds:.2f} s "
+                         f"({html_seconds / report_seconds:.1f}x the Redis -> report time), "
+                         f"{size / 1e6:.2f} MB")
+        if args.profile:
+            profile = cProfile.Profile()
+            source = RedisSource(server.url, metrics_file)
+            source.metrics()
+            profile.runcall(analyze, source, names, start=start, end=end, granularity="day",
+                            split=split)
+            pstats.Stats(profile).sort_stats("tottime").print_stats(25)
         client.close()
+        for spec, count in ((NUMERIC, args.numeric_metrics),
+                            (CATEGORICAL, args.categorical_metrics)):
+            if count:
+                bench_kind(server, spec, count, args.days, start, end, args.seed)
+    print("side by side, in this run:")
+    for line in RATIOS:
+        print(f"  {line}")
     return 0
 
 

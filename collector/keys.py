@@ -90,12 +90,15 @@ from datetime import datetime, timedelta, timezone
 from deniable.client import kinds
 from deniable.client.dimensions import SERIES
 from deniable.client.errors import InvalidParameterError
+# Hour indexes are defined once, in ``periods``; re-exported here for the key layout's users.
+from deniable.collector.periods import HOUR as BUCKET
+from deniable.collector.periods import HOUR_SECONDS, hour_index, hour_range, hour_start
+from deniable.collector.periods import hour_floor as bucket_start
+from deniable.collector.periods import utc as _utc
 
 PREFIX = "dn:v1"
 HOUR_FORMAT = "%Y%m%d%H"
 MONTH_FORMAT = "%Y%m"
-BUCKET = timedelta(hours=1)
-HOUR_SECONDS = 3600
 
 COUNTER_BITS = 32
 COUNTER_TYPE = "u32"
@@ -214,16 +217,6 @@ def parse_counters_v1(key: str) -> tuple[str, str, int] | None:
 def _hour_label(hours_since_epoch: float) -> str:
     """``YYYYMMDDHH`` of an hour counted from the Unix epoch (cached: the hot path's)."""
     return datetime.fromtimestamp(hours_since_epoch * 3600, timezone.utc).strftime(HOUR_FORMAT)
-
-
-def hour_index(moment: datetime) -> int:
-    """Hours since the Unix epoch of the UTC hour holding ``moment`` (naive times are UTC)."""
-    return int(_utc(moment).timestamp() // HOUR_SECONDS)
-
-
-def hour_start(index: int) -> datetime:
-    """The start (UTC) of hour ``index``."""
-    return datetime.fromtimestamp(index * HOUR_SECONDS, timezone.utc)
 
 
 def month_of(moment: datetime | int) -> Month:
@@ -363,30 +356,8 @@ def rate_limit(scope: str, subject: str) -> str:
     return f"{PREFIX}:rl:{scope}:{subject}"
 
 
-def bucket_start(moment: datetime) -> datetime:
-    """The start of the UTC hour holding ``moment`` (naive datetimes are taken as UTC)."""
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=timezone.utc)
-    return moment.astimezone(timezone.utc).replace(minute=0, second=0, microsecond=0)
-
-
 def hours(start: datetime, end: datetime) -> Iterator[datetime]:
     """Every hour bucket overlapping [start, end), oldest first."""
-    hour, end = bucket_start(start), _utc(end)
-    while hour < end:
-        yield hour
-        hour += BUCKET
-
-
-def hour_range(start: datetime, end: datetime) -> tuple[int, int]:
-    """[first, end) hour indexes of the hour buckets overlapping [start, end)."""
-    first = hour_index(start)
-    end_utc = _utc(end)
-    last = hour_index(end_utc)
-    if hour_start(last) < end_utc:
-        last += 1
-    return first, max(first, last)
-
-
-def _utc(moment: datetime) -> datetime:
-    return moment.replace(tzinfo=timezone.utc) if moment.tzinfo is None else moment
+    first, end_hour = hour_range(start, end)
+    for index in range(first, end_hour):
+        yield hour_start(index)

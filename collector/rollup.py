@@ -1,9 +1,9 @@
-"""Periods and rollups: THE definition of hour, day and week buckets (UTC; weeks start on
-Monday, as ISO 8601 weeks), used by the collector's counts endpoint and by the analysis.
+"""Rollups of hour buckets into hour, day and week periods (UTC; weeks start on Monday, as
+ISO 8601 weeks), for the collector's counts endpoint and dashboard.
 
-Periods are computed on integer hour indexes (hours since the Unix epoch, ``keys.hour_index``)
-with integer arithmetic only, so the same functions floor one ``int`` or a whole numpy array
-of them (the analysis' hot path) and give the same answer.
+The periods themselves (flooring, grids, alignment, on integer hour indexes) are defined once,
+in ``deniable.collector.periods``, which the analysis uses too; their names are re-exported
+here for the collector's callers.
 
 Counters are plain sums, so a day's ``n`` and ``ones`` are the sums of its hours': the
 estimator works on rolled-up counts exactly as on hourly ones.
@@ -11,17 +11,14 @@ estimator works on rolled-up counts exactly as on hourly ones.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
-from typing import TypeVar
+from datetime import datetime
 
-from deniable.collector.keys import hour_index, hour_start
+from deniable.collector.periods import (GRANULARITIES, SPAN, SPAN_HOURS, align,  # noqa: F401
+                                        check_granularity, grid_hours, hour_index, hour_start,
+                                        period_hour, period_start)
 
-GRANULARITIES = ("hour", "day", "week")
-SPAN = {"hour": timedelta(hours=1), "day": timedelta(days=1), "week": timedelta(weeks=1)}
-SPAN_HOURS = {"hour": 1, "day": 24, "week": 168}
-_EPOCH_WEEKDAY = 3
-"""1970-01-01 was a Thursday: weekday 3 with Monday = 0."""
-
+__all__ = ["GRANULARITIES", "SPAN", "SPAN_HOURS", "HourCount", "align", "check_granularity",
+           "grid_hours", "period_hour", "period_start", "rollup"]
 
 
 @dataclass(frozen=True)
@@ -37,57 +34,6 @@ class HourCount:
     def __post_init__(self) -> None:
         if not self.counts:
             object.__setattr__(self, "counts", (self.n, self.ones))
-
-
-Hours = TypeVar("Hours")  # an int, or a numpy integer array
-
-
-def check_granularity(granularity: str) -> str:
-    """``granularity`` itself, or ValueError naming the allowed ones."""
-    if granularity not in GRANULARITIES:
-        raise ValueError(f"granularity must be one of {GRANULARITIES}. "
-                         f"Got {granularity!r} instead.")
-    return granularity
-
-
-def period_hour(hours: Hours, granularity: str) -> Hours:
-    """The first hour index of the hour, UTC day or Monday-based week holding each of
-    ``hours`` (an int or an integer array; floor division, so negative indexes work too)."""
-    if granularity == "hour":
-        return hours
-    days = hours // 24  # type: ignore[operator]
-    if granularity == "day":
-        return days * 24  # type: ignore[no-any-return,return-value]
-    if granularity == "week":
-        return ((days + _EPOCH_WEEKDAY) // 7 * 7 - _EPOCH_WEEKDAY) * 24  # type: ignore[no-any-return,return-value]
-    check_granularity(granularity)
-    raise AssertionError("unreachable")
-
-
-def period_start(moment: datetime, granularity: str) -> datetime:
-    """The start of the UTC hour, day or (Monday-based) week holding ``moment``."""
-    return hour_start(period_hour(hour_index(moment), check_granularity(granularity)))
-
-
-def align(start: datetime, end: datetime, granularity: str) -> tuple[datetime, datetime]:
-    """Widen [start, end) to whole periods: floor ``start``, ceil ``end``."""
-    first = period_start(start, granularity)
-    last = period_start(end, granularity)
-    end_utc = end if end.tzinfo else end.replace(tzinfo=timezone.utc)
-    if last < end_utc:
-        last += SPAN[granularity]
-    return first, last
-
-
-def grid_hours(start: datetime, end: datetime, granularity: str) -> tuple[int, int]:
-    """(first period's hour index, number of periods) of the periods overlapping [start, end)."""
-    step = SPAN_HOURS[check_granularity(granularity)]
-    first = period_hour(hour_index(start), granularity)
-    end_utc = end if end.tzinfo else end.replace(tzinfo=timezone.utc)
-    last = period_hour(hour_index(end_utc), granularity)
-    if hour_start(last) < end_utc:
-        last += step
-    return first, max(0, (last - first) // step)
 
 
 def rollup(hours: list[HourCount], granularity: str) -> list[HourCount]:

@@ -39,8 +39,8 @@ from typing import Any
 from deniable.client.composition import from_probabilities, split
 from deniable.client.mechanism import Estimate, RandomizedResponse, wilson_interval, z_score
 from deniable.client.period import CollectionPolicy
+from deniable.collector.periods import period_number
 
-HOUR_SECONDS = 3600
 
 
 @functools.lru_cache(maxsize=256)
@@ -130,10 +130,9 @@ def design_effect(mechanism: RandomizedResponse, policy: CollectionPolicy, rate:
 
 def period_of_hour(hours: Any, policy: CollectionPolicy) -> Any:
     """The reporting period of hour index ``hours`` (hours since the Unix epoch; an int, or a
-    numpy integer array element-wise): the same numbers as ``CollectionPolicy.period_index``.
-    Hours, days and ISO weeks are whole hours, so integer arithmetic is exact."""
-    offset_hours = 72 if policy.period == "week" else 0  # 1970-01-01 was a Thursday
-    return (hours + offset_hours) // (policy.period_seconds // HOUR_SECONDS)
+    numpy integer array element-wise): the same numbers as ``CollectionPolicy.period_index``
+    (``deniable.collector.periods.period_number`` of the policy's period)."""
+    return period_number(hours, policy.period)
 
 
 def window_devices(hours: Sequence[int] | Any, n: Sequence[int] | Any, policy: CollectionPolicy,

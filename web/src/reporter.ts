@@ -408,7 +408,8 @@ export class Reporter {
       throw new UnknownMetricError(`${JSON.stringify(metric)} is ${kind}: boolean metrics ` +
                                    'only; import {Reporter} from "deniable-client/all"');
     }
-    return lookup(this.catalogue, metric);
+    // A withheld metric is declared all the same: its reports are counted (held), not thrown.
+    return this.catalogue.get(metric) ?? lookup(this.declared.metrics, metric);
   }
 
   /** The declared metric `value` (a table, an id or a mechanism), or its kind if this entry
@@ -731,6 +732,7 @@ export class Reporter {
       if (!this.disabled) await this.store.set(CATALOGUE_KEY, doc).catch(() => undefined);
       await this.prepareMemo();
     } catch (error) {
+      if (this.halt.signal.aborted) return;  // close() abandoned it: nothing went wrong
       if (error instanceof UploadError && error.authRefused) this.keyRefused = true;
       this.once("catalogue", `deniable: the catalogue could not be fetched: ${String(error)}`);
     }

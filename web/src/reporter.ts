@@ -111,7 +111,7 @@ export interface ReporterOptions {
    */
   maxMetricEpsilon?: number;
   /**
-   * At most one report per metric per period (its catalogue `period`: hour, day (default) or
+   * At most one report per metric per period (its declared `period`: hour, day (default) or
    * week, UTC): the first; later calls are no-ops counted in `stats().periodSkipped`. Kept
    * in the store, so restarts and tabs share it (period.ts). Default true.
    */

@@ -158,9 +158,11 @@ def test_no_file_a_node_device_writes_holds_a_value_it_reported(collector: Colle
         secret = StateDir(home / "privacy").secret()
         path = tmp_path / f"{name}.json"
         path.write_text(json.dumps(reports))
+        metrics = tmp_path / "metrics.json"  # the app's declarations (outside the device's dir)
+        metrics.write_text(json.dumps(web_declarations(doc)))
         done = subprocess.run([node(), "scripts/node-kinds-reporter.mjs", collector.url,
-                               str(home), str(path)], cwd=WEB, capture_output=True, text=True,
-                              timeout=90)
+                               str(home), str(path), str(metrics)], cwd=WEB,
+                              capture_output=True, text=True, timeout=90)
         assert done.returncode == 0, done.stderr[-3000:]
         assert json.loads(done.stdout)["sent"] is True
         files = sorted(p for p in home.rglob("*") if p.is_file())

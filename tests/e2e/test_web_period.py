@@ -76,7 +76,8 @@ def test_a_node_device_without_a_store_sends_no_memoized_report_and_says_so(
     warns once per start; counted in stats().droppedNoState."""
     before = reports(collector.url, "dark_mode")
     script = (f'import {{Reporter}} from "{(WEB / "dist" / "index.js").as_uri()}";\n'
-              f'const r = new Reporter("{collector.url}");\n'
+              f'const r = new Reporter("{collector.url}", '
+              '{metrics: {dark_mode: "rr:3/4:1/2"}});\n'
               'await r.waitReady(10000);\n'
               'r.report("dark_mode", true);\n'
               'await r.close(5000);\n'

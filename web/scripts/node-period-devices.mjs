@@ -9,13 +9,16 @@ import {Reporter} from "../dist/index.js";
 import {nodeStorage} from "../dist/node.js";
 
 const [url, dir, devices, day, runs = "2", calls = "3"] = process.argv.slice(2);
+// The app's declarations (the test's metrics file): the period is the declared one.
+const metrics = {dark_mode: {mechanism: "rr:3/4:1/2"},
+                 weekly_opt_in: {mechanism: "rr:1/2:1/2", period: "week"}};
 const out = [];
 for (let i = 0; i < Number(devices); i++) out.push({sent: 0, periodSkipped: 0});
 for (let run = 0; run < Number(runs); run++) {
   const now = Number(day) * 86_400_000 + 8 * 3_600_000 + run * 43_200_000 / Number(runs);
   await Promise.all(out.map(async (total, i) => {
     const reporter = new Reporter(url, {
-      log: () => undefined, retry: {backoff: 50}, clock: () => now,
+      metrics, log: () => undefined, retry: {backoff: 50}, clock: () => now,
       ...nodeStorage(join(dir, String(i))),
     });
     if (!await reporter.waitReady(10_000)) throw new Error("no catalogue");

@@ -30,6 +30,7 @@ import {memoBit} from "./memo.js";
 import {type Catalogue, lookup} from "./catalogue.js";
 import {spend} from "./privacy.js";
 import {PrivacyLoss} from "./loss.js";
+import {identifying} from "./unique.js";
 import {Reporter as BooleanReporter, type ReporterOptions as BooleanOptions,
   type Stats as BooleanStats} from "./reporter.js";
 import type {Dims, Payload} from "./wire.js";
@@ -136,6 +137,11 @@ export class Reporter extends BooleanReporter {
     super(collectorUrl, options as BooleanOptions);
     this.device = device;
     this.declaredDims = declaredDims;
+  }
+
+  /** A categorical mechanism's memoized answer may single the device out (unique.ts). */
+  protected override identifying(m: Rr): string | undefined {
+    return identifying(m);
   }
 
   /** Every kind (kinds.ts, declareMetric). */

@@ -44,7 +44,6 @@ import {defaultStore, IdbStore, MemoryStore, type Store} from "./store.js";
 import {LEDGER_KEY, ledgerTag, retagLedger} from "./tags.js";
 import {PeriodGate} from "./period.js";
 import {setConsent, withdrawn} from "./consent.js";
-import {identifying} from "./unique.js";
 import {DEFAULT_MAX_REPORTS, type Dims, type Item, METRICS_PATH, REPORTS_PATH} from "./wire.js";
 
 export interface ReporterOptions {
@@ -112,7 +111,7 @@ export interface ReporterOptions {
    */
   maxMetricEpsilon?: number;
   /**
-   * At most one report per metric per period (its catalogue `period`: hour, day (default) or
+   * At most one report per metric per period (its declared `period`: hour, day (default) or
    * week, UTC): the first; later calls are no-ops counted in `stats().periodSkipped`. Kept
    * in the store, so restarts and tabs share it (period.ts). Default true.
    */
@@ -408,7 +407,8 @@ export class Reporter {
       throw new UnknownMetricError(`${JSON.stringify(metric)} is ${kind}: boolean metrics ` +
                                    'only; import {Reporter} from "deniable-client/all"');
     }
-    return lookup(this.catalogue, metric);
+    // A withheld metric is declared all the same: its reports are counted (held), not thrown.
+    return this.catalogue.get(metric) ?? lookup(this.declared.metrics, metric);
   }
 
   /** The declared metric `value` (a table, an id or a mechanism), or its kind if this entry
@@ -576,7 +576,7 @@ export class Reporter {
     let kept = catalogue;
     for (const [name, m] of catalogue) {
       // Above the ceiling, or memoized with an answer that would identify the device.
-      const why = above(m, this.maxEpsilon) ?? (this.fresh.has(name) ? undefined : identifying(m));
+      const why = above(m, this.maxEpsilon) ?? (this.fresh.has(name) ? undefined : this.identifying(m));
       if (why === undefined) continue;
       if (kept === catalogue) kept = new Map(catalogue);
       kept!.delete(name);
@@ -584,6 +584,12 @@ export class Reporter {
       this.once(`over:${name}:${m.id}`, `deniable: metric '${name}' is withheld: ${why}`);
     }
     this.cat = kept;
+  }
+
+  /** Why a memoized answer under `m` would single the device out (unique.ts), or undefined:
+   * a boolean's never does (deniable-client/all checks the other kinds). */
+  protected identifying(_m: Priced): string | undefined {
+    return undefined;
   }
 
   /** Whether `metric` is withheld (above the ceiling); counts the report if so. */
@@ -644,9 +650,9 @@ export class Reporter {
   private capped(metric: string): true {
     this.counts.capped++;
     this.once(`cap:${metric}`, `deniable: metric '${metric}' is no longer reported on this ` +
-              `device: a new answer would take it past its cap of ${this.cap.toPrecision(3)} ` +
-              "nats over every version (maxMetricEpsilon). Answers already paid for are still " +
-              "sent; if its mechanism must change, report under a new metric name");
+              `device: a new answer would pass its cap of ${this.cap.toPrecision(3)} nats over ` +
+              "all versions (maxMetricEpsilon); paid answers are still sent. To change its " +
+              "mechanism, use a new metric name");
     return true;
   }
 
@@ -731,6 +737,7 @@ export class Reporter {
       if (!this.disabled) await this.store.set(CATALOGUE_KEY, doc).catch(() => undefined);
       await this.prepareMemo();
     } catch (error) {
+      if (this.halt.signal.aborted) return;  // close() abandoned it: nothing went wrong
       if (error instanceof UploadError && error.authRefused) this.keyRefused = true;
       this.once("catalogue", `deniable: the catalogue could not be fetched: ${String(error)}`);
     }
@@ -788,13 +795,9 @@ export class Reporter {
    * its public dimension values (deniable-client/all), checked already. */
   protected async drainOne(metric: string, value: 0 | 1, dims?: Dims): Promise<void> {
     const mechanism = this.catalogue.get(metric);
-    if (this.held(metric) || mechanism && this.skipped(metric)) return;
-    if (mechanism === undefined) {
-      this.counts.unknown++;
-      this.once(`unknown:${metric}`, `deniable: metric '${metric}' is no longer reported; ` +
-                "its early reports were dropped");
-      return;
-    }
+    if (this.held(metric) || this.skipped(metric)) return;
+    // Never: a declared metric not held is reported (counted all the same, as all.ts's).
+    if (mechanism === undefined) return void this.counts.unknown++;
     if (this.fresh.has(metric)) {
       this.put(metric, mechanism.id, mechanism.perturb(value, this.rng), dims);
       return;

@@ -11,7 +11,7 @@ import {test} from "node:test";
 import {InvalidParameterError, Reporter} from "../dist/index.js";
 import {Reporter as AllReporter} from "../dist/all.js";
 import {nodeStorage} from "../dist/node.js";
-import {collectorLike, startServer} from "./helpers.js";
+import {CATALOGUE, collectorLike, declarations, startServer} from "./helpers.js";
 
 for (const [entry, R] of [["default", Reporter], ["all", AllReporter]]) {
   test(`${entry}: setEnabled(false) drops the queue, deletes local state, stays off`, async (t) => {
@@ -22,7 +22,7 @@ for (const [entry, R] of [["default", Reporter], ["all", AllReporter]]) {
     t.after(() => server.close());
     const dir = mkdtempSync(join(tmpdir(), "deniable-consent-"));
     const secretPath = join(dir, "privacy", "secret");
-    const opts = {log: () => undefined, ...nodeStorage(dir), retry: {backoff: 20, maxBackoff: 50}};
+    const opts = {log: () => undefined, metrics: declarations(CATALOGUE), ...nodeStorage(dir), retry: {backoff: 20, maxBackoff: 50}};
     const r = new R(server.url, opts);
     assert.equal(await r.waitReady(5000), true);
     r.report("dark_mode", true);

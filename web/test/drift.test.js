@@ -7,7 +7,7 @@ import {test} from "node:test";
 
 import * as core from "../dist/index.js";
 import * as all from "../dist/all.js";
-import {collectorLike, startServer} from "./helpers.js";
+import {collectorLike, declarations, startServer} from "./helpers.js";
 import {vectors} from "./vectors.js";
 
 test("all: a drifting number keeps being reported after the cap, as paid points", async (t) => {
@@ -17,7 +17,8 @@ test("all: a drifting number keeps being reported after the cap, as paid points"
   t.after(() => server.close());
   const devices = 12, days = 30;
   for (let device = 0; device < devices; device++) {
-    const r = new all.Reporter(server.url, {store: new core.MemoryStore(), log: () => {}, onePerPeriod: false});
+    const r = new all.Reporter(server.url, {store: new core.MemoryStore(), log: () => {},
+                                            metrics: declarations({metrics: [startup]}), onePerPeriod: false});
     assert.equal(await r.waitReady(5000), true);
     const start = c.counted().length;
     for (let day = 0; day < days; day++) r.report("startup_ms", 400 * device + 150 * day);
@@ -40,7 +41,8 @@ test("all: a drifting histogram value keeps being reported after the cap", async
   const c = collectorLike({metrics: [entry]});
   const server = await startServer(c.answer);
   t.after(() => server.close());
-  const r = new all.Reporter(server.url, {store: new core.MemoryStore(), log: () => {}, onePerPeriod: false});
+  const r = new all.Reporter(server.url, {store: new core.MemoryStore(), log: () => {},
+                                          metrics: declarations({metrics: [entry]}), onePerPeriod: false});
   assert.equal(await r.waitReady(5000), true, JSON.stringify(r.stats()));
   for (let day = 0; day < 30; day++) r.report("startup_h", 1000 + 200 * day);  // 12 buckets
   assert.equal(await r.close(5000), true);

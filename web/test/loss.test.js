@@ -5,7 +5,7 @@ import {test} from "node:test";
 
 import {MemoryStore, parseMechanism, PrivacyLoss, Reporter, fracToString, UnknownMetricError,
   } from "../dist/all.js";
-import {CATALOGUE, collectorLike, startServer} from "./helpers.js";
+import {CATALOGUE, collectorLike, declarations, startServer} from "./helpers.js";
 import {vectors} from "./vectors.js";
 
 const close = (a, b) => (a === null || b === null ? a === b
@@ -29,17 +29,25 @@ test("privacy_loss vectors: every kind, memoized and fresh, as Python states the
   assert.deepEqual([...families].sort(), ["bm", "grr", "oue", "rr", "ss"]);
 });
 
-test("Reporter.privacyLoss follows the catalogue's mechanism and the fresh option", async (t) => {
-  const c = collectorLike();
+test("Reporter.privacyLoss follows the declared mechanism, then the served one, and fresh", async (t) => {
+  // dark_mode is declared under rr:3/4:1/2 (ln 7); the collector serves rr:1/2:1/2 (ln 3): the
+  // same question at a smaller epsilon, which the Reporter takes once served.
+  const served = {metrics: CATALOGUE.metrics.map((e) => (e.name !== "dark_mode" ? e
+    : {...e, mechanism: "rr:1/2:1/2", p_yes_given_yes: "3/4", p_yes_given_no: "1/4",
+       epsilon: Math.log(3)}))};
+  const c = collectorLike(served);
   const server = await startServer(c.answer);
   t.after(() => server.close());
   const r = new Reporter(server.url, {log: () => undefined, store: new MemoryStore(),
+                                      metrics: declarations(CATALOGUE),
                                       fresh: ["feature_x_enabled"]});
-  assert.throws(() => r.privacyLoss("dark_mode"), UnknownMetricError);
+  const declared = r.privacyLoss("dark_mode");       // at once: rr:3/4:1/2, P1 7/8, Q 1/8, ln 7
+  assert.equal(fracToString(declared.pAnswersDiffer), "25/32");
+  assert.ok(close(declared.longRunEpsilon, Math.log(7)) && declared.after(5) === declared.longRunEpsilon);
   assert.equal(await r.waitReady(5000), true);
-  const dark = r.privacyLoss("dark_mode");           // rr:3/4:1/2: P1 7/8, Q 1/8, ln 7
-  assert.equal(fracToString(dark.pAnswersDiffer), "25/32");
-  assert.ok(close(dark.longRunEpsilon, Math.log(7)) && dark.after(5) === dark.longRunEpsilon);
+  const dark = r.privacyLoss("dark_mode");           // served rr:1/2:1/2: P1 3/4, Q 1/4, ln 3
+  assert.equal(fracToString(dark.pAnswersDiffer), "5/8");
+  assert.ok(close(dark.longRunEpsilon, Math.log(3)) && dark.after(5) === dark.longRunEpsilon);
   const x = r.privacyLoss("feature_x_enabled");       // fresh: n reports, n times ln 3
   assert.equal(x.pAnswersDiffer, null);
   assert.ok(close(x.after(3), 3 * Math.log(3)));

@@ -6,19 +6,21 @@ import {test} from "node:test";
 
 import * as core from "../dist/index.js";
 import * as all from "../dist/all.js";
-import {collectorLike, startServer} from "./helpers.js";
+import {collectorLike, declarations, startServer} from "./helpers.js";
 
 const rr = (name) => ({name, description: "", mechanism: "rr:1/2:1/2", p_yes_given_yes: "3/4",
                        p_yes_given_no: "1/4", epsilon: Math.log(3)});
 
 for (const [entry, lib] of [["default", core], ["all", all]]) {
   test(`${entry}: reports leave in call order whether or not their answer is new`, async (t) => {
-    const c = collectorLike({metrics: [rr("a"), rr("b"), rr("f")]});
+    const doc = {metrics: [rr("a"), rr("b"), rr("f")]};
+    const c = collectorLike(doc);
     const server = await startServer(c.answer);
     t.after(() => server.close());
     const orders = {changed: new Set(), same: new Set()};
     for (let device = 0; device < 40; device++) {
-      const r = new lib.Reporter(server.url, {store: new core.MemoryStore(), log: () => {}, onePerPeriod: false});
+      const r = new lib.Reporter(server.url, {store: new core.MemoryStore(), log: () => {},
+                                              metrics: declarations(doc), onePerPeriod: false});
       assert.equal(await r.waitReady(5000), true);
       const before = device % 4 < 2;
       r.report("a", before);
@@ -44,12 +46,14 @@ for (const [entry, lib] of [["default", core], ["all", all]]) {
 test("all: categorical and numeric reports keep their call order too", async (t) => {
   const {vectors} = await import("./vectors.js");
   const served = vectors.ceiling.doc.metrics.filter((m) => ["os", "startup_ms"].includes(m.name));
-  const c = collectorLike({metrics: [...served, rr("b")]});
+  const doc = {metrics: [...served, rr("b")]};
+  const c = collectorLike(doc);
   const server = await startServer(c.answer);
   t.after(() => server.close());
   const orders = new Set();
   for (let device = 0; device < 24; device++) {
-    const r = new all.Reporter(server.url, {store: new core.MemoryStore(), log: () => {}, onePerPeriod: false});
+    const r = new all.Reporter(server.url, {store: new core.MemoryStore(), log: () => {},
+                                            metrics: declarations(doc), onePerPeriod: false});
     assert.equal(await r.waitReady(5000), true);
     r.report("os", "ios");
     r.report("startup_ms", 500);

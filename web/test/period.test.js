@@ -9,7 +9,7 @@ import {test} from "node:test";
 
 import {MemoryStore, PeriodGate, periodIndex, Reporter, StoreSecret} from "../dist/index.js";
 import {nodeStorage} from "../dist/node.js";
-import {CATALOGUE, collectorLike, startServer} from "./helpers.js";
+import {CATALOGUE, collectorLike, declarations, startServer} from "./helpers.js";
 import {vectors} from "./vectors.js";
 
 const DAY = 86_400_000;
@@ -32,7 +32,7 @@ test("period vectors: which call of a period is sent, across restarts, as Python
       await gate.load();
     }
     now = v.ms;
-    gate.learn({metrics: [{name: v.metric, period: v.period}]});
+    gate.periods.set(v.metric, v.period);  // as the Reporter sets each declared period
     const claim = gate.admit(v.metric);
     admitted.push(claim === false ? false : await claim);
   }
@@ -53,7 +53,8 @@ test("a Reporter sends the first call of each day; restarts and a second tab do 
   t.after(() => server.close());
   const dir = mkdtempSync(join(tmpdir(), "deniable-period-"));
   let now = Date.UTC(2026, 10, 26, 9);  // a Thursday, 09:00 UTC
-  const opts = {log: () => undefined, clock: () => now, ...nodeStorage(dir)};
+  const opts = {log: () => undefined, metrics: declarations(CATALOGUE), clock: () => now,
+                ...nodeStorage(dir)};
   const run = async () => {
     const r = new Reporter(server.url, opts);
     assert.equal(await r.waitReady(5000), true);
@@ -70,7 +71,8 @@ test("a Reporter sends the first call of each day; restarts and a second tab do 
   assert.equal(counted().length, 2);
   // Two reporters (tabs) on one store: the first claim wins, the other is skipped.
   const store = new MemoryStore();
-  const tab = {log: () => undefined, clock: () => now, store, secret: new StoreSecret(store)};
+  const tab = {log: () => undefined, metrics: declarations(CATALOGUE), clock: () => now, store,
+               secret: new StoreSecret(store)};
   const [a, b] = [new Reporter(server.url, tab), new Reporter(server.url, tab)];
   for (const r of [a, b]) assert.equal(await r.waitReady(5000), true);
   a.report("feature_x_enabled", true);
@@ -80,16 +82,21 @@ test("a Reporter sends the first call of each day; restarts and a second tab do 
   assert.equal(a.stats().periodSkipped + b.stats().periodSkipped, 1);
 });
 
-test("the period is the catalogue's: an hourly metric sends once an hour", async (t) => {
-  const doc = structuredClone(CATALOGUE);
-  doc.metrics[0].period = "hour";     // feature_x_enabled hourly, dark_mode daily (default)
-  doc.metrics[1].period = "week";
-  const {server, counted} = await collector(doc);
+test("the period is the declared one: an hourly metric sends once an hour, whatever is served",
+     async (t) => {
+  const declared = structuredClone(CATALOGUE);
+  declared.metrics[0].period = "hour";     // feature_x_enabled hourly, dark_mode weekly
+  declared.metrics[1].period = "week";
+  const served = structuredClone(CATALOGUE);
+  served.metrics[0].period = "week";       // the collector says otherwise: ignored
+  served.metrics[1].period = "hour";
+  const {server, counted} = await collector(served);
   t.after(() => server.close());
   let now = Date.UTC(2026, 10, 22, 23, 30);  // Sunday 23:30 UTC
   const r = new Reporter(server.url, {log: () => undefined, clock: () => now,
-                                      store: new MemoryStore()});
+                                      metrics: declarations(declared), store: new MemoryStore()});
   assert.equal(await r.waitReady(5000), true);
+  assert.deepEqual(r.stats().ignoredServed, {feature_x_enabled: 1, dark_mode: 1});
   for (let step = 0; step < 6; step++) {   // 23:30, 00:00 (Monday: a new ISO week), 00:30, ...
     for (let i = 0; i < 4; i++) {
       r.report("feature_x_enabled", true);

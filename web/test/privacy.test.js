@@ -175,8 +175,9 @@ for (const [entry, lib] of [["default", core], ["all", all]]) {
     const store = new MemoryStore();
     // A cap of ln 9 = 2 ln 3: both answers of v1 once. Were each reporter to pay for its own,
     // the second pair would take the sum to 4 ln 3 and be refused.
-    const opts = {onePerPeriod: false, log: () => undefined, store, refreshInterval: 20, maxMetricEpsilon: Math.log(9),
-                  metrics: {m: v1}};
+    // One store, one device secret (as tabs of one origin share IndexedDB's).
+    const opts = {onePerPeriod: false, log: () => undefined, store, secret: new core.StoreSecret(store),
+                  refreshInterval: 20, maxMetricEpsilon: Math.log(9), metrics: {m: v1}};
     const [a, b] = [new lib.Reporter(server.url, opts), new lib.Reporter(server.url, opts)];
     for (const r of [a, b]) await until(() => r.metrics?.m === v1, "v1");
     a.report("m", true);
@@ -240,7 +241,8 @@ test("ledger tags are HMACs under the device secret; a clear-tag ledger is re-ta
                  os: {paid: ["grr:3:1/2:0a1b2c3d\u00002", "x\u0000y"], spent},
                  t: {paid: ["bm:1/4:0:1000\u000017"], spent}};
   writeFileSync(join(dir, "queue.json"), JSON.stringify({ledger: clear}), {mode: 0o600});
-  const r = new core.Reporter(server.url, {log: () => undefined, onePerPeriod: false, ...nodeStorage(dir)});
+  const r = new core.Reporter(server.url, {log: () => undefined, onePerPeriod: false,
+                                           metrics: {m: "rr:1/2:1/2"}, ...nodeStorage(dir)});
   assert.equal(await r.waitReady(5000), true);
   const key = await core.importSecret(secret);
   const tag = (metric, id, k) => core.ledgerTag(key, metric, id, k);

@@ -16,6 +16,9 @@ import {CATALOGUE, collectorLike, sleep, startServer} from "./helpers.js";
 // These tests send many reports of one metric: the period gate (tested in period.test.js) is off.
 const quiet = {log: () => undefined, onePerPeriod: false};
 const DECLARED = {feature_x_enabled: "rr:1/2:1/2", dark_mode: "rr:3/4:1/2"};
+// What a Reporter on a MemoryStore says once (no silent in-memory state, state.test.js).
+const STATE_IN_MEMORY = "deniable: state in memory: memoized answers, ledger and period gate " +
+  "last one process";
 
 test("bad input throws at the call and sends nothing", async (t) => {
   const c = collectorLike();
@@ -59,9 +62,10 @@ test("a served catalogue of every kind: declared metrics work, the rest is never
   assert.equal(c.counted().length, 30);
   assert.ok(c.counted().every((x) => x.mechanism.startsWith("rr:") && (x.bit === 0 || x.bit === 1)));
   assert.ok(server.gets.length >= 3, `${server.gets.length} catalogue fetches`);
-  // Served as declared: nothing ignored, nothing said; the undeclared ones are never used.
+  // Served as declared: nothing ignored, nothing said (but that state lasts one process, as
+  // asked: store: new MemoryStore()); the undeclared ones are never used.
   assert.deepEqual(r.stats().ignoredServed, {});
-  assert.deepEqual(lines, []);
+  assert.deepEqual(lines, [STATE_IN_MEMORY]);
 });
 
 test("a Reporter without declarations reports nothing: every metric throws, nothing is sent",
@@ -71,8 +75,9 @@ test("a Reporter without declarations reports nothing: every metric throws, noth
   t.after(() => server.close());
   const lines = [];
   const r = new Reporter(server.url, {log: (line) => lines.push(line), store: new MemoryStore()});
-  assert.equal(lines.length, 1);
+  assert.equal(lines.length, 2);
   assert.match(lines[0], /no metrics declared/);
+  assert.equal(lines[1], STATE_IN_MEMORY);
   for (const value of [true, false, "yes", 7]) {
     assert.throws(() => r.report("dark_mode", value), UnknownMetricError);  // whatever the value
   }

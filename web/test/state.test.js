@@ -12,7 +12,9 @@ import {test} from "node:test";
 import {MemoryStore, Reporter} from "../dist/index.js";
 import {Reporter as AllReporter} from "../dist/all.js";
 import {nodeStorage} from "../dist/node.js";
-import {CATALOGUE, collectorLike, startServer} from "./helpers.js";
+import {CATALOGUE, collectorLike, declarations, startServer} from "./helpers.js";
+
+const metrics = declarations(CATALOGUE);
 
 async function collector(t) {
   const c = collectorLike();
@@ -26,7 +28,7 @@ for (const [entry, R] of [["default", Reporter], ["all", AllReporter]]) {
     assert.equal(globalThis.indexedDB, undefined);
     const {url, counted} = await collector(t);
     const lines = [];
-    const r = new R(url, {log: (l) => lines.push(l)});
+    const r = new R(url, {log: (l) => lines.push(l), metrics});
     assert.equal(await r.waitReady(5000), true);
     for (let i = 0; i < 5; i++) r.report("dark_mode", true);
     assert.equal(await r.close(5000), true);
@@ -36,7 +38,7 @@ for (const [entry, R] of [["default", Reporter], ["all", AllReporter]]) {
     assert.equal(said.length, 1, lines.join("\n"));
     assert.match(said[0], /nodeStorage\(dir\)/);
     // Fresh coins without the period gate need no state: sent.
-    const fresh = new R(url, {log: () => undefined, fresh: ["feature_x_enabled"],
+    const fresh = new R(url, {log: () => undefined, metrics, fresh: ["feature_x_enabled"],
                               onePerPeriod: false});
     assert.equal(await fresh.waitReady(5000), true);
     fresh.report("feature_x_enabled", true);
@@ -49,7 +51,7 @@ for (const [entry, R] of [["default", Reporter], ["all", AllReporter]]) {
   test(`${entry}: state in memory when the app asks for it by name, with a warning`, async (t) => {
     const {url, counted} = await collector(t);
     const lines = [];
-    const r = new R(url, {log: (l) => lines.push(l), store: new MemoryStore()});
+    const r = new R(url, {log: (l) => lines.push(l), metrics, store: new MemoryStore()});
     assert.equal(await r.waitReady(5000), true);
     r.report("dark_mode", true);
     assert.equal(await r.close(5000), true);
@@ -58,7 +60,7 @@ for (const [entry, R] of [["default", Reporter], ["all", AllReporter]]) {
     assert.equal(lines.filter((l) => /last one process/.test(l)).length, 1, lines.join("\n"));
     const dir = mkdtempSync(join(tmpdir(), "deniable-state-"));
     const quiet = [];
-    const durable = new R(url, {log: (l) => quiet.push(l), ...nodeStorage(dir)});
+    const durable = new R(url, {log: (l) => quiet.push(l), metrics, ...nodeStorage(dir)});
     assert.equal(await durable.waitReady(5000), true);
     durable.report("dark_mode", true);
     assert.equal(await durable.close(5000), true);

@@ -6,7 +6,7 @@ import {test} from "node:test";
 
 import * as core from "../dist/index.js";
 import * as all from "../dist/all.js";
-import {collectorLike, startServer} from "./helpers.js";
+import {collectorLike, declarations, startServer} from "./helpers.js";
 import {vectors} from "./vectors.js";
 
 test("unique share vectors: every mechanism's share and decision, as Python's", () => {
@@ -34,17 +34,24 @@ test("all: a served identifying mechanism is withheld for every value; fresh is 
             p1: core.fracToString(m.p1), q: core.fracToString(m.q), epsilon: m.epsilon,
             memoization: "memoized", instantaneous: null, period: "day"};
   };
+  // The app declares each metric under the non-identifying mechanism; the collector serves
+  // "wide" under OUE, the same question at a smaller epsilon (0.4999999994 < 0.4999999999),
+  // which the declaration lets it choose (as Python's test): then withheld, as identifying.
+  const declared = {wide: entry("wide", ok.mechanism), narrow: entry("narrow", ok.mechanism),
+                    fresh_wide: entry("fresh_wide", oue.mechanism)};
   const c = collectorLike({metrics: [entry("wide", oue.mechanism), entry("narrow", ok.mechanism),
                                      entry("fresh_wide", oue.mechanism)]});
   const server = await startServer(c.answer);
   t.after(() => server.close());
   const lines = [];
   const r = new all.Reporter(server.url, {store: new core.MemoryStore(), log: (l) => lines.push(l),
+                                          metrics: declarations({metrics: Object.values(declared)}),
                                           fresh: ["fresh_wide"]});
   assert.equal(await r.waitReady(5000), true);
   const names = Object.keys(r.metrics ?? {});
   assert.ok(!names.includes("wide") && names.includes("narrow") && names.includes("fresh_wide"),
             `${names} ${lines.join("\n")}`);
+  assert.equal(r.stats().mechanismMismatch.wide.using, entry("wide", oue.mechanism).mechanism);
   for (const value of ["c0", "c5", "c63"]) r.report("wide", value);  // counted, never sent
   r.report("narrow", "c5");
   assert.equal(await r.close(5000), true);

@@ -91,9 +91,9 @@ from deniable.client import kinds
 from deniable.client.dimensions import SERIES
 from deniable.client.errors import InvalidParameterError
 # Hour indexes are defined once, in ``periods``; re-exported here for the key layout's users.
-from deniable.collector.periods import HOUR as BUCKET
+from deniable.collector.periods import HOUR as BUCKET  # noqa: F401 (re-exported)
 from deniable.collector.periods import HOUR_SECONDS, hour_index, hour_range, hour_start
-from deniable.collector.periods import hour_floor as bucket_start
+from deniable.collector.periods import hour_floor as bucket_start  # noqa: F401 (re-exported)
 from deniable.collector.periods import utc as _utc
 
 PREFIX = "dn:v1"

@@ -103,9 +103,12 @@ def _population_reporter(devices: int, *args: object, **kwargs: object) -> objec
                 answers[self.device, int(true_value)] = bit
             return bit
 
-        def _perturb_value(self, metric: str, mechanism: Any, value: Any) -> int:
+        def _perturb_value(self, metric: str, mechanism: Any, value: Any, *,
+                           ordered: bool = False) -> int:
             """A category index or an exact number: this device's memoized answer, keyed as
-            the client keys it (the category, or the number's alpha-point grid point)."""
+            the client keys it (the category, or the number's alpha-point grid point). The
+            demo's devices have no cap, so ``ordered`` (the nearest-paid substitute) never
+            applies."""
             device = self.device
             last = self._keys.get((metric, device))
             if last is not None and last[0] == value:

@@ -93,4 +93,7 @@ def test_dev_mode_collector_logs_a_loud_warning(redis_url, metrics_file, redis_c
                           env={"DENIABLE_AUTH": "off"}) as collector:
         assert requests.get(f"{collector.url}/v1/metrics", timeout=5).status_code == 200
         log = collector.log_tail(20_000)
-    assert "WARNING" in log and "AUTHENTICATION IS DISABLED" in log
+    # Every log line is JSON: the loud warning is one at level "warning".
+    loud = [json.loads(line) for line in log.splitlines()
+            if line.startswith("{") and "AUTHENTICATION IS DISABLED" in line]
+    assert loud and all(entry["level"] == "warning" for entry in loud)

@@ -36,8 +36,11 @@ MECHANISMS = {1: "rr:1/2:1/2", 2: "rr:3/4:1/2"}
 DAY = 86_400
 
 
-def _report(url: str, clock: Path, days: tuple[int, ...], share: float, tmp: Path) -> None:
-    reporter = _population_reporter(DEVICES, url, batch_size=500, privacy_dir=tmp)
+def _report(url: str, clock: Path, days: tuple[int, ...], share: float, tmp: Path,
+            mechanism: str) -> None:
+    # The app of each release declares the mechanism that release reports under.
+    reporter = _population_reporter(DEVICES, url, batch_size=500, privacy_dir=tmp,
+                                    metrics={METRIC: mechanism})
     try:
         assert reporter.wait_ready(30)  # type: ignore[attr-defined]
         for day in days:
@@ -63,7 +66,8 @@ def test_one_series_spans_both_versions_each_part_within_its_interval(
             published = requests.post(f"{url}/v1/admin/metrics", timeout=10,
                                       json={"name": METRIC, "mechanism": MECHANISMS[version]})
             assert published.status_code == 201, published.text
-            _report(url, clock, days, TRUTH[version], tmp_path / f"v{version}")
+            _report(url, clock, days, TRUTH[version], tmp_path / f"v{version}",
+                    MECHANISMS[version])
         clock.write_text("0")
         now = datetime.now(timezone.utc)
         start, end = floor(now - timedelta(days=3), "day"), now + timedelta(hours=1)

@@ -1,4 +1,5 @@
-"""Every JavaScript sample of README.md and docs/*.md (```js, ```javascript, ```html) runs, as
+"""Every JavaScript sample of README.md and docs/*.md (```js, ```javascript, ```html; a ```ts
+one, of which there is none, would run as JavaScript, so it must be type-free) runs, as
 written, against a real collector started as the README says (``deploy/metrics.example.toml``,
 auth on, an ingest key made with ``deniable keys create``; the page's origin in
 ``DENIABLE_CORS_ORIGINS``), and the collector counts every report it sends.
@@ -49,7 +50,7 @@ pytestmark = pytest.mark.slow
 
 ROOT = WEB.parent
 PAGES = ["README.md", *sorted(f"docs/{p.name}" for p in (ROOT / "docs").glob("*.md"))]
-FENCE = re.compile(r"^```(?P<lang>javascript|js|html)(?P<info>(?: [^\n]*)?)\n(?P<code>.*?)^```",
+FENCE = re.compile(r"^```(?P<lang>javascript|js|typescript|ts|html)(?P<info>(?: [^\n]*)?)\n(?P<code>.*?)^```",
                    re.M | re.S)
 EXAMPLE_URL = "https://telemetry.example.com"
 CLEAN = ("queued", "dropped", "deadLettered", "droppedNoCatalogue", "droppedEarly",

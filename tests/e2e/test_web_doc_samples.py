@@ -50,8 +50,8 @@ pytestmark = pytest.mark.slow
 
 ROOT = WEB.parent
 PAGES = ["README.md", *sorted(f"docs/{p.name}" for p in (ROOT / "docs").glob("*.md"))]
-FENCE = re.compile(r"^```(?P<lang>javascript|js|typescript|ts|html)(?P<info>(?: [^\n]*)?)\n(?P<code>.*?)^```",
-                   re.M | re.S)
+FENCE = re.compile(r"^```(?P<lang>javascript|js|typescript|ts|html)(?P<info>(?: [^\n]*)?)\n"
+                   r"(?P<code>.*?)^```", re.M | re.S)
 EXAMPLE_URL = "https://telemetry.example.com"
 CLEAN = ("queued", "dropped", "deadLettered", "droppedNoCatalogue", "droppedEarly",
          "droppedUnknownMetric", "droppedNoState", "withheld", "capRefused")

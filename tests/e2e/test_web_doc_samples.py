@@ -250,7 +250,8 @@ def run_in_chromium(name: str, lang: str, code: str, key: str, metrics: dict[str
 @pytest.mark.parametrize("name,lang,code", [(n, lang, c) for n, lang, c, f in samples() if not f],
                          ids=[n for n, *_, f in samples() if not f])
 def test_every_web_sample_runs_and_is_counted(
-        name: str, lang: str, code: str, docs_collector,  # type: ignore[no-untyped-def]
+        name: str, lang: str, code: str,
+        docs_collector: tuple[CollectorProcess, dict[str, str], dict[str, Any]],
         site: tuple[str, Path], browser: Callable[[str], dict[str, Any]], tmp_path: Path) -> None:
     collector, keys, metrics = docs_collector
     assert "reporter" in code, f"{name}: the harness reads the sample's `reporter`"

@@ -30,13 +30,13 @@ import pytest
 import redis
 
 from deniable.analysis import RedisSource, analyze
-from deniable.analysis.categorical import category_arrays
-from deniable.analysis.estimate import debias, slot_channel
 from deniable.analysis.report import render_table
 from deniable.client.kinds import MetricSpec
 from deniable.client.period import DEFAULT_POLICY
 from deniable.collector import keys
 from deniable.collector.store import Outcome, Store
+
+from bench.storage import kind_floor  # the numpy floor, as the bench measures it
 
 LIMIT = 10.0
 """The analysis may take at most this many times the numpy floor."""
@@ -82,28 +82,6 @@ def _year(client: redis.Redis, names: list[str], spec: MetricSpec, first_hour: i
             assert client.copy(source, keys.counters(name, spec.mechanism.id, month))
 
 
-def _floor(arrays: list[tuple[np.ndarray, np.ndarray]], spec: MetricSpec, first_hour: int,
-           split_hour: int) -> None:
-    """The numpy floor: per metric, the daily sums and the sums over the range and its two
-    halves of every counter slot, debiased (both intervals of a categorical metric)."""
-    channel = slot_channel(spec.mechanism)
-    categorical = spec.mechanism.width > 2
-
-    def estimate(values: np.ndarray) -> None:
-        if categorical:
-            category_arrays(values, spec.mechanism)
-        else:
-            debias(channel, values[:, 1], values[:, 0])
-
-    for hours, values in arrays:
-        day = (hours - first_hour) // 24
-        edges = np.flatnonzero(np.concatenate(([True], day[1:] != day[:-1])))
-        estimate(np.add.reduceat(values, edges, axis=0))
-        estimate(values.sum(axis=0, keepdims=True))
-        before = int(np.searchsorted(hours, split_hour))
-        estimate(np.stack([values[:before].sum(axis=0), values[before:].sum(axis=0)]))
-
-
 def _timed(run: Callable[[], object]) -> float:
     """Seconds ``run`` takes."""
     began = time.perf_counter()
@@ -142,7 +120,7 @@ def test_the_analysis_stays_within_ten_times_the_numpy_floor(redis_client: redis
     # each. A try within the limit ends it; a failure is TRIES tries past it.
     floor = seconds = float("inf")
     for _ in range(TRIES):
-        floor = min(floor, _timed(lambda: _floor(arrays, spec, first_hour,
+        floor = min(floor, _timed(lambda: kind_floor(arrays, spec, first_hour,
                                                  keys.hour_index(split))))
         seconds = min(seconds, _timed(report))
         if seconds <= LIMIT * floor:

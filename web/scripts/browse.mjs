@@ -1,15 +1,10 @@
 // Open a page in headless Chromium (Debian's, by playwright-core) and print its title once it
 // starts with "done " or "error " (the e2e page's way to answer), as JSON on stdout.
 //     node scripts/browse.mjs <url> [timeout ms]
-import {chromium} from "playwright-core";
+import {launch} from "./chromium.mjs";
 
 const [url, timeout = "60000"] = process.argv.slice(2);
-const browser = await chromium.launch({
-  executablePath: process.env.CHROMIUM ?? "/usr/bin/chromium",
-  args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-         "--disable-component-update", "--disable-sync", "--no-first-run",
-         "--disable-dev-shm-usage"],
-});
+const browser = await launch();
 try {
   const page = await browser.newPage();
   const logs = [];

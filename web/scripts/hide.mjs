@@ -2,15 +2,10 @@
 // unloaded, as when a user closes the tab or follows a link), and print what the page said
 // before leaving. The caller checks the collector.
 //     node scripts/hide.mjs <url> [timeout ms]
-import {chromium} from "playwright-core";
+import {launch} from "./chromium.mjs";
 
 const [url, timeout = "20000"] = process.argv.slice(2);
-const browser = await chromium.launch({
-  executablePath: process.env.CHROMIUM ?? "/usr/bin/chromium",
-  args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-         "--disable-component-update", "--disable-sync", "--no-first-run",
-         "--disable-dev-shm-usage"],
-});
+const browser = await launch();
 try {
   const page = await browser.newPage();
   await page.goto(url);

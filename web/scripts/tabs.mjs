@@ -2,15 +2,10 @@
 // "tab" phase: each reports a gated metric three times, at once, then an ungated one once; prints
 // what each tab's Reporter said and the shared store's ledger and periods, as JSON.
 //     node scripts/tabs.mjs <url> [timeout ms]
-import {chromium} from "playwright-core";
+import {launch} from "./chromium.mjs";
 
 const [url, timeout = "30000"] = process.argv.slice(2);
-const browser = await chromium.launch({
-  executablePath: process.env.CHROMIUM ?? "/usr/bin/chromium",
-  args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-         "--disable-component-update", "--disable-sync", "--no-first-run",
-         "--disable-dev-shm-usage"],
-});
+const browser = await launch();
 try {
   const context = await browser.newContext();
   const tabs = [await context.newPage(), await context.newPage()];

@@ -44,6 +44,7 @@ export * from "./index.js";
 export * from "./kinds.js";
 export * from "./dimensions.js";
 export {PrivacyLoss} from "./loss.js";
+export {compose, repeatedLoss, split} from "./layers.js";
 export {identifying, MAX_UNIQUE_SHARE, UNIQUE_SHARE_DEVICES, uniqueShare} from "./unique.js";
 
 /** Public dimension values as an app states them: name -> value. */

@@ -621,6 +621,11 @@ LN3_SERVED = "rr:499/1000:499/1002"
 """A boolean version at epsilon ln 3 (likelihood ratio exactly 3) other than rr:1/2:1/2."""
 
 
+IRR_TABLE = {"mechanism": "rr:1/2:1/2", "memoization": "instantaneous",
+             "instantaneous": "rr:3/4:1/2"}
+"""A boolean declared with an instantaneous layer (memo layer rr:2/3:1/2)."""
+
+
 def _declaration_cases() -> list[tuple[str, dict[str, Any], list[dict[str, Any]]]]:
     """(what the case shows, the app's declaration as the web client takes it, the served
     catalogue's entries)."""
@@ -668,6 +673,14 @@ def _declaration_cases() -> list[tuple[str, dict[str, Any], list[dict[str, Any]]
          {"flag": {"mechanism": "rr:1/4:1/2"}},
          [entry("flag", {"mechanism": "rr:1/4:1/2"}, memoization="instantaneous",
                 instantaneous="rr:1/2:1/2")]),
+        ("declared with an instantaneous layer, served the same: nothing ignored",
+         {"flag": IRR_TABLE}, [entry("flag", {"mechanism": "rr:1/2:1/2"},
+                                     memoization="instantaneous", instantaneous="rr:3/4:1/2")]),
+        ("declared with an instantaneous layer; served memoized, then another layer",
+         {"flag": IRR_TABLE, "other": IRR_TABLE},
+         [entry("flag", {"mechanism": "rr:1/2:1/2"}),
+          entry("other", {"mechanism": "rr:1/2:1/2"}, memoization="instantaneous",
+                instantaneous="rr:7/8:1/2")]),
         ("declared fresh and weekly; served the defaults",
          {"flag": {"mechanism": "rr:1/2:1/2", "memoization": "fresh", "period": "week"}},
          [entry("flag", {"mechanism": "rr:1/2:1/2"})]),
@@ -707,6 +720,8 @@ def declaration_entries() -> list[dict[str, Any]]:
                 "ignored": list(resolution.ignored.get(name, ())),
                 "floored": name in resolution.floored,
                 "memoization": policy.memoization,
+                "instantaneous": None if policy.instantaneous is None
+                else policy.instantaneous.id,
                 "period": policy.period,
                 "dimensions": dims.get(name, Dimensions()).describe(),
             }

@@ -163,3 +163,24 @@ def test_instantaneous_vectors_replay_through_pythons_guard(tmp_path) -> None:
             tmp_path / "u", irr={"m": RandomizedResponse.from_id(pair["instantaneous"])})
         with pytest.raises(InvalidParameterError, match="instantaneous layer"):
             guard.layers("m", RandomizedResponse.from_id(pair["wire"]))
+
+
+def test_layered_privacy_loss_vectors_are_what_the_guard_states() -> None:
+    """The ``privacy_loss`` entries with an instantaneous layer, from a guard given that layer
+    (not only from PrivacyLoss.of, which the generator calls)."""
+    from deniable.client.longitudinal import LongitudinalGuard
+    from deniable.client.state import IN_MEMORY
+
+    entries = [e for e in VECTORS["privacy_loss"] if e.get("instantaneous")]
+    assert len(entries) >= 5
+    for entry in entries:
+        guard = LongitudinalGuard(
+            IN_MEMORY, irr={"m": RandomizedResponse.from_id(entry["instantaneous"])},
+            warn_in_memory=False)
+        loss = guard.privacy_loss("m", RandomizedResponse.from_id(entry["mechanism"]))
+        assert (loss.one_report_epsilon, loss.long_run_epsilon, loss.cost_per_new_value,
+                str(loss.p_answers_differ), loss.value_change) == (
+            entry["one_report_epsilon"], entry["long_run_epsilon"],
+            entry["cost_per_new_value"], entry["p_answers_differ"], entry["value_change"])
+        assert [loss.after(n) for n in (0, 1, 2, 3, 10, 100)] == entry["after"]
+        assert loss.after(1) < loss.after(100) <= loss.long_run_epsilon

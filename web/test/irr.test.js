@@ -16,8 +16,14 @@ import {fromHex, source, vectors} from "./vectors.js";
 const {layered, unreachable} = vectors.instantaneous;
 const rr = (id) => RandomizedResponse.fromId(id);
 const table = (wire, irr) => ({mechanism: wire, memoization: "instantaneous", instantaneous: irr});
-const served = (name, wire, irr) => ({name, description: "", kind: "boolean", mechanism: wire,
-  memoization: "instantaneous", instantaneous: irr, period: "day"});
+/** A served boolean entry with an instantaneous layer, as describe_metric writes it. */
+function served(name, wire, irr) {
+  const m = rr(wire);
+  const [p1, q] = [core.fracToString(m.pYesGivenYes), core.fracToString(m.pYesGivenNo)];
+  return {name, description: "", kind: "boolean", mechanism: wire, p_yes_given_yes: p1,
+          p_yes_given_no: q, p1, q, epsilon: m.epsilon, memoization: "instantaneous",
+          instantaneous: irr, period: "day"};
+}
 
 test("instantaneous vectors: the memo layer, its answers and tags, then the layer's draws", async () => {
   assert.ok(layered.length >= 20);
@@ -52,6 +58,7 @@ test("instantaneous vectors replay through the Reporter: the collector gets the 
       secret: {load: async () => key, clear: async () => undefined},
       metrics: {[v.metric]: table(v.wire, v.instantaneous)}, onePerPeriod: false,
       maxMetricEpsilon: Infinity, flushOnHide: false});
+    assert.equal(await r.waitReady(5000), true);  // the catalogue served and followed
     for (const b of v.true_bits) r.report(v.metric, b === 1);
     assert.equal(await r.close(5000), true);
     assert.deepEqual(c.counted().map((x) => x.bit), v.outputs, v.wire);
@@ -131,4 +138,25 @@ test("frequencies: reports follow the wire mechanism across devices, the layer w
   const answer = await memoBit(key, "one", memo, 1);
   const ones = sent.filter((x) => x.bit === 1).length;
   assert.ok(within(ones, n, answer ? 7 / 8 : 1 / 8), `${ones} of ${n}, answer ${answer}`);
+});
+
+test("a served version the layer cannot produce is withheld, said once, nothing sent", async (t) => {
+  // Declared rr:1/2:1/2 (ln 3) over rr:3/4:1/2 (Q 1/8); served rr:1/4:1/6 (P1 3/8, Q 1/8,
+  // likelihood ratio 3: the same question at no larger epsilon, so taken), whose Q is the
+  // layer's: no memo layer gives it (Python's guard refuses the split too).
+  assert.throws(() => split(rr("rr:1/4:1/6"), rr("rr:3/4:1/2")), InvalidParameterError);
+  const c = collectorLike({metrics: [served("flag", "rr:1/4:1/6", "rr:3/4:1/2")]});
+  const server = await startServer(c.answer);
+  t.after(() => server.close());
+  const lines = [];
+  const r = new Reporter(server.url, {log: (l) => lines.push(l), store: new MemoryStore(),
+                                      metrics: {flag: table("rr:1/2:1/2", "rr:3/4:1/2")},
+                                      onePerPeriod: false, flushOnHide: false});
+  assert.equal(await r.waitReady(5000), true);
+  assert.equal(r.metrics.flag, "rr:1/4:1/6");
+  for (let i = 0; i < 5; i++) r.report("flag", i % 2 === 0);
+  assert.equal(await r.close(5000), true);
+  assert.equal(c.counted().length, 0);
+  assert.equal(r.stats().withheld, 5);
+  assert.equal(lines.filter((l) => l.includes("'flag' is withheld")).length, 1, lines.join("\n"));
 });

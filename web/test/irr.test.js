@@ -105,12 +105,12 @@ test("frequencies: reports follow the wire mechanism across devices, the layer w
   // the layer's perturb with the secure source; the replay test above shows the Reporter
   // does exactly that). Within one device, n reports of one value through the Reporter are
   // 1 with P1_irr = 7/8 if its permanent answer is 1, else Q_irr = 1/8.
-  // Tolerance 5.5 SE for each of the 3 binomial counts (N = 10,000, n = 3,000, p in
+  // Tolerance 5.5 SE for each of the 3 binomial counts (N = 5,000, n = 3,000, p in
   // [1/8, 7/8]): P(|Z| > 5.5) = 3.8e-8 each, so a false failure has probability
   // < 3 * 3.8e-8 ~ 1.1e-7 (plus the normal approximation's error in those tails, far smaller
   // at these n). A broken layer fails: the memo answer alone gives 5/6, the layer over the
-  // true bit 7/8, both more than 5.5 SE (0.024 at N = 10,000) from 3/4.
-  const [N, n] = [10_000, 3000];
+  // true bit 7/8, both more than 5.5 SE (0.034 at N = 5,000) from 3/4.
+  const [N, n] = [5000, 3000];
   const wire = rr("rr:1/2:1/2");
   const irr = rr("rr:3/4:1/2");
   const memo = split(wire, irr);

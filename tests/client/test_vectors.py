@@ -12,6 +12,7 @@ from fractions import Fraction
 
 import pytest
 
+from deniable.client.errors import InvalidParameterError
 from deniable.client.mechanism import RandomizedResponse
 from deniable.client.memo import memo_bit
 from deniable.client.wire import decode_batch, decode_compact_batch
@@ -126,3 +127,60 @@ def test_period_vectors_replay_through_pythons_gate_across_restarts(tmp_path) ->
             == entry["admitted"], entry
     assert {e["admitted"] for e in sequence} == {True, False}
     assert any(e["restart"] and not e["admitted"] for e in sequence)  # a restart kept its gate
+
+
+def test_instantaneous_vectors_replay_through_pythons_guard(tmp_path) -> None:
+    """Each layered entry, reported through a real LongitudinalGuard holding the entry's secret
+    and drawing its fresh coins from the entry's words: the same layers, the same permanent
+    answers (paid for under the memo layer's tags), the same reports, draw for draw."""
+    import os
+
+    from deniable.client.longitudinal import LongitudinalGuard
+    from deniable.client.memo import spend_tag
+    from deniable.client.state import SECRET_FILE
+    from tests.vectors.generate import _source
+
+    section = VECTORS["instantaneous"]
+    assert {e["answers"][0] != e["answers"][1] for e in section["layered"]} == {True, False}
+    for i, entry in enumerate(section["layered"]):
+        state = tmp_path / str(i)
+        state.mkdir(mode=0o700)
+        (state / SECRET_FILE).write_bytes(bytes.fromhex(entry["secret"]))
+        os.chmod(state / SECRET_FILE, 0o600)
+        wire = RandomizedResponse.from_id(entry["wire"])
+        irr = RandomizedResponse.from_id(entry["instantaneous"])
+        guard = LongitudinalGuard(state, irr={entry["metric"]: irr},
+                                  rng=_source(entry["words"]), max_metric_epsilon=float("inf"))
+        memo = guard.layers(entry["metric"], wire).memo
+        assert memo is not None and memo.id == entry["memo"]
+        secret = bytes.fromhex(entry["secret"])
+        assert [spend_tag(secret, entry["metric"], memo, b) for b in (0, 1)] == entry["tags"]
+        sent = [guard.perturb(entry["metric"], wire, bool(b)) for b in entry["true_bits"]]
+        assert sent == entry["outputs"], entry["wire"]
+        assert [memo_bit(secret, entry["metric"], memo, b) for b in (0, 1)] == entry["answers"]
+    for pair in section["unreachable"]:
+        guard = LongitudinalGuard(
+            tmp_path / "u", irr={"m": RandomizedResponse.from_id(pair["instantaneous"])})
+        with pytest.raises(InvalidParameterError, match="instantaneous layer"):
+            guard.layers("m", RandomizedResponse.from_id(pair["wire"]))
+
+
+def test_layered_privacy_loss_vectors_are_what_the_guard_states() -> None:
+    """The ``privacy_loss`` entries with an instantaneous layer, from a guard given that layer
+    (not only from PrivacyLoss.of, which the generator calls)."""
+    from deniable.client.longitudinal import LongitudinalGuard
+    from deniable.client.state import IN_MEMORY
+
+    entries = [e for e in VECTORS["privacy_loss"] if e.get("instantaneous")]
+    assert len(entries) >= 5
+    for entry in entries:
+        guard = LongitudinalGuard(
+            IN_MEMORY, irr={"m": RandomizedResponse.from_id(entry["instantaneous"])},
+            warn_in_memory=False)
+        loss = guard.privacy_loss("m", RandomizedResponse.from_id(entry["mechanism"]))
+        assert (loss.one_report_epsilon, loss.long_run_epsilon, loss.cost_per_new_value,
+                str(loss.p_answers_differ), loss.value_change) == (
+            entry["one_report_epsilon"], entry["long_run_epsilon"],
+            entry["cost_per_new_value"], entry["p_answers_differ"], entry["value_change"])
+        assert [loss.after(n) for n in (0, 1, 2, 3, 10, 100)] == entry["after"]
+        assert loss.after(1) < loss.after(100) <= loss.long_run_epsilon

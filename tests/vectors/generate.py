@@ -621,6 +621,11 @@ LN3_SERVED = "rr:499/1000:499/1002"
 """A boolean version at epsilon ln 3 (likelihood ratio exactly 3) other than rr:1/2:1/2."""
 
 
+IRR_TABLE = {"mechanism": "rr:1/2:1/2", "memoization": "instantaneous",
+             "instantaneous": "rr:3/4:1/2"}
+"""A boolean declared with an instantaneous layer (memo layer rr:2/3:1/2)."""
+
+
 def _declaration_cases() -> list[tuple[str, dict[str, Any], list[dict[str, Any]]]]:
     """(what the case shows, the app's declaration as the web client takes it, the served
     catalogue's entries)."""
@@ -668,6 +673,14 @@ def _declaration_cases() -> list[tuple[str, dict[str, Any], list[dict[str, Any]]
          {"flag": {"mechanism": "rr:1/4:1/2"}},
          [entry("flag", {"mechanism": "rr:1/4:1/2"}, memoization="instantaneous",
                 instantaneous="rr:1/2:1/2")]),
+        ("declared with an instantaneous layer, served the same: nothing ignored",
+         {"flag": IRR_TABLE}, [entry("flag", {"mechanism": "rr:1/2:1/2"},
+                                     memoization="instantaneous", instantaneous="rr:3/4:1/2")]),
+        ("declared with an instantaneous layer; served memoized, then another layer",
+         {"flag": IRR_TABLE, "other": IRR_TABLE},
+         [entry("flag", {"mechanism": "rr:1/2:1/2"}),
+          entry("other", {"mechanism": "rr:1/2:1/2"}, memoization="instantaneous",
+                instantaneous="rr:7/8:1/2")]),
         ("declared fresh and weekly; served the defaults",
          {"flag": {"mechanism": "rr:1/2:1/2", "memoization": "fresh", "period": "week"}},
          [entry("flag", {"mechanism": "rr:1/2:1/2"})]),
@@ -707,6 +720,8 @@ def declaration_entries() -> list[dict[str, Any]]:
                 "ignored": list(resolution.ignored.get(name, ())),
                 "floored": name in resolution.floored,
                 "memoization": policy.memoization,
+                "instantaneous": None if policy.instantaneous is None
+                else policy.instantaneous.id,
                 "period": policy.period,
                 "dimensions": dims.get(name, Dimensions()).describe(),
             }
@@ -863,13 +878,76 @@ def period_entries(rng: random.Random) -> dict[str, Any]:
     return {"indexes": indexes, "sequence": events}
 
 
+IRR_PAIRS = [("rr:1/2:1/2", "rr:3/4:1/2"), ("rr:1/4:1/2", "rr:1/2:1/2"),
+             ("rr:1/3:1/2", "rr:2/3:1/3"), ("rr:1/8:1/16", "rr:1/2:1/32"),
+             (RandomizedResponse.from_epsilon(1.0).id, "rr:3/4:1/2")]
+"""(wire mechanism, instantaneous layer) pairs the guard can split."""
+IRR_UNREACHABLE = [("rr:1/2:1/2", "rr:1/2:1/2"), ("rr:3/4:1/2", "rr:1/2:1/2"),
+                   ("rr:1/2:1/8", "rr:3/4:1/2")]
+"""Pairs it cannot: the layer is no less noisy than the wire mechanism."""
+
+
+def instantaneous_entries(rng: random.Random) -> dict[str, Any]:
+    """The instantaneous layer of a boolean metric, as the guard builds and reports it: the
+    memo layer split(wire, irr), the permanent answer of each true bit (memo_bit under the memo
+    layer) and its ledger tag, then each report a fresh draw of the layer over the answer
+    (the words feed those draws, as ``LongitudinalGuard(rng=...)._fresh_draw``); and the
+    pairs the guard refuses."""
+    from deniable.client.composition import compose
+    from deniable.client.longitudinal import LongitudinalGuard
+    from deniable.client.state import IN_MEMORY
+
+    secrets = [bytes(range(32)), bytes(rng.getrandbits(8) for _ in range(32))]
+    layered = []
+    for wire_id, irr_id in IRR_PAIRS:
+        wire, irr = RandomizedResponse.from_id(wire_id), RandomizedResponse.from_id(irr_id)
+        guard = LongitudinalGuard(IN_MEMORY, irr={"m": irr}, warn_in_memory=False)
+        memo = guard.layers("m", wire).memo
+        assert isinstance(memo, RandomizedResponse) and compose(memo, irr) == wire
+        for secret in secrets:
+            for metric in ("dark_mode", "m" * 64):
+                answers = [memo_bit(secret, metric, memo, bit) for bit in (0, 1)]
+                words = _words(rng, 120)
+                source = _source(words)
+                true_bits = [rng.getrandbits(1) for _ in range(40)]
+                layered.append({
+                    "secret": secret.hex(), "metric": metric, "wire": wire.id,
+                    "instantaneous": irr.id, "memo": memo.id, "answers": answers,
+                    "tags": [spend_tag(secret, metric, memo, bit) for bit in (0, 1)],
+                    "words": words, "true_bits": true_bits,
+                    "outputs": [irr.perturb(answers[bit], source) for bit in true_bits]})
+    refused = []
+    for wire_id, irr_id in IRR_UNREACHABLE:
+        guard = LongitudinalGuard(IN_MEMORY, irr={"m": RandomizedResponse.from_id(irr_id)},
+                                  warn_in_memory=False)
+        try:
+            guard.layers("m", RandomizedResponse.from_id(wire_id))
+        except InvalidParameterError:
+            refused.append({"wire": wire_id, "instantaneous": irr_id})
+        else:
+            raise AssertionError(f"{wire_id} over {irr_id} was split")
+    return {"layered": layered, "unreachable": refused}
+
+
 def privacy_loss_entries() -> list[dict[str, Any]]:
     """``PrivacyLoss`` of every kind's mechanism, memoized and fresh, without an instantaneous
-    layer (the web client has none): epsilons, the exact probability that two values'
-    permanent answers differ, and ``after(n)``."""
+    layer; then of boolean mechanisms with one (``instantaneous``: the layer's id): epsilons,
+    the exact probability that two values' permanent answers differ, and ``after(n)`` (with
+    a layer, the exact repeated loss, which grows towards the long-run epsilon)."""
     from deniable.client.longitudinal import Layers, PrivacyLoss
+    from deniable.client.composition import split
 
     out: list[dict[str, Any]] = []
+    for wire_id, irr_id in IRR_PAIRS:
+        wire, irr = RandomizedResponse.from_id(wire_id), RandomizedResponse.from_id(irr_id)
+        loss = PrivacyLoss.of("m", Layers(wire, split(wire, irr), irr))
+        out.append({"mechanism": wire.id, "memoized": True, "instantaneous": irr.id,
+                    "one_report_epsilon": loss.one_report_epsilon,
+                    "long_run_epsilon": loss.long_run_epsilon,
+                    "p_answers_differ": str(loss.p_answers_differ),
+                    "cost_per_new_value": loss.cost_per_new_value,
+                    "after": [loss.after(n) for n in (0, 1, 2, 3, 10, 100)],
+                    "value_change": loss.value_change})
     for mechanism in [*_mechanisms(), *(spec.mechanism for _, spec in _kind_specs())]:
         for memoized in (True, False):
             loss = PrivacyLoss.of("m", Layers(mechanism, mechanism if memoized else None, None))
@@ -938,6 +1016,7 @@ SECTIONS: dict[str, Callable[[random.Random], Any]] = {
     "ledger_tags": ledger_tag_entries,
     "periods": period_entries,
     "privacy_loss": lambda rng: privacy_loss_entries(),
+    "instantaneous": instantaneous_entries,
     "unique_share": lambda rng: unique_share_entries(),
 }
 

@@ -15,6 +15,10 @@
  * `report(metric, value, {platform: "ios"})`. They travel in clear: NOT protected by local
  * differential privacy.
  *
+ * A boolean metric may be declared `memoization: "instantaneous"` with its layer
+ * (`instantaneous: "rr:..."`): its permanent answer is re-perturbed with fresh coins on every
+ * report (RAPPOR's IRR, src/layers.ts), here only.
+ *
  * The default entry point (`deniable-client`) reports boolean metrics only and stays small;
  * this one adds the kinds module (src/kinds.ts). Everything else (queue, sender, memo of
  * booleans, the rules) is the same Reporter's.
@@ -25,6 +29,7 @@ import {
   alphaThreshold, type AnyMetric, DEFAULT_GRID, type Declared, declareMetric, type KindDeclaration,
   MetricSpec, parseAllCatalogue,
 } from "./kinds.js";
+import {declaredLayer, split} from "./layers.js";
 import {Rr} from "./mechanism.js";
 import {memoBit} from "./memo.js";
 import {type Catalogue, lookup} from "./catalogue.js";
@@ -39,6 +44,7 @@ export * from "./index.js";
 export * from "./kinds.js";
 export * from "./dimensions.js";
 export {PrivacyLoss} from "./loss.js";
+export {compose, repeatedLoss, split} from "./layers.js";
 export {identifying, MAX_UNIQUE_SHARE, UNIQUE_SHARE_DEVICES, uniqueShare} from "./unique.js";
 
 /** Public dimension values as an app states them: name -> value. */
@@ -76,7 +82,9 @@ export type MetricTable = Readonly<Record<string, unknown>>;
 
 /** A declaration's collection policy and notes, as in the metrics file. */
 interface Policies {
-  memoization?: "memoized" | "fresh";
+  memoization?: "memoized" | "instantaneous" | "fresh";
+  /** The instantaneous layer's mechanism id, with memoization "instantaneous" (booleans). */
+  instantaneous?: string | null;
   period?: "hour" | "day" | "week";
   description?: string;
   retention_days?: number;
@@ -115,6 +123,10 @@ export class Reporter extends BooleanReporter {
    * the only ones ever attached (a served list changes nothing). */
   private readonly declaredDims: Map<string, Dimensions>;
   private readonly routes = new Map<string, Route | undefined>();
+  /** Boolean metric -> its declared instantaneous layer (layers.ts). */
+  private readonly irrs: Map<string, Rr>;
+  /** metric \0 wire id -> its memo layer, or null if the layer cannot produce wire's reports. */
+  private readonly memoLayers = new Map<string, Rr | null>();
 
   /**
    * @throws InvalidParameterError an option out of range, an invalid declared metric or
@@ -124,8 +136,21 @@ export class Reporter extends BooleanReporter {
   constructor(collectorUrl: string, options: ReporterOptions = {}) {
     const device = deviceDimensions(options.dimensions);
     const declaredDims = new Map<string, Dimensions>();
-    for (const [name, declared] of Object.entries(options.metrics ?? {})) {
+    const irrs = new Map<string, Rr>();
+    const metrics = {...options.metrics};
+    for (const [name, declared] of Object.entries(metrics)) {
       if (declared?.constructor !== Object) continue;
+      const layer = declaredLayer(name, declared as MetricTable);
+      if (layer !== undefined) {
+        if (options.fresh?.includes(name)) {
+          throw new InvalidParameterError(`metric '${name}': instantaneous: a fresh metric has ` +
+                                          "no instantaneous layer");
+        }
+        irrs.set(name, layer);
+        // The rest of the table as any other; the policy is set below.
+        const {memoization: _m, instantaneous: _i, ...rest} = declared as MetricTable;
+        metrics[name] = rest;
+      }
       let found: Dimensions;
       try {
         found = Dimensions.of(declared as DimensionDeclaration);
@@ -134,9 +159,18 @@ export class Reporter extends BooleanReporter {
       }
       if (found !== NONE) declaredDims.set(name, found);
     }
-    super(collectorUrl, options as BooleanOptions);
+    super(collectorUrl, {...options, metrics} as BooleanOptions);
     this.device = device;
     this.declaredDims = declaredDims;
+    this.irrs = irrs;
+    for (const [name, layer] of irrs) {
+      Object.assign(this.policies.get(name)!, {memoization: "instantaneous", irr: layer.id});
+      try {
+        split(this.declared.metrics.get(name)!, layer);
+      } catch (error) {
+        throw new InvalidParameterError(`metric '${name}': instantaneous: ${(error as Error).message}`);
+      }
+    }
   }
 
   /** A categorical mechanism's memoized answer may single the device out (unique.ts). */
@@ -190,19 +224,22 @@ export class Reporter extends BooleanReporter {
       }
       const value = trueValue ? 1 : 0;
       if (this.skipped(metric)) return;
+      // The memoized answer's mechanism: the wire's, or the memo layer under an instantaneous one.
+      const memo = this.fresh.has(metric) ? spec : this.memoLayer(metric, spec);
+      if (memo === undefined) return void this.counts.withheld++;
       // Behind reports still waiting, it waits too: reports keep their call order.
       if (this.waiting) {
-        if (this.fresh.has(metric) || !this.refused(metric, spec, value)) {
+        if (this.fresh.has(metric) || !this.refused(metric, memo, value)) {
           this.wait(metric, value, dims);
         }
       } else if (this.fresh.has(metric)) {
         this.put(metric, spec.id, spec.perturb(value, this.rng), stated);
-      // Else its memoized answer, if derived and paid for; else derived and charged
-      // asynchronously.
+      // Else its memoized answer (through its instantaneous layer), if derived and paid for;
+      // else derived and charged asynchronously.
       } else {
         const bit = this.memo.get(`${metric}\u0000${spec.id}`)?.[value];  // paid for
-        if (bit !== undefined) this.put(metric, spec.id, bit, stated);
-        else if (!this.refused(metric, spec, value)) this.wait(metric, value, dims);
+        if (bit !== undefined) this.put(metric, spec.id, this.layered(metric, bit), stated);
+        else if (!this.refused(metric, memo, value)) this.wait(metric, value, dims);
       }
       return;
     }
@@ -236,7 +273,34 @@ export class Reporter extends BooleanReporter {
    */
   privacyLoss(metric: string): PrivacyLoss {
     const m = lookup(this.catalogue, metric) as unknown as AnyMetric;
-    return new PrivacyLoss(metric, m instanceof MetricSpec ? m.mechanism : m, !this.fresh.has(metric));
+    return new PrivacyLoss(metric, m instanceof MetricSpec ? m.mechanism : m, !this.fresh.has(metric),
+                           this.irrs.get(metric));
+  }
+
+  /** The mechanism of boolean `metric`'s permanent answers under `wire`: wire itself, or
+   * split(wire, its instantaneous layer); undefined (said once) if the layer cannot produce
+   * reports that follow wire (a served version it cannot reach: withheld, as Python's guard). */
+  private memoLayer(metric: string, wire: Rr): Rr | undefined {
+    const irr = this.irrs.get(metric);
+    if (irr === undefined) return wire;
+    const key = `${metric}\u0000${wire.id}`;
+    let memo = this.memoLayers.get(key);
+    if (memo === undefined) {
+      try {
+        memo = split(wire, irr);
+      } catch (error) {
+        memo = null;
+        this.once(`irr:${key}`, `deniable: metric '${metric}' is withheld: ${(error as Error).message}`);
+      }
+      this.memoLayers.set(key, memo);
+    }
+    return memo ?? undefined;
+  }
+
+  /** What one report sends for the permanent answer `bit`: a fresh secure draw of the
+   * metric's instantaneous layer over it, or the answer itself. */
+  private layered(metric: string, bit: 0 | 1): 0 | 1 {
+    return this.irrs.get(metric)?.perturb(bit, this.rng) ?? bit;
   }
 
   /** The public dimensions each metric declares: name -> Dimensions (metrics that declare
@@ -339,7 +403,8 @@ export class Reporter extends BooleanReporter {
     }
     if (!(spec instanceof MetricSpec)) {
       if (typeof value === "boolean" || value === 0 || value === 1) {
-        return super.drainOne(metric, value ? 1 : 0, stated);
+        return this.irrs.has(metric) ? this.drainLayered(metric, value ? 1 : 0, stated)
+          : super.drainOne(metric, value ? 1 : 0, stated);
       }
       this.dropEarly(metric, "is not a declared metric of this value's kind");
       return;
@@ -375,6 +440,23 @@ export class Reporter extends BooleanReporter {
     if (answers === undefined) this.answers.set(id, answers = new Map());
     answers.set(key, answer);  // paid for: reported synchronously from now on
     this.put(metric, spec.id, answer, stated);
+  }
+
+  /** One early report of a boolean metric with an instantaneous layer: its permanent answer
+   * (under the memo layer) derived and paid for, then a fresh draw of the layer over it. */
+  private async drainLayered(metric: string, value: 0 | 1, stated?: Dims): Promise<void> {
+    const wire = this.catalogue.get(metric);
+    if (wire === undefined || this.skipped(metric)) return;
+    const memo = this.memoLayer(metric, wire);
+    if (memo === undefined) return void this.counts.withheld++;
+    if (this.secret === undefined) return void this.counts.noCatalogue++;
+    const key = `${metric}\u0000${wire.id}`;
+    const bit = this.memo.get(key)?.[value] ?? await memoBit(this.secret, metric, memo, value);
+    if (!await this.charge(metric, memo, value)) return;
+    let bits = this.memo.get(key);
+    if (bits === undefined) this.memo.set(key, bits = [undefined, undefined]);
+    bits[value] = bit;  // paid for: reported synchronously from now on
+    this.put(metric, wire.id, this.layered(metric, bit), stated);
   }
 
   /**
@@ -418,6 +500,7 @@ export class Reporter extends BooleanReporter {
     super.forget();
     this.answers.clear();
     this.alphas.clear();
+    this.memoLayers.clear();
   }
 
   /** The memoized answers of boolean metrics, and each numeric metric's α, derived at once. */
@@ -434,9 +517,11 @@ export class Reporter extends BooleanReporter {
       }
       const key = `${metric}\u0000${m.id}`;
       const bits = this.memo.get(key) ?? [undefined, undefined];
+      const memo = this.memoLayer(metric, m);
+      if (memo === undefined) continue;
       for (const v of [0, 1] as const) {
-        if (!spend(this.ledger, metric, await this.tag(metric, m, v), 0, Infinity)) {
-          bits[v] ??= await memoBit(this.secret, metric, m, v);  // paid for
+        if (!spend(this.ledger, metric, await this.tag(metric, memo, v), 0, Infinity)) {
+          bits[v] ??= await memoBit(this.secret, metric, memo, v);  // paid for
         }
       }
       this.memo.set(key, bits);

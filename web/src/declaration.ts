@@ -19,7 +19,9 @@ import {isMetricName} from "./wire.js";
 
 /** How a declared metric is collected. `dims` is its public dimensions' canonical form. */
 export interface Policy {
-  memoization: "memoized" | "fresh";
+  memoization: "memoized" | "instantaneous" | "fresh";
+  /** The instantaneous layer's id (deniable-client/all, layers.ts). */
+  irr?: string;
   period: "hour" | "day" | "week";
   dims: string;
 }
@@ -90,8 +92,8 @@ function policy(name: string, table: Record<string, unknown>): Policy {
     fail("epsilon", "the web client does not choose a mechanism: declare the `mechanism` the " +
          "collector chose (its catalogue entry's)");
   }
-  // The web client has no instantaneous layer (memoization "instantaneous" is refused).
-  if ((table.instantaneous ?? null) !== null) fail("instantaneous", "the web client has no instantaneous layer");
+  // The default entry has no instantaneous layer; deniable-client/all takes it (layers.ts).
+  if ((table.instantaneous ?? null) !== null) fail("instantaneous", "in deniable-client/all only");
   const memoization = one("memoization", ["memoized", "fresh"]);
   const period = one("period", ["day", "hour", "week"]);
   return {memoization, period, dims: dimsKey(table)} as Policy;
@@ -144,7 +146,7 @@ export function resolve<M extends Declarable>(declared: Declared<M>, served: Map
       found.mismatch[name] = {declared: mine.id, registered: theirs.id, using: same ? theirs.id : mine.id};
     }
     // Python's SERVED_PARTS: memoization (with its instantaneous layer), period, dimensions.
-    if ((e.memoization ?? "memoized") !== p.memoization || (e.instantaneous ?? null) !== null) {
+    if ((e.memoization ?? "memoized") !== p.memoization || (e.instantaneous ?? null) !== (p.irr ?? null)) {
       parts.push("memoization");
     }
     if ((e.period ?? "day") !== p.period) parts.push("period");

@@ -1,6 +1,6 @@
 /**
  * What a metric's reports reveal on this device, as Python's `PrivacyLoss`
- * (client/longitudinal.py), without the instantaneous layer (the web client has none): the
+ * (client/longitudinal.py), with or without an instantaneous layer (layers.ts): the
  * epsilon of one report, the epsilon of any number of reports of a value held constant, and,
  * stated apart because no epsilon bounds it, what a change of value reveals, with the exact
  * probability that the permanent answers of two values differ. Shared vectors
@@ -8,6 +8,8 @@
  */
 import {add, type Fraction, frac, fracToString, mul, sub, toNumber} from "./fraction.js";
 import {KaryRandomizedResponse, SubsetSelection, UnaryEncoding} from "./kinds.js";
+import {repeatedLoss, split} from "./layers.js";
+import type {Rr} from "./mechanism.js";
 
 /** A mechanism as the statements need it: its epsilon and its channel (P1, Q) or kind. */
 type Mechanism = {readonly epsilon: number; readonly id: string};
@@ -28,8 +30,21 @@ export class PrivacyLoss {
   /** In plain words, what a change of value reveals and why no epsilon bounds it. */
   readonly valueChange: string;
 
-  constructor(readonly metric: string, mechanism: Mechanism, memoized: boolean) {
-    this.oneReportEpsilon = this.costPerNewValue = mechanism.epsilon;
+  /** The permanent (memo) layer under an instantaneous layer: split(wire, irr). */
+  private readonly memo: Rr | undefined;
+
+  /**
+   * @param mechanism the wire mechanism, which one report follows.
+   * @param memoized false for fresh reporting.
+   * @param irr a boolean metric's instantaneous layer (memoized only): the permanent answer
+   *   follows split(mechanism, irr) and every report re-perturbs it with irr.
+   * @throws InvalidParameterError irr cannot produce reports that follow mechanism.
+   */
+  constructor(readonly metric: string, mechanism: Mechanism, memoized: boolean,
+              readonly irr?: Rr) {
+    this.oneReportEpsilon = mechanism.epsilon;
+    if (memoized && irr !== undefined) mechanism = this.memo = split(mechanism as Rr, irr);
+    this.costPerNewValue = mechanism.epsilon;
     this.longRunEpsilon = memoized ? mechanism.epsilon : null;
     if (!memoized) {
       this.pAnswersDiffer = null;
@@ -46,12 +61,15 @@ export class PrivacyLoss {
       `differ with probability ${fracToString(differ)} (${Number(toNumber(differ).toPrecision(3))}); ` +
       "when they do, anyone who links this device's reports sees when " +
       "the value changed, and every later change back and forth. No epsilon bounds this: the " +
-      "timing of each change shows, whatever the nats charged.";
+      "timing of each change shows, whatever the nats charged." + (this.memo === undefined ? ""
+      : " The instantaneous layer blurs each report, but averaging the reports on either side " +
+        "of a change still dates it, the more sharply the more reports there are.");
   }
 
   /** The exact worst-case loss of `n` reports of one value held constant. */
   after(n: number): number {
     if (!Number.isInteger(n) || n < 0) throw new RangeError("n must be an integer >= 0");
+    if (this.memo !== undefined) return repeatedLoss(this.memo, this.irr!, n);
     return this.longRunEpsilon === null ? n * this.oneReportEpsilon : n ? this.longRunEpsilon : 0;
   }
 }

@@ -72,7 +72,8 @@ if (cases === undefined) {
         assert.equal(mismatch !== undefined && mismatch.using === mismatch.declared, want.floored,
                      name);
         const policy = r.policies.get(name);  // protected: what the gate and memo follow
-        assert.deepEqual([policy.memoization, policy.period], [want.memoization, want.period]);
+        assert.deepEqual([policy.memoization, policy.irr ?? null, policy.period],
+                         [want.memoization, want.instantaneous, want.period]);
         assert.deepEqual(describe(r.dimensions[name]), want.dimensions, name);
       }
       for (const name of c.undeclared) {

@@ -39,9 +39,18 @@ for (const [entry, lib] of [["default", core], ["all", all]]) {
        async () => {
     const bad = [
       [{mechanism: "rr:1/2:1/2", colour: "red"}, "colour"],
-      [{mechanism: "rr:1/2:1/2", memoization: "instantaneous"}, "memoization"],
-      [{mechanism: "rr:1/2:1/2", memoization: "instantaneous", instantaneous: "rr:3/4:1/2"},
-       "instantaneous"],
+      // The default entry has no instantaneous layer; deniable-client/all checks it as Python.
+      [{mechanism: "rr:1/2:1/2", memoization: "instantaneous"},
+       entry === "all" ? "instantaneous" : "memoization"],
+      [{mechanism: "rr:1/2:1/2", memoization: "instantaneous",
+        instantaneous: entry === "all" ? "rr:1/2:1/2" : "rr:3/4:1/2"}, "instantaneous"],
+      [{mechanism: "rr:1/2:1/2", instantaneous: "rr:3/4:1/2"}, "instantaneous"],
+      ...entry === "all" ? [
+        [{mechanism: "rr:1/2:1/2", memoization: "instantaneous", instantaneous: "rr:3/4"},
+         "instantaneous"],
+        [{kind: "categorical", categories: ["a", "b"], mechanism: "grr:2:3/4:0a1b2c3d",
+          memoization: "instantaneous", instantaneous: "rr:3/4:1/2"}, "instantaneous"],
+      ] : [],
       [{mechanism: "rr:1/2:1/2", memoization: "sometimes"}, "memoization"],
       [{mechanism: "rr:1/2:1/2", period: "month"}, "period"],
       [{mechanism: "rr:1/2:1/2", description: 3}, "description"],

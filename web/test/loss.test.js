@@ -14,6 +14,7 @@ const close = (a, b) => (a === null || b === null ? a === b
 test("privacy_loss vectors: every kind, memoized and fresh, as Python states them", () => {
   const families = new Set();
   for (const v of vectors.privacy_loss) {
+    if (v.instantaneous) continue;  // with an instantaneous layer: irr.test.js
     const m = parseMechanism(v.mechanism);
     families.add(v.mechanism.split(":")[0]);
     const loss = new PrivacyLoss("m", m, v.memoized);

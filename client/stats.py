@@ -26,9 +26,10 @@ class Stats:
         withheld: ``report()`` calls not queued because the metric is withheld: it is of a
             kind this client does not know, or cannot be used on this device
             (``withheld_metrics`` says which and why). Nothing of them was kept.
-        cap_refused: ``report()`` calls refused because their metric reached its cap over
-            every version (``max_metric_epsilon``; never queued). Counted in the privacy
-            state, so over its life, by every Reporter sharing it.
+        cap_refused: ``report()`` calls whose new answer the cap over every version
+            (``max_metric_epsilon``) refused: each was sent as an answer already paid for
+            (free), or, while none of the metric's mechanism is paid, not queued. Counted in
+            the privacy state, so over its life, by every Reporter sharing it.
         period_skipped: ``report()`` calls of a metric already reported in its period (the
             first of a period is sent; the rest are no-ops, never queued). In memory: it
             counts this Reporter's calls only.

@@ -20,7 +20,9 @@ class Stats:
         dropped: removed unsent because the queue was over its size or age cap.
         dead_lettered: refused by the collector with a 400, 409, 413 or 422, kept in the
             dead-letter table with the reason.
-        budget_refused: ``report()`` calls refused by the privacy budget (never queued).
+        budget_refused: ``report()`` calls refused by the privacy budget with no answer of
+            the metric paid for to send instead (they raised; never queued). One sent as a
+            paid answer is not counted here (the ledger counts it).
         not_ready: always 0 from this version on (declared metrics need no catalogue, and
             an undeclared one raises); older queue files may hold earlier counts.
         withheld: ``report()`` calls not queued because the metric is withheld: it is of a

@@ -192,17 +192,17 @@ export class Reporter extends BooleanReporter {
       if (this.skipped(metric)) return;
       // Behind reports still waiting, it waits too: reports keep their call order.
       if (this.waiting) {
-        if (this.fresh.has(metric) || !this.refused(metric, spec, value)) {
-          this.wait(metric, value, dims);
-        }
+        this.wait(metric, value, dims);  // in call order; drainOne decides (and substitutes)
       } else if (this.fresh.has(metric)) {
         this.put(metric, spec.id, spec.perturb(value, this.rng), stated);
-      // Else its memoized answer, if derived and paid for; else derived and charged
-      // asynchronously.
+      // Else its memoized answer, if derived and paid for; refused by the cap, the other
+      // value's paid answer, else nothing (issue 26); else derived and charged asynchronously.
       } else {
-        const bit = this.memo.get(`${metric}\u0000${spec.id}`)?.[value];  // paid for
+        const bits = this.memo.get(`${metric}\u0000${spec.id}`);  // paid for
+        const bit = bits?.[value];
         if (bit !== undefined) this.put(metric, spec.id, bit, stated);
         else if (!this.refused(metric, spec, value)) this.wait(metric, value, dims);
+        else if (bits?.[1 - value] !== undefined) this.put(metric, spec.id, bits[1 - value]!, stated);
       }
       return;
     }
@@ -222,10 +222,9 @@ export class Reporter extends BooleanReporter {
     const answer = key === undefined ? undefined
       : this.answers.get(`${metric}\u0000${spec.id}`)?.get(key);
     if (answer !== undefined && !this.waiting) this.put(metric, spec.id, answer, stated);
-    // A number (or histogram bucket) is never silent once one is paid: drainOne sends the nearest.
-    else if (key === undefined || spec.kind !== "categorical" || !this.refused(metric, spec, key)) {
-      this.wait(metric, trueValue, dims);
-    }
+    // No kind is silent for one value once an answer is paid: a refused new answer is sent
+    // by drainOne as the nearest paid number (bucket) or the lowest paid category.
+    else this.wait(metric, trueValue, dims);
   }
 
   /**
@@ -367,7 +366,7 @@ export class Reporter extends BooleanReporter {
     const answer = this.answers.get(id)?.get(key) ?? await spec.memoAnswer(this.secret, metric, key);
     if (!await this.charge(metric, spec, key)) {
       const nearest = spec.kind !== "categorical" ? await this.nearestPaid(metric, spec, key)
-        : undefined;
+        : await this.lowestPaid(metric, spec);
       if (nearest !== undefined) this.put(metric, spec.id, nearest, stated);
       return;
     }
@@ -397,6 +396,24 @@ export class Reporter extends BooleanReporter {
         if (spend(this.ledger, metric, tag, spec.epsilon, this.cap) === 0) {
           return spec.memoAnswer(this.secret!, metric, point);
         }
+      }
+    }
+    return undefined;
+  }
+
+  /**
+   * The memoized answer of the lowest category index paid for, or undefined if none is: a
+   * category whose new answer the cap refuses is sent as that, free. The rule reads the
+   * ledger, never the value, and needs no other state, so it matches Python's guard.
+   */
+  private async lowestPaid(metric: string, spec: MetricSpec): Promise<Payload | undefined> {
+    const known = this.answers.get(`${metric}\u0000${spec.id}`);
+    for (let index = 0; index < spec.categories.length; index++) {
+      const answer = known?.get(index);
+      if (answer !== undefined) return answer;
+      const tag = await this.tag(metric, spec, index);
+      if (spend(this.ledger, metric, tag, spec.epsilon, this.cap) === 0) {
+        return spec.memoAnswer(this.secret!, metric, index);
       }
     }
     return undefined;

@@ -197,6 +197,37 @@ for (const [entry, lib] of [["default", core], ["all", all]]) {
     assert.equal(counted().length, 4);
     assert.equal(a.stats().capRefused + b.stats().capRefused, 2);
   });
+
+  test(`${entry}: past the cap a boolean value is sent as the other value's paid answer`, async (t) => {
+    // Issue 26: were a refused value silent, "silence = the value changed". A cap of ln 3
+    // holds one answer: true's. false is then sent as true's answer, free, on the early
+    // (asynchronous) path and the synchronous one, and by a second reporter of the store.
+    const v1 = "rr:1/2:1/2";
+    const {server, counted} = await collector(booleanDoc("m", v1));
+    t.after(() => server.close());
+    const store = new MemoryStore();
+    const opts = {onePerPeriod: false, log: () => undefined, store, secret: new core.StoreSecret(store),
+                  maxMetricEpsilon: Math.log(3), metrics: {m: v1}};
+    const r = new lib.Reporter(server.url, opts);
+    r.report("m", true);
+    r.report("m", false);  // before the state loaded: decided in drainOne
+    assert.equal(await r.flush(5000), true);
+    for (const v of [false, true, false]) r.report("m", v);  // decided at the call
+    assert.equal(await r.close(5000), true);
+    assert.equal(r.stats().capRefused, 3);
+    const again = new lib.Reporter(server.url, opts);
+    again.report("m", false);
+    await until(() => !again.waiting, "drained");
+    again.report("m", false);
+    assert.equal(await again.close(5000), true);
+    assert.equal(again.stats().capRefused, 2);
+    const bits = counted().map((x) => x.bit);
+    assert.equal(bits.length, 7);
+    assert.deepEqual(bits, Array(7).fill(bits[0]));
+    const ledger = await store.get("ledger");
+    assert.equal(ledger.m.paid.length, 1);  // never past the cap
+    assert.equal(BigInt(ledger.m.spent), units(Math.log(3)));
+  });
 }
 
 /** x * 2**1074, exactly (as the ledger stores sums). */

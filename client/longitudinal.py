@@ -617,6 +617,7 @@ class LongitudinalGuard:
         "the last one sent": it needs no state beyond the ledger, so processes sharing a
         state dir and the web client (all.ts) choose alike.
         """
+        assert not isinstance(mechanism, BitMean)  # a number takes the nearest paid point
         for index in range(mechanism.d):
             answer = route.answers.get(index)
             if answer is None and self._ledger.is_paid(

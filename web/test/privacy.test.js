@@ -39,6 +39,33 @@ test("cap vectors: charges and refusals, as the Python ledger decides", () => {
   }
 });
 
+test("cap substitution vectors: past the cap, the payloads Python's guard sends (issue 26)", async (t) => {
+  // Each case: a device secret, a cap, and reports of one memoized metric; a value refused a
+  // new answer is sent as a paid one (the other boolean value, the lowest paid category), or
+  // nothing for every value while none is paid. Both entries for a boolean; all for a category.
+  assert.ok(vectors.cap_substitute.some((c) => c.reports.some((r) => r.sent === null)));
+  for (const c of vectors.cap_substitute) {
+    const boolean = c.metric.mechanism.startsWith("rr:");
+    for (const lib of boolean ? [core, all] : [all]) {
+      const doc = {metrics: [c.metric]};
+      const {server, counted} = await collector(doc);
+      t.after(() => server.close());
+      const dir = mkdtempSync(join(tmpdir(), "deniable-subst-"));
+      mkdirSync(join(dir, "privacy"), {mode: 0o700});
+      writeFileSync(join(dir, "privacy", "secret"), Buffer.from(c.secret, "hex"), {mode: 0o600});
+      const r = new lib.Reporter(server.url, {onePerPeriod: false, log: () => undefined, ...nodeStorage(dir),
+                                              maxMetricEpsilon: c.max_metric_epsilon,
+                                              metrics: declarations(doc)});
+      for (const report of c.reports) r.report(c.metric.name, report.value);
+      assert.equal(await r.close(5000), true);
+      const sent = counted().map((x) => (boolean ? x.bit : x.index));
+      const what = `${c.metric.mechanism} at ${c.max_metric_epsilon}`;
+      assert.deepEqual(sent, c.reports.filter((x) => x.sent !== null).map((x) => x.sent), what);
+      assert.equal(r.stats().capRefused, c.cap_refused, what);
+    }
+  }
+});
+
 /** A collector whose catalogue the test replaces (`serve`), counting each batch id once. */
 async function collector(doc) {
   let current = doc;

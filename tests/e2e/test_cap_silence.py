@@ -20,8 +20,9 @@ exactly what the ledgers paid for.
 """
 from __future__ import annotations
 
+import json
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -36,10 +37,10 @@ from deniable.collector.server import CollectorProcess
 from tests.client.test_sender import wait_for
 from tests.e2e.test_version_churn import (  # noqa: F401  (a fixture)
     CAP_REPORTS, DECLARED, METRIC, secure_collector, version)
+from tests.e2e.test_web_version_churn import start
 
 DEVICES = 16
-CHANGED = set(range(0, DEVICES, 2))
-"""The devices whose value changes after the cap is spent: half, chosen by the test."""
+NODE_DEVICES = 8
 
 
 def observed(url: str, read: dict[str, str], mechanism: str) -> tuple[int, int]:
@@ -59,6 +60,40 @@ def keys(redis_client: redis.Redis) -> Iterator[tuple[dict[str, str], dict[str, 
            auth.create_key(redis_client, "ingest", "app").secret)
 
 
+Run = Callable[[int, int, bool], tuple[int, int]]
+"""run(i, j, value): device i starts the app and reports ``value`` under version j; the
+operator's view of that start: (reports, ones) the collector counted under version j."""
+
+
+def attack(url: str, admin: dict[str, str], run: Run, devices: int, per_run: int) -> None:
+    """The operator spends every device's cap (one new answer under each of 4 versions), half
+    the devices change value, every device reports again; then a version none of whose
+    answers is paid. Asserts the operator's view says nothing of who changed."""
+    changed = set(range(0, devices, 2))  # chosen by the test, not by anything the operator sees
+    values = [i % 4 < 2 for i in range(devices)]  # both values among changed and unchanged
+
+    def publish(j: int) -> None:
+        answer = requests.post(f"{url}/v1/admin/metrics", headers=admin, timeout=10,
+                               json={"name": METRIC, "mechanism": version(j).id})
+        assert answer.status_code == 201, answer.text
+
+    last: list[tuple[int, int]] = []
+    for j in range(CAP_REPORTS):
+        publish(j)
+        last = [run(i, j, values[i]) for i in range(devices)]
+        assert all(n == per_run for n, _ in last)
+    now = [run(i, CAP_REPORTS - 1, values[i] != (i in changed)) for i in range(devices)]
+    assert now == last  # each device's view: its reports, the same bits as before the change
+    for rule in (lambda view, before: view[0] == 0,          # "changed iff silent"
+                 lambda view, before: view != before):       # "changed iff the bits moved"
+        right = sum(rule(now[i], last[i]) == (i in changed) for i in range(devices))
+        assert right == devices // 2  # chance level, exactly
+    # A version of which nothing is paid: silent for every device, whatever its value.
+    publish(CAP_REPORTS)
+    assert [run(i, CAP_REPORTS, values[i] != (i in changed)) for i in range(devices)] \
+        == [(0, 0)] * devices
+
+
 @pytest.mark.slow
 def test_past_the_cap_a_changed_boolean_is_not_told_by_silence(
         secure_collector: CollectorProcess, keys: tuple[dict[str, str], dict[str, str], str],
@@ -67,11 +102,8 @@ def test_past_the_cap_a_changed_boolean_is_not_told_by_silence(
     admin, read, ingest = keys
     assert CAP_REPORTS * math.log(3) <= DEFAULT_MAX_METRIC_EPSILON * (1 + 1e-12)
     states = [tmp_path / f"device{i}" for i in range(DEVICES)]
-    values = [i % 4 < 2 for i in range(DEVICES)]  # both values among changed and unchanged
 
     def run(i: int, j: int, value: bool) -> tuple[int, int]:
-        """Device i starts the app and reports ``value`` under version j; the operator's
-        view of that run: (reports, ones) it counted under version j."""
         before = observed(url, read, version(j).id)
         with Reporter(url, {METRIC: DECLARED}, token=ingest, privacy_dir=states[i],
                       batch_size=10, one_per_period=False) as reporter:
@@ -81,28 +113,7 @@ def test_past_the_cap_a_changed_boolean_is_not_told_by_silence(
         after = observed(url, read, version(j).id)
         return after[0] - before[0], after[1] - before[1]
 
-    def publish(j: int) -> None:
-        answer = requests.post(f"{url}/v1/admin/metrics", headers=admin, timeout=10,
-                               json={"name": METRIC, "mechanism": version(j).id})
-        assert answer.status_code == 201, answer.text
-
-    # The operator spends every device's cap: one new answer under each of 4 versions.
-    last: list[tuple[int, int]] = []
-    for j in range(CAP_REPORTS):
-        publish(j)
-        last = [run(i, j, values[i]) for i in range(DEVICES)]
-        assert all(n == 1 for n, _ in last)
-    # Half the devices change value; every device reports again under the last version.
-    now = [run(i, CAP_REPORTS - 1, values[i] != (i in CHANGED)) for i in range(DEVICES)]
-    assert now == last  # each device's view: one report, the same bit as before the change
-    for rule in (lambda view, before: view[0] == 0,          # "changed iff silent"
-                 lambda view, before: view != before):       # "changed iff the bit moved"
-        right = sum(rule(now[i], last[i]) == (i in CHANGED) for i in range(DEVICES))
-        assert right == DEVICES // 2  # chance level, exactly
-    # A version of which nothing is paid: silent for every device, whatever its value.
-    publish(CAP_REPORTS)
-    assert [run(i, CAP_REPORTS, values[i] != (i in CHANGED)) for i in range(DEVICES)] \
-        == [(0, 0)] * DEVICES
+    attack(url, admin, run, DEVICES, 1)
     # The ledgers: 4 ln 3 each, never past the cap; the refusals are counted on the device.
     for i, state in enumerate(states):
         guard = LongitudinalGuard(state)
@@ -112,7 +123,30 @@ def test_past_the_cap_a_changed_boolean_is_not_told_by_silence(
             guard.close()
         assert spend.paid_values == CAP_REPORTS
         assert spend.memoized_charged == pytest.approx(CAP_REPORTS * math.log(3), rel=1e-12)
-        assert spend.cap_refused == (2 if i in CHANGED else 1)
+        assert spend.cap_refused == (2 if i % 2 == 0 else 1)  # the changed ones: 2
     # The collector counted one report per device per paid version and the substitutes.
     assert [observed(url, read, version(j).id)[0] for j in range(CAP_REPORTS + 1)] \
         == [DEVICES] * (CAP_REPORTS - 1) + [2 * DEVICES, 0]
+
+
+@pytest.mark.slow
+def test_node_devices_past_the_cap_are_not_told_by_silence_either(
+        secure_collector: CollectorProcess, keys: tuple[dict[str, str], dict[str, str], str],
+        tmp_path: Path) -> None:
+    """The same attack on Node devices (web/scripts/node-churn-reporter.mjs: each start
+    reports the value twice, the repeat free), half on each entry; the ledger in each
+    device's queue file holds 4 answers, never past the cap."""
+    url = secure_collector.url
+    admin, read, ingest = keys
+    entries = ["default", "default", "all", "all"] * (NODE_DEVICES // 4)
+
+    def run(i: int, j: int, value: bool) -> tuple[int, int]:
+        before = observed(url, read, version(j).id)
+        start(url, tmp_path / f"node{i}", ingest, METRIC, value, entries[i], version(j).id)
+        after = observed(url, read, version(j).id)
+        return after[0] - before[0], after[1] - before[1]
+
+    attack(url, admin, run, NODE_DEVICES, 2)
+    for i in range(NODE_DEVICES):
+        ledger = json.loads((tmp_path / f"node{i}" / "queue.json").read_text())["ledger"]
+        assert len(ledger[METRIC]["paid"]) == CAP_REPORTS

@@ -16,7 +16,9 @@ the devices: chance level 1/2 of 16 = 8, exactly, with no tolerance (the view is
 function of what the device sent before the change, so the accuracy is not random; no false
 failure). A version published after that (nothing of it paid) is silent for every device,
 whatever its value. Each ledger charges 4 ln 3, never past the cap, and the collector counted
-exactly what the ledgers paid for.
+exactly what the ledgers paid for. The same attack runs on 8 Node devices of the web client
+(both entries; each start reports twice, the repeat free): the same result, 4 of 8 for each
+rule, exactly.
 """
 from __future__ import annotations
 

@@ -11,10 +11,12 @@ from pathlib import Path
 import pytest
 
 from deniable.client import InvalidParameterError, MetricCapError
+from deniable.client.categorical import KaryRandomizedResponse
 from deniable.client.budget import DEFAULT_MAX_METRIC_EPSILON, Budget
 from deniable.client.errors import BudgetExceededError
 from deniable.client.longitudinal import LongitudinalGuard
 from deniable.client.mechanism import DEFAULT, RandomizedResponse
+from deniable.client.randomness import SecureBits
 from deniable.client.state import IN_MEMORY
 
 LN3 = math.log(3)
@@ -184,7 +186,6 @@ class _CountingBits:
     """The secure source, counting the calls that draw coins."""
 
     def __init__(self) -> None:
-        from deniable.client.randomness import SecureBits
         self._bits = SecureBits()
         self.calls = 0
 
@@ -198,7 +199,6 @@ class _CountingBits:
 
 
 def test_a_refused_category_is_sent_as_the_lowest_paid_index() -> None:
-    from deniable.client.categorical import KaryRandomizedResponse
     grr = KaryRandomizedResponse(5, Fraction(1, 2), "0123abcd")
     guard = LongitudinalGuard(IN_MEMORY, max_metric_epsilon=2 * grr.epsilon)
     answers = {i: guard.perturb_value("os", grr, i) for i in (3, 1)}  # the cap, exactly

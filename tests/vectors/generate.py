@@ -18,6 +18,7 @@ import json
 import math
 import random
 import sys
+import tempfile
 from collections.abc import Callable
 from fractions import Fraction
 from pathlib import Path
@@ -28,6 +29,7 @@ from deniable.client.categorical import (BITSET_MECHANISMS, MAX_UNIQUE_SHARE,
                                          choose_categorical, domain_tag, unique_share)
 from deniable.client.dimensions import DimensionError, Dimensions
 from deniable.client.errors import InvalidParameterError, WireFormatError
+from deniable.client.longitudinal import LongitudinalGuard
 from deniable.client.kinds import Mechanism, MetricSpec, parse_mechanism, payload_field
 from deniable.client.memo import (_context, _value_context, alpha_threshold, memo_bit, memo_key,
                                   memo_value, spend_tag, value_tag)
@@ -42,6 +44,7 @@ from deniable.client.period import DEFAULT_POLICY, parse_policy
 from deniable.client.queue import dims_text
 from deniable.client.randomness import SecureBits
 from deniable.client.reporter import _DimensionRoute, _stated_dims
+from deniable.client.state import SECRET_FILE
 from deniable.client.wire import encode_batch
 
 PATH = Path(__file__).with_name("vectors.json")
@@ -806,9 +809,6 @@ def cap_substitute_entries(rng: random.Random) -> list[dict[str, Any]]:
     is sent. A boolean value refused a new answer is sent as the other value's paid answer,
     a category as the lowest paid category's, and nothing for every value while none is paid
     (issue 26: silence never depends on the value)."""
-    import tempfile
-    from deniable.client.longitudinal import LongitudinalGuard
-    from deniable.client.state import SECRET_FILE
     os_spec = MetricSpec.build("categorical", epsilon=2.0, categories=OS)
     cases: list[tuple[str, MetricSpec, float, list[Any]]] = [
         ("dark_mode", MetricSpec.build("boolean", mechanism="rr:1/2:1/2"), math.log(3),

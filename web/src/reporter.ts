@@ -361,17 +361,13 @@ export class Reporter {
       return;
     }
     // The memo holds answers already paid for; another is derived and charged in drainOne.
-    const bits = this.memo.get(`${metric}\u0000${mechanism.id}`);
-    const bit = bits?.[value];
-    if (!this.waiting && bit !== undefined) {
-      this.put(metric, mechanism.id, bit);
-      return;
-    }
     // Refused by the cap: the other value's paid answer, if any, else nothing (issue 26).
-    if (!this.waiting && !this.fresh.has(metric) && this.refused(metric, mechanism, value)) {
-      const paid = bits?.[1 - value];
-      if (paid !== undefined) this.put(metric, mechanism.id, paid);
-      return;
+    const bits = this.memo.get(`${metric}\u0000${mechanism.id}`);
+    if (!this.waiting) {  // (and not fresh: that returned above)
+      const refused = bits?.[value] === undefined && this.refused(metric, mechanism, value);
+      const bit = bits?.[refused ? 1 - value : value];
+      if (bit !== undefined) this.put(metric, mechanism.id, bit);
+      if (bit !== undefined || refused) return;
     }
     if (this.early.length >= this.opts.maxEarlyReports) {
       this.counts.early++;
@@ -655,10 +651,9 @@ export class Reporter {
 
   private capped(metric: string): true {
     this.counts.capped++;
-    this.once(`cap:${metric}`, `deniable: metric '${metric}' takes no new answer on this ` +
-              `device: one would pass its cap of ${this.cap.toPrecision(3)} nats over all ` +
-              "versions (maxMetricEpsilon); a value needing one is sent as a paid answer, or " +
-              "not at all while none is paid. To change its mechanism, use a new metric name");
+    this.once(`cap:${metric}`, `deniable: metric '${metric}' is past its cap of ` +
+              `${this.cap.toPrecision(3)} nats over all versions (maxMetricEpsilon): a new value ` +
+              "is sent as a paid one, if any. To change its mechanism, use a new metric name");
     return true;
   }
 
@@ -815,28 +810,18 @@ export class Reporter {
     const key = `${metric}\u0000${mechanism.id}`;
     const bit = this.memo.get(key)?.[value] ?? await memoBit(this.secret, metric, mechanism, value);
     if (!await this.charge(metric, mechanism, value)) {
-      const paid = await this.paidBit(metric, mechanism, value ? 0 : 1);
-      if (paid !== undefined) this.put(metric, mechanism.id, paid, dims);
+      // Refused: the other value's answer if paid (here or, as last read, elsewhere), else
+      // nothing: the same for both values, so silence never says "changed" (issue 26).
+      const other = value ? 0 : 1;
+      if (!spend(this.ledger, metric, await this.tag(metric, mechanism, other), 0, Infinity)) {
+        this.put(metric, mechanism.id, await memoBit(this.secret, metric, mechanism, other), dims);
+      }
       return;
     }
     let bits = this.memo.get(key);
     if (bits === undefined) this.memo.set(key, bits = [undefined, undefined]);
     bits[value] = bit;  // paid for: reported synchronously from now on
     this.put(metric, mechanism.id, bit, dims);
-  }
-
-  /**
-   * The memoized answer of boolean `value` of `metric` under `m` if it is paid for (here or,
-   * as the ledger last read says, by another reporter), else undefined. A value whose new
-   * answer the cap refuses is sent as the other value's paid answer, free, so the device
-   * reports whatever its value and silence never says "changed" (as Python's guard; issue 26).
-   */
-  private async paidBit(metric: string, m: Rr, value: 0 | 1): Promise<0 | 1 | undefined> {
-    const known = this.memo.get(`${metric}\u0000${m.id}`)?.[value];
-    if (known !== undefined) return known;
-    const tag = await this.tag(metric, m, value);
-    return spend(this.ledger, metric, tag, m.epsilon, this.cap) === 0
-      ? memoBit(this.secret!, metric, m, value) : undefined;
   }
 
   /** The upload loop: oldest sealed batch first, one at a time. */

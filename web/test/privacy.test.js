@@ -180,7 +180,7 @@ for (const [entry, lib] of [["default", core], ["all", all]]) {
     for (const v of [false, true]) r.report("m", v);          // paid for: still sent
     assert.equal(await r.close(5000), true);
     assert.deepEqual(counted().map((x) => x.mechanism), [v1, v1, v1, v2, v2, v1, v1]);
-    assert.equal(lines.filter((l) => l.includes("takes no new answer")).length, 1, lines.join("\n"));
+    assert.equal(lines.filter((l) => l.includes("is past its cap")).length, 1, lines.join("\n"));
     const ledger = JSON.parse(readFileSync(join(dir, "queue.json"), "utf8")).ledger;
     assert.deepEqual(ledger.m.paid.length, 4);
     // A restart (a new Reporter on the same directory) keeps the ledger.

@@ -17,8 +17,9 @@ so each new version of a metric draws, and pays for, new answers. The charges of
 answers of one metric *name* are summed over every version ever reported, and a new answer
 that would take the sum past ``max_metric_epsilon`` (by default ``DEFAULT_MAX_METRIC_EPSILON``,
 ln 81 = 2 ln 9) is refused with ``MetricCapError``, for good: the cap never renews. Answers
-already paid for stay free. A warning says so once per metric and process, and the refusals
-are counted (``capped``). Fresh charges are not summed here: their per-period budget, also
+already paid for stay free (the guard then sends a paid answer in place of the refused one,
+deniable.client.longitudinal). A warning says so once per metric and process, and the
+refusals are counted (``capped``). Fresh charges are not summed here: their per-period budget, also
 per metric name, already spans versions.
 
 Periods are fixed windows aligned to the Unix epoch (``floor(now / period) * period``: UTC days
@@ -303,11 +304,13 @@ class PrivacyLedger:
             if self._state is not None:
                 self._pending_capped[metric] = self._pending_capped.get(metric, 0) + 1
             message = (
-                f"metric {metric!r} is no longer reported on this device: a new answer "
-                f"would spend {float(cost):.6g} nats, and {float(entry.memoized):.6g} of its "
-                f"cap of {self._cap:.6g} over every version (max_metric_epsilon) are spent. "
-                f"Answers already paid for are still sent. If its mechanism must change, "
-                f"report under a new metric name (docs/privacy.md).")
+                f"metric {metric!r} takes no new answer on this device: one would spend "
+                f"{float(cost):.6g} nats, and {float(entry.memoized):.6g} of its cap of "
+                f"{self._cap:.6g} over every version (max_metric_epsilon) are spent. A value "
+                f"whose answer is paid for is still sent; any other is sent as a paid answer "
+                f"(the nearest paid number or bucket, else the lowest paid category or "
+                f"boolean value), or not at all while none is paid. If its mechanism must "
+                f"change, report under a new metric name (docs/privacy.md).")
             if metric not in self._warned_capped:
                 self._warned_capped.add(metric)
                 log.warning("deniable: %s", message)

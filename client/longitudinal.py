@@ -39,7 +39,10 @@ policies, with these differences:
   ``mechanism.epsilon`` once per new category or grid point: a value held constant costs
   epsilon once, a numeric value drifting within one grid cell at most twice. A numeric
   value whose grid point is new when the cap (or a budget) refuses new answers is reported as
-  the nearest grid point already paid for, so a drifting number never goes silent.
+  the nearest grid point already paid for, so a drifting number never goes silent; a refused
+  new category as the lowest category index paid for, and a refused boolean value as the
+  other value's paid answer (the same rule). Only while no answer of the mechanism is paid
+  is the report refused, and then for every value alike.
 - fresh: a fresh secure draw of the mechanism on the exact value (no rounding), charged
   ``mechanism.epsilon`` every report.
 - an instantaneous layer is defined for boolean metrics only (a randomized-response layer
@@ -424,11 +427,16 @@ class LongitudinalGuard:
         ``true_value`` never leaves this call: it is neither stored nor logged; only an
         HMAC tag of it (under the device secret) reaches the ledger.
 
+        A value whose new answer the cap or a budget refuses is reported as the other
+        value's answer if that one is paid for (``_paid_bit``): free, so the device sends
+        whatever its value and silence never says "the value changed".
+
         Raises:
-            BudgetExceededError: the report would exceed the metric's budget for the period;
-                nothing is released or spent.
-            MetricCapError (a BudgetExceededError): the report needs a new answer and the
-                metric's cap over every version is reached; nothing is released or spent.
+            BudgetExceededError: the report would exceed the metric's budget for the period
+                and the other value's answer is not paid for; nothing is released or spent.
+            MetricCapError (a BudgetExceededError): the report needs a new answer, the
+                metric's cap over every version is reached and the other value's answer is
+                not paid for; nothing is released or spent.
             InvalidParameterError: see ``layers``.
         """
         if not isinstance(mechanism, RandomizedResponse):  # never depends on the value
@@ -457,7 +465,17 @@ class LongitudinalGuard:
             # derive the permanent answer. Both are fixed from then on, so they are cached.
             tag = spend_tag(self._secret, metric, memo, true_bit)
             if not self._ledger.is_paid(metric, tag):
-                self._ledger.charge(metric, memo.epsilon, tag)
+                try:
+                    self._ledger.charge(metric, memo.epsilon, tag)
+                except BudgetExceededError:
+                    # Refused (the cap or a budget): send the other value's answer if it is
+                    # paid, else nothing; either way the same for both values (not cached:
+                    # a budget renews).
+                    paid = self._paid_bit(route, metric, memo, not true_bit)
+                    if paid is None:
+                        raise
+                    return paid if layers.irr is None else self._fresh_draw(
+                        route, "irr", layers.irr, _BOOLS[paid])
             bit = memo_bit(self._secret, metric, memo, true_bit)
             route.memo_bits[true_bit] = bit
             route.memo_flags[true_bit] = _BOOLS[bit]
@@ -465,6 +483,24 @@ class LongitudinalGuard:
         if layers.irr is not None:
             return self._fresh_draw(route, "irr", layers.irr, answer)
         return answer
+
+    def _paid_bit(self, route: _Route, metric: str, memo: RandomizedResponse,
+                  value: bool) -> int | None:
+        """The permanent answer of boolean ``value`` if it is paid for under ``memo`` (by this
+        or another process), else None.
+
+        A boolean whose new answer the cap or a budget refuses is sent as the other value's
+        paid answer (the only other one, so the rule is "the lowest paid index" as for a
+        category), free: the device then sends one report whatever its value, and stays
+        silent for both values while neither is paid, so silence never says "changed".
+        """
+        bit = route.memo_bits[_BOOLS[value]]
+        if bit is None and self._ledger.is_paid(metric, spend_tag(self._secret, metric, memo,
+                                                                  _BOOLS[value])):
+            bit = memo_bit(self._secret, metric, memo, _BOOLS[value])
+            route.memo_bits[_BOOLS[value]] = bit
+            route.memo_flags[_BOOLS[value]] = _BOOLS[bit]
+        return bit
 
     def _fresh_draw(self, route: _Route, layer: str, mechanism: RandomizedResponse,
                     true_bit: int) -> int:
@@ -495,12 +531,14 @@ class LongitudinalGuard:
 
         A memoized numeric value (or bucket, ``ordered``) whose grid point is new and refused
         by the cap or a budget is reported as the nearest point (bucket) already paid for
-        (``_nearest_paid_point``): free, and the same behaviour for every value, so silence
-        never marks a drift.
+        (``_nearest_paid_point``), a category as the lowest category index paid for
+        (``_lowest_paid_index``): free, and the same behaviour for every value, so silence
+        never marks a drift or a change.
 
         Raises:
-            BudgetExceededError, MetricCapError: as ``perturb``; nothing is spent. Numeric
-                metrics raise them only while no grid point of the mechanism is paid for.
+            BudgetExceededError, MetricCapError: as ``perturb``; nothing is spent. Raised
+                only while no answer of the mechanism (no category, bucket or grid point) is
+                paid for.
             InvalidParameterError: a boolean mechanism (use ``perturb``), an index or number
                 out of the mechanism's range, or an instantaneous layer for this metric.
         """
@@ -532,9 +570,9 @@ class LongitudinalGuard:
                 try:
                     self._ledger.charge(metric, mechanism.epsilon, tag)
                 except BudgetExceededError:
-                    if not (ordered or isinstance(mechanism, BitMean)):
-                        raise
-                    paid = self._nearest_paid_point(route, metric, mechanism, key)
+                    paid = (self._nearest_paid_point(route, metric, mechanism, key)
+                            if ordered or isinstance(mechanism, BitMean)
+                            else self._lowest_paid_index(route, metric, mechanism))
                     if paid is None:
                         raise
                     return paid
@@ -566,6 +604,28 @@ class LongitudinalGuard:
                     route.answers[point] = answer
                 if answer is not None:
                     return answer
+        return None
+
+    def _lowest_paid_index(self, route: _Route, metric: str,
+                           mechanism: ValueMechanism) -> int | None:
+        """The memoized answer of the lowest category index paid for under ``mechanism``
+        (by this or another process), or None if none is.
+
+        A category whose new answer the cap or a budget refuses is sent as that, free: the
+        rule reads the ledger, never the value, so the device sends one report whatever its
+        value once one category is paid, and none for every value before. Lowest index, not
+        "the last one sent": it needs no state beyond the ledger, so processes sharing a
+        state dir and the web client (all.ts) choose alike.
+        """
+        assert not isinstance(mechanism, BitMean)  # a number takes the nearest paid point
+        for index in range(mechanism.d):
+            answer = route.answers.get(index)
+            if answer is None and self._ledger.is_paid(
+                    metric, value_tag(self._secret, metric, mechanism, index, self._grid)):
+                answer = memo_answer(self._secret, metric, mechanism, index, self._grid)
+                route.answers[index] = answer
+            if answer is not None:
+                return answer
         return None
 
     # -- guarantees and accounting --------------------------------------------------------

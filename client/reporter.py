@@ -217,8 +217,9 @@ class Reporter:
             metrics are memoized by alpha-point rounding to a grid of 33 points unless fresh
             (deniable.client.memo).
         max_metric_epsilon: cap, in nats, on what one metric name's memoized answers may
-            cost over every version (mechanism) ever reported; past it the metric's new
-            answers are not reported (a warning, ``stats().cap_refused``). Default ln 81;
+            cost over every version (mechanism) ever reported; past it a value needing a
+            new answer is sent as a paid one, or not at all while none is paid (a warning,
+            ``stats().cap_refused``; ``report``). Default ln 81;
             ``math.inf`` turns it off (docs/privacy.md).
         rng: the random-bit source; the secure system source unless a test injects one.
         policies: metric -> CollectionPolicy, over the one its declaration table states (the
@@ -515,8 +516,12 @@ class Reporter:
         kind this client does not know, or whose memoized answer would single the device out)
         the report is dropped and counted in ``stats().withheld``: nothing of it is kept. A
         report that needs a new memoized answer for a metric past its cap over versions
-        (``max_metric_epsilon``) is not queued either: it returns normally and is counted in
-        ``stats().cap_refused`` (a warning said why, once).
+        (``max_metric_epsilon``) is sent as an answer already paid for (the nearest paid
+        number or bucket, else the lowest paid category or the other boolean value: a rule
+        that never reads the value), or, while none is paid, not queued (for every value);
+        either way it returns normally and is counted in ``stats().cap_refused`` (a warning
+        said why, once). A budget's refusal is substituted alike; only while nothing is paid
+        does it raise.
 
         Raises:
             UnknownMetricError: a metric the app did not declare (``metrics=``), whatever the
@@ -530,7 +535,8 @@ class Reporter:
                 declare, a value that is not a str, or a value off its list (without
                 ``other``), per call or device-wide; ``field`` names the dimension. Nothing
                 is queued or charged.
-            BudgetExceededError: the privacy budget refused the report (counted in
+            BudgetExceededError: the privacy budget refused the report and no answer of
+                the metric is paid for to send in its place (counted in
                 ``stats().budget_refused``; nothing was queued).
             QueueError: the reporter is closed, or (sync) the report could not be committed.
         """

@@ -20,15 +20,18 @@ class Stats:
         dropped: removed unsent because the queue was over its size or age cap.
         dead_lettered: refused by the collector with a 400, 409, 413 or 422, kept in the
             dead-letter table with the reason.
-        budget_refused: ``report()`` calls refused by the privacy budget (never queued).
+        budget_refused: ``report()`` calls refused by the privacy budget with no answer of
+            the metric paid for to send instead (they raised; never queued). One sent as a
+            paid answer is not counted here (the ledger counts it).
         not_ready: always 0 from this version on (declared metrics need no catalogue, and
             an undeclared one raises); older queue files may hold earlier counts.
         withheld: ``report()`` calls not queued because the metric is withheld: it is of a
             kind this client does not know, or cannot be used on this device
             (``withheld_metrics`` says which and why). Nothing of them was kept.
-        cap_refused: ``report()`` calls refused because their metric reached its cap over
-            every version (``max_metric_epsilon``; never queued). Counted in the privacy
-            state, so over its life, by every Reporter sharing it.
+        cap_refused: ``report()`` calls whose new answer the cap over every version
+            (``max_metric_epsilon``) refused: each was sent as an answer already paid for
+            (free), or, while none of the metric's mechanism is paid, not queued. Counted in
+            the privacy state, so over its life, by every Reporter sharing it.
         period_skipped: ``report()`` calls of a metric already reported in its period (the
             first of a period is sent; the rest are no-ops, never queued). In memory: it
             counts this Reporter's calls only.

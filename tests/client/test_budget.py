@@ -96,8 +96,12 @@ def test_memoized_repeats_cost_nothing_and_a_new_value_pays_once() -> None:
     guard = LongitudinalGuard(IN_MEMORY, budgets={"m": Budget(LN3)}, clock=clock)
     assert accepted(guard, "m", 1000, True) == 1000       # ln 3 once, then free
     assert guard.stats()["m"].spent == LN3
-    assert accepted(guard, "m", 5, False) == 0            # a new value: ln 3 more, refused
-    assert guard.refused == 5
+    paid = guard.perturb("m", DEFAULT, True)
+    # A new value: ln 3 more, refused, so sent as the paid answer (free; issue 26: a silent
+    # refusal would say "the value changed").
+    assert [guard.perturb("m", DEFAULT, False) for _ in range(5)] == [paid] * 5
+    assert guard.refused == 5 and guard.stats()["m"].spent == LN3
+    assert guard.stats()["m"].paid_values == 1
     clock.now += DAY                                      # the next day
     assert accepted(guard, "m", 1000, False) == 1000
     assert accepted(guard, "m", 1000, True) == 1000       # paid yesterday: still free
@@ -153,14 +157,16 @@ def test_spending_and_refusals_persist_across_restarts(tmp_path: Path) -> None:
     with LongitudinalGuard(tmp_path, budgets=budgets, fresh={"f"}, clock=clock) as guard:
         assert accepted(guard, "f", 2) == 2
         assert accepted(guard, "m", 10, True) == 10
-        assert accepted(guard, "m", 4, False) == 0
+        # Refused by the budget, so sent as True's paid answer (free), but counted refused.
+        assert accepted(guard, "m", 4, False) == 4
         assert accepted(guard, "u", 7) == 7  # unbudgeted: kept in memory until close
     with LongitudinalGuard(tmp_path, budgets=budgets, fresh={"f"}, clock=clock) as guard:
         assert accepted(guard, "f", 5) == 1               # two of three were spent
         assert accepted(guard, "m", 10, True) == 10       # paid before the restart: free
-        assert accepted(guard, "m", 1, False) == 0
+        assert accepted(guard, "m", 1, False) == 1        # substituted, as before
         stats = guard.stats()
         assert stats["m"].refused == 5 and stats["f"].refused == 4
+        assert stats["m"].paid_values == 1 and stats["m"].total_charged == LN3
         assert stats["u"].total_charged == LN3
     doc = json.loads((tmp_path / "ledger.json").read_text())
     assert doc["metrics"]["f"]["refused"] == 4

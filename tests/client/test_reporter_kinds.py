@@ -259,9 +259,13 @@ def test_memoized_categories_are_paid_once_each_and_fresh_reports_every_time() -
         for _ in range(10):
             client.report("os", "android")
             client.report("os", "ios")
-        with pytest.raises(BudgetExceededError):
-            client.report("os", "other")  # a third category: a new answer to pay for
-    assert len(payloads(bodies, "os")) == 20
+        # A third category: a new answer to pay for, refused, so sent as the lowest paid
+        # category's answer (android, index 0), free (issue 26: never silent for one value).
+        client.report("os", "other")
+        assert client.stats().budget_refused == 0
+        assert client._guard.refused == 1  # the ledger counts the refusal
+    sent = payloads(bodies, "os")
+    assert len(sent) == 21 and sorted(sent) == sorted(sent[:20] + [sent[0]])
     with reporter(budgets=budget, fresh={"os"}) as (client, _):
         client.report("os", "android")
         client.report("os", "android")

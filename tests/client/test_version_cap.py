@@ -11,10 +11,12 @@ from pathlib import Path
 import pytest
 
 from deniable.client import InvalidParameterError, MetricCapError
+from deniable.client.categorical import KaryRandomizedResponse
 from deniable.client.budget import DEFAULT_MAX_METRIC_EPSILON, Budget
 from deniable.client.errors import BudgetExceededError
 from deniable.client.longitudinal import LongitudinalGuard
 from deniable.client.mechanism import DEFAULT, RandomizedResponse
+from deniable.client.randomness import SecureBits
 from deniable.client.state import IN_MEMORY
 
 LN3 = math.log(3)
@@ -62,7 +64,7 @@ def test_past_the_cap_new_answers_are_refused_and_paid_ones_stay_free(
             guard.perturb("m", version(3), False)
         assert all(guard.perturb("m", version(j), v) == bit for (j, v), bit in first.items())
         guard.perturb("other", version(2), True)  # the cap is per metric name
-    warnings = [r for r in caplog.records if "no longer reported" in r.getMessage()]
+    warnings = [r for r in caplog.records if "takes no new answer" in r.getMessage()]
     assert len(warnings) == 1  # once per metric and process
     assert guard.stats()["m"].cap_refused == 4 and guard.stats()["other"].cap_refused == 0
 
@@ -86,9 +88,14 @@ def test_the_cap_can_be_set_or_turned_off() -> None:
         off.perturb("m", version(j), True)
     assert off.cap_refused == 0 and off.stats()["m"].paid_values == 25
     one = LongitudinalGuard(IN_MEMORY, max_metric_epsilon=LN3)
-    one.perturb("m", version(0), True)
-    with pytest.raises(MetricCapError):
-        one.perturb("m", version(0), False)  # even a change of value under one version
+    paid = one.perturb("m", version(0), True)
+    # Even a change of value under one version is refused a new answer: it is sent as the
+    # paid one (free), so the device reports alike whatever its value.
+    assert one.perturb("m", version(0), False) == paid
+    assert (one.cap_refused, one.stats()["m"].paid_values) == (1, 1)
+    assert one.stats()["m"].memoized_charged == pytest.approx(LN3, rel=1e-12)
+    with pytest.raises(MetricCapError):  # nothing paid under a new version: silent for all
+        one.perturb("m", version(1), False)
     for bad in (0, -1.0, math.nan, True, "4", None):
         with pytest.raises(InvalidParameterError):
             LongitudinalGuard(IN_MEMORY, max_metric_epsilon=bad)  # type: ignore[arg-type]
@@ -122,3 +129,87 @@ def test_a_ledger_written_before_the_cap_reads_conservatively(tmp_path: Path) ->
         stats = guard.stats()
     assert stats["m"].memoized_charged == pytest.approx(2 * LN3)  # every charge, as memoized
     assert stats["f"].memoized_charged == 0  # no paid answers: fresh charges only
+
+
+def _capped_guard(state: Path | str = IN_MEMORY, **kwargs: object) -> LongitudinalGuard:
+    """A guard whose metric "m" spent its whole cap (4 ln 3) on versions 0 and 1 of a hostile
+    collector, then paid True under version 2 at no cost to spare: a cap of 5 ln 3."""
+    guard = LongitudinalGuard(state, max_metric_epsilon=5 * LN3, **kwargs)  # type: ignore[arg-type]
+    for j in (0, 1):
+        for v in (True, False):
+            guard.perturb("m", version(j), v)
+    return guard
+
+
+def test_a_refused_boolean_value_is_sent_as_the_other_paid_answer_never_silent() -> None:
+    """Issue 26: past the cap, silence would say "the value changed". The refused value is
+    sent as the other value's paid answer instead, free; the ledger never passes the cap."""
+    guard = _capped_guard()
+    paid = guard.perturb("m", version(2), True)  # the fifth ln 3: the cap exactly
+    for _ in range(5):
+        assert guard.perturb("m", version(2), False) == paid  # refused: the paid answer
+        assert guard.perturb("m", version(2), True) == paid
+    spend = guard.stats()["m"]
+    assert (spend.paid_values, spend.cap_refused, guard.cap_refused) == (5, 5, 5)
+    assert spend.memoized_charged == pytest.approx(5 * LN3, rel=1e-12)
+    with pytest.raises(MetricCapError):  # a version with nothing paid: silent for each value
+        guard.perturb("m", version(3), True)
+    with pytest.raises(MetricCapError):
+        guard.perturb("m", version(3), False)
+
+
+def test_the_substitute_is_the_answer_paid_in_another_process(tmp_path: Path) -> None:
+    with _capped_guard(tmp_path) as first:
+        paid = first.perturb("m", version(2), False)
+    with LongitudinalGuard(tmp_path, max_metric_epsilon=5 * LN3) as second:
+        assert second.perturb("m", version(2), True) == paid
+        assert second.stats()["m"].cap_refused == 1
+
+
+def test_with_an_instantaneous_layer_the_substitute_goes_through_the_layer() -> None:
+    """The refused value's report is the paid answer re-perturbed by the layer: fresh coins
+    read from a source that counts them, as for the paid value's own reports."""
+    layer = RandomizedResponse(Fraction(3, 4), Fraction(1, 2))
+    memo = LongitudinalGuard(IN_MEMORY, irr={"m": layer}).layers("m", DEFAULT).memo
+    assert memo is not None
+    counted = _CountingBits()
+    guard = LongitudinalGuard(IN_MEMORY, max_metric_epsilon=memo.epsilon, irr={"m": layer},
+                              rng=counted)
+    guard.perturb("m", DEFAULT, True)
+    before = counted.calls
+    assert guard.perturb("m", DEFAULT, False) in (0, 1)  # substituted, not refused
+    assert counted.calls > before  # through the layer's fresh coins
+    assert guard.cap_refused == 1 and guard.stats()["m"].paid_values == 1
+
+
+class _CountingBits:
+    """The secure source, counting the calls that draw coins."""
+
+    def __init__(self) -> None:
+        self._bits = SecureBits()
+        self.calls = 0
+
+    def bits(self, k: int) -> int:
+        self.calls += 1
+        return self._bits.bits(k)
+
+    def below(self, bound: int) -> int:
+        self.calls += 1
+        return self._bits.below(bound)
+
+
+def test_a_refused_category_is_sent_as_the_lowest_paid_index() -> None:
+    grr = KaryRandomizedResponse(5, Fraction(1, 2), "0123abcd")
+    guard = LongitudinalGuard(IN_MEMORY, max_metric_epsilon=2 * grr.epsilon)
+    answers = {i: guard.perturb_value("os", grr, i) for i in (3, 1)}  # the cap, exactly
+    for value in (0, 2, 4):  # refused: the lowest paid index (1), whatever the value
+        assert guard.perturb_value("os", grr, value) == answers[1]
+    assert guard.perturb_value("os", grr, 3) == answers[3]  # paid: its own answer
+    assert guard.cap_refused == 3 and guard.stats()["os"].paid_values == 2
+
+
+def test_a_budget_refusal_is_substituted_too() -> None:
+    guard = LongitudinalGuard(IN_MEMORY, budgets={"m": Budget(epsilon=LN3)})
+    paid = guard.perturb("m", version(0), True)
+    assert guard.perturb("m", version(0), False) == paid  # the budget refused it: substituted
+    assert guard.refused == 1 and guard.stats()["m"].paid_values == 1

@@ -18,6 +18,7 @@ import json
 import math
 import random
 import sys
+import tempfile
 from collections.abc import Callable
 from fractions import Fraction
 from pathlib import Path
@@ -28,6 +29,7 @@ from deniable.client.categorical import (BITSET_MECHANISMS, MAX_UNIQUE_SHARE,
                                          choose_categorical, domain_tag, unique_share)
 from deniable.client.dimensions import DimensionError, Dimensions
 from deniable.client.errors import InvalidParameterError, WireFormatError
+from deniable.client.longitudinal import LongitudinalGuard
 from deniable.client.kinds import Mechanism, MetricSpec, parse_mechanism, payload_field
 from deniable.client.memo import (_context, _value_context, alpha_threshold, memo_bit, memo_key,
                                   memo_value, spend_tag, value_tag)
@@ -42,6 +44,7 @@ from deniable.client.period import DEFAULT_POLICY, parse_policy
 from deniable.client.queue import dims_text
 from deniable.client.randomness import SecureBits
 from deniable.client.reporter import _DimensionRoute, _stated_dims
+from deniable.client.state import SECRET_FILE
 from deniable.client.wire import encode_batch
 
 PATH = Path(__file__).with_name("vectors.json")
@@ -815,6 +818,44 @@ def cap_entries() -> list[dict[str, Any]]:
     return out
 
 
+def cap_substitute_entries(rng: random.Random) -> list[dict[str, Any]]:
+    """Sequences of reports of one memoized metric past its cap, run through the Python
+    guard with a known device secret: the payload each report sends, or None where nothing
+    is sent. A boolean value refused a new answer is sent as the other value's paid answer,
+    a category as the lowest paid category's, and nothing for every value while none is paid
+    (issue 26: silence never depends on the value)."""
+    os_spec = MetricSpec.build("categorical", epsilon=2.0, categories=OS)
+    cases: list[tuple[str, MetricSpec, float, list[Any]]] = [
+        ("dark_mode", MetricSpec.build("boolean", mechanism="rr:1/2:1/2"), math.log(3),
+         [True, False, True, False, False]),
+        ("dark_mode", MetricSpec.build("boolean", mechanism="rr:1/2:1/2"), 0.5, [True, False]),
+        ("os", os_spec, DEFAULT_MAX_METRIC_EPSILON,
+         ["linux", "ios", "android", "linux", "windows", "ios", "other"]),
+        ("os", os_spec, 1.0, ["ios", "linux"]),
+    ]
+    out = []
+    for secret in (bytes(range(32)), bytes(rng.getrandbits(8) for _ in range(32))):
+        for name, spec, cap, values in cases:
+            with tempfile.TemporaryDirectory() as tmp:
+                (Path(tmp) / SECRET_FILE).write_bytes(secret)
+                guard = LongitudinalGuard(tmp, max_metric_epsilon=cap)
+                reports = []
+                for value in values:
+                    try:
+                        sent: Any = (guard.perturb(name, spec.mechanism, value)
+                                     if spec.kind == "boolean" else
+                                     guard.perturb_value(name, spec.mechanism,
+                                                         spec.encode(value)))
+                    except MetricCapError:
+                        sent = None
+                    reports.append({"value": value, "sent": sent})
+                out.append({"secret": secret.hex(), "max_metric_epsilon": cap,
+                            "metric": describe_metric(name, f"the {name} metric", spec),
+                            "reports": reports, "cap_refused": guard.cap_refused})
+                guard.close()
+    return out
+
+
 def ledger_tag_entries(rng: random.Random) -> list[dict[str, Any]]:
     """The ledger's opaque tags (``spend_tag``, ``value_tag``: HMAC under the device secret)
     of memoized answers of every kind, with their HMAC input, for known secrets."""
@@ -1012,6 +1053,7 @@ SECTIONS: dict[str, Callable[[random.Random], Any]] = {
     "dims_wire": dims_wire_entries,
     "ceiling": lambda rng: ceiling_entries(),
     "cap": lambda rng: cap_entries(),
+    "cap_substitute": cap_substitute_entries,
     "declarations": lambda rng: declaration_entries(),
     "ledger_tags": ledger_tag_entries,
     "periods": period_entries,

@@ -229,17 +229,20 @@ export class Reporter extends BooleanReporter {
       if (memo === undefined) return void this.counts.withheld++;
       // Behind reports still waiting, it waits too: reports keep their call order.
       if (this.waiting) {
-        if (this.fresh.has(metric) || !this.refused(metric, memo, value)) {
-          this.wait(metric, value, dims);
-        }
+        this.wait(metric, value, dims);  // in call order; drainOne decides (and substitutes)
       } else if (this.fresh.has(metric)) {
         this.put(metric, spec.id, spec.perturb(value, this.rng), stated);
       // Else its memoized answer (through its instantaneous layer), if derived and paid for;
-      // else derived and charged asynchronously.
+      // refused by the cap, the other value's paid answer, else nothing (issue 26); else
+      // derived and charged asynchronously.
       } else {
-        const bit = this.memo.get(`${metric}\u0000${spec.id}`)?.[value];  // paid for
+        const bits = this.memo.get(`${metric}\u0000${spec.id}`);  // paid for
+        const bit = bits?.[value];
         if (bit !== undefined) this.put(metric, spec.id, this.layered(metric, bit), stated);
         else if (!this.refused(metric, memo, value)) this.wait(metric, value, dims);
+        else if (bits?.[1 - value] !== undefined) {
+          this.put(metric, spec.id, this.layered(metric, bits[1 - value]!), stated);
+        }
       }
       return;
     }
@@ -259,10 +262,9 @@ export class Reporter extends BooleanReporter {
     const answer = key === undefined ? undefined
       : this.answers.get(`${metric}\u0000${spec.id}`)?.get(key);
     if (answer !== undefined && !this.waiting) this.put(metric, spec.id, answer, stated);
-    // A number (or histogram bucket) is never silent once one is paid: drainOne sends the nearest.
-    else if (key === undefined || spec.kind !== "categorical" || !this.refused(metric, spec, key)) {
-      this.wait(metric, trueValue, dims);
-    }
+    // No kind is silent for one value once an answer is paid: a refused new answer is sent
+    // by drainOne as the nearest paid number (bucket) or the lowest paid category.
+    else this.wait(metric, trueValue, dims);
   }
 
   /**
@@ -432,7 +434,7 @@ export class Reporter extends BooleanReporter {
     const answer = this.answers.get(id)?.get(key) ?? await spec.memoAnswer(this.secret, metric, key);
     if (!await this.charge(metric, spec, key)) {
       const nearest = spec.kind !== "categorical" ? await this.nearestPaid(metric, spec, key)
-        : undefined;
+        : await this.lowestPaid(metric, spec);
       if (nearest !== undefined) this.put(metric, spec.id, nearest, stated);
       return;
     }
@@ -452,7 +454,15 @@ export class Reporter extends BooleanReporter {
     if (this.secret === undefined) return void this.counts.noCatalogue++;
     const key = `${metric}\u0000${wire.id}`;
     const bit = this.memo.get(key)?.[value] ?? await memoBit(this.secret, metric, memo, value);
-    if (!await this.charge(metric, memo, value)) return;
+    if (!await this.charge(metric, memo, value)) {
+      // Refused: the other value's paid answer, through the layer, else nothing (issue 26).
+      const other = value ? 0 : 1;
+      if (!spend(this.ledger, metric, await this.tag(metric, memo, other), 0, Infinity)) {
+        this.put(metric, wire.id,
+                 this.layered(metric, await memoBit(this.secret, metric, memo, other)), stated);
+      }
+      return;
+    }
     let bits = this.memo.get(key);
     if (bits === undefined) this.memo.set(key, bits = [undefined, undefined]);
     bits[value] = bit;  // paid for: reported synchronously from now on
@@ -479,6 +489,24 @@ export class Reporter extends BooleanReporter {
         if (spend(this.ledger, metric, tag, spec.epsilon, this.cap) === 0) {
           return spec.memoAnswer(this.secret!, metric, point);
         }
+      }
+    }
+    return undefined;
+  }
+
+  /**
+   * The memoized answer of the lowest category index paid for, or undefined if none is: a
+   * category whose new answer the cap refuses is sent as that, free. The rule reads the
+   * ledger, never the value, and needs no other state, so it matches Python's guard.
+   */
+  private async lowestPaid(metric: string, spec: MetricSpec): Promise<Payload | undefined> {
+    const known = this.answers.get(`${metric}\u0000${spec.id}`);
+    for (let index = 0; index < spec.categories.length; index++) {
+      const answer = known?.get(index);
+      if (answer !== undefined) return answer;
+      const tag = await this.tag(metric, spec, index);
+      if (spend(this.ledger, metric, tag, spec.epsilon, this.cap) === 0) {
+        return spec.memoAnswer(this.secret!, metric, index);
       }
     }
     return undefined;

@@ -361,12 +361,14 @@ export class Reporter {
       return;
     }
     // The memo holds answers already paid for; another is derived and charged in drainOne.
-    const bit = this.memo.get(`${metric}\u0000${mechanism.id}`)?.[value];
-    if (!this.waiting && bit !== undefined) {
-      this.put(metric, mechanism.id, bit);
-      return;
+    // Refused by the cap: the other value's paid answer, if any, else nothing (issue 26).
+    const bits = this.memo.get(`${metric}\u0000${mechanism.id}`);
+    if (!this.waiting) {  // (and not fresh: that returned above)
+      const refused = bits?.[value] === undefined && this.refused(metric, mechanism, value);
+      const bit = bits?.[refused ? 1 - value : value];
+      if (bit !== undefined) this.put(metric, mechanism.id, bit);
+      if (bit !== undefined || refused) return;
     }
-    if (!this.fresh.has(metric) && this.refused(metric, mechanism, value)) return;
     if (this.early.length >= this.opts.maxEarlyReports) {
       this.counts.early++;
       return;
@@ -649,10 +651,9 @@ export class Reporter {
 
   private capped(metric: string): true {
     this.counts.capped++;
-    this.once(`cap:${metric}`, `deniable: metric '${metric}' is no longer reported on this ` +
-              `device: a new answer would pass its cap of ${this.cap.toPrecision(3)} nats over ` +
-              "all versions (maxMetricEpsilon); paid answers are still sent. To change its " +
-              "mechanism, use a new metric name");
+    this.once(`cap:${metric}`, `deniable: metric '${metric}' is past its cap of ` +
+              `${this.cap.toPrecision(3)} nats over all versions (maxMetricEpsilon): a new value ` +
+              "is sent as a paid one, if any. To change its mechanism, use a new metric name");
     return true;
   }
 
@@ -808,7 +809,15 @@ export class Reporter {
     }
     const key = `${metric}\u0000${mechanism.id}`;
     const bit = this.memo.get(key)?.[value] ?? await memoBit(this.secret, metric, mechanism, value);
-    if (!await this.charge(metric, mechanism, value)) return;
+    if (!await this.charge(metric, mechanism, value)) {
+      // Refused: the other value's answer if paid (here or, as last read, elsewhere), else
+      // nothing: the same for both values, so silence never says "changed" (issue 26).
+      const other = value ? 0 : 1;
+      if (!spend(this.ledger, metric, await this.tag(metric, mechanism, other), 0, Infinity)) {
+        this.put(metric, mechanism.id, await memoBit(this.secret, metric, mechanism, other), dims);
+      }
+      return;
+    }
     let bits = this.memo.get(key);
     if (bits === undefined) this.memo.set(key, bits = [undefined, undefined]);
     bits[value] = bit;  // paid for: reported synchronously from now on

@@ -39,6 +39,33 @@ test("cap vectors: charges and refusals, as the Python ledger decides", () => {
   }
 });
 
+test("cap substitution vectors: past the cap, the payloads Python's guard sends (issue 26)", async (t) => {
+  // Each case: a device secret, a cap, and reports of one memoized metric; a value refused a
+  // new answer is sent as a paid one (the other boolean value, the lowest paid category), or
+  // nothing for every value while none is paid. Both entries for a boolean; all for a category.
+  assert.ok(vectors.cap_substitute.some((c) => c.reports.some((r) => r.sent === null)));
+  for (const c of vectors.cap_substitute) {
+    const boolean = c.metric.mechanism.startsWith("rr:");
+    for (const lib of boolean ? [core, all] : [all]) {
+      const doc = {metrics: [c.metric]};
+      const {server, counted} = await collector(doc);
+      t.after(() => server.close());
+      const dir = mkdtempSync(join(tmpdir(), "deniable-subst-"));
+      mkdirSync(join(dir, "privacy"), {mode: 0o700});
+      writeFileSync(join(dir, "privacy", "secret"), Buffer.from(c.secret, "hex"), {mode: 0o600});
+      const r = new lib.Reporter(server.url, {onePerPeriod: false, log: () => undefined, ...nodeStorage(dir),
+                                              maxMetricEpsilon: c.max_metric_epsilon,
+                                              metrics: declarations(doc)});
+      for (const report of c.reports) r.report(c.metric.name, report.value);
+      assert.equal(await r.close(5000), true);
+      const sent = counted().map((x) => (boolean ? x.bit : x.index));
+      const what = `${c.metric.mechanism} at ${c.max_metric_epsilon}`;
+      assert.deepEqual(sent, c.reports.filter((x) => x.sent !== null).map((x) => x.sent), what);
+      assert.equal(r.stats().capRefused, c.cap_refused, what);
+    }
+  }
+});
+
 /** A collector whose catalogue the test replaces (`serve`), counting each batch id once. */
 async function collector(doc) {
   let current = doc;
@@ -153,7 +180,7 @@ for (const [entry, lib] of [["default", core], ["all", all]]) {
     for (const v of [false, true]) r.report("m", v);          // paid for: still sent
     assert.equal(await r.close(5000), true);
     assert.deepEqual(counted().map((x) => x.mechanism), [v1, v1, v1, v2, v2, v1, v1]);
-    assert.equal(lines.filter((l) => l.includes("no longer reported")).length, 1, lines.join("\n"));
+    assert.equal(lines.filter((l) => l.includes("is past its cap")).length, 1, lines.join("\n"));
     const ledger = JSON.parse(readFileSync(join(dir, "queue.json"), "utf8")).ledger;
     assert.deepEqual(ledger.m.paid.length, 4);
     // A restart (a new Reporter on the same directory) keeps the ledger.
@@ -197,6 +224,37 @@ for (const [entry, lib] of [["default", core], ["all", all]]) {
     assert.equal(counted().length, 4);
     assert.equal(a.stats().capRefused + b.stats().capRefused, 2);
   });
+
+  test(`${entry}: past the cap a boolean value is sent as the other value's paid answer`, async (t) => {
+    // Issue 26: were a refused value silent, "silence = the value changed". A cap of ln 3
+    // holds one answer: true's. false is then sent as true's answer, free, on the early
+    // (asynchronous) path and the synchronous one, and by a second reporter of the store.
+    const v1 = "rr:1/2:1/2";
+    const {server, counted} = await collector(booleanDoc("m", v1));
+    t.after(() => server.close());
+    const store = new MemoryStore();
+    const opts = {onePerPeriod: false, log: () => undefined, store, secret: new core.StoreSecret(store),
+                  maxMetricEpsilon: Math.log(3), metrics: {m: v1}};
+    const r = new lib.Reporter(server.url, opts);
+    r.report("m", true);
+    r.report("m", false);  // before the state loaded: decided in drainOne
+    assert.equal(await r.flush(5000), true);
+    for (const v of [false, true, false]) r.report("m", v);  // decided at the call
+    assert.equal(await r.close(5000), true);
+    assert.equal(r.stats().capRefused, 3);
+    const again = new lib.Reporter(server.url, opts);
+    again.report("m", false);
+    await until(() => !again.waiting, "drained");
+    again.report("m", false);
+    assert.equal(await again.close(5000), true);
+    assert.equal(again.stats().capRefused, 2);
+    const bits = counted().map((x) => x.bit);
+    assert.equal(bits.length, 7);
+    assert.deepEqual(bits, Array(7).fill(bits[0]));
+    const ledger = await store.get("ledger");
+    assert.equal(ledger.m.paid.length, 1);  // never past the cap
+    assert.equal(BigInt(ledger.m.spent), units(Math.log(3)));
+  });
 }
 
 /** x * 2**1074, exactly (as the ledger stores sums). */
@@ -211,13 +269,19 @@ test("all: the cap counts each category's memoized answer", async (t) => {
   const os = vectors.ceiling.doc.metrics.find((m) => m.name === "os");  // epsilon 2 (rounded down)
   const {server, counted} = await collector({metrics: [os]});
   t.after(() => server.close());
-  const r = new all.Reporter(server.url, {onePerPeriod: false, log: () => undefined, store: new MemoryStore(),
+  const store = new MemoryStore();
+  const r = new all.Reporter(server.url, {onePerPeriod: false, log: () => undefined, store,
                                           metrics: declarations({metrics: [os]})});
-  // ln 81 ~ 4.39 holds two answers of epsilon ~2: ios and android; linux is refused.
+  // ln 81 ~ 4.39 holds two answers of epsilon ~2: ios and android; linux is refused a new
+  // one, so it is sent as the lowest paid category's answer (android, index 0), free: never
+  // silent for one value (issue 26). Reports keep call order.
   for (const v of ["ios", "android", "ios", "linux", "android", "linux"]) r.report("os", v);
   assert.equal(await r.close(5000), true);
-  assert.equal(counted().length, 4);
+  const sent = counted().map((x) => x.index);
+  assert.equal(sent.length, 6);
+  assert.deepEqual([sent[2], sent[3], sent[4], sent[5]], [sent[0], sent[1], sent[1], sent[1]]);
   assert.equal(r.stats().capRefused, 2);
+  assert.equal((await store.get("ledger")).os.paid.length, 2);  // never past the cap
 });
 
 test("the exported catalogue parsers still give RandomizedResponse, with its estimator", () => {

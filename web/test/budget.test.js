@@ -57,8 +57,9 @@ test("two reporters on one store share a fresh metric's budget", async (t) => {
 });
 
 test("a memoized metric's new answer past its budget is sent as its paid answer", async (t) => {
+  const store = new MemoryStore();
   const r = new Reporter("http://127.0.0.1:9", {
-    store: new MemoryStore(), log: () => undefined, flushOnHide: false, onePerPeriod: false,
+    store, log: () => undefined, flushOnHide: false, onePerPeriod: false,
     metrics: {m: {mechanism: "rr:1/2:1/2"}}, budgets: {m: {epsilon: ln3}}});
   t.after(() => r.close(50));
   await r.waitReady(200);
@@ -70,4 +71,7 @@ test("a memoized metric's new answer past its budget is sent as its paid answer"
   await settle();
   assert.equal(r.stats().budgetRefused, 1);
   assert.equal(r.stats().queued, 3);
+  assert.ok(await store.get("budgets"));
+  await r.setEnabled(false);  // consent withdrawn: the spending goes with the rest
+  assert.equal(await store.get("budgets"), undefined);
 });

@@ -76,7 +76,8 @@ export interface ReporterOptions extends Omit<BooleanOptions, "metrics"> {
    * `period` seconds (default 86,400; epoch-aligned windows, src/budget.ts). A fresh report
    * the budget refuses throws BudgetExceededError from report() (as last read) or is dropped
    * when the store's transaction refuses it; a memoized one's new answer is refused as by the
-   * cap (a paid answer is sent instead, if any). Counted in `stats().budgetRefused`.
+   * cap (a paid answer is sent instead, if any). Refused reports not sent are counted in
+   * `stats().budgetRefused`. Both clients admit the same reports (shared vectors `budgets`).
    */
   budgets?: Record<string, Budget>;
 }
@@ -105,7 +106,8 @@ interface Policies {
 export interface Stats extends BooleanStats {
   /** Metrics whose list refuses a device-wide dimension value: metric -> why. */
   dimensionProblems: Record<string, string>;
-  /** Reports (or new memoized answers) a budget refused (the `budgets` option). */
+  /** Reports a budget refused and nothing was sent for (Python's budget_refused): fresh ones,
+   * and memoized ones with no paid answer to send instead (the `budgets` option). */
   budgetRefused: number;
 }
 
@@ -351,11 +353,14 @@ export class Reporter extends BooleanReporter {
         `${budget[0].toPrecision(6)} nats per ${budget[1]} s. The next period starts at ` +
         `${new Date(retryAt * 1000).toISOString()}.`, metric, retryAt);
     }
-    void this.spend(metric, budget, m.epsilon).then((ok) => ok && this.put(metric, m.id, payload, stated));
+    void this.spend(metric, budget, m.epsilon).then((ok) => {
+      if (ok) this.put(metric, m.id, payload, stated);
+      else this.budgetRefused++;
+    });
   }
 
   /** Charge `cost` nats of `metric` against `budget` in the store (one transaction): whether
-   * admitted. Refused (counted, said once) or the store failing: false. */
+   * admitted. Refused (said once) or the store failing: false. */
   private async spend(metric: string, budget: [number, number], cost: number): Promise<boolean> {
     let ok = false;
     const ms = this.clock();
@@ -371,7 +376,6 @@ export class Reporter extends BooleanReporter {
       return false;
     }
     if (!ok) {
-      this.budgetRefused++;
       this.once(`budget:${metric}`, `deniable: metric '${metric}' is past its budget of ` +
                 `${budget[0].toPrecision(3)} nats per ${budget[1]} s: refused until the next period`);
     }
@@ -380,13 +384,22 @@ export class Reporter extends BooleanReporter {
 
   /** The cap's charge of a new memoized answer (reporter.ts), then its budget's, as Python's
    * ledger: an answer paid for is free; the cap refuses first; the budget refuses as the cap
-   * does (a paid answer is sent instead, if any). */
-  protected override async charge(metric: string, m: {readonly id: string; readonly epsilon: number}, key: number): Promise<boolean> {
+   * does (a paid answer is sent instead; counted in budgetRefused only if there is none, as
+   * Python's budget_refused). */
+  protected override async charge(metric: string, m: {readonly id: string; readonly epsilon: number},
+                                  key: number): Promise<boolean> {
     const budget = this.budgets.get(metric);
     if (budget !== undefined) {
       const tag = await this.tag(metric, m, key);
       if (spend(this.ledger, metric, tag, m.epsilon, this.cap) === 1 &&
-          !await this.spend(metric, budget, m.epsilon)) return false;
+          !await this.spend(metric, budget, m.epsilon)) {
+        const paid = !(m instanceof MetricSpec) ? spend(this.ledger, metric,
+          await this.tag(metric, m, 1 - key), 0, Infinity) === 0
+          : await (m.kind === "categorical" ? this.lowestPaid(metric, m)
+            : this.nearestPaid(metric, m, key)) !== undefined;
+        if (!paid) this.budgetRefused++;
+        return false;
+      }
     }
     return super.charge(metric, m, key);
   }

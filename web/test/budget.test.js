@@ -1,7 +1,8 @@
 // Per-period privacy budgets in deniable-client/all (the `budgets` option, src/budget.ts), as
 // Python's Budget: the shared vectors replayed through the same charge, two reporters on one
 // store sharing one budget (refused synchronously as last read, else in the store's
-// transaction), and a memoized metric's refused new answer sent as its paid one.
+// transaction), and a memoized metric's refused new answer sent as its paid one (or, with
+// none paid, not at all). About 0.5 s.
 import assert from "node:assert/strict";
 import {test} from "node:test";
 
@@ -60,7 +61,8 @@ test("a memoized metric's new answer past its budget is sent as its paid answer"
   const store = new MemoryStore();
   const r = new Reporter("http://127.0.0.1:9", {
     store, log: () => undefined, flushOnHide: false, onePerPeriod: false,
-    metrics: {m: {mechanism: "rr:1/2:1/2"}}, budgets: {m: {epsilon: ln3}}});
+    metrics: {m: {mechanism: "rr:1/2:1/2"}, z: {mechanism: "rr:1/2:1/2"}},
+    budgets: {m: {epsilon: ln3}, z: {epsilon: 0}}});
   t.after(() => r.close(50));
   await r.waitReady(200);
   r.report("m", true);
@@ -68,6 +70,11 @@ test("a memoized metric's new answer past its budget is sent as its paid answer"
   r.report("m", false);  // a new answer: the budget refuses it; true's paid answer goes
   await settle();
   r.report("m", true);  // paid: free
+  await settle();
+  // Sent as a paid answer: not counted (Python's budget_refused counts reports not sent).
+  assert.equal(r.stats().budgetRefused, 0);
+  assert.equal(r.stats().queued, 3);
+  r.report("z", true);  // nothing paid to send instead: refused, counted
   await settle();
   assert.equal(r.stats().budgetRefused, 1);
   assert.equal(r.stats().queued, 3);

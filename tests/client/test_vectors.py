@@ -184,3 +184,24 @@ def test_layered_privacy_loss_vectors_are_what_the_guard_states() -> None:
             entry["cost_per_new_value"], entry["p_answers_differ"], entry["value_change"])
         assert [loss.after(n) for n in (0, 1, 2, 3, 10, 100)] == entry["after"]
         assert loss.after(1) < loss.after(100) <= loss.long_run_epsilon
+
+
+def test_budget_vectors_replay_through_pythons_ledger() -> None:
+    import math
+
+    from deniable.client.budget import Budget, PrivacyLedger
+    from deniable.client.errors import BudgetExceededError
+
+    section = VECTORS["budgets"]
+    budgets = {name: Budget(b["epsilon"], b["period"]) for name, b in section["budgets"].items()}
+    clock = [0.0]
+    ledger = PrivacyLedger(None, budgets, clock=lambda: clock[0], max_metric_epsilon=math.inf)
+    for entry in section["sequence"]:
+        clock[0] = entry["ms"] / 1000
+        try:
+            ledger.charge(entry["metric"], entry["epsilon"])
+            admitted = True
+        except BudgetExceededError:
+            admitted = False
+        assert admitted == entry["admitted"], entry
+    assert {e["admitted"] for e in section["sequence"]} == {True, False}

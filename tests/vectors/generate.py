@@ -1028,6 +1028,36 @@ def unique_share_entries() -> list[dict[str, Any]]:
     return out
 
 
+def budget_entries(rng: random.Random) -> dict[str, Any]:
+    """Per-period budgets (``PrivacyLedger`` with ``budgets``): a sequence of fresh reports
+    (integer Unix milliseconds, the clock reading them / 1000; the clock sometimes goes back)
+    and whether each is admitted. Budgets are epsilon and period in seconds, as ``Budget``."""
+    from deniable.client.budget import Budget, PrivacyLedger
+    from deniable.client.errors import BudgetExceededError
+    from deniable.client.mechanism import RandomizedResponse
+
+    epsilons = [RandomizedResponse.from_id(i).epsilon for i in ("rr:1/2:1/2", "rr:3/4:1/2",
+                                                              "rr:1/4:1/2")]
+    budgets = {"a": Budget.for_reports(3, epsilons[0], 3600.0), "b": Budget(2.5),
+               "c": Budget(0.0, 60.0), "d": Budget(epsilons[1] + epsilons[2], 7 * 86_400.0)}
+    clock = [0.0]
+    ledger = PrivacyLedger(None, budgets, clock=lambda: clock[0], max_metric_epsilon=math.inf)
+    events: list[dict[str, Any]] = []
+    now = 1_764_115_200_000 - 2 * 3_600_000
+    for _ in range(120):
+        now += rng.choice([-600_000, 1, 60_000, 600_000, 1_800_000, 3_600_000, 20 * 3_600_000])
+        metric, epsilon = rng.choice(list(budgets)), rng.choice(epsilons)
+        clock[0] = now / 1000
+        try:
+            ledger.charge(metric, epsilon)
+            admitted = True
+        except BudgetExceededError:
+            admitted = False
+        events.append({"ms": now, "metric": metric, "epsilon": epsilon, "admitted": admitted})
+    return {"budgets": {name: {"epsilon": b.epsilon, "period": b.period}
+                        for name, b in budgets.items()}, "sequence": events}
+
+
 SECTIONS: dict[str, Callable[[random.Random], Any]] = {
     "mechanisms": lambda rng: mechanism_entries(),
     "invalid_ids": lambda rng: invalid_id_entries(),
@@ -1060,6 +1090,7 @@ SECTIONS: dict[str, Callable[[random.Random], Any]] = {
     "privacy_loss": lambda rng: privacy_loss_entries(),
     "instantaneous": instantaneous_entries,
     "unique_share": lambda rng: unique_share_entries(),
+    "budgets": budget_entries,
 }
 
 

@@ -34,6 +34,8 @@ import {Rr} from "./mechanism.js";
 import {memoBit} from "./memo.js";
 import {type Catalogue, lookup} from "./catalogue.js";
 import {spend} from "./privacy.js";
+import {type Budget, BUDGETS_KEY, BudgetExceededError, type BudgetLedger, chargeBudget, checkBudgets,
+  periodStart} from "./budget.js";
 import {PrivacyLoss} from "./loss.js";
 import {identifying} from "./unique.js";
 import {Reporter as BooleanReporter, type ReporterOptions as BooleanOptions,
@@ -44,6 +46,7 @@ export * from "./index.js";
 export * from "./kinds.js";
 export * from "./dimensions.js";
 export {PrivacyLoss} from "./loss.js";
+export {type Budget, BudgetExceededError} from "./budget.js";
 export {compose, repeatedLoss, split} from "./layers.js";
 export {identifying, MAX_UNIQUE_SHARE, UNIQUE_SHARE_DEVICES, uniqueShare} from "./unique.js";
 
@@ -67,6 +70,16 @@ export interface ReporterOptions extends Omit<BooleanOptions, "metrics"> {
    * gives its own value; it is logged once and shown in `stats().dimensionProblems`.
    */
   dimensions?: DimensionValues;
+  /**
+   * Per-period privacy budgets (Python's `budgets={metric: Budget(epsilon, period)}`):
+   * metric -> `{epsilon, period}`, at most `epsilon` nats of that metric's reports per
+   * `period` seconds (default 86,400; epoch-aligned windows, src/budget.ts). A fresh report
+   * the budget refuses throws BudgetExceededError from report() (as last read) or is dropped
+   * when the store's transaction refuses it; a memoized one's new answer is refused as by the
+   * cap (a paid answer is sent instead, if any). Refused reports not sent are counted in
+   * `stats().budgetRefused`. Both clients admit the same reports (shared vectors `budgets`).
+   */
+  budgets?: Record<string, Budget>;
 }
 
 /** A declaration's public dimensions, as in the metrics file and the catalogue. */
@@ -93,6 +106,9 @@ interface Policies {
 export interface Stats extends BooleanStats {
   /** Metrics whose list refuses a device-wide dimension value: metric -> why. */
   dimensionProblems: Record<string, string>;
+  /** Reports a budget refused and nothing was sent for (Python's budget_refused): fresh ones,
+   * and memoized ones with no paid answer to send instead (the `budgets` option). */
+  budgetRefused: number;
 }
 
 /** How one metric's reports get their dimensions (Python's _DimensionRoute). */
@@ -127,6 +143,12 @@ export class Reporter extends BooleanReporter {
   private readonly irrs: Map<string, Rr>;
   /** metric \0 wire id -> its memo layer, or null if the layer cannot produce wire's reports. */
   private readonly memoLayers = new Map<string, Rr | null>();
+  /** metric -> [epsilon, period in seconds] (the budgets option). */
+  private readonly budgets: Map<string, [number, number]>;
+  private readonly clock: () => number;
+  /** The budgets' spending as last read or written (the store's copy decides). */
+  private spending: BudgetLedger = {};
+  private budgetRefused = 0;
 
   /**
    * @throws InvalidParameterError an option out of range, an invalid declared metric or
@@ -135,6 +157,7 @@ export class Reporter extends BooleanReporter {
    */
   constructor(collectorUrl: string, options: ReporterOptions = {}) {
     const device = deviceDimensions(options.dimensions);
+    const budgets = checkBudgets(options.budgets);
     const declaredDims = new Map<string, Dimensions>();
     const irrs = new Map<string, Rr>();
     const metrics = {...options.metrics};
@@ -163,6 +186,12 @@ export class Reporter extends BooleanReporter {
     this.device = device;
     this.declaredDims = declaredDims;
     this.irrs = irrs;
+    this.budgets = budgets;
+    this.clock = options.clock ?? Date.now;
+    if (budgets.size > 0) {
+      void this.initialised.then(() => this.store.get<BudgetLedger>(BUDGETS_KEY))
+        .then((read) => { this.spending = {...read, ...this.spending}; }, () => undefined);
+    }
     for (const [name, layer] of irrs) {
       Object.assign(this.policies.get(name)!, {memoization: "instantaneous", irr: layer.id});
       try {
@@ -231,7 +260,7 @@ export class Reporter extends BooleanReporter {
       if (this.waiting) {
         this.wait(metric, value, dims);  // in call order; drainOne decides (and substitutes)
       } else if (this.fresh.has(metric)) {
-        this.put(metric, spec.id, spec.perturb(value, this.rng), stated);
+        this.putFresh(metric, spec, spec.perturb(value, this.rng), stated, true);
       // Else its memoized answer (through its instantaneous layer), if derived and paid for;
       // refused by the cap, the other value's paid answer, else nothing (issue 26); else
       // derived and charged asynchronously.
@@ -253,7 +282,7 @@ export class Reporter extends BooleanReporter {
       return;
     }
     if (this.fresh.has(metric)) {
-      this.put(metric, spec.id, spec.perturb(encoded, this.rng), stated);
+      this.putFresh(metric, spec, spec.perturb(encoded, this.rng), stated, true);
       return;
     }
     const alpha = spec.kind === "numeric" ? this.alphas.get(metric) : 0n;
@@ -305,6 +334,85 @@ export class Reporter extends BooleanReporter {
     return this.irrs.get(metric)?.perturb(bit, this.rng) ?? bit;
   }
 
+  /**
+   * Queue a fresh report of `metric` (cost: `m`'s epsilon) once its budget, if any, is
+   * charged in the store's transaction; refused there, it is dropped (counted, said once).
+   * @throws BudgetExceededError (if `sync`: from report()) the budget as last read refuses
+   *   it; counted, nothing queued.
+   */
+  private putFresh(metric: string, m: {id: string; epsilon: number}, payload: Payload,
+                   stated: Dims | undefined, sync: boolean): void {
+    const budget = this.budgets.get(metric);
+    if (budget === undefined) return this.put(metric, m.id, payload, stated);
+    if (!chargeBudget(this.spending, metric, budget, m.epsilon, this.clock())) {
+      this.budgetRefused++;
+      if (!sync) return;
+      const retryAt = periodStart(budget[1], this.clock()) + budget[1];
+      throw new BudgetExceededError(
+        `report for metric '${metric}' refused: it would take the metric past its budget of ` +
+        `${budget[0].toPrecision(6)} nats per ${budget[1]} s. The next period starts at ` +
+        `${new Date(retryAt * 1000).toISOString()}.`, metric, retryAt);
+    }
+    void this.spend(metric, budget, m.epsilon).then((ok) => {
+      if (ok) this.put(metric, m.id, payload, stated);
+      else this.budgetRefused++;
+    });
+  }
+
+  /** Charge `cost` nats of `metric` against `budget` in the store (one transaction): whether
+   * admitted. Refused (said once) or the store failing: false. */
+  private async spend(metric: string, budget: [number, number], cost: number): Promise<boolean> {
+    let ok = false;
+    const ms = this.clock();
+    try {
+      this.spending = await this.store.update<BudgetLedger>(BUDGETS_KEY, (old) => {
+        const ledger = old ?? {};
+        ok = chargeBudget(ledger, metric, budget, cost, ms, true);
+        return ledger;
+      });
+    } catch (error) {
+      this.once("budgets", `deniable: the privacy budgets could not be written; reports of ` +
+                `budgeted metrics are dropped: ${String(error)}`);
+      return false;
+    }
+    if (!ok) {
+      this.once(`budget:${metric}`, `deniable: metric '${metric}' is past its budget of ` +
+                `${budget[0].toPrecision(3)} nats per ${budget[1]} s: refused until the next period`);
+    }
+    return ok;
+  }
+
+  /** The cap's charge of a new memoized answer (reporter.ts), then its budget's, as Python's
+   * ledger: an answer paid for is free; the cap refuses first; the budget refuses as the cap
+   * does (a paid answer is sent instead; counted in budgetRefused only if there is none, as
+   * Python's budget_refused). */
+  protected override async charge(metric: string, m: {readonly id: string; readonly epsilon: number},
+                                  key: number): Promise<boolean> {
+    const budget = this.budgets.get(metric);
+    if (budget !== undefined) {
+      const tag = await this.tag(metric, m, key);
+      if (spend(this.ledger, metric, tag, m.epsilon, this.cap) === 1 &&
+          !await this.spend(metric, budget, m.epsilon)) {
+        const paid = !(m instanceof MetricSpec) ? spend(this.ledger, metric,
+          await this.tag(metric, m, 1 - key), 0, Infinity) === 0
+          : await (m.kind === "categorical" ? this.lowestPaid(metric, m)
+            : this.nearestPaid(metric, m, key)) !== undefined;
+        if (!paid) this.budgetRefused++;
+        return false;
+      }
+    }
+    return super.charge(metric, m, key);
+  }
+
+  /** Consent withdrawn also deletes the budgets' spending (consent.ts deletes the rest). */
+  override async setEnabled(enabled: boolean): Promise<void> {
+    await super.setEnabled(enabled);
+    if (!enabled) {
+      this.spending = {};
+      await this.store.del(BUDGETS_KEY);
+    }
+  }
+
   /** The public dimensions each metric declares: name -> Dimensions (metrics that declare
    * none are absent). The app's declaration only: a served list changes nothing. */
   get dimensions(): Record<string, Dimensions> {
@@ -322,7 +430,7 @@ export class Reporter extends BooleanReporter {
       const error = this.route(name)?.error;
       if (error !== undefined) dimensionProblems[name] = error.message;
     }
-    return {...super.stats(), dimensionProblems};
+    return {...super.stats(), dimensionProblems, budgetRefused: this.budgetRefused};
   }
 
   /** The declaration that applies to `metric`'s dimensions, and the device's values in it. */
@@ -405,6 +513,10 @@ export class Reporter extends BooleanReporter {
     }
     if (!(spec instanceof MetricSpec)) {
       if (typeof value === "boolean" || value === 0 || value === 1) {
+        if (this.fresh.has(metric) && spec instanceof Rr) {
+          if (!this.skipped(metric)) this.putFresh(metric, spec, spec.perturb(value ? 1 : 0, this.rng), stated, false);
+          return;
+        }
         return this.irrs.has(metric) ? this.drainLayered(metric, value ? 1 : 0, stated)
           : super.drainOne(metric, value ? 1 : 0, stated);
       }
@@ -420,7 +532,7 @@ export class Reporter extends BooleanReporter {
     }
     if (this.skipped(metric)) return;
     if (this.fresh.has(metric)) {
-      this.put(metric, spec.id, spec.perturb(encoded, this.rng), stated);
+      this.putFresh(metric, spec, spec.perturb(encoded, this.rng), stated, false);
       return;
     }
     if (this.secret === undefined) {

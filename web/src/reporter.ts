@@ -204,7 +204,7 @@ export class Reporter {
   protected readonly memo = new Map<string, [0 | 1 | undefined, 0 | 1 | undefined]>();
   protected early: Early[] = [];
   private readonly queue: DurableQueue;
-  private readonly store: Store;
+  protected readonly store: Store;
   private readonly secretStore: SecretStore;
   protected secret: CryptoKey | undefined;
   private readonly transport: Transport;

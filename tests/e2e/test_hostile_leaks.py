@@ -32,6 +32,7 @@ import math
 import subprocess
 import threading
 from collections.abc import Iterator
+from fractions import Fraction
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -351,3 +352,45 @@ def test_a_drifting_number_past_the_cap_reports_every_day(
     assert [counts(url, read, "startup_ms", v.id)[0] for v in versions] \
         == [devices] * (len(versions) - 1) + [devices * (days - len(versions) + 1)]
     assert counts(url, read, "startup_ms", declared_id)[0] == 0
+
+
+def test_drifting_node_devices_past_the_cap_report_every_day(
+        hostile: tuple[str, Path, dict[str, str], dict[str, str], str], tmp_path: Path) -> None:
+    """The same drift on Node devices of deniable-client/all (the default entry has no numeric
+    kind), all starting at once each simulated day: one report per device per day, the
+    collector's counts per version equal to what went over the wire, each ledger at most the
+    cap (in its units of 2**-1074 nats, exactly)."""
+    url, _, admin, read, ingest = hostile
+    web_metrics = shipped(url, read, tmp_path)
+    declared_id = json.loads(web_metrics.read_text())["startup_ms"]["mechanism"]
+    days, drift, devices = 10, 150, 6
+    versions = [BitMean.from_epsilon(1.0 - j / 1000, 0, 10000) for j in range(1, 5)]
+    starts = [300 + 1500 * i for i in range(devices)]
+    ids = [declared_id]
+    sent: dict[str, int] = {}
+    for day in range(days):
+        if day < len(versions):
+            ids.append(publish(url, admin, {"name": "startup_ms", "kind": "numeric", "lower": 0,
+                                            "upper": 10000, "mechanism": versions[day].id}))
+        before = sum(counts(url, read, "startup_ms", m)[0] for m in ids)
+        results = node_devices(url, ingest, web_metrics, [
+            {"dir": str(tmp_path / f"node{i}"), "entry": "all", "dimensions": {},
+             "reports": [["startup_ms", min(starts[i] + drift * day, 10000)]]}
+            for i in range(devices)], tmp_path)
+        for result in results:
+            assert result["thrown"] == 0, result
+            [report] = result["wire"]  # one report per device and day: never silent
+            sent[report["mechanism"]] = sent.get(report["mechanism"], 0) + 1
+        assert sum(counts(url, read, "startup_ms", m)[0] for m in ids) - before == devices
+    # Each day's version taken; past the cap (4 answers) the last one carries every report.
+    assert sent == {v.id: devices * (1 if j < len(versions) - 1 else days - len(versions) + 1)
+                    for j, v in enumerate(versions)}
+    assert {m: counts(url, read, "startup_ms", m)[0] for m in ids} == {declared_id: 0, **sent}
+    cap = int(Fraction(DEFAULT_MAX_METRIC_EPSILON) * 2**1074)
+    refused = 0
+    for result in results:
+        ledger = result["ledger"]["startup_ms"]
+        assert int(ledger["spent"]) <= cap, ledger
+        assert len(ledger["paid"]) == len(versions)  # one answer per version: what was sent
+        refused += result["stats"]["capRefused"]
+    assert refused > 0  # past the cap on the last day (new grid points): the case is exercised

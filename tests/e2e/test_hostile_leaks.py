@@ -20,7 +20,8 @@ their metrics (the app's declaration is the contract) and report through it.
    1) until every device's cap (ln 81) is spent, then the value keeps drifting past new grid
    points. The collector counts exactly one report per device per simulated day, none silent
    (silence says nothing: it never happens; deterministic), and each ledger charges at most
-   the cap: 4 answers, as the collector counted under the 4 versions.
+   the cap: 4 answers, as the collector counted under the 4 versions. The same on Node
+   devices of deniable-client/all (the default entry has no numeric kind).
 
 Needs `./dev test` (or `./dev setup` plus `npm ci && npm run build` in web/).
 """
@@ -224,7 +225,8 @@ class RecordingProxy:
                     if isinstance(doc, dict) and "reports" in doc:
                         with proxy.lock:
                             proxy.batches.append(doc)
-                connection = http.client.HTTPConnection(target.hostname, target.port,
+                connection = http.client.HTTPConnection(target.hostname or "127.0.0.1",
+                                                        target.port,
                                                         timeout=30)
                 headers = {k: v for k, v in self.headers.items()
                            if k.lower() not in ("host", "connection")}

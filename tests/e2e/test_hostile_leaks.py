@@ -394,5 +394,9 @@ def test_drifting_node_devices_past_the_cap_report_every_day(
         ledger = result["ledger"]["startup_ms"]
         assert int(ledger["spent"]) <= cap, ledger
         assert len(ledger["paid"]) == len(versions)  # one answer per version: what was sent
+        # Their epsilons, as each client computes the float itself: equal within the ledger's
+        # own 2**-40 rounding allowance.
+        want = sum(int(Fraction(v.epsilon) * 2**1074) for v in versions)
+        assert abs(int(ledger["spent"]) - want) <= want >> 40, ledger
         refused += result["stats"]["capRefused"]
     assert refused > 0  # past the cap on the last day (new grid points): the case is exercised

@@ -10,7 +10,8 @@ module, and a browser refuses to let any other origin read its answers. With ori
   routes carries ``Vary: Origin``, so a cache never serves one origin's answer to another;
 - a preflight (``OPTIONS`` with ``Origin`` and ``Access-Control-Request-Method``) is answered
   here, before auth and rate limits, without touching Redis: 204 with the allowed method, the
-  headers ``Authorization, Content-Type`` and a ``Max-Age``, when the origin, the method and
+  headers ``Authorization, Content-Type, Prefer`` (the web client asks for per-metric
+  acceptance with ``Prefer: handling=lenient``) and a ``Max-Age``, when the origin, the method and
   every requested header are allowed; otherwise 403 (problem+json) with no CORS header;
 - credentials (cookies) are never allowed: the web client sends its key in ``Authorization``
   and no cookies. Every other route (admin, counts, dashboard, metrics endpoint) gets nothing.
@@ -30,7 +31,7 @@ WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 
 ROUTES: dict[str, str] = {REPORTS_PATH: "POST", METRICS_PATH: "GET"}
 """path -> the one method a cross-origin page may use on it."""
-ALLOWED_HEADERS = frozenset({"authorization", "content-type"})
+ALLOWED_HEADERS = frozenset({"authorization", "content-type", "prefer"})
 EXPOSED_HEADERS = "Retry-After, X-Request-ID"
 MAX_AGE_SECONDS = 600
 _ORIGIN = re.compile(r"^https?://[a-z0-9.-]+(:[0-9]{1,5})?$|^https?://\[[0-9a-f:.]+\](:[0-9]{1,5})?$")
@@ -112,7 +113,7 @@ def _preflight(start_response: Callable[..., Any], origin: str, origin_allowed: 
         start_response("204 No Content", [
             ("Access-Control-Allow-Origin", origin),
             ("Access-Control-Allow-Methods", method),
-            ("Access-Control-Allow-Headers", "Authorization, Content-Type"),
+            ("Access-Control-Allow-Headers", "Authorization, Content-Type, Prefer"),
             ("Access-Control-Max-Age", str(MAX_AGE_SECONDS)), vary, ("Content-Length", "0")])
         return [b""]
     body = problem_document(403, f"CORS preflight refused: {refusal}")

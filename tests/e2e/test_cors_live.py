@@ -35,7 +35,7 @@ def cors_collector(redis_url: str, metrics_file: Path) -> Iterator[CollectorProc
         yield collector
 
 
-def preflight(url: str, origin: str, method: str, headers: str = "authorization,content-type"
+def preflight(url: str, origin: str, method: str, headers: str = "authorization,content-type,prefer"
               ) -> requests.Response:
     return requests.options(url, timeout=5, headers={
         "Origin": origin, "Access-Control-Request-Method": method,
@@ -57,7 +57,7 @@ def test_preflights_from_an_allowed_origin_pass_for_the_web_clients_two_routes(
         assert response.headers["Access-Control-Allow-Methods"] == method
         assert {h.strip().lower() for h in
                 response.headers["Access-Control-Allow-Headers"].split(",")} == {
-            "authorization", "content-type"}
+            "authorization", "content-type", "prefer"}
         assert int(response.headers["Access-Control-Max-Age"]) > 0
         assert "Origin" in response.headers["Vary"]
         assert "Access-Control-Allow-Credentials" not in response.headers

@@ -38,13 +38,16 @@ export class UploadError extends DeniableError {
   readonly retryAfter: number | undefined;
   /** True for 401/403: the key was refused; the batch stays queued. */
   readonly authRefused: boolean;
+  /** Metric -> why: the metrics a lenient answer refused (its `refused` member), if any. */
+  readonly refused: Record<string, string>;
 
   constructor(message: string, options: {status?: number; retryable?: boolean;
-                                         retryAfter?: number} = {}) {
+                                         retryAfter?: number; refused?: Record<string, string>} = {}) {
     super(message);
     this.status = options.status;
     this.retryable = options.retryable ?? true;
     this.retryAfter = options.retryAfter;
     this.authRefused = options.status === 401 || options.status === 403;
+    this.refused = options.refused ?? {};
   }
 }

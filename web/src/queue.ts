@@ -32,13 +32,17 @@ export interface SealedBatch {
   oldestAt: number;
 }
 
-/** A batch the collector refused for good (a 4xx other than 401/403/408/429). */
+/**
+ * A batch the collector refused for good (a 4xx other than 401/403/408/429), or the reports
+ * of one `metric` it refused in a batch it otherwise counted (a new batch id).
+ */
 export interface DeadLetter {
   id: string;
   body: string;
   n: number;
   status: number | null;
   reason: string;
+  metric?: string;
 }
 
 /** The stored document. */
@@ -47,7 +51,8 @@ export interface QueueState {
   pending: Row[];
   batches: SealedBatch[];
   dead: DeadLetter[];
-  counters: {sent: number; dropped: number; deadLettered: number};
+  /** `refused`: reports of refused metrics kept as dead letters (absent in older queues). */
+  counters: {sent: number; dropped: number; deadLettered: number; refused?: number};
 }
 
 /**
@@ -152,29 +157,39 @@ export class DurableQueue {
     return this.state.batches[0];
   }
 
-  /** The batch was accepted (2xx, or a duplicate): remove it and count it, once. */
-  ack(id: string): Promise<void> {
+  /**
+   * The batch was answered: remove it, once. With no `refused` metrics it was accepted (2xx,
+   * or a duplicate) and counts as sent. Otherwise each refused metric's reports become a
+   * dead letter of their own (a new batch id, the collector's reason), the rest counts as sent.
+   * Given a `reason` and no `refused`, the collector can never accept the batch: it moves to
+   * the dead letters whole. `status` is the answer's.
+   */
+  ack(id: string, refused: Record<string, string> = {}, status: number | null = 202,
+      reason?: string): Promise<void> {
     return this.serial(async () => {
       this.state = await this.store.update<QueueState>(KEY, (old) => {
         const state = normalise(old);
+        const c = state.counters;
         const i = state.batches.findIndex((b) => b.id === id);
-        if (i >= 0) state.counters.sent += state.batches.splice(i, 1)[0]!.n;
-        return state;
-      });
-    });
-  }
-
-  /** The collector can never accept the batch: move it to the dead letters with the reason. */
-  deadLetter(id: string, status: number | null, reason: string): Promise<void> {
-    return this.serial(async () => {
-      this.state = await this.store.update<QueueState>(KEY, (old) => {
-        const state = normalise(old);
-        const i = state.batches.findIndex((b) => b.id === id);
-        if (i >= 0) {
-          const batch = state.batches.splice(i, 1)[0]!;
-          state.dead.push({id, body: batch.body, n: batch.n, status, reason});
-          state.counters.deadLettered += batch.n;
+        if (i < 0) return state;
+        const {body, n} = state.batches.splice(i, 1)[0]!;
+        if (reason !== undefined && !Object.keys(refused).length) {
+          state.dead.push({id, body, n, status, reason});
+          c.deadLettered += n;
+          return state;
         }
+        const doc = JSON.parse(body) as {reports: {metric: string}[]};
+        let kept = 0;
+        for (const metric of Object.keys(refused)) {
+          const reports = doc.reports.filter((r) => r.metric === metric);
+          if (!reports.length) continue;
+          const fresh = newBatchId();
+          state.dead.push({id: fresh, body: JSON.stringify({...doc, batch_id: fresh, reports}),
+                           n: reports.length, status, reason: refused[metric]!, metric});
+          kept += reports.length;
+        }
+        c.refused = (c.refused ?? 0) + kept;
+        c.sent += n - kept;
         return state;
       });
     });
@@ -190,7 +205,8 @@ export class DurableQueue {
         for (const d of state.dead) {
           state.batches.push({id: d.id, body: d.body, n: d.n, sealedAt: this.now(),
                               oldestAt: this.now()});
-          state.counters.deadLettered -= d.n;
+          if (d.metric) state.counters.refused! -= d.n;
+          else state.counters.deadLettered -= d.n;
         }
         state.dead = [];
         return state;

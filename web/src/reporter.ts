@@ -38,7 +38,8 @@ import {
 import {type RandomBits, SYSTEM_BITS} from "./random.js";
 import {MemorySecret, type SecretStore, StoreSecret} from "./secret.js";
 import {
-  backoffDelay, DEFAULT_RETRY, DEFAULT_TIMEOUT, type RetryOptions, secureUniform, Transport,
+  backoffDelay, DEFAULT_RETRY, DEFAULT_TIMEOUT, parseRefused, type RetryOptions, secureUniform,
+  Transport,
 } from "./sender.js";
 import {defaultStore, IdbStore, MemoryStore, type Store} from "./store.js";
 import {LEDGER_KEY, ledgerTag, retagLedger} from "./tags.js";
@@ -128,6 +129,11 @@ export interface Stats {
   /** Dropped by maxQueuedReports or maxQueueAge. */
   dropped: number;
   deadLettered: number;
+  /** Reports of metrics the collector refused in batches it otherwise counted (lenient
+   * handling), kept as dead letters of their own until retryDeadLetters() (Python's refused). */
+  refused: number;
+  /** Refused metrics kept: metric -> the collector's latest reason (Python's refused_metrics). */
+  refusedMetrics: Record<string, string>;
   /** Dropped because the device secret could not be had (nothing true is kept). */
   droppedNoCatalogue: number;
   /** Dropped because more than maxEarlyReports arrived before the local state loaded. */
@@ -453,7 +459,8 @@ export class Reporter {
     const c = this.queue.snapshot.counters;
     return {
       queued: this.queue.queued, sent: c.sent, dropped: c.dropped + this.queue.droppedInMemory,
-      deadLettered: c.deadLettered,
+      deadLettered: c.deadLettered, refused: c.refused ?? 0,
+      refusedMetrics: Object.fromEntries(this.queue.snapshot.dead.filter((d) => d.metric).map((d) => [d.metric, d.reason])),
       droppedNoCatalogue: this.counts.noCatalogue, droppedEarly: this.counts.early,
       droppedUnknownMetric: this.counts.unknown, droppedNoState: this.counts.noState,
       keyRefused: this.keyRefused,
@@ -854,14 +861,17 @@ export class Reporter {
   private async upload(batch: SealedBatch): Promise<void> {
     const controller = new AbortController();
     this.inFlight = controller;
+    let refused: Record<string, string>;
     try {
-      await this.transport.request("POST", REPORTS_PATH, batch.body, controller.signal);
+      refused = parseRefused(await this.transport.request("POST", REPORTS_PATH, batch.body,
+                                                          controller.signal));
     } catch (error) {
       const e = error instanceof UploadError ? error : new UploadError(String(error));
       this.lastError = e.message;
       if (e.status !== undefined && this.retry.deadLetterStatusCodes.includes(e.status)) {
-        this.log(`deniable: the collector refused a batch (${e.status}); dead-lettered`);
-        await this.queue.deadLetter(batch.id, e.status, e.message).catch(() => undefined);
+        this.refusedLog(e.refused);
+        if (!Object.keys(e.refused).length) this.log(`deniable: batch refused (${e.status}); dead-lettered`);
+        await this.queue.ack(batch.id, e.refused, e.status, e.message).catch(() => undefined);
         this.attempts = 0;
         this.progressBell.ring();
         return;
@@ -885,8 +895,13 @@ export class Reporter {
     this.attempts = 0;
     this.lastError = undefined;
     this.keyRefused = false;
-    await this.queue.ack(batch.id).catch(() => undefined);
+    this.refusedLog(refused);
+    await this.queue.ack(batch.id, refused).catch(() => undefined);
     this.progressBell.ring();
+  }
+
+  private refusedLog(refused: Record<string, string>): void {
+    for (const m in refused) this.once(m + refused[m], `deniable: metric ${m} refused (${refused[m]}); kept (stats().refusedMetrics)`);
   }
 
   /** Sleep `ms`; close always ends it, a flush only if `interruptible`. True if it ran out. */
@@ -916,7 +931,7 @@ export class Reporter {
         budget -= batch.body.length;
         sent.add(batch.id);
         void this.transport.request("POST", REPORTS_PATH, batch.body, undefined, true)
-          .then(() => this.queue.ack(batch.id))
+          .then((answer) => this.queue.ack(batch.id, parseRefused(answer)))
           .then(() => this.progressBell.ring(), () => undefined);
       }
     };

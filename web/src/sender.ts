@@ -2,11 +2,14 @@
  * Talking to the collector: one request per call, with a timeout, and the upload loop's
  * retry policy. The options are a plain object with defaults, in ky's shape.
  *
- * Per batch:
+ * Per batch (sent with `Prefer: handling=lenient`: the collector accepts per metric):
  * - 2xx: the batch leaves the queue. A duplicate (200) is a 2xx too: the collector had already
- *   counted that batch id.
+ *   counted that batch id. The metrics the answer lists as `refused` were not counted: their
+ *   reports become one dead letter per metric, under a new batch id, with the collector's
+ *   reason (`stats().refused`, `refusedMetrics`); the rest counts as sent.
  * - 400, 409, 413, 422: the batch can never be accepted as it is: dead-lettered with the
- *   collector's reason (`retryDeadLetters()` queues them again).
+ *   collector's reason (`retryDeadLetters()` queues them again). A 422 listing every metric
+ *   as `refused` keeps the reports per metric instead, as above.
  * - 401, 403, 404: a configuration problem (key refused, wrong URL), not a bad batch: the
  *   batch stays queued and uploads back off up to `maxAuthBackoff`.
  * - 408, 429, 5xx, timeouts, network errors: the same body (same batch id) again after
@@ -14,7 +17,7 @@
  * Every random delay comes from crypto.getRandomValues.
  */
 import {UploadError} from "./errors.js";
-import {MEDIA_TYPE} from "./wire.js";
+import {isMetricName, MEDIA_TYPE} from "./wire.js";
 
 export interface RetryOptions {
   /** Milliseconds: the first retry waits up to this long (full jitter), doubling per attempt. */
@@ -87,7 +90,7 @@ export class Transport {
 
   constructor(collectorUrl: string, private readonly options: TransportOptions) {
     this.baseUrl = collectorUrl.replace(/\/+$/, "");
-    this.headers = {"Content-Type": MEDIA_TYPE, Accept: "application/json"};
+    this.headers = {"Content-Type": MEDIA_TYPE, Accept: MEDIA_TYPE, Prefer: "handling=lenient"};
     if (options.token) this.headers.Authorization = `Bearer ${options.token}`;
     this.fetch = options.fetch ?? globalThis.fetch.bind(globalThis);
   }
@@ -126,30 +129,40 @@ export class Transport {
       throw new UploadError(`${method} ${url} failed: ${name === "AbortError" ? "timed out or abandoned" : name}`);
     }
     const text = await response.text().catch(() => "");
+    let doc: Problem | undefined;
+    try {
+      doc = JSON.parse(text || "{}");
+    } catch { /* not JSON: no document */ }
     if (response.status >= 400) {
-      throw new UploadError(`${method} ${url} answered ${response.status}: ${detail(text)}`, {
-        status: response.status,
+      let out = doc ? String(doc.detail ?? doc.title ?? "") : text.slice(0, 200);
+      if (doc?.errors?.length) out += ` (${problems(doc.errors.slice(0, 5))})`;
+      throw new UploadError(`${method} ${url} answered ${response.status}: ${out}`, {
+        status: response.status, refused: parseRefused(doc),
         retryAfter: parseRetryAfter(response.headers.get("Retry-After")),
       });
     }
-    try {
-      return text === "" ? {} : JSON.parse(text);
-    } catch {
-      return {};
-    }
+    return doc ?? {};
   }
 }
 
-function detail(text: string): string {
-  try {
-    const doc = JSON.parse(text) as {detail?: string; title?: string;
-                                     errors?: {pointer?: string; detail?: string}[]};
-    let out = String(doc.detail ?? doc.title ?? "");
-    if (doc.errors?.length) {
-      out += ` (${doc.errors.slice(0, 5).map((e) => `${e.pointer ?? ""} ${e.detail ?? ""}`).join("; ")})`;
+type Pointed = {pointer?: string; detail?: string};
+type Problem = {detail?: string; title?: string; errors?: Pointed[]; refused?: unknown};
+
+const problems = (list: Pointed[]): string =>
+  list.map((e) => `${e?.pointer ?? ""} ${e?.detail ?? ""}`.trim()).join("; ");
+
+/**
+ * metric -> why the collector refused its reports, from an answer's `refused` member (a 2xx
+ * or a 422 problem document), as Python's parse_refused; empty if there is none.
+ */
+export function parseRefused(doc: unknown): Record<string, string> {
+  const found: Record<string, string> = {};
+  const entries = (doc as Problem | null)?.refused;
+  for (const e of Array.isArray(entries) ? entries as {metric?: unknown; problems?: unknown}[] : []) {
+    if (isMetricName(e?.metric)) {
+      found[e.metric] = problems(Array.isArray(e.problems) ? e.problems : []).slice(0, 500) ||
+        "refused by the collector";
     }
-    return out;
-  } catch {
-    return text.slice(0, 200);
   }
+  return found;
 }

@@ -321,7 +321,7 @@ export class Reporter extends BooleanReporter {
         memo = split(wire, irr);
       } catch (error) {
         memo = null;
-        this.once(`irr:${key}`, `deniable: metric '${metric}' is withheld: ${(error as Error).message}`);
+        this.once(`irr:${key}`, `metric '${metric}' is withheld: ${(error as Error).message}`);
       }
       this.memoLayers.set(key, memo);
     }
@@ -371,12 +371,12 @@ export class Reporter extends BooleanReporter {
         return ledger;
       });
     } catch (error) {
-      this.once("budgets", `deniable: the privacy budgets could not be written; reports of ` +
+      this.once("budgets", `the privacy budgets could not be written; reports of ` +
                 `budgeted metrics are dropped: ${String(error)}`);
       return false;
     }
     if (!ok) {
-      this.once(`budget:${metric}`, `deniable: metric '${metric}' is past its budget of ` +
+      this.once(`budget:${metric}`, `metric '${metric}' is past its budget of ` +
                 `${budget[0].toPrecision(3)} nats per ${budget[1]} s: refused until the next period`);
     }
     return ok;
@@ -626,7 +626,7 @@ export class Reporter extends BooleanReporter {
 
   private dropEarly(metric: string, why: string): void {
     this.counts.unknown++;
-    this.once(`unknown:${metric}`, `deniable: metric '${metric}' ${why}; its early reports ` +
+    this.once(`unknown:${metric}`, `metric '${metric}' ${why}; its early reports ` +
               "were dropped");
   }
 
@@ -645,7 +645,7 @@ export class Reporter extends BooleanReporter {
 
   /** The memoized answers of boolean metrics, and each numeric metric's α, derived at once. */
   protected override async prepareMemo(): Promise<void> {
-    for (const why of Object.values(this.stats().dimensionProblems)) this.once(why, `deniable: ${why}`);
+    for (const why of Object.values(this.stats().dimensionProblems)) this.once(why, `${why}`);
     if (this.secret === undefined) return;
     for (const [metric, m] of this.metricsMap) {
       if (this.fresh.has(metric)) continue;

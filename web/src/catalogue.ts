@@ -47,9 +47,8 @@ export function parseCatalogue(doc: unknown,
     if (p1 === null || q === null || !eq(p1, mechanism.pYesGivenYes) ||
         !eq(q, mechanism.pYesGivenNo)) {
       throw new WireFormatError(
-        `metric '${e.name}' states P1, Q = ${String(e.p_yes_given_yes)}, ` +
-        `${String(e.p_yes_given_no)}, which do not match its mechanism ${mechanism.id} ` +
-        `(${fracToString(mechanism.pYesGivenYes)}, ${fracToString(mechanism.pYesGivenNo)})`);
+        `metric '${e.name}': P1, Q = ${String(e.p_yes_given_yes)}, ${String(e.p_yes_given_no)} ` +
+        `do not match its mechanism ${mechanism.id}`);
     }
     catalogue.set(e.name, mechanism);
   });
@@ -76,8 +75,8 @@ export function lookup(catalogue: Catalogue, metric: string): Rr {
   const mechanism = catalogue.get(metric);
   if (mechanism === undefined) {
     throw new UnknownMetricError(
-      `metric ${JSON.stringify(metric)} is not declared (the Reporter's metrics option); ` +
-      `nothing was reported. Declared: ${JSON.stringify([...catalogue.keys()].sort())}`);
+      `metric ${JSON.stringify(metric)} is not declared (metrics option). ` +
+      `Declared: ${JSON.stringify([...catalogue.keys()].sort())}`);
   }
   return mechanism;
 }

@@ -89,8 +89,7 @@ function policy(name: string, table: Record<string, unknown>): Policy {
   if (typeof description !== "string") fail("description", "must be a string");
   if (!Number.isInteger(days) || (days as number) < 1) fail("retention_days", "must be a whole number >= 1");
   if ("epsilon" in table) {
-    fail("epsilon", "the web client does not choose a mechanism: declare the `mechanism` the " +
-         "collector chose (its catalogue entry's)");
+    fail("epsilon", "declare the collector's `mechanism`, not an epsilon");
   }
   // The default entry has no instantaneous layer; deniable-client/all takes it (layers.ts).
   if ((table.instantaneous ?? null) !== null) fail("instantaneous", "in deniable-client/all only");

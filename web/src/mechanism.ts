@@ -53,15 +53,11 @@ export class Rr {
   constructor(truth: Fraction | string = "1/2", forcedYes: Fraction | string = "1/2") {
     this.truth = exact("truth", truth);
     this.forcedYes = exact("forced_yes", forcedYes);
-    if (!(this.truth.num > 0n && this.truth.num < this.truth.den)) {
-      throw new InvalidParameterError(
-        "truth must lie strictly between 0 and 1: 0 carries no information and 1 gives " +
-        `infinite epsilon. Got ${fracToString(this.truth)} instead.`);
-    }
-    if (!(this.forcedYes.num > 0n && this.forcedYes.num < this.forcedYes.den)) {
-      throw new InvalidParameterError(
-        "forced_yes must lie strictly between 0 and 1, else epsilon is infinite. " +
-        `Got ${fracToString(this.forcedYes)} instead.`);
+    for (const [name, f] of [["truth", this.truth], ["forced_yes", this.forcedYes]] as const) {
+      if (!(f.num > 0n && f.num < f.den)) {
+        throw new InvalidParameterError(
+          `${name} must lie strictly between 0 and 1. Got ${fracToString(f)} instead.`);
+      }
     }
     for (const [name, f] of [["truth", this.truth], ["forced_yes", this.forcedYes]] as const) {
       if (f.den > MAX_DENOMINATOR) {
@@ -98,7 +94,7 @@ export class Rr {
     const match = typeof mechanismId === "string" ? ID_PATTERN.exec(mechanismId) : null;
     if (match === null) {
       throw new InvalidParameterError(
-        "mechanism id must look like 'rr:<truth>:<forced_yes>', e.g. 'rr:1/2:1/2'. " +
+        "mechanism id must look like 'rr:<truth>:<forced_yes>'. " +
         `Got ${JSON.stringify(mechanismId)} instead.`);
     }
     const mechanism = new this(match[1]!, match[2]!);
@@ -206,7 +202,7 @@ function exact(name: string, value: Fraction | string): Fraction {
     return frac(value.num, value.den);
   }
   throw new InvalidParameterError(
-    `${name} must be an exact probability, a fraction string such as '1/2'. ` +
+    `${name} must be a fraction string such as '1/2'. ` +
     `Got ${String(value)} (${typeof value}) instead.`);
 }
 

@@ -161,8 +161,8 @@ export class DurableQueue {
    * The batch was answered: remove it, once. With no `refused` metrics it was accepted (2xx,
    * or a duplicate) and counts as sent. Otherwise each refused metric's reports become a
    * dead letter of their own (a new batch id, the collector's reason), the rest counts as sent.
-   * Given a `reason` and no `refused`, the collector can never accept the batch: it moves to
-   * the dead letters whole. `status` is the answer's.
+   * Given a `reason` and none of its reports `refused`, the collector can never accept the
+   * batch: it moves to the dead letters whole. `status` is the answer's.
    */
   ack(id: string, refused: Record<string, string> = {}, status: number | null = 202,
       reason?: string): Promise<void> {
@@ -173,23 +173,24 @@ export class DurableQueue {
         const i = state.batches.findIndex((b) => b.id === id);
         if (i < 0) return state;
         const {body, n} = state.batches.splice(i, 1)[0]!;
-        if (reason !== undefined && !Object.keys(refused).length) {
-          state.dead.push({id, body, n, status, reason});
-          c.deadLettered += n;
-          return state;
-        }
         const doc = JSON.parse(body) as {reports: {metric: string}[]};
         let kept = 0;
-        for (const metric of Object.keys(refused)) {
+        for (const metric in refused) {
           const reports = doc.reports.filter((r) => r.metric === metric);
-          if (!reports.length) continue;
           const fresh = newBatchId();
-          state.dead.push({id: fresh, body: JSON.stringify({...doc, batch_id: fresh, reports}),
-                           n: reports.length, status, reason: refused[metric]!, metric});
+          if (reports.length) {
+            state.dead.push({id: fresh, body: JSON.stringify({...doc, batch_id: fresh, reports}),
+                             n: reports.length, status, reason: refused[metric]!, metric});
+          }
           kept += reports.length;
         }
-        c.refused = (c.refused ?? 0) + kept;
-        c.sent += n - kept;
+        if (reason !== undefined && !kept) {
+          state.dead.push({id, body, n, status, reason});
+          c.deadLettered += n;
+        } else {
+          c.refused = (c.refused ?? 0) + kept;
+          c.sent += n - kept;
+        }
         return state;
       });
     });

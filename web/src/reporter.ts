@@ -182,8 +182,8 @@ export function nats(name: string, value: number): number {
 /** Why `m` is above the ceiling `max`, or undefined if it is not. */
 export function above(m: Priced & {readonly likelihoodRatio: Fraction}, max: number):
     string | undefined {
-  return aboveCeiling(m.likelihoodRatio, max) ? `its mechanism ${m.id} has epsilon ` +
-    `${m.epsilon.toPrecision(3)}, above maxEpsilon ${max.toPrecision(3)}; not reported` : undefined;
+  return aboveCeiling(m.likelihoodRatio, max) ? `${m.id}: epsilon ` +
+    `${m.epsilon.toPrecision(3)}, above maxEpsilon ${max.toPrecision(3)}` : undefined;
 }
 
 export class Reporter {
@@ -217,6 +217,7 @@ export class Reporter {
   private readonly retry: RetryOptions;
   protected readonly fresh: Set<string>;
   protected readonly rng: RandomBits;
+  /** The app's log (options.log), each message prefixed with `deniable: `. */
   protected readonly log: (message: string) => void;
   protected readonly opts: Required<Pick<ReporterOptions, "commitInterval" | "closeTimeout" |
     "refreshInterval" | "maxEarlyReports" | "uploadJitter" | "exitTimeout">>;
@@ -298,9 +299,10 @@ export class Reporter {
     for (const [name, p] of this.policies) if (p.memoization === "fresh") this.fresh.add(name);
     this.catalogue = this.declared.metrics;  // after fresh: a fresh metric is never withheld as identifying
     this.rng = options.rng ?? SYSTEM_BITS;
-    this.log = options.log ?? ((message) => console.warn(message));
+    const log = options.log ?? ((message) => console.warn(message));
+    this.log = (message) => log(`deniable: ${message}`);
     if (this.policies.size === 0) {
-      this.log("deniable: no metrics declared (the `metrics` option): nothing will be reported");
+      this.log("no metrics declared (the `metrics` option): nothing is reported");
     }
     this.store = options.store ?? defaultStore();
     this.secretStore = options.secret ??
@@ -309,10 +311,9 @@ export class Reporter {
     // if the app asks for it by name (store: new MemoryStore()), else refused.
     if (this.secretStore instanceof MemorySecret || this.store instanceof MemoryStore) {
       this.stateless = !(options.store instanceof MemoryStore);
-      this.log(this.stateless ? "deniable: no durable store (nodeStorage(dir) in Node): " +
-        "memoized and period-gated reports are dropped; store: new MemoryStore() keeps state " +
-        "for one process" : "deniable: state in memory: memoized answers, ledger and period " +
-        "gate last one process");
+      this.log(this.stateless ? "no durable store (nodeStorage(dir) in Node, or a " +
+        "MemoryStore): memoized and period-gated reports are dropped" : "state in " +
+        "memory: memoized answers, ledger and period gate last one process");
     }
     if (options.onePerPeriod ?? true) {
       this.gate = new PeriodGate(this.store, options.clock ?? Date.now);
@@ -568,7 +569,7 @@ export class Reporter {
     this.wakeBell.ring();
     this.hurryBell.ring();
     await race(this.loop, 100);
-    if (!drained) this.log("deniable: closed with reports still queued");
+    if (!drained) this.log("closed with reports still queued");
     return drained;
   }
 
@@ -590,7 +591,7 @@ export class Reporter {
       if (kept === catalogue) kept = new Map(catalogue);
       kept!.delete(name);
       this.over.set(name, why);
-      this.once(`over:${name}:${m.id}`, `deniable: metric '${name}' is withheld: ${why}`);
+      this.once(`over:${name}:${m.id}`, `metric '${name}' is withheld: ${why}`);
     }
     this.cat = kept;
   }
@@ -647,8 +648,7 @@ export class Reporter {
           return ledger;
         });
       } catch (error) {
-        this.once("ledger", `deniable: the privacy ledger could not be written; reports ` +
-                  `needing a new answer are dropped: ${String(error)}`);
+        this.once("ledger", `ledger not written, new answers dropped: ${String(error)}`);
         return false;
       }
     }
@@ -658,9 +658,8 @@ export class Reporter {
 
   private capped(metric: string): true {
     this.counts.capped++;
-    this.once(`cap:${metric}`, `deniable: metric '${metric}' is past its cap of ` +
-              `${this.cap.toPrecision(3)} nats over all versions (maxMetricEpsilon): a new value ` +
-              "is sent as a paid one, if any. To change its mechanism, use a new metric name");
+    this.once(`cap:${metric}`, `metric '${metric}' is past its cap ` +
+              `(maxMetricEpsilon ${this.cap.toPrecision(3)}): new values go as paid ones, if any`);
     return true;
   }
 
@@ -688,7 +687,7 @@ export class Reporter {
       const sealed = await this.queue.commit(sealAll);
       if (sealed > 0) this.wakeBell.ring();
     } catch (error) {
-      this.once("commit", `deniable: the store failed; reports kept in memory: ${String(error)}`);
+      this.once("commit", `the store failed; reports kept in memory: ${String(error)}`);
     }
     const due = this.queue.dueIn();
     clearTimeout(this.sealTimer);
@@ -711,12 +710,12 @@ export class Reporter {
     try {
       if (!this.disabled) this.secret = await this.secretStore.load();
     } catch (error) {
-      this.once("secret", `deniable: the device secret could not be loaded: ${String(error)}`);
+      this.once("secret", `the device secret could not be loaded: ${String(error)}`);
     }
     try {
       await this.queue.load();
     } catch (error) {
-      this.once("load", `deniable: the queue could not be read: ${String(error)}`);
+      this.once("load", `the queue could not be read: ${String(error)}`);
     }
     await this.gate?.load().catch(() => undefined);
     try {
@@ -747,7 +746,7 @@ export class Reporter {
     } catch (error) {
       if (this.halt.signal.aborted) return;  // close() abandoned it: nothing went wrong
       if (error instanceof UploadError && error.authRefused) this.keyRefused = true;
-      this.once("catalogue", `deniable: the catalogue could not be fetched: ${String(error)}`);
+      this.once("catalogue", `the catalogue could not be fetched: ${String(error)}`);
     }
     if (!this.stopping) {
       this.refreshTimer = timer(() => void this.refresh(), this.opts.refreshInterval);
@@ -770,9 +769,8 @@ export class Reporter {
     this.mismatch = found.mismatch;
     this.servedKnown = true;
     for (const [name, parts] of found.ignored) {
-      this.once(`ignored:${name}`, `deniable: metric '${name}': the collector's catalogue ` +
-                `differs from this app's declaration in ${parts.join(", ")}; ignored (the ` +
-                "declaration is the privacy contract)");
+      this.once(`ignored:${name}`, `metric '${name}': served ${parts.join(", ")} ` +
+                "unlike its declaration, which applies");
     }
   }
 
@@ -869,8 +867,7 @@ export class Reporter {
       const e = error instanceof UploadError ? error : new UploadError(String(error));
       this.lastError = e.message;
       if (e.status !== undefined && this.retry.deadLetterStatusCodes.includes(e.status)) {
-        this.refusedLog(e.refused);
-        if (!Object.keys(e.refused).length) this.log(`deniable: batch refused (${e.status}); dead-lettered`);
+        if (!this.refusedLog(e.refused)) this.log(`batch refused (${e.status}); dead-lettered`);
         await this.queue.ack(batch.id, e.refused, e.status, e.message).catch(() => undefined);
         this.attempts = 0;
         this.progressBell.ring();
@@ -900,8 +897,10 @@ export class Reporter {
     this.progressBell.ring();
   }
 
-  private refusedLog(refused: Record<string, string>): void {
-    for (const m in refused) this.once(m + refused[m], `deniable: metric ${m} refused (${refused[m]}); kept (stats().refusedMetrics)`);
+  /** Log each refused metric once per reason; whether there was one. */
+  private refusedLog(refused: Record<string, string>): boolean {
+    for (const m in refused) this.once(m + refused[m], `metric ${m} refused, kept: ${refused[m]}`);
+    return Object.keys(refused).length > 0;
   }
 
   /** Sleep `ms`; close always ends it, a flush only if `interruptible`. True if it ran out. */

@@ -160,8 +160,7 @@ export function parseRefused(doc: unknown): Record<string, string> {
   const entries = (doc as Problem | null)?.refused;
   for (const e of Array.isArray(entries) ? entries as {metric?: unknown; problems?: unknown}[] : []) {
     if (isMetricName(e?.metric)) {
-      found[e.metric] = problems(Array.isArray(e.problems) ? e.problems : []).slice(0, 500) ||
-        "refused by the collector";
+      found[e.metric] = problems([e.problems ?? []].flat() as Pointed[]).slice(0, 500) || "refused";
     }
   }
   return found;

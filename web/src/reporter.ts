@@ -769,8 +769,8 @@ export class Reporter {
     this.mismatch = found.mismatch;
     this.servedKnown = true;
     for (const [name, parts] of found.ignored) {
-      this.once(`ignored:${name}`, `metric '${name}': served ${parts.join(", ")} ` +
-                "unlike its declaration, which applies");
+      this.once(`ignored:${name}`, `metric '${name}': served otherwise in ` +
+                `${parts.join(", ")}; ignored (the declaration applies)`);
     }
   }
 

@@ -47,8 +47,7 @@ export function parseCatalogue(doc: unknown,
     if (p1 === null || q === null || !eq(p1, mechanism.pYesGivenYes) ||
         !eq(q, mechanism.pYesGivenNo)) {
       throw new WireFormatError(
-        `metric '${e.name}': P1, Q = ${String(e.p_yes_given_yes)}, ${String(e.p_yes_given_no)} ` +
-        `do not match its mechanism ${mechanism.id}`);
+        `metric '${e.name}': P1, Q do not match its mechanism ${mechanism.id}`);
     }
     catalogue.set(e.name, mechanism);
   });

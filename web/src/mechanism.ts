@@ -94,7 +94,7 @@ export class Rr {
     const match = typeof mechanismId === "string" ? ID_PATTERN.exec(mechanismId) : null;
     if (match === null) {
       throw new InvalidParameterError(
-        "mechanism id must look like 'rr:<truth>:<forced_yes>'. " +
+        "mechanism id must look like 'rr:1/2:1/2'. " +
         `Got ${JSON.stringify(mechanismId)} instead.`);
     }
     const mechanism = new this(match[1]!, match[2]!);

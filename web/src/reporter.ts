@@ -173,8 +173,8 @@ type Priced = {readonly id: string; readonly epsilon: number};
 /** `value` as a ceiling or cap: a number of nats > 0 (Infinity turns it off). */
 export function nats(name: string, value: number): number {
   if (typeof value !== "number" || !(value > 0)) {
-    throw new InvalidParameterError(`${name} must be a number of nats > 0 (Infinity turns it ` +
-                                    `off). Got ${String(value)} instead.`);
+    throw new InvalidParameterError(`${name} must be nats > 0 or Infinity (off). ` +
+                                    `Got ${String(value)} instead.`);
   }
   return value;
 }
@@ -311,8 +311,8 @@ export class Reporter {
     // if the app asks for it by name (store: new MemoryStore()), else refused.
     if (this.secretStore instanceof MemorySecret || this.store instanceof MemoryStore) {
       this.stateless = !(options.store instanceof MemoryStore);
-      this.log(this.stateless ? "no durable store (nodeStorage(dir) in Node, or a " +
-        "MemoryStore): memoized and period-gated reports are dropped" : "state in " +
+      this.log(this.stateless ? "no durable store (nodeStorage(dir) in Node): " +
+        "memoized and period-gated reports are dropped" : "state in " +
         "memory: memoized answers, ledger and period gate last one process");
     }
     if (options.onePerPeriod ?? true) {
@@ -659,7 +659,7 @@ export class Reporter {
   private capped(metric: string): true {
     this.counts.capped++;
     this.once(`cap:${metric}`, `metric '${metric}' is past its cap ` +
-              `(maxMetricEpsilon ${this.cap.toPrecision(3)}): new values go as paid ones, if any`);
+              `(maxMetricEpsilon ${this.cap.toPrecision(3)}): paid answers only`);
     return true;
   }
 
@@ -687,7 +687,7 @@ export class Reporter {
       const sealed = await this.queue.commit(sealAll);
       if (sealed > 0) this.wakeBell.ring();
     } catch (error) {
-      this.once("commit", `the store failed; reports kept in memory: ${String(error)}`);
+      this.once("commit", `store failed, reports kept in memory: ${String(error)}`);
     }
     const due = this.queue.dueIn();
     clearTimeout(this.sealTimer);
@@ -710,12 +710,12 @@ export class Reporter {
     try {
       if (!this.disabled) this.secret = await this.secretStore.load();
     } catch (error) {
-      this.once("secret", `the device secret could not be loaded: ${String(error)}`);
+      this.once("secret", `no device secret: ${String(error)}`);
     }
     try {
       await this.queue.load();
     } catch (error) {
-      this.once("load", `the queue could not be read: ${String(error)}`);
+      this.once("load", `queue not read: ${String(error)}`);
     }
     await this.gate?.load().catch(() => undefined);
     try {
@@ -746,7 +746,7 @@ export class Reporter {
     } catch (error) {
       if (this.halt.signal.aborted) return;  // close() abandoned it: nothing went wrong
       if (error instanceof UploadError && error.authRefused) this.keyRefused = true;
-      this.once("catalogue", `the catalogue could not be fetched: ${String(error)}`);
+      this.once("catalogue", `catalogue not fetched: ${String(error)}`);
     }
     if (!this.stopping) {
       this.refreshTimer = timer(() => void this.refresh(), this.opts.refreshInterval);

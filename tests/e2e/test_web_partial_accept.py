@@ -13,6 +13,7 @@ import json
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import redis
@@ -51,10 +52,12 @@ def collector(tmp_path: Path, redis_url: str, redis_client: redis.Redis
         yield process
 
 
-def run(args: list[str]) -> dict:  # type: ignore[type-arg]
+def run(args: list[str]) -> dict[str, Any]:
+    """Run node in web/ with `args`; its JSON output."""
     done = subprocess.run([node(), *args], cwd=WEB, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr[-3000:]
-    return json.loads(done.stdout)  # type: ignore[no-any-return]
+    result: dict[str, Any] = json.loads(done.stdout)
+    return result
 
 
 def test_a_node_devices_valid_metrics_are_counted_and_the_mismatched_one_is_kept(

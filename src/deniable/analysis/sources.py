@@ -23,8 +23,8 @@ from deniable.client.kinds import Mechanism, MetricSpec, parse_mechanism
 from deniable.client.mechanism import RandomizedResponse
 from deniable.client.period import DEFAULT_POLICY, CollectionPolicy, parse_policy
 from deniable.client.transport import DEFAULT_TIMEOUT
-from deniable.collector import keys
-from deniable.collector.periods import first_hour_from
+from deniable.core import keys
+from deniable.core.periods import first_hour_from
 
 
 class SourceError(DeniableError):

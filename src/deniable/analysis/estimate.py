@@ -36,7 +36,7 @@ from deniable.analysis.sources import MetricCounts, MetricInfo
 if TYPE_CHECKING:
     from deniable.analysis.categorical import CategoryEstimates
 from deniable.analysis.window import design_effect, estimand, period_ids
-from deniable.collector.window import channel_rr
+from deniable.core.window import channel_rr
 
 FloatArray = NDArray[np.float64]
 
@@ -117,7 +117,7 @@ def slot_channel(mechanism: Mechanism) -> RandomizedResponse:
     """The randomized response whose (P1, Q) is exactly each counted slot's of ``mechanism``
     (``mechanism.channel``): the mechanism itself for a boolean metric. Its own epsilon is
     that of one slot alone, not the mechanism's: show ``mechanism.epsilon``. One definition,
-    ``deniable.collector.window.channel_rr``, which the dashboard uses too."""
+    ``deniable.core.window.channel_rr``, which the dashboard uses too."""
     return channel_rr(mechanism)
 
 

@@ -8,8 +8,8 @@ from typing import Any
 
 from flask import Flask, Response
 
-from deniable.collector import (admin, api, auth, dashboard, headers, keys, migrate,
-                                observability, openapi)
+from deniable.collector import admin, api, auth, dashboard, headers, migrate, observability, openapi
+from deniable.core import keys
 from deniable.collector.cors import cors_in_front_of, parse_origins
 from deniable.collector.ingest import IngestEndpoint
 from deniable.collector.errors import CollectorError, problem_response, register_error_handlers

@@ -174,7 +174,7 @@ ReporterFactory = Callable[..., Any]
 
 def client_device(subject: Subject, rng: RandomBits | None = None) -> Device:
     """A new device as the client builds it: ``Reporter.report`` calls exactly this guard's
-    ``perturb`` with the metric's wire mechanism (client/reporter.py ``_perturb``)."""
+    ``perturb`` with the metric's wire mechanism (src/deniable/client/reporter.py ``_perturb``)."""
     guard = subject.guard(rng)
 
     def report(true_value: bool) -> int:
@@ -876,8 +876,8 @@ def check_server(redis_url: str, log_lines: Sequence[str] = (),
                  cluster: bool = False) -> CheckResult:
     """What a collector holds: every Redis key, value and expiry, and the given log lines,
     scanned for anything that identifies a batch's content or times a write more finely
-    than the hour (``deniable.collector.privacy_scan``)."""
-    from deniable.collector.privacy_scan import scan  # needs redis: only when asked for
+    than the hour (``deniable.audit.privacy_scan``)."""
+    from deniable.audit.privacy_scan import scan  # needs redis: only when asked for
     started = time.monotonic()
     findings = scan(redis_url, log_lines, cluster=cluster)
     detail = ("; ".join(f"{f.kind} {f.where}: {f.problem}" for f in findings[:5])

@@ -69,7 +69,7 @@ Expiry times: every ``EXPIREAT`` lies on a UTC hour boundary (counters: a month 
 days; batch records: the batch-id TTL rounded up to the hour), so no TTL times a write more
 finely than the hour. The layout-1 counters (``dn:v1:{<metric>}:c:<mechanism id>:<YYYYMMDDHH>``
 HASH {n, ones}, one per hour, with a TTL counted from its first write) are converted by
-``deniable migrate`` (``collector/migrate.py``).
+``deniable migrate`` (``src/deniable/collector/migrate.py``).
 
 Nothing else is stored: no IP addresses (rate limits hold a keyed hash with a short TTL), no
 secrets (keys hold only a SHA-256 of theirs), no batch content (batch records hold a keyed
@@ -91,10 +91,10 @@ from deniable.client import kinds
 from deniable.client.dimensions import SERIES
 from deniable.client.errors import InvalidParameterError
 # Hour indexes are defined once, in ``periods``; re-exported here for the key layout's users.
-from deniable.collector.periods import HOUR as BUCKET  # noqa: F401 (re-exported)
-from deniable.collector.periods import HOUR_SECONDS, hour_index, hour_range, hour_start
-from deniable.collector.periods import hour_floor as bucket_start  # noqa: F401 (re-exported)
-from deniable.collector.periods import utc as _utc
+from deniable.core.periods import HOUR as BUCKET  # noqa: F401 (re-exported)
+from deniable.core.periods import HOUR_SECONDS, hour_index, hour_range, hour_start
+from deniable.core.periods import hour_floor as bucket_start  # noqa: F401 (re-exported)
+from deniable.core.periods import utc as _utc
 
 PREFIX = "dn:v1"
 HOUR_FORMAT = "%Y%m%d%H"

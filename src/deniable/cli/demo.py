@@ -664,7 +664,7 @@ def daily_counts(counts: Any, day_starts: list[Any]) -> Any:
     goes to the day whose (shifted) upload hour is nearest."""
     import numpy as np
 
-    from deniable.collector.keys import hour_index
+    from deniable.core.keys import hour_index
 
     day_hours = np.array([hour_index(s) for s in day_starts], dtype=np.int64)
     values = np.asarray(counts.values, dtype=np.int64)

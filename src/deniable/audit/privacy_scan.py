@@ -36,7 +36,7 @@ from dataclasses import dataclass
 import redis
 import redis.cluster
 
-from deniable.collector import keys
+from deniable.core import keys
 
 HOUR_MS = keys.HOUR_SECONDS * 1000
 _HEX32 = re.compile(r"^[0-9a-f]{32}\Z")
@@ -194,7 +194,7 @@ def _classify(key: str) -> str:
 def _key_findings(key: str, kind: str) -> list[Finding]:
     found = [Finding("key", key, f"holds an IP address ({a})") for a in _addresses(key)]
     if kind == "unknown":
-        found.append(Finding("key", key, "is not in the key layout (collector/keys.py)"))
+        found.append(Finding("key", key, "is not in the key layout (src/deniable/core/keys.py)"))
     elif kind == "counters_v1":
         found.append(Finding("key", key, "is a layout-1 hour hash: its TTL dates its first "
                                          "write to the second (run `deniable migrate`)"))

@@ -56,7 +56,7 @@ DEFAULTS: dict[str, Any] = {
     # this long after `deniable keys revoke`. 0 checks Redis on every request.
     "AUTH_CACHE_SECONDS": 5,
 
-    # --- Web clients (collector/cors.py) ---
+    # --- Web clients (src/deniable/collector/cors.py) ---
     # Origins whose pages may call POST /v1/reports and GET /v1/metrics, e.g.
     # ["https://app.example.com"] (or "https://a.example.com,https://b.example.com"; "*" for
     # any). Empty (the default): no CORS at all, and browsers keep other origins out.
@@ -85,7 +85,7 @@ DEFAULTS: dict[str, Any] = {
     # Behind N trusted reverse proxies, take the client IP from the N-th X-Forwarded-For entry
     # from the right (werkzeug ProxyFix). 0: the socket peer (remote_addr) is the client. The
     # shipped deployments set it (deploy/vm: 1, deploy/kubernetes: 2); a process logs one
-    # warning when requests' X-Forwarded-For contradicts it (collector/proxy.py).
+    # warning when requests' X-Forwarded-For contradicts it (src/deniable/collector/proxy.py).
     "PROXY_FIX_X_FOR": 0,
 
     # Write one JSON log line per request (request id, route, status, duration; never the

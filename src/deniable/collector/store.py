@@ -21,9 +21,9 @@ from redis.crc import REDIS_CLUSTER_HASH_SLOTS, key_slot
 from redis.retry import Retry
 
 from deniable.client.wire import Batch, Tally
-from deniable.collector import keys
+from deniable.core import keys
 from deniable.collector.process import current_pid
-from deniable.collector.rollup import HourCount
+from deniable.core.rollup import HourCount
 
 _INGEST_LUA = resources.files("deniable.collector").joinpath("ingest.lua").read_text()
 

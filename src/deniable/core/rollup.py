@@ -2,7 +2,7 @@
 ISO 8601 weeks), for the collector's counts endpoint and dashboard.
 
 The periods themselves (flooring, grids, alignment, on integer hour indexes) are defined once,
-in ``deniable.collector.periods``, which the analysis uses too; their names are re-exported
+in ``deniable.core.periods``, which the analysis uses too; their names are re-exported
 here for the collector's callers.
 
 Counters are plain sums, so a day's ``n`` and ``ones`` are the sums of its hours': the
@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from deniable.collector.periods import (GRANULARITIES, SPAN, SPAN_HOURS, align,  # noqa: F401
+from deniable.core.periods import (GRANULARITIES, SPAN, SPAN_HOURS, align,  # noqa: F401
                                         check_granularity, grid_hours, hour_index, hour_start,
                                         period_hour, period_start)
 

@@ -39,7 +39,7 @@ from typing import Any
 from deniable.client.composition import from_probabilities, split
 from deniable.client.mechanism import Estimate, RandomizedResponse, wilson_interval, z_score
 from deniable.client.period import CollectionPolicy
-from deniable.collector.periods import period_number
+from deniable.core.periods import period_number
 
 
 
@@ -131,7 +131,7 @@ def design_effect(mechanism: RandomizedResponse, policy: CollectionPolicy, rate:
 def period_of_hour(hours: Any, policy: CollectionPolicy) -> Any:
     """The reporting period of hour index ``hours`` (hours since the Unix epoch; an int, or a
     numpy integer array element-wise): the same numbers as ``CollectionPolicy.period_index``
-    (``deniable.collector.periods.period_number`` of the policy's period)."""
+    (``deniable.core.periods.period_number`` of the policy's period)."""
     return period_number(hours, policy.period)
 
 

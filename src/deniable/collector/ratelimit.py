@@ -22,7 +22,7 @@ import secrets
 import redis
 import redis.cluster
 
-from deniable.collector import keys
+from deniable.core import keys
 from deniable.collector.errors import APIError
 from deniable.collector.store import HotScript, script_errors
 

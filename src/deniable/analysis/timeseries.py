@@ -23,7 +23,7 @@ from numpy.typing import NDArray
 
 from deniable.analysis.estimate import Estimates, debias_values
 from deniable.analysis.sources import MetricCounts, MetricInfo
-from deniable.collector import periods
+from deniable.core import periods
 from deniable.analysis.window import bucket_periods, rolling_periods
 
 if TYPE_CHECKING:

@@ -24,9 +24,9 @@ from deniable.analysis import plain
 from deniable.analysis.compare import Comparison
 from deniable.analysis.estimate import MetricSummary
 from deniable.analysis.timeseries import TimeSeries
-from deniable.collector.explain import bucket_flags
+from deniable.core.explain import bucket_flags
 from deniable.analysis.window import coverage_notes
-from deniable.collector.window import INTERVAL_NOTE, category_flags, in_units
+from deniable.core.window import INTERVAL_NOTE, category_flags, in_units
 
 FORMATS = ("table", "json", "csv")
 COLUMNS = ("metric", "version", "mechanism", "epsilon", "start", "end", "n", "ones",

@@ -20,7 +20,7 @@ from importlib import resources
 import redis
 import redis.cluster
 
-from deniable.collector import keys
+from deniable.core import keys
 from deniable.collector.store import CounterOverflowError, script_errors
 
 _MIGRATE_LUA = resources.files("deniable.collector").joinpath("migrate.lua").read_text()

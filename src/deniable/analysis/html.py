@@ -21,8 +21,8 @@ from deniable.analysis.estimate import MetricSummary, debias_values, numeric_ran
 from deniable.analysis.report import (category_flags, category_text, estimate_text, flags,
                                       plain_flags, reading_notes)
 from deniable.client.mechanism import RandomizedResponse
-from deniable.collector.explain import epsilon_note
-from deniable.collector.window import kind_note
+from deniable.core.explain import epsilon_note
+from deniable.core.window import kind_note
 from deniable.analysis.report import range_title, zoomed_axis
 from deniable.analysis.window import coverage_notes, estimand
 from deniable.analysis.timeseries import TimeSeries

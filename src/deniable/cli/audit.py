@@ -68,7 +68,7 @@ def register(commands: argparse._SubParsersAction) -> None:  # type: ignore[type
 
 
 def _subjects(args: argparse.Namespace) -> list[Any]:
-    from deniable.analysis.audit import builtin_subjects, catalogue_subjects
+    from deniable.audit.mechanisms import builtin_subjects, catalogue_subjects
     from deniable.cli.main import CLIError
     if args.url:
         from deniable.client.transport import Transport
@@ -151,7 +151,7 @@ def run(args: argparse.Namespace) -> int:
     from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
                                TimeElapsedColumn)
 
-    from deniable.analysis.audit import DEFAULT_CONFIDENCE, Audit
+    from deniable.audit.mechanisms import DEFAULT_CONFIDENCE, Audit
     subjects = _subjects(args)
     if args.confidence is None:
         args.confidence = DEFAULT_CONFIDENCE
@@ -167,7 +167,7 @@ def run(args: argparse.Namespace) -> int:
         audit.progress = advance
         results = audit.run(subjects)
     if args.redis_url:
-        from deniable.analysis.audit import check_server
+        from deniable.audit.mechanisms import check_server
         results.append(check_server(args.redis_url, _log_lines(args.log_file),
                                     cluster=args.redis_cluster))
     failed = [r for r in results if not r.passed]

@@ -34,7 +34,7 @@ from deniable.client.kinds import Mechanism
 from deniable.client.mechanism import z_score
 from deniable.client.period import DEFAULT_POLICY, CollectionPolicy
 from deniable.analysis.estimate import Estimates, debias, slot_channel
-from deniable.collector.window import INTERVAL_NOTE
+from deniable.core.window import INTERVAL_NOTE
 
 FloatArray = NDArray[np.float64]
 PROJECTION_NOTE = ("biased: Euclidean projection of the unbiased shares onto the probability "

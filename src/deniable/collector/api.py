@@ -11,12 +11,12 @@ from flask import Blueprint, Response, current_app, request
 
 from deniable.client.dimensions import SERIES, DimensionError
 from deniable.client.wire import API_VERSION, MEDIA_TYPE
-from deniable.collector import keys, rollup
+from deniable.core import keys, rollup
 from deniable.collector.auth import require
 from deniable.collector.errors import APIError, storage_unavailable
 from deniable.collector.live_registry import Entry, LiveRegistry, Version
 from deniable.collector.params import json_body, time_range  # noqa: F401 (json_body: re-exported)
-from deniable.collector.rollup import HourCount
+from deniable.core.rollup import HourCount
 from deniable.collector.store import UNAVAILABLE_ERRORS, Store, hour_counts
 
 bp = Blueprint("v1", __name__, url_prefix=f"/{API_VERSION}")

@@ -2,7 +2,7 @@
 "Intervals over time").
 
 The maths (the variance split, the design effect, the estimand, the partial-bucket notes) is
-defined once, in plain Python, in ``deniable.collector.window``, which the collector's dashboard
+defined once, in plain Python, in ``deniable.core.window``, which the collector's dashboard
 uses too; this module applies it to arrays of buckets and counts the reporting periods that
 each bucket or rolling window pools.
 """
@@ -16,9 +16,9 @@ from numpy.typing import NDArray
 
 from deniable.client.mechanism import RandomizedResponse
 from deniable.client.period import DEFAULT_POLICY, CollectionPolicy
-from deniable.collector import window as shared
-from deniable.collector.periods import hour_index
-from deniable.collector.window import coverage_notes, estimand
+from deniable.core import window as shared
+from deniable.core.periods import hour_index
+from deniable.core.window import coverage_notes, estimand
 
 __all__ = ["bucket_periods", "count_periods", "coverage_notes", "design_effect", "estimand",
            "fresh_variance", "period_ids", "periods_in", "rolling_periods"]
@@ -30,7 +30,7 @@ IntArray = NDArray[np.int64]
 def fresh_variance(mechanism: RandomizedResponse, policy: CollectionPolicy,
                    share: FloatArray) -> FloatArray:
     """The fresh part of one report's variance, for a true share ``share`` of yes (clipped to
-    [0, 1]), element-wise: ``deniable.collector.window.fresh_variance``."""
+    [0, 1]), element-wise: ``deniable.core.window.fresh_variance``."""
     theta = np.clip(np.asarray(share, dtype=np.float64), 0.0, 1.0)
     return np.asarray(shared.fresh_variance(mechanism, policy, theta), dtype=np.float64)
 
@@ -38,7 +38,7 @@ def fresh_variance(mechanism: RandomizedResponse, policy: CollectionPolicy,
 def design_effect(mechanism: RandomizedResponse, policy: CollectionPolicy,
                   rate: FloatArray, periods: IntArray) -> FloatArray:
     """deff = (T * persistent + fresh) / r (1 - r), element-wise; in [1, T]
-    (``deniable.collector.window.design_effect``, applied to arrays).
+    (``deniable.core.window.design_effect``, applied to arrays).
 
     Args:
         rate: perturbed yes-rate per bucket (NaN where empty), shape (buckets,).

@@ -41,7 +41,7 @@ from deniable.client.mechanism import Estimate
 from deniable.analysis.compare import Comparison, _category_estimate, correct, difference
 from deniable.analysis.estimate import MetricSummary, summarize
 from deniable.analysis.sources import MetricCounts, MetricInfo, SourceError, default_range
-from deniable.collector.window import window_devices
+from deniable.core.window import window_devices
 
 DEFAULT_MIN_REPORTS = 100
 """Cells with fewer reports than this show no estimate (``--min-reports`` changes it)."""

@@ -36,7 +36,7 @@ from typing import Any, TypeVar
 import redis
 from flask import Flask, current_app, g, request
 
-from deniable.collector import keys
+from deniable.core import keys
 from deniable.collector.errors import APIError, CollectorError
 from deniable.collector.ratelimit import RateLimiter
 

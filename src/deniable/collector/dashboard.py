@@ -36,11 +36,11 @@ from flask import Blueprint, Flask, Response, current_app, render_template, requ
 
 from deniable.client.kinds import MetricSpec
 from deniable.client.mechanism import RandomizedResponse
-from deniable.collector import keys, rollup, window
+from deniable.core import keys, rollup, window
 from deniable.collector.api import storage_guard
 from deniable.collector.auth import require
 from deniable.collector.errors import APIError
-from deniable.collector.explain import bucket_flags, epsilon_note
+from deniable.core.explain import bucket_flags, epsilon_note
 from deniable.collector.params import time_range, whole_number
 from deniable.collector.registry import Metric
 

@@ -18,7 +18,7 @@ from deniable.analysis.breakdown import NOT_STATED, Breakdown, cell_row
 from deniable.analysis import plain
 from deniable.analysis.report import (_p, _plain, category_text, estimate_text, flags,
                                       plain_flags, summary_rows, text_table)
-from deniable.collector.window import category_flags
+from deniable.core.window import category_flags
 
 BREAKDOWN_COLUMNS = ("metric", "kind", "by", "value", "label", "n", "suppressed", "reason",
                      "category", "estimate", "stderr", "ci_low", "ci_high", "sim_low",

@@ -62,7 +62,7 @@ from deniable.client.kinds import Mechanism, MetricSpec, parse_mechanism
 from deniable.client.metrics import describe_metric
 from deniable.client.period import DEFAULT_POLICY, CollectionPolicy, parse_policy
 from deniable.client.wire import Batch, decode_batch, decode_compact_batch, is_metric_name
-from deniable.collector import keys
+from deniable.core import keys
 from deniable.collector.errors import CollectorError
 from deniable.collector.registry import (Metric, check_policy, mechanism_field, spec_for,
                                          spec_of)

@@ -19,6 +19,9 @@ from mkdocs.exceptions import PluginError
 ROOT = Path(__file__).resolve().parent
 LINK = re.compile(r"\[(?P<text>[^\]]+)\]\((?P<target>\.\./[^)\s]+)\)")
 HEADING = re.compile(r"^#{1,6}\s+(.+?)\s*#*\s*$", re.MULTILINE)
+# A sample the doc tests skip is fenced ```python fragment (or ```js fragment): an info string
+# Python-Markdown does not read as a fence, which would swallow the page up to the next fence.
+FRAGMENT_FENCE = re.compile(r"^(\s*```+)\s*(\w+) fragment\s*$", re.MULTILINE)
 
 
 def anchors(path: Path) -> set[str]:
@@ -28,7 +31,9 @@ def anchors(path: Path) -> set[str]:
 
 
 def on_page_markdown(markdown: str, page: Any, config: Any, files: Any, **_: Any) -> str:
-    """Check each link out of docs/ and rewrite it for the site."""
+    """Check each link out of docs/ and rewrite it for the site; drop the fragment mark of
+    a fence (the site shows the sample as any other)."""
+    markdown = FRAGMENT_FENCE.sub(r"\1\2", markdown)
     page_dir = posixpath.dirname(page.file.src_uri)
     repo_url = (config.get("repo_url") or "").rstrip("/")
 

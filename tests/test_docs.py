@@ -1,5 +1,6 @@
-"""The README and docs say what the code does: every setting it reads, and the privacy
-figures per metric kind (computed here from the mechanisms' exact variances)."""
+"""The README and docs say what the code does: every setting it reads (docs/settings.md), the
+metrics file's examples (docs/metrics.md), and the privacy figures per metric kind (computed
+here from the mechanisms' exact variances)."""
 from __future__ import annotations
 
 import ast
@@ -26,41 +27,50 @@ from deniable.collector.settings import DEFAULTS
 
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text()
+SETTINGS = (ROOT / "docs" / "settings.md").read_text()
+METRICS = (ROOT / "docs" / "metrics.md").read_text()
+ANALYSIS = (ROOT / "docs" / "analysis.md").read_text()
+CLIENT = (ROOT / "docs" / "client.md").read_text()
+ALL_PAGES = README + "".join(p.read_text() for p in sorted((ROOT / "docs").glob("*.md")))
 
 
-def test_every_collector_setting_is_in_the_readme() -> None:
-    missing = [name for name in DEFAULTS if f"`DENIABLE_{name}`" not in README]
+def test_every_collector_setting_is_in_the_settings_page() -> None:
+    missing = [name for name in DEFAULTS if f"`DENIABLE_{name}`" not in SETTINGS]
     assert missing == []
 
 
-def test_every_environment_variable_the_code_reads_is_in_the_readme() -> None:
-    code = "".join(p.read_text() for folder in ("client", "collector", "analysis", "cli", "deploy")
-                   for p in (ROOT / folder).rglob("*") if p.is_file() and p.suffix in (".py", ".conf", ""))
+def test_every_environment_variable_the_code_reads_is_in_the_settings_page() -> None:
+    folders = [ROOT / "src" / "deniable", ROOT / "deploy"]
+    files = [p for folder in folders for p in folder.rglob("*")
+             if p.is_file() and p.suffix in (".py", ".conf", ".env", "")]
+    assert len([p for p in files if p.suffix == ".py"]) > 50  # the code is where we look
+    code = "".join(p.read_text() for p in files)
     named = set(re.findall(r"DENIABLE_[A-Z_]+[A-Z]", code))
     named |= {f"DENIABLE_{n}" for n in re.findall(r'env_default\("([A-Z_]+)"', code)}
-    undocumented = sorted(n for n in named if n not in README and n != "DENIABLE_")
+    assert "DENIABLE_REDIS_URL" in named
+    undocumented = sorted(n for n in named if n not in SETTINGS and n != "DENIABLE_")
     assert undocumented == []
 
 
-def readme_settings_table() -> set[str]:
-    """Every ``DENIABLE_*`` named in a row of the README's settings table."""
-    section = README.split("### Settings", 1)[1].split("\n## ", 1)[0]
-    rows = [line for line in section.splitlines() if line.startswith("| `DENIABLE_")]
+def settings_table() -> set[str]:
+    """Every ``DENIABLE_*`` named in a row of the settings table (docs/settings.md)."""
+    rows = [line for line in SETTINGS.splitlines() if line.startswith("| `DENIABLE_")]
     return set(re.findall(r"DENIABLE_[A-Z_]+[A-Z]", "\n".join(rows)))
 
 
 def test_operations_md_links_the_one_complete_settings_table() -> None:
     operations = (ROOT / "docs" / "operations.md").read_text()
-    assert "(../README.md#settings)" in operations
-    table = readme_settings_table()
+    security = (ROOT / "docs" / "collector-security.md").read_text()
+    assert "(settings.md)" in operations and "(settings.md)" in security
+    table = settings_table()
     missing = [name for name in DEFAULTS if f"DENIABLE_{name}" not in table]
     assert missing == []  # rate limits and proxy settings included
 
 
 def test_every_setting_the_docs_and_deploy_files_name_exists() -> None:
     """No stale or misspelt setting in docs/ or deploy/ (e.g. one the code stopped reading)."""
-    known = readme_settings_table() | {"DENIABLE_COLLECTOR_URL", "DENIABLE_READ_TOKEN",
-                                       "DENIABLE_REDIS_SERVER"}
+    known = settings_table() | {"DENIABLE_COLLECTOR_URL", "DENIABLE_READ_TOKEN",
+                                "DENIABLE_INGEST_TOKEN", "DENIABLE_REDIS_SERVER"}
     files = [*(ROOT / "docs").glob("*.md"), *(p for p in (ROOT / "deploy").rglob("*")
                                              if p.is_file())]
     unknown = sorted({f"{path.relative_to(ROOT)}: {name}" for path in files
@@ -69,7 +79,7 @@ def test_every_setting_the_docs_and_deploy_files_name_exists() -> None:
     assert unknown == []
 
 
-# -- the price of privacy, per metric kind (docs/privacy.md and the README) -----------------
+# -- the price of privacy, per metric kind (docs/privacy.md; the README's one figure) ---------
 
 Z95 = NormalDist().inv_cdf(0.975)
 PRIVACY = (ROOT / "docs" / "privacy.md").read_text()
@@ -116,13 +126,16 @@ def test_the_price_tables_are_what_the_exact_variances_give() -> None:
     assert table_after(PRIVACY, "<!-- price-table: numeric -->") == numeric_price_rows()
 
 
-README_PRICE_ROWS = {line for line in README.splitlines()
-                     if re.match(r"^\| (\d+ \| [124] \| (GRR|OUE|SS)|[124] \| 1BitMean)", line)}
-
-
-def test_the_readme_quotes_rows_of_the_computed_price_tables() -> None:
-    computed = set(categorical_price_rows()) | set(numeric_price_rows())
-    assert README_PRICE_ROWS and README_PRICE_ROWS <= computed
+def test_the_readmes_guarantee_is_the_default_mechanisms() -> None:
+    """The README's one sentence: a "yes" at most 3 times as likely either way, ε = ln 3."""
+    rr = RandomizedResponse()
+    p1, q = rr.channel
+    ratio = max(p1 / q, (1 - q) / (1 - p1))
+    assert ratio == 3 and rr.id == "rr:1/2:1/2"
+    assert rr.epsilon == pytest.approx(math.log(ratio), abs=1e-15)
+    assert "default mechanism (`rr:1/2:1/2`)" in README
+    assert f"at most {ratio} times as likely" in README
+    assert f"ε = ln {ratio} ≈ {rr.epsilon:.2f}" in README
 
 
 def test_the_worked_numbers_in_plain_words_are_the_mechanisms() -> None:
@@ -148,9 +161,9 @@ def toml_blocks(text: str) -> list[dict[str, Any]]:
 
 
 def declared_kinds() -> dict[str, MetricSpec]:
-    """Every metric of a kind other than boolean declared in the README's TOML examples."""
+    """Every metric of a kind other than boolean declared in docs/metrics.md's TOML examples."""
     specs = {}
-    for doc in toml_blocks(README):
+    for doc in toml_blocks(METRICS):
         for name, table in doc.get("metrics", {}).items():
             if table.get("kind", "boolean") == "boolean":
                 continue
@@ -161,10 +174,10 @@ def declared_kinds() -> dict[str, MetricSpec]:
     return specs
 
 
-def test_the_readme_declares_every_kind_and_its_examples_report_valid_values() -> None:
+def test_the_metrics_page_declares_every_kind_and_the_docs_report_valid_values() -> None:
     specs = declared_kinds()
     assert {spec.kind for spec in specs.values()} == {"categorical", "histogram", "numeric"}
-    calls = re.findall(r'reporter\.report\("(\w+)", ([^)]+)\)', README + PRIVACY)
+    calls = re.findall(r'reporter\.report\("(\w+)", ([^)]+)\)', ALL_PAGES)
     used = {name for name, _ in calls if name in specs}
     assert used == set(specs)  # each declared example metric is also shown being reported
     for name, value in calls:
@@ -172,11 +185,11 @@ def test_the_readme_declares_every_kind_and_its_examples_report_valid_values() -
             specs[name].encode(ast.literal_eval(value))  # raises if the example is invalid
 
 
-def test_the_readme_yes_no_comparison_is_the_default_mechanisms() -> None:
+def test_the_yes_no_comparison_is_the_default_mechanisms() -> None:
     p1, q = (float(x) for x in RandomizedResponse().channel)
     f = 0.5
     pi = q + f * (p1 - q)
-    assert f"needs {reports_for(pi * (1 - pi) / (p1 - q) ** 2):,} reports" in README
+    assert f"needs {reports_for(pi * (1 - pi) / (p1 - q) ** 2):,} reports" in PRIVACY
 
 
 @pytest.mark.slow
@@ -188,10 +201,10 @@ def test_the_plan_commands_the_privacy_doc_quotes_give_its_figures() -> None:
     assert len(re.findall(r"`deniable plan [^`]+`\s+\([\d,]+", PRIVACY)) == 2
 
 
-def test_the_collector_loads_the_readmes_metrics_file(tmp_path: Path) -> None:
+def test_the_collector_loads_the_metrics_page_file(tmp_path: Path) -> None:
     from deniable.collector.registry import load_metrics_file
 
-    block = next(b for b in re.findall(r"```toml\n(.*?)```", README, re.S) if "kind =" in b)
+    block = next(b for b in re.findall(r"```toml\n(.*?)```", METRICS, re.S) if "kind =" in b)
     path = tmp_path / "metrics.toml"
     path.write_text(block)
     loaded = load_metrics_file(path)
@@ -199,13 +212,13 @@ def test_the_collector_loads_the_readmes_metrics_file(tmp_path: Path) -> None:
         assert loaded[name].mechanism.id == spec.mechanism.id, name
 
 
-def test_the_readmes_dimensions_load_as_declared_and_its_calls_state_listed_values(
+def test_the_metrics_pages_dimensions_load_as_declared_and_client_calls_state_listed_values(
         tmp_path: Path) -> None:
-    """The README's metrics file declares public dimensions the collector's registry loads as
-    written, and the values its client examples state are ones those dimensions count."""
+    """docs/metrics.md's file declares public dimensions the collector's registry loads as
+    written, and the values docs/client.md's examples state are ones those dimensions count."""
     from deniable.collector.registry import load_metrics_file
 
-    block = next(b for b in re.findall(r"```toml\n(.*?)```", README, re.S) if ".dimensions." in b)
+    block = next(b for b in re.findall(r"```toml\n(.*?)```", METRICS, re.S) if ".dimensions." in b)
     path = tmp_path / "metrics.toml"
     path.write_text(block)
     loaded = load_metrics_file(path)
@@ -220,7 +233,7 @@ def test_the_readmes_dimensions_load_as_declared_and_its_calls_state_listed_valu
         assert loaded[name].dimensions.describe() == expected, name
     dims = loaded["feature_x_enabled"].dimensions
     stated = [ast.literal_eval(found) for found in
-              re.findall(r"\bdims?(?:ensions)?=(\{[^}]*\})", README)]
+              re.findall(r"\bdims?(?:ensions)?=(\{[^}]*\})", CLIENT)]
     assert len(stated) >= 2  # Reporter(dimensions=...) and report(..., dims=...)
     for values in stated:
         assert dims.normalize(values) == values  # listed values: counted as they are
@@ -235,4 +248,4 @@ def test_the_suppression_threshold_the_docs_give_is_the_analysis_default() -> No
     worst = math.sqrt(0.25 / (p1 - q) ** 2 / DEFAULT_MIN_REPORTS)  # yes-rate 1/2
     assert f"n = {DEFAULT_MIN_REPORTS} the 95% interval is up to ±{Z95 * worst:.2f}" in PRIVACY
     assert f"default {DEFAULT_MIN_REPORTS})" in PRIVACY
-    assert f"(default {DEFAULT_MIN_REPORTS})" in README
+    assert f"(default {DEFAULT_MIN_REPORTS};" in ANALYSIS  # the breakdowns' --min-devices

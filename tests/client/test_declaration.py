@@ -1,6 +1,6 @@
 """The declaration is the contract (issue 26): the shared vectors' ``declarations`` section
 through the real Reporter, the converter to the web client's JSON, and the example metrics
-file holding every metric the README's samples report."""
+file holding every metric the samples of the README and docs/ report."""
 from __future__ import annotations
 
 import json
@@ -82,9 +82,10 @@ def test_the_converter_prints_the_web_clients_declaration(tmp_path: Path, capsys
     assert "'os'" in capsys.readouterr().err  # the CLI names the metric, exit 1
 
 
-def test_the_example_file_declares_every_metric_the_readme_reports() -> None:
-    readme = (ROOT / "README.md").read_text()
-    python = "\n".join(re.findall(r"```python[^\n]*\n(.*?)```", readme, re.S))
+def test_the_example_file_declares_every_metric_the_docs_report() -> None:
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    python = "\n".join(block for page in pages
+                       for block in re.findall(r"```python[^\n]*\n(.*?)```", page.read_text(), re.S))
     reported = set(re.findall(r'\.report\("([a-z_0-9]+)"', python))
     assert {"feature_x_enabled", "os", "crashes_per_week", "startup_ms"} <= reported
     declared = load_metrics_file(EXAMPLE)

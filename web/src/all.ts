@@ -42,13 +42,16 @@ import {Reporter as BooleanReporter, type ReporterOptions as BooleanOptions,
   type Stats as BooleanStats} from "./reporter.js";
 import type {Dims, Payload} from "./wire.js";
 
+// The public API (docs/web.md, "What each entry exports"): the default entry's, this Reporter,
+// and what its declarations, methods and errors name.
 export * from "./index.js";
-export * from "./kinds.js";
-export * from "./dimensions.js";
+export {
+  BitMean, type Declared, domainTag, KaryRandomizedResponse, type KindDeclaration, MetricSpec,
+  SubsetSelection, UnaryEncoding,
+} from "./kinds.js";
+export {DimensionError, type Dimensions} from "./dimensions.js";
 export {PrivacyLoss} from "./loss.js";
 export {type Budget, BudgetExceededError} from "./budget.js";
-export {compose, repeatedLoss, split} from "./layers.js";
-export {identifying, MAX_UNIQUE_SHARE, UNIQUE_SHARE_DEVICES, uniqueShare} from "./unique.js";
 
 /** Public dimension values as an app states them: name -> value. */
 export type DimensionValues = Readonly<Record<string, string>>;

@@ -24,9 +24,11 @@
  * booleans, the rules) is the same Reporter's.
  */
 import {DIMENSION_NAME, DimensionError, Dimensions, NONE} from "./dimensions.js";
+import {FIELDS} from "./declaration.js";
 import {InvalidParameterError} from "./errors.js";
+import {KIND_TABLE} from "./kinds/table.js";
 import {
-  alphaThreshold, type AnyMetric, DEFAULT_GRID, type Declared, declareMetric, type KindDeclaration,
+  alphaThreshold, type AnyMetric, type Declared, declareMetric, type KindDeclaration, KINDS,
   MetricSpec, parseAllCatalogue,
 } from "./kinds.js";
 import {declaredLayer, split} from "./layers.js";
@@ -127,9 +129,11 @@ interface Route {
 
 type Metrics = Map<string, AnyMetric>;
 
-/** Fields that only some kinds declare (collector/registry.py's _ONLY_FOR). */
-const ONLY_FOR: [string, string[]][] = [["categories", ["categorical"]], ["edges", ["histogram"]],
-  ["lower", ["numeric"]], ["upper", ["numeric"]], ["clamp", ["histogram", "numeric"]]];
+/** Fields that only some kinds declare, in the metrics file's order: field -> those kinds (each
+ * kind's `fields`, kinds/*.ts; collector/registry.py's _ONLY_FOR). */
+const ONLY_FOR: [string, string[]][] = FIELDS.map((field): [string, string[]] =>
+  [field, KINDS.filter((kind) => KIND_TABLE[kind]!.fields.includes(field))])
+  .filter(([, kinds]) => kinds.length > 0);
 
 /** The Reporter of every metric kind (see the module doc and ../reporter.ts). */
 export class Reporter extends BooleanReporter {
@@ -288,7 +292,7 @@ export class Reporter extends BooleanReporter {
       this.putFresh(metric, spec, spec.perturb(encoded, this.rng), stated, true);
       return;
     }
-    const alpha = spec.kind === "numeric" ? this.alphas.get(metric) : 0n;
+    const alpha = spec.kindOf.rounds ? this.alphas.get(metric) : 0n;
     const key = alpha === undefined ? undefined : spec.memoKey(encoded, alpha);
     // Its memoized answer, if derived and paid for; else derived and charged asynchronously.
     const answer = key === undefined ? undefined
@@ -398,8 +402,7 @@ export class Reporter extends BooleanReporter {
           !await this.spend(metric, budget, m.epsilon)) {
         const paid = !(m instanceof MetricSpec) ? spend(this.ledger, metric,
           await this.tag(metric, m, 1 - key), 0, Infinity) === 0
-          : await (m.kind === "categorical" ? this.lowestPaid(metric, m)
-            : this.nearestPaid(metric, m, key)) !== undefined;
+          : await this.paidInstead(metric, m, key) !== undefined;
         if (!paid) this.budgetRefused++;
         return false;
       }
@@ -542,14 +545,13 @@ export class Reporter extends BooleanReporter {
       this.counts.noCatalogue++;
       return;
     }
-    let alpha = spec.kind === "numeric" ? this.alphas.get(metric) : 0n;
+    let alpha = spec.kindOf.rounds ? this.alphas.get(metric) : 0n;
     if (alpha === undefined) this.alphas.set(metric, alpha = await alphaThreshold(this.secret, metric));
     const id = `${metric}\u0000${spec.id}`;
     const key = spec.memoKey(encoded, alpha);
     const answer = this.answers.get(id)?.get(key) ?? await spec.memoAnswer(this.secret, metric, key);
     if (!await this.charge(metric, spec, key)) {
-      const nearest = spec.kind !== "categorical" ? await this.nearestPaid(metric, spec, key)
-        : await this.lowestPaid(metric, spec);
+      const nearest = await this.paidInstead(metric, spec, key);
       if (nearest !== undefined) this.put(metric, spec.id, nearest, stated);
       return;
     }
@@ -585,43 +587,22 @@ export class Reporter extends BooleanReporter {
   }
 
   /**
-   * The memoized answer of the paid grid point (or histogram bucket) nearest `key` (the lower
-   * one on a tie), or undefined if none is paid: a number whose new grid point (or bucket) the
-   * cap refuses is sent as that, free, so a drifting number never goes silent (as Python's
-   * guard; issue 26).
+   * The memoized answer of the first paid memo key its kind offers instead of `key` (the
+   * kind's `instead`: the nearest paid grid point or bucket, the lower on a tie; the lowest
+   * paid category), or undefined if none is paid: a value whose new answer the cap refuses is
+   * sent as that, free, so a drifting number never goes silent (as Python's guard; issue 26).
+   * The rule reads the ledger, never the value.
    */
-  private async nearestPaid(metric: string, spec: MetricSpec, key: number):
+  private async paidInstead(metric: string, spec: MetricSpec, key: number):
       Promise<Payload | undefined> {
     const known = this.answers.get(`${metric}\u0000${spec.id}`);
-    const last = spec.kind === "numeric" ? DEFAULT_GRID : spec.edges.length - 2;
-    for (let distance = 1; distance <= last; distance++) {
-      for (const point of [key - distance, key + distance]) {
-        if (point < 0 || point > last) continue;
-        const answer = known?.get(point);
-        if (answer !== undefined) return answer;
-        // Paid in another process (the ledger as last read): derive its answer.
-        const tag = await this.tag(metric, spec, point);
-        if (spend(this.ledger, metric, tag, spec.epsilon, this.cap) === 0) {
-          return spec.memoAnswer(this.secret!, metric, point);
-        }
-      }
-    }
-    return undefined;
-  }
-
-  /**
-   * The memoized answer of the lowest category index paid for, or undefined if none is: a
-   * category whose new answer the cap refuses is sent as that, free. The rule reads the
-   * ledger, never the value, and needs no other state, so it matches Python's guard.
-   */
-  private async lowestPaid(metric: string, spec: MetricSpec): Promise<Payload | undefined> {
-    const known = this.answers.get(`${metric}\u0000${spec.id}`);
-    for (let index = 0; index < spec.categories.length; index++) {
-      const answer = known?.get(index);
+    for (const point of spec.kindOf.instead(spec, key)) {
+      const answer = known?.get(point);
       if (answer !== undefined) return answer;
-      const tag = await this.tag(metric, spec, index);
+      // Paid in another process (the ledger as last read): derive its answer.
+      const tag = await this.tag(metric, spec, point);
       if (spend(this.ledger, metric, tag, spec.epsilon, this.cap) === 0) {
-        return spec.memoAnswer(this.secret!, metric, index);
+        return spec.memoAnswer(this.secret!, metric, point);
       }
     }
     return undefined;
@@ -653,7 +634,7 @@ export class Reporter extends BooleanReporter {
     for (const [metric, m] of this.metricsMap) {
       if (this.fresh.has(metric)) continue;
       if (m instanceof MetricSpec) {
-        if (m.kind === "numeric" && !this.alphas.has(metric)) {
+        if (m.kindOf.rounds && !this.alphas.has(metric)) {
           this.alphas.set(metric, await alphaThreshold(this.secret, metric));
         }
         continue;

@@ -909,9 +909,8 @@ export class Reporter {
     if (ms <= 0) return true;
     const stop = this.closedBell.wait();
     const hurry = interruptible ? this.hurryBell.wait() : new Promise<void>(() => undefined);
-    const done = await Promise.race([delay(ms).then(() => true), stop.then(() => false),
-                                     hurry.then(() => false)]);
-    return done;
+    return Promise.race([delay(ms).then(() => true), stop.then(() => false),
+                         hurry.then(() => false)]);
   }
 
   /**
@@ -969,14 +968,12 @@ function atExit(r: Reporter, timeout: number): void {
 
 /** A reusable wake-up: wait() resolves at the next ring(). */
 class Bell {
-  private waiters: (() => void)[] = [];
+  private readonly waiters: (() => void)[] = [];
   wait(): Promise<void> {
     return new Promise((resolve) => this.waiters.push(resolve));
   }
   ring(): void {
-    const waiters = this.waiters;
-    this.waiters = [];
-    for (const w of waiters) w();
+    for (const w of this.waiters.splice(0)) w();  // those added meanwhile wait for the next
   }
 }
 

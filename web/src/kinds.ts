@@ -30,7 +30,7 @@ import {
   MAX_CATEGORIES, MIN_CATEGORIES, show, typeOf,
 } from "./kinds/values.js";
 import type {Kind as KindModule, ValueKind} from "./kinds/kind.js";
-import {KIND_TABLE} from "./kinds/table.js";
+import {KIND_TABLE, kindNamed, type KindName, type ValueKindName} from "./kinds/table.js";
 import {isMetricName, type Payload} from "./wire.js";
 
 export {
@@ -39,7 +39,7 @@ export {
 
 /** The kinds (kinds/table.ts): boolean, categorical, histogram, numeric. */
 export const KINDS = Object.keys(KIND_TABLE) as readonly Kind[];
-export type Kind = "boolean" | "categorical" | "histogram" | "numeric";
+export type Kind = KindName;
 /** Every mechanism family (id prefix) of a registered kind. */
 const FAMILIES: readonly string[] = Object.values(KIND_TABLE).flatMap((k) => k.families);
 
@@ -429,7 +429,7 @@ export function parseMechanism(id: string): RandomizedResponse | ValueMechanism 
 
 /** A declaration of a metric of a kind beyond boolean (as a catalogue entry or TOML table). */
 export interface KindDeclaration {
-  kind: "categorical" | "histogram" | "numeric";
+  kind: ValueKindName;
   mechanism: string;
   categories?: readonly string[];
   edges?: readonly (string | number)[];
@@ -448,7 +448,7 @@ export class MetricSpec {
   private readonly index = new Map<string, number>();
 
   /** @throws InvalidParameterError a declaration that does not hold, as Python's MetricSpec. */
-  constructor(readonly kind: "categorical" | "histogram" | "numeric",
+  constructor(readonly kind: ValueKindName,
               readonly mechanism: ValueMechanism, categories: readonly string[] = [],
               edges: readonly Fraction[] = [], readonly clamp = false) {
     const k = valueKind(kind);
@@ -485,7 +485,7 @@ export class MetricSpec {
 
   /** Its kind's module (kinds/<kind>.ts). */
   get kindOf(): ValueKind {
-    return KIND_TABLE[this.kind] as ValueKind;
+    return KIND_TABLE[this.kind];
   }
 
   get id(): string { return this.mechanism.id; }
@@ -540,7 +540,7 @@ export class MetricSpec {
 
 /** The module of kind `kind` beyond boolean. @throws InvalidParameterError another kind. */
 function valueKind(kind: string): ValueKind {
-  const k = kind !== "boolean" && Object.hasOwn(KIND_TABLE, kind) ? KIND_TABLE[kind] : undefined;
+  const k = kind !== "boolean" ? kindNamed(kind) : undefined;
   return k as ValueKind ?? fail(`kind must be one of ${KINDS.join(", ")}. Got ${show(kind)} instead.`);
 }
 
@@ -647,7 +647,7 @@ export function parseAllCatalogue(doc: unknown,
     let p1: Fraction;
     let q: Fraction;
     try {
-      const k = KIND_TABLE[kind] as KindModule<AnyMetric>;
+      const k = kindNamed(kind) as KindModule<AnyMetric>;
       [metric, claims, [p1, q]] = k.entry?.(e) ?? specEntry(e);
     } catch (error) {
       throw new WireFormatError(`metrics entry ${i} is malformed: ${(error as Error).message}`);
@@ -690,8 +690,7 @@ export function declareMetric(name: string, declared: Declared): AnyMetric {
              "epsilon)");
       }
       const kind = String((declared as {kind?: unknown}).kind ?? "boolean");
-      const k = (Object.hasOwn(KIND_TABLE, kind) ? KIND_TABLE[kind] : undefined) as
-        KindModule<AnyMetric> | undefined;
+      const k = kindNamed(kind) as KindModule<AnyMetric> | undefined;
       return k?.declare?.(declared as unknown as Record<string, unknown>) ??
         MetricSpec.fromDeclaration(declared);
     }

@@ -215,7 +215,7 @@ class AllParts implements Parts<unknown, DimensionValues> {
         .then((read) => { this.spending = {...read, ...this.spending}; }, () => undefined);
     }
     for (const [name, layer] of irrs) {
-      Object.assign(r.policies.get(name)!, {memoization: "instantaneous", irr: layer.id});
+      Object.assign(r.declared.policies.get(name)!, {memoization: "instantaneous", irr: layer.id});
       try {
         split(r.declared.metrics.get(name)!, layer);
       } catch (error) {
@@ -667,7 +667,7 @@ class AllParts implements Parts<unknown, DimensionValues> {
 
 /** The Reporter of every metric kind (see the module doc and ../reporter.ts): the default
  * entry's Reporter given AllParts. */
-export class Reporter extends Core<unknown, DimensionValues, Stats> {
+export class Reporter extends Core<unknown, DimensionValues> {
   private readonly all: AllParts;
 
   /**
@@ -696,6 +696,12 @@ export class Reporter extends Core<unknown, DimensionValues, Stats> {
    * none are absent). The app's declaration only: a served list changes nothing. */
   get dimensions(): Record<string, Dimensions> {
     return this.all.dimensions(this);
+  }
+
+  /** What happened to the reports handed over: the default entry's figures, and the
+   * dimension problems and budget refusals of these parts. */
+  override stats(): Stats {
+    return {...super.stats(), ...this.all.stats(this)};
   }
 }
 

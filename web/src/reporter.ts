@@ -23,7 +23,7 @@
  *   for in the store's ledger before their report is queued (privacy.ts, docs/privacy.md).
  */
 import {type Catalogue, lookup, parseCatalogue} from "./catalogue.js";
-import {type Declared, declare, type Policy, resolve} from "./declaration.js";
+import {type Declared, declare, resolve} from "./declaration.js";
 import {InvalidParameterError, QueueError, UnknownMetricError, UploadError} from "./errors.js";
 import type {Fraction} from "./fraction.js";
 import {type RandomizedResponse, Rr} from "./mechanism.js";
@@ -186,7 +186,7 @@ export function above(m: Priced & {readonly likelihoodRatio: Fraction}, max: num
     `${m.epsilon.toPrecision(3)}, above maxEpsilon ${max.toPrecision(3)}` : undefined;
 }
 
-export class Reporter<V = boolean, D = never, S extends Stats = Stats> {
+export class Reporter<V = boolean, D = never> {
   /** @internal What this reporter reports and how (given at construction). */
   readonly parts: Parts<V, D>;
   readonly collectorUrl: string;
@@ -230,8 +230,6 @@ export class Reporter<V = boolean, D = never, S extends Stats = Stats> {
   private readonly stateless: boolean = false;
   /** @internal */ mismatch: Stats["mechanismMismatch"] = {};
   private readonly logged = new Set<string>();
-  /** Declared metrics of kinds this entry does not report: name -> kind. */
-  /** @internal */ readonly otherKinds: Map<string, string>;
   /** @internal */ initDone = false;
   /** Consent withdrawn (setEnabled(false)): nothing is collected, kept or sent. */
   /** @internal */ disabled = false;
@@ -298,14 +296,13 @@ export class Reporter<V = boolean, D = never, S extends Stats = Stats> {
       const why = above(m, this.maxEpsilon);
       if (why) throw new InvalidParameterError(`metric '${name}': ${why}`);
     }
-    this.otherKinds = this.declared.other;
     this.fresh = new Set(options.fresh);
-    for (const [name, p] of this.policies) if (p.memoization === "fresh") this.fresh.add(name);
+    for (const [name, p] of this.declared.policies) if (p.memoization === "fresh") this.fresh.add(name);
     this.catalogue = this.declared.metrics;  // after fresh: a fresh metric is never withheld as identifying
     this.rng = options.rng ?? SYSTEM_BITS;
     const log = options.log ?? ((message) => console.warn(message));
     this.log = (message) => log(`deniable: ${message}`);
-    if (this.policies.size === 0) {
+    if (this.declared.policies.size === 0) {
       this.log("no metrics declared (the `metrics` option): nothing is reported");
     }
     this.store = options.store ?? defaultStore();
@@ -321,7 +318,7 @@ export class Reporter<V = boolean, D = never, S extends Stats = Stats> {
     }
     if (options.onePerPeriod ?? true) {
       this.gate = new PeriodGate(this.store, options.clock ?? Date.now);
-      for (const [name, p] of this.policies) this.gate.periods.set(name, p.period);  // declared
+      for (const [name, p] of this.declared.policies) this.gate.periods.set(name, p.period);  // declared
     }
     this.queue = new DurableQueue(this.store, {
       batchSize,
@@ -394,7 +391,7 @@ export class Reporter<V = boolean, D = never, S extends Stats = Stats> {
     if (typeof metric !== "string") {
       throw new InvalidParameterError(`metric must be a string. Got a ${typeof metric} instead.`);
     }
-    const kind = this.otherKinds.get(metric);
+    const kind = this.declared.other.get(metric);  // a kind these parts do not report
     if (kind !== undefined) {
       throw new UnknownMetricError(`${JSON.stringify(metric)} is ${kind}: boolean metrics ` +
                                    'only; import {Reporter} from "deniable-client/all"');
@@ -403,11 +400,6 @@ export class Reporter<V = boolean, D = never, S extends Stats = Stats> {
     return this.catalogue.get(metric) ?? lookup(this.declared.metrics, metric);
   }
 
-
-  /** The declared metrics' collection policies (memoization, period, dimensions). */
-  /** @internal */ get policies(): Map<string, Policy> {
-    return this.declared.policies;
-  }
 
   /** The metrics this reporter reports now: name -> mechanism id. */
   get metrics(): Record<string, string> {
@@ -425,7 +417,7 @@ export class Reporter<V = boolean, D = never, S extends Stats = Stats> {
   }
 
   /** Queued, sent, dropped and dead-lettered report counts, and what went wrong. */
-  stats(): S {
+  stats(): Stats {
     const c = this.queue.snapshot.counters;
     return {
       queued: this.queue.queued, sent: c.sent, dropped: c.dropped + this.queue.droppedInMemory,
@@ -438,8 +430,7 @@ export class Reporter<V = boolean, D = never, S extends Stats = Stats> {
       ignoredServed: Object.fromEntries([...this.ignored].map(([m, parts]) => [m, parts.length])),
       withheld: this.counts.withheld, withheldMetrics: Object.fromEntries(this.over),
       capRefused: this.counts.capped, periodSkipped: this.gate?.skipped ?? 0,
-      ...this.parts.stats?.(this),
-    } as S;
+    };
   }
 
   /**
@@ -864,14 +855,13 @@ export class Reporter<V = boolean, D = never, S extends Stats = Stats> {
 }
 
 /** A reporter as its parts see it (any entry's). */
-// eslint-disable-next-line @typescript-eslint/no-explicit-any
 type Core = Reporter<any, any>;
 
 /**
  * What an entry's Reporter reports and how, given to it at construction: the kinds, and
  * features such as the instantaneous layer, budgets and public dimensions. BOOLEAN here (the
  * default entry); deniable-client/all's in all.ts, which composes BOOLEAN's for booleans. Each
- * hook gets the reporter; what a hook may use of it is marked @internal (public to the parts,
+ * hook gets the reporter; what a hook may use of it is marked internal (public to the parts,
  * left out of the published types).
  */
 export interface Parts<V = boolean, D = never> {
@@ -897,8 +887,6 @@ export interface Parts<V = boolean, D = never> {
   /** Forget what these parts derived from the device secret and the ledger (consent
    * withdrawn; the reporter forgets its own). */
   forget?(r: Core): void;
-  /** What these parts add to stats(). */
-  stats?(r: Core): object;
 }
 
 /** The default entry's parts: boolean metrics under randomized response, memoized bits. */

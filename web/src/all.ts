@@ -20,8 +20,11 @@
  * report (RAPPOR's IRR, src/layers.ts), here only.
  *
  * The default entry point (`deniable-client`) reports boolean metrics only and stays small;
- * this one adds the kinds module (src/kinds.ts). Everything else (queue, sender, memo of
- * booleans, the rules) is the same Reporter's.
+ * this one gives the same Reporter (reporter.ts) other parts at construction: AllParts, below,
+ * which holds the kinds (kinds.ts, kinds/*.ts), the instantaneous layer, budgets and public
+ * dimensions, and composes the default entry's BOOLEAN for booleans without a layer. Its
+ * Reporter class only passes them and adds privacyLoss, dimensions and the extra stats.
+ * Everything else (queue, sender, the rules) is the same Reporter's.
  */
 import {DIMENSION_NAME, DimensionError, Dimensions, NONE} from "./dimensions.js";
 import {FIELDS} from "./declaration.js";

@@ -20,13 +20,18 @@
  * report (RAPPOR's IRR, src/layers.ts), here only.
  *
  * The default entry point (`deniable-client`) reports boolean metrics only and stays small;
- * this one adds the kinds module (src/kinds.ts). Everything else (queue, sender, memo of
- * booleans, the rules) is the same Reporter's.
+ * this one gives the same Reporter (reporter.ts) other parts at construction: AllParts, below,
+ * which holds the kinds (kinds.ts, kinds/*.ts), the instantaneous layer, budgets and public
+ * dimensions, and composes the default entry's BOOLEAN for booleans without a layer. Its
+ * Reporter class only passes them and adds privacyLoss, dimensions and the extra stats.
+ * Everything else (queue, sender, the rules) is the same Reporter's.
  */
 import {DIMENSION_NAME, DimensionError, Dimensions, NONE} from "./dimensions.js";
+import {FIELDS} from "./declaration.js";
 import {InvalidParameterError} from "./errors.js";
+import {KIND_TABLE} from "./kinds/table.js";
 import {
-  alphaThreshold, type AnyMetric, DEFAULT_GRID, type Declared, declareMetric, type KindDeclaration,
+  alphaThreshold, type AnyMetric, type Declared, declareMetric, type KindDeclaration, KINDS,
   MetricSpec, parseAllCatalogue,
 } from "./kinds.js";
 import {declaredLayer, split} from "./layers.js";
@@ -38,17 +43,20 @@ import {type Budget, BUDGETS_KEY, BudgetExceededError, type BudgetLedger, charge
   periodStart} from "./budget.js";
 import {PrivacyLoss} from "./loss.js";
 import {identifying} from "./unique.js";
-import {Reporter as BooleanReporter, type ReporterOptions as BooleanOptions,
+import {BOOLEAN, type Parts, Reporter as Core, type ReporterOptions as BooleanOptions,
   type Stats as BooleanStats} from "./reporter.js";
 import type {Dims, Payload} from "./wire.js";
 
+// The public API (docs/web.md, "What each entry exports"): the default entry's, this Reporter,
+// and what its declarations, methods and errors name.
 export * from "./index.js";
-export * from "./kinds.js";
-export * from "./dimensions.js";
+export {
+  BitMean, type Declared, domainTag, KaryRandomizedResponse, type KindDeclaration, MetricSpec,
+  SubsetSelection, UnaryEncoding,
+} from "./kinds.js";
+export {DimensionError, type Dimensions} from "./dimensions.js";
 export {PrivacyLoss} from "./loss.js";
 export {type Budget, BudgetExceededError} from "./budget.js";
-export {compose, repeatedLoss, split} from "./layers.js";
-export {identifying, MAX_UNIQUE_SHARE, UNIQUE_SHARE_DEVICES, uniqueShare} from "./unique.js";
 
 /** Public dimension values as an app states them: name -> value. */
 export type DimensionValues = Readonly<Record<string, string>>;
@@ -124,12 +132,18 @@ interface Route {
 
 type Metrics = Map<string, AnyMetric>;
 
-/** Fields that only some kinds declare (collector/registry.py's _ONLY_FOR). */
-const ONLY_FOR: [string, string[]][] = [["categories", ["categorical"]], ["edges", ["histogram"]],
-  ["lower", ["numeric"]], ["upper", ["numeric"]], ["clamp", ["histogram", "numeric"]]];
+/** Fields that only some kinds declare, in the metrics file's order: field -> those kinds (each
+ * kind's `fields`, kinds/*.ts; collector/registry.py's _ONLY_FOR). */
+const ONLY_FOR: [string, string[]][] = FIELDS.map((field): [string, string[]] =>
+  [field, KINDS.filter((kind) => KIND_TABLE[kind]!.fields.includes(field))])
+  .filter(([, kinds]) => kinds.length > 0);
 
-/** The Reporter of every metric kind (see the module doc and ../reporter.ts). */
-export class Reporter extends BooleanReporter {
+/**
+ * deniable-client/all's parts (reporter.ts, Parts): every kind (kinds.ts and kinds/*.ts), the
+ * instantaneous layer (layers.ts), budgets (budget.ts) and public dimensions (dimensions.ts).
+ * Booleans without a layer are BOOLEAN's (reporter.ts), composed here.
+ */
+class AllParts implements Parts<unknown, DimensionValues> {
   /** metric \0 mechanism id -> memo key (category index or grid point) -> answer. */
   private readonly answers = new Map<string, Map<number, Payload>>();
   /** metric -> the device's α-point rounding threshold (numeric metrics). */
@@ -150,12 +164,14 @@ export class Reporter extends BooleanReporter {
   private spending: BudgetLedger = {};
   private budgetRefused = 0;
 
+  /** The `metrics` option as the reporter reads it (instantaneous layers taken out). */
+  readonly metrics: ReporterOptions["metrics"];
+
   /**
-   * @throws InvalidParameterError an option out of range, an invalid declared metric or
-   *   declared dimensions, or `dimensions` that do not map dimension names to strings
-   *   (DimensionError, naming the dimension).
+   * @throws InvalidParameterError an invalid declared layer or declared dimensions, budgets,
+   *   or `dimensions` that do not map dimension names to strings (DimensionError).
    */
-  constructor(collectorUrl: string, options: ReporterOptions = {}) {
+  constructor(options: ReporterOptions) {
     const device = deviceDimensions(options.dimensions);
     const budgets = checkBudgets(options.budgets);
     const declaredDims = new Map<string, Dimensions>();
@@ -182,20 +198,29 @@ export class Reporter extends BooleanReporter {
       }
       if (found !== NONE) declaredDims.set(name, found);
     }
-    super(collectorUrl, {...options, metrics} as BooleanOptions);
+    this.metrics = metrics;
     this.device = device;
     this.declaredDims = declaredDims;
     this.irrs = irrs;
     this.budgets = budgets;
     this.clock = options.clock ?? Date.now;
+  }
+
+  /**
+   * Finish setting up `r`, the reporter these parts were given to: the budgets' spending read
+   * from its store, and each declared layer's policy and check.
+   * @throws InvalidParameterError a declared layer that cannot produce its mechanism's reports.
+   */
+  attach(r: Core): void {
+    const {budgets, irrs} = this;
     if (budgets.size > 0) {
-      void this.initialised.then(() => this.store.get<BudgetLedger>(BUDGETS_KEY))
+      void r.initialised.then(() => r.store.get<BudgetLedger>(BUDGETS_KEY))
         .then((read) => { this.spending = {...read, ...this.spending}; }, () => undefined);
     }
     for (const [name, layer] of irrs) {
-      Object.assign(this.policies.get(name)!, {memoization: "instantaneous", irr: layer.id});
+      Object.assign(r.declared.policies.get(name)!, {memoization: "instantaneous", irr: layer.id});
       try {
-        split(this.declared.metrics.get(name)!, layer);
+        split(r.declared.metrics.get(name)!, layer);
       } catch (error) {
         throw new InvalidParameterError(`metric '${name}': instantaneous: ${(error as Error).message}`);
       }
@@ -203,12 +228,12 @@ export class Reporter extends BooleanReporter {
   }
 
   /** A categorical mechanism's memoized answer may single the device out (unique.ts). */
-  protected override identifying(m: Rr): string | undefined {
+  identifying(m: Rr): string | undefined {
     return identifying(m);
   }
 
   /** Every kind (kinds.ts, declareMetric). */
-  protected override declareOne(name: string, value: unknown): Rr {
+  declare(name: string, value: unknown): Rr {
     const table = value?.constructor === Object ? value as Record<string, unknown> : {};
     for (const [field, kinds] of ONLY_FOR) {
       if (field in table && !kinds.includes(table.kind as string)) {
@@ -240,9 +265,9 @@ export class Reporter extends BooleanReporter {
    *   nothing is queued or sent.
    * @throws QueueError the reporter is closed.
    */
-  override report(metric: string, trueValue: unknown, dims?: DimensionValues): void {
-    const spec = this.declaredMetric(metric) as AnyMetric;
-    if (this.disabled || this.held(metric)) return;
+  report(r: Core, metric: string, trueValue: unknown, dims?: DimensionValues): void {
+    const spec = r.declaredMetric(metric) as AnyMetric;
+    if (r.disabled || r.held(metric)) return;
     // Public dimensions first, as in Python: a refused one spends nothing.
     const stated = this.stated(metric, dims);
     const booleanLike = typeof trueValue === "boolean" || trueValue === 0 || trueValue === 1;
@@ -252,48 +277,48 @@ export class Reporter extends BooleanReporter {
           `trueValue must be a boolean. Got a ${typeof trueValue} instead.`);
       }
       const value = trueValue ? 1 : 0;
-      if (this.skipped(metric)) return;
+      if (r.skipped(metric)) return;
       // The memoized answer's mechanism: the wire's, or the memo layer under an instantaneous one.
-      const memo = this.fresh.has(metric) ? spec : this.memoLayer(metric, spec);
-      if (memo === undefined) return void this.counts.withheld++;
+      const memo = r.fresh.has(metric) ? spec : this.memoLayer(r, metric, spec);
+      if (memo === undefined) return void r.counts.withheld++;
       // Behind reports still waiting, it waits too: reports keep their call order.
-      if (this.waiting) {
-        this.wait(metric, value, dims);  // in call order; drainOne decides (and substitutes)
-      } else if (this.fresh.has(metric)) {
-        this.putFresh(metric, spec, spec.perturb(value, this.rng), stated, true);
+      if (r.waiting) {
+        this.wait(r, metric, value, dims);  // in call order; drainOne decides (and substitutes)
+      } else if (r.fresh.has(metric)) {
+        this.putFresh(r, metric, spec, spec.perturb(value, r.rng), stated, true);
       // Else its memoized answer (through its instantaneous layer), if derived and paid for;
       // refused by the cap, the other value's paid answer, else nothing (issue 26); else
       // derived and charged asynchronously.
       } else {
-        const bits = this.memo.get(`${metric}\u0000${spec.id}`);  // paid for
+        const bits = r.memo.get(`${metric}\u0000${spec.id}`);  // paid for
         const bit = bits?.[value];
-        if (bit !== undefined) this.put(metric, spec.id, this.layered(metric, bit), stated);
-        else if (!this.refused(metric, memo, value)) this.wait(metric, value, dims);
+        if (bit !== undefined) r.put(metric, spec.id, this.layered(r, metric, bit), stated);
+        else if (!r.refused(metric, memo, value)) this.wait(r, metric, value, dims);
         else if (bits?.[1 - value] !== undefined) {
-          this.put(metric, spec.id, this.layered(metric, bits[1 - value]!), stated);
+          r.put(metric, spec.id, this.layered(r, metric, bits[1 - value]!), stated);
         }
       }
       return;
     }
     const encoded = spec.encode(trueValue);  // throws for a value the metric does not take
-    if (this.skipped(metric)) return;
-    if (this.fresh.has(metric) && this.waiting) {
-      this.wait(metric, trueValue, dims);
+    if (r.skipped(metric)) return;
+    if (r.fresh.has(metric) && r.waiting) {
+      this.wait(r, metric, trueValue, dims);
       return;
     }
-    if (this.fresh.has(metric)) {
-      this.putFresh(metric, spec, spec.perturb(encoded, this.rng), stated, true);
+    if (r.fresh.has(metric)) {
+      this.putFresh(r, metric, spec, spec.perturb(encoded, r.rng), stated, true);
       return;
     }
-    const alpha = spec.kind === "numeric" ? this.alphas.get(metric) : 0n;
+    const alpha = spec.kindOf.rounds ? this.alphas.get(metric) : 0n;
     const key = alpha === undefined ? undefined : spec.memoKey(encoded, alpha);
     // Its memoized answer, if derived and paid for; else derived and charged asynchronously.
     const answer = key === undefined ? undefined
       : this.answers.get(`${metric}\u0000${spec.id}`)?.get(key);
-    if (answer !== undefined && !this.waiting) this.put(metric, spec.id, answer, stated);
+    if (answer !== undefined && !r.waiting) r.put(metric, spec.id, answer, stated);
     // No kind is silent for one value once an answer is paid: a refused new answer is sent
     // by drainOne as the nearest paid number (bucket) or the lowest paid category.
-    else this.wait(metric, trueValue, dims);
+    else this.wait(r, metric, trueValue, dims);
   }
 
   /**
@@ -302,16 +327,16 @@ export class Reporter extends BooleanReporter {
    * privacy_loss; loss.ts).
    * @throws UnknownMetricError `metric` is not declared.
    */
-  privacyLoss(metric: string): PrivacyLoss {
-    const m = lookup(this.catalogue, metric) as unknown as AnyMetric;
-    return new PrivacyLoss(metric, m instanceof MetricSpec ? m.mechanism : m, !this.fresh.has(metric),
+  privacyLoss(r: Core, metric: string): PrivacyLoss {
+    const m = lookup(r.catalogue, metric) as unknown as AnyMetric;
+    return new PrivacyLoss(metric, m instanceof MetricSpec ? m.mechanism : m, !r.fresh.has(metric),
                            this.irrs.get(metric));
   }
 
   /** The mechanism of boolean `metric`'s permanent answers under `wire`: wire itself, or
    * split(wire, its instantaneous layer); undefined (said once) if the layer cannot produce
    * reports that follow wire (a served version it cannot reach: withheld, as Python's guard). */
-  private memoLayer(metric: string, wire: Rr): Rr | undefined {
+  private memoLayer(r: Core, metric: string, wire: Rr): Rr | undefined {
     const irr = this.irrs.get(metric);
     if (irr === undefined) return wire;
     const key = `${metric}\u0000${wire.id}`;
@@ -321,7 +346,7 @@ export class Reporter extends BooleanReporter {
         memo = split(wire, irr);
       } catch (error) {
         memo = null;
-        this.once(`irr:${key}`, `metric '${metric}' is withheld: ${(error as Error).message}`);
+        r.once(`irr:${key}`, `metric '${metric}' is withheld: ${(error as Error).message}`);
       }
       this.memoLayers.set(key, memo);
     }
@@ -330,8 +355,8 @@ export class Reporter extends BooleanReporter {
 
   /** What one report sends for the permanent answer `bit`: a fresh secure draw of the
    * metric's instantaneous layer over it, or the answer itself. */
-  private layered(metric: string, bit: 0 | 1): 0 | 1 {
-    return this.irrs.get(metric)?.perturb(bit, this.rng) ?? bit;
+  private layered(r: Core, metric: string, bit: 0 | 1): 0 | 1 {
+    return this.irrs.get(metric)?.perturb(bit, r.rng) ?? bit;
   }
 
   /**
@@ -340,10 +365,10 @@ export class Reporter extends BooleanReporter {
    * @throws BudgetExceededError (if `sync`: from report()) the budget as last read refuses
    *   it; counted, nothing queued.
    */
-  private putFresh(metric: string, m: {id: string; epsilon: number}, payload: Payload,
+  private putFresh(r: Core, metric: string, m: {id: string; epsilon: number}, payload: Payload,
                    stated: Dims | undefined, sync: boolean): void {
     const budget = this.budgets.get(metric);
-    if (budget === undefined) return this.put(metric, m.id, payload, stated);
+    if (budget === undefined) return r.put(metric, m.id, payload, stated);
     if (!chargeBudget(this.spending, metric, budget, m.epsilon, this.clock())) {
       this.budgetRefused++;
       if (!sync) return;
@@ -353,30 +378,30 @@ export class Reporter extends BooleanReporter {
         `${budget[0].toPrecision(6)} nats per ${budget[1]} s. The next period starts at ` +
         `${new Date(retryAt * 1000).toISOString()}.`, metric, retryAt);
     }
-    void this.spend(metric, budget, m.epsilon).then((ok) => {
-      if (ok) this.put(metric, m.id, payload, stated);
+    void this.spend(r, metric, budget, m.epsilon).then((ok) => {
+      if (ok) r.put(metric, m.id, payload, stated);
       else this.budgetRefused++;
     });
   }
 
   /** Charge `cost` nats of `metric` against `budget` in the store (one transaction): whether
    * admitted. Refused (said once) or the store failing: false. */
-  private async spend(metric: string, budget: [number, number], cost: number): Promise<boolean> {
+  private async spend(r: Core, metric: string, budget: [number, number], cost: number): Promise<boolean> {
     let ok = false;
     const ms = this.clock();
     try {
-      this.spending = await this.store.update<BudgetLedger>(BUDGETS_KEY, (old) => {
+      this.spending = await r.store.update<BudgetLedger>(BUDGETS_KEY, (old) => {
         const ledger = old ?? {};
         ok = chargeBudget(ledger, metric, budget, cost, ms, true);
         return ledger;
       });
     } catch (error) {
-      this.once("budgets", `the privacy budgets could not be written; reports of ` +
+      r.once("budgets", `the privacy budgets could not be written; reports of ` +
                 `budgeted metrics are dropped: ${String(error)}`);
       return false;
     }
     if (!ok) {
-      this.once(`budget:${metric}`, `metric '${metric}' is past its budget of ` +
+      r.once(`budget:${metric}`, `metric '${metric}' is past its budget of ` +
                 `${budget[0].toPrecision(3)} nats per ${budget[1]} s: refused until the next period`);
     }
     return ok;
@@ -386,51 +411,47 @@ export class Reporter extends BooleanReporter {
    * ledger: an answer paid for is free; the cap refuses first; the budget refuses as the cap
    * does (a paid answer is sent instead; counted in budgetRefused only if there is none, as
    * Python's budget_refused). */
-  protected override async charge(metric: string, m: {readonly id: string; readonly epsilon: number},
+  async charge(r: Core, metric: string, m: {readonly id: string; readonly epsilon: number},
                                   key: number): Promise<boolean> {
     const budget = this.budgets.get(metric);
     if (budget !== undefined) {
-      const tag = await this.tag(metric, m, key);
-      if (spend(this.ledger, metric, tag, m.epsilon, this.cap) === 1 &&
-          !await this.spend(metric, budget, m.epsilon)) {
-        const paid = !(m instanceof MetricSpec) ? spend(this.ledger, metric,
-          await this.tag(metric, m, 1 - key), 0, Infinity) === 0
-          : await (m.kind === "categorical" ? this.lowestPaid(metric, m)
-            : this.nearestPaid(metric, m, key)) !== undefined;
+      const tag = await r.tag(metric, m, key);
+      if (spend(r.ledger, metric, tag, m.epsilon, r.cap) === 1 &&
+          !await this.spend(r, metric, budget, m.epsilon)) {
+        const paid = !(m instanceof MetricSpec) ? spend(r.ledger, metric,
+          await r.tag(metric, m, 1 - key), 0, Infinity) === 0
+          : await this.paidInstead(r, metric, m, key) !== undefined;
         if (!paid) this.budgetRefused++;
         return false;
       }
     }
-    return super.charge(metric, m, key);
-  }
-
-  /** Consent withdrawn also deletes the budgets' spending (consent.ts deletes the rest). */
-  override async setEnabled(enabled: boolean): Promise<void> {
-    await super.setEnabled(enabled);
-    if (!enabled) {
-      this.spending = {};
-      await this.store.del(BUDGETS_KEY);
-    }
+    return r.charge(metric, m, key);
   }
 
   /** The public dimensions each metric declares: name -> Dimensions (metrics that declare
    * none are absent). The app's declaration only: a served list changes nothing. */
-  get dimensions(): Record<string, Dimensions> {
+  dimensions(r: Core): Record<string, Dimensions> {
     const found: Record<string, Dimensions> = {};
-    for (const name of this.catalogue.keys()) {
+    for (const name of r.catalogue.keys()) {
       const route = this.route(name);
       if (route !== undefined) found[name] = route.dimensions;
     }
     return found;
   }
 
-  override stats(): Stats {
+  /** What stats() adds: dimension problems and budget refusals. */
+  stats(r: Core): Omit<Stats, keyof BooleanStats> {
+    return {dimensionProblems: this.problems(r), budgetRefused: this.budgetRefused};
+  }
+
+  /** Metrics whose list refuses a device-wide dimension value: metric -> why. */
+  private problems(r: Core): Record<string, string> {
     const dimensionProblems: Record<string, string> = {};
-    for (const name of this.catalogue.keys()) {
+    for (const name of r.catalogue.keys()) {
       const error = this.route(name)?.error;
       if (error !== undefined) dimensionProblems[name] = error.message;
     }
-    return {...super.stats(), dimensionProblems, budgetRefused: this.budgetRefused};
+    return dimensionProblems;
   }
 
   /** The declaration that applies to `metric`'s dimensions, and the device's values in it. */
@@ -482,190 +503,208 @@ export class Reporter extends BooleanReporter {
     return nonEmpty(counted);
   }
 
-  private get metricsMap(): Metrics {
-    return this.catalogue as unknown as Metrics;
+  private metricsMap(r: Core): Metrics {
+    return r.catalogue as unknown as Metrics;
   }
 
   /** Hold a report in memory until it can be perturbed (never written anywhere). */
-  private wait(metric: string, value: unknown, dims?: DimensionValues): void {
-    if (this.early.length >= this.opts.maxEarlyReports) {
-      this.counts.early++;
+  private wait(r: Core, metric: string, value: unknown, dims?: DimensionValues): void {
+    if (r.early.length >= r.opts.maxEarlyReports) {
+      r.counts.early++;
       return;
     }
-    this.early.push([metric, value as 0 | 1, dims === undefined || dims === null ? undefined
+    r.early.push([metric, value as 0 | 1, dims === undefined || dims === null ? undefined
       : {...dims}]);
-    this.schedule();
+    r.schedule();
   }
 
-  protected override async drainOne(metric: string, value: unknown,
+  async drainOne(r: Core, metric: string, value: unknown,
                                     dims?: DimensionValues): Promise<void> {
-    if (this.held(metric)) return;
-    const spec = this.metricsMap.get(metric);
+    if (r.held(metric)) return;
+    const spec = this.metricsMap(r).get(metric);
     let stated: Dims | undefined;
     if (spec !== undefined) {
       try {
         stated = this.stated(metric, dims);
       } catch {
-        this.dropEarly(metric, "refuses the public dimensions of a report made before the " +
+        this.dropEarly(r, metric, "refuses the public dimensions of a report made before the " +
                        "catalogue was known");
         return;
       }
     }
     if (!(spec instanceof MetricSpec)) {
       if (typeof value === "boolean" || value === 0 || value === 1) {
-        if (this.fresh.has(metric) && spec instanceof Rr) {
-          if (!this.skipped(metric)) this.putFresh(metric, spec, spec.perturb(value ? 1 : 0, this.rng), stated, false);
+        if (r.fresh.has(metric) && spec instanceof Rr) {
+          if (!r.skipped(metric)) this.putFresh(r, metric, spec, spec.perturb(value ? 1 : 0, r.rng), stated, false);
           return;
         }
-        return this.irrs.has(metric) ? this.drainLayered(metric, value ? 1 : 0, stated)
-          : super.drainOne(metric, value ? 1 : 0, stated);
+        return this.irrs.has(metric) ? this.drainLayered(r, metric, value ? 1 : 0, stated)
+          : BOOLEAN.drainOne(r, metric, value ? 1 : 0, stated);
       }
-      this.dropEarly(metric, "is not a declared metric of this value's kind");
+      this.dropEarly(r, metric, "is not a declared metric of this value's kind");
       return;
     }
     let encoded: ReturnType<MetricSpec["encode"]>;
     try {
       encoded = spec.encode(value);
     } catch {
-      this.dropEarly(metric, "does not take the value reported before the catalogue was known");
+      this.dropEarly(r, metric, "does not take the value reported before the catalogue was known");
       return;
     }
-    if (this.skipped(metric)) return;
-    if (this.fresh.has(metric)) {
-      this.putFresh(metric, spec, spec.perturb(encoded, this.rng), stated, false);
+    if (r.skipped(metric)) return;
+    if (r.fresh.has(metric)) {
+      this.putFresh(r, metric, spec, spec.perturb(encoded, r.rng), stated, false);
       return;
     }
-    if (this.secret === undefined) {
-      this.counts.noCatalogue++;
+    if (r.secret === undefined) {
+      r.counts.noCatalogue++;
       return;
     }
-    let alpha = spec.kind === "numeric" ? this.alphas.get(metric) : 0n;
-    if (alpha === undefined) this.alphas.set(metric, alpha = await alphaThreshold(this.secret, metric));
+    let alpha = spec.kindOf.rounds ? this.alphas.get(metric) : 0n;
+    if (alpha === undefined) this.alphas.set(metric, alpha = await alphaThreshold(r.secret, metric));
     const id = `${metric}\u0000${spec.id}`;
     const key = spec.memoKey(encoded, alpha);
-    const answer = this.answers.get(id)?.get(key) ?? await spec.memoAnswer(this.secret, metric, key);
-    if (!await this.charge(metric, spec, key)) {
-      const nearest = spec.kind !== "categorical" ? await this.nearestPaid(metric, spec, key)
-        : await this.lowestPaid(metric, spec);
-      if (nearest !== undefined) this.put(metric, spec.id, nearest, stated);
+    const answer = this.answers.get(id)?.get(key) ?? await spec.memoAnswer(r.secret, metric, key);
+    if (!await this.charge(r, metric, spec, key)) {
+      const nearest = await this.paidInstead(r, metric, spec, key);
+      if (nearest !== undefined) r.put(metric, spec.id, nearest, stated);
       return;
     }
     let answers = this.answers.get(id);
     if (answers === undefined) this.answers.set(id, answers = new Map());
     answers.set(key, answer);  // paid for: reported synchronously from now on
-    this.put(metric, spec.id, answer, stated);
+    r.put(metric, spec.id, answer, stated);
   }
 
   /** One early report of a boolean metric with an instantaneous layer: its permanent answer
    * (under the memo layer) derived and paid for, then a fresh draw of the layer over it. */
-  private async drainLayered(metric: string, value: 0 | 1, stated?: Dims): Promise<void> {
-    const wire = this.catalogue.get(metric);
-    if (wire === undefined || this.skipped(metric)) return;
-    const memo = this.memoLayer(metric, wire);
-    if (memo === undefined) return void this.counts.withheld++;
-    if (this.secret === undefined) return void this.counts.noCatalogue++;
+  private async drainLayered(r: Core, metric: string, value: 0 | 1, stated?: Dims): Promise<void> {
+    const wire = r.catalogue.get(metric);
+    if (wire === undefined || r.skipped(metric)) return;
+    const memo = this.memoLayer(r, metric, wire);
+    if (memo === undefined) return void r.counts.withheld++;
+    if (r.secret === undefined) return void r.counts.noCatalogue++;
     const key = `${metric}\u0000${wire.id}`;
-    const bit = this.memo.get(key)?.[value] ?? await memoBit(this.secret, metric, memo, value);
-    if (!await this.charge(metric, memo, value)) {
+    const bit = r.memo.get(key)?.[value] ?? await memoBit(r.secret, metric, memo, value);
+    if (!await this.charge(r, metric, memo, value)) {
       // Refused: the other value's paid answer, through the layer, else nothing (issue 26).
       const other = value ? 0 : 1;
-      if (!spend(this.ledger, metric, await this.tag(metric, memo, other), 0, Infinity)) {
-        this.put(metric, wire.id,
-                 this.layered(metric, await memoBit(this.secret, metric, memo, other)), stated);
+      if (!spend(r.ledger, metric, await r.tag(metric, memo, other), 0, Infinity)) {
+        r.put(metric, wire.id,
+                 this.layered(r, metric, await memoBit(r.secret, metric, memo, other)), stated);
       }
       return;
     }
-    let bits = this.memo.get(key);
-    if (bits === undefined) this.memo.set(key, bits = [undefined, undefined]);
+    let bits = r.memo.get(key);
+    if (bits === undefined) r.memo.set(key, bits = [undefined, undefined]);
     bits[value] = bit;  // paid for: reported synchronously from now on
-    this.put(metric, wire.id, this.layered(metric, bit), stated);
+    r.put(metric, wire.id, this.layered(r, metric, bit), stated);
   }
 
   /**
-   * The memoized answer of the paid grid point (or histogram bucket) nearest `key` (the lower
-   * one on a tie), or undefined if none is paid: a number whose new grid point (or bucket) the
-   * cap refuses is sent as that, free, so a drifting number never goes silent (as Python's
-   * guard; issue 26).
+   * The memoized answer of the first paid memo key its kind offers instead of `key` (the
+   * kind's `instead`: the nearest paid grid point or bucket, the lower on a tie; the lowest
+   * paid category), or undefined if none is paid: a value whose new answer the cap refuses is
+   * sent as that, free, so a drifting number never goes silent (as Python's guard; issue 26).
+   * The rule reads the ledger, never the value.
    */
-  private async nearestPaid(metric: string, spec: MetricSpec, key: number):
+  private async paidInstead(r: Core, metric: string, spec: MetricSpec, key: number):
       Promise<Payload | undefined> {
     const known = this.answers.get(`${metric}\u0000${spec.id}`);
-    const last = spec.kind === "numeric" ? DEFAULT_GRID : spec.edges.length - 2;
-    for (let distance = 1; distance <= last; distance++) {
-      for (const point of [key - distance, key + distance]) {
-        if (point < 0 || point > last) continue;
-        const answer = known?.get(point);
-        if (answer !== undefined) return answer;
-        // Paid in another process (the ledger as last read): derive its answer.
-        const tag = await this.tag(metric, spec, point);
-        if (spend(this.ledger, metric, tag, spec.epsilon, this.cap) === 0) {
-          return spec.memoAnswer(this.secret!, metric, point);
-        }
-      }
-    }
-    return undefined;
-  }
-
-  /**
-   * The memoized answer of the lowest category index paid for, or undefined if none is: a
-   * category whose new answer the cap refuses is sent as that, free. The rule reads the
-   * ledger, never the value, and needs no other state, so it matches Python's guard.
-   */
-  private async lowestPaid(metric: string, spec: MetricSpec): Promise<Payload | undefined> {
-    const known = this.answers.get(`${metric}\u0000${spec.id}`);
-    for (let index = 0; index < spec.categories.length; index++) {
-      const answer = known?.get(index);
+    for (const point of spec.kindOf.instead(spec, key)) {
+      const answer = known?.get(point);
       if (answer !== undefined) return answer;
-      const tag = await this.tag(metric, spec, index);
-      if (spend(this.ledger, metric, tag, spec.epsilon, this.cap) === 0) {
-        return spec.memoAnswer(this.secret!, metric, index);
+      // Paid in another process (the ledger as last read): derive its answer.
+      const tag = await r.tag(metric, spec, point);
+      if (spend(r.ledger, metric, tag, spec.epsilon, r.cap) === 0) {
+        return spec.memoAnswer(r.secret!, metric, point);
       }
     }
     return undefined;
   }
 
-  private dropEarly(metric: string, why: string): void {
-    this.counts.unknown++;
-    this.once(`unknown:${metric}`, `metric '${metric}' ${why}; its early reports ` +
+  private dropEarly(r: Core, metric: string, why: string): void {
+    r.counts.unknown++;
+    r.once(`unknown:${metric}`, `metric '${metric}' ${why}; its early reports ` +
               "were dropped");
   }
 
   /** Every kind of a catalogue document (entries of kinds this client does not know left out).
    * @throws WireFormatError a malformed document: nothing of it is used. */
-  protected override parse(doc: unknown): Catalogue {
+  parse(doc: unknown): Catalogue {
     return parseAllCatalogue(doc) as unknown as Catalogue;
   }
 
-  protected override forget(): void {
-    super.forget();
+  forget(): void {
+    this.spending = {};
     this.answers.clear();
     this.alphas.clear();
     this.memoLayers.clear();
   }
 
   /** The memoized answers of boolean metrics, and each numeric metric's α, derived at once. */
-  protected override async prepareMemo(): Promise<void> {
-    for (const why of Object.values(this.stats().dimensionProblems)) this.once(why, `${why}`);
-    if (this.secret === undefined) return;
-    for (const [metric, m] of this.metricsMap) {
-      if (this.fresh.has(metric)) continue;
+  async prepareMemo(r: Core): Promise<void> {
+    for (const why of Object.values(this.problems(r))) r.once(why, `${why}`);
+    if (r.secret === undefined) return;
+    for (const [metric, m] of this.metricsMap(r)) {
+      if (r.fresh.has(metric)) continue;
       if (m instanceof MetricSpec) {
-        if (m.kind === "numeric" && !this.alphas.has(metric)) {
-          this.alphas.set(metric, await alphaThreshold(this.secret, metric));
+        if (m.kindOf.rounds && !this.alphas.has(metric)) {
+          this.alphas.set(metric, await alphaThreshold(r.secret, metric));
         }
         continue;
       }
       const key = `${metric}\u0000${m.id}`;
-      const bits = this.memo.get(key) ?? [undefined, undefined];
-      const memo = this.memoLayer(metric, m);
+      const bits = r.memo.get(key) ?? [undefined, undefined];
+      const memo = this.memoLayer(r, metric, m);
       if (memo === undefined) continue;
       for (const v of [0, 1] as const) {
-        if (!spend(this.ledger, metric, await this.tag(metric, memo, v), 0, Infinity)) {
-          bits[v] ??= await memoBit(this.secret, metric, memo, v);  // paid for
+        if (!spend(r.ledger, metric, await r.tag(metric, memo, v), 0, Infinity)) {
+          bits[v] ??= await memoBit(r.secret, metric, memo, v);  // paid for
         }
       }
-      this.memo.set(key, bits);
+      r.memo.set(key, bits);
     }
+  }
+}
+
+/** The Reporter of every metric kind (see the module doc and ../reporter.ts): the default
+ * entry's Reporter given AllParts. */
+export class Reporter extends Core<unknown, DimensionValues> {
+  private readonly all: AllParts;
+
+  /**
+   * @throws InvalidParameterError an option out of range, an invalid declared metric or
+   *   declared dimensions, or `dimensions` that do not map dimension names to strings
+   *   (DimensionError, naming the dimension).
+   */
+  constructor(collectorUrl: string, options: ReporterOptions = {}) {
+    const parts = new AllParts(options);
+    super(collectorUrl, {...options, metrics: parts.metrics} as BooleanOptions, parts);
+    this.all = parts;
+    parts.attach(this);
+  }
+
+  /**
+   * Epsilon per report, long-run epsilon of a constant value, and what a change of value
+   * reveals, for `metric` on this device under the mechanism its reports follow now (Python's
+   * privacy_loss; loss.ts).
+   * @throws UnknownMetricError `metric` is not declared.
+   */
+  privacyLoss(metric: string): PrivacyLoss {
+    return this.all.privacyLoss(this, metric);
+  }
+
+  /** The public dimensions each metric declares: name -> Dimensions (metrics that declare
+   * none are absent). The app's declaration only: a served list changes nothing. */
+  get dimensions(): Record<string, Dimensions> {
+    return this.all.dimensions(this);
+  }
+
+  /** What happened to the reports handed over: the default entry's figures, and the
+   * dimension problems and budget refusals of these parts. */
+  override stats(): Stats {
+    return {...super.stats(), ...this.all.stats(this)};
   }
 }
 

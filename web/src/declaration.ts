@@ -34,8 +34,8 @@ export interface Declarable {
   readonly question?: string;
 }
 
-/** The metrics file's fields (collector/registry.py); `epsilon` is refused below. */
-const FIELDS = ["description", "retention_days", "memoization", "instantaneous", "period",
+/** The metrics file's fields (collector/registry.py), in its order; `epsilon` is refused below. */
+export const FIELDS = ["description", "retention_days", "memoization", "instantaneous", "period",
   "kind", "mechanism", "epsilon", "categories", "edges", "lower", "upper", "clamp",
   "dimensions", "combinations"];
 

@@ -25,16 +25,23 @@ import {
 import {RandomizedResponse, Rr} from "./mechanism.js";
 import {BlockBits, memoContext, OutOfBits} from "./memo.js";
 import {below, type RandomBits, SecureBits, SYSTEM_BITS} from "./random.js";
-import {sha256Hex} from "./sha256.js";
+import {
+  bucketLabels, checkCategories, declaredNumber, DEFAULT_GRID, domainTag, exactValue, fail, label,
+  MAX_CATEGORIES, MIN_CATEGORIES, show, typeOf,
+} from "./kinds/values.js";
+import type {Kind as KindModule, ValueKind} from "./kinds/kind.js";
+import {KIND_TABLE, kindNamed, type KindName, type ValueKindName} from "./kinds/table.js";
 import {isMetricName, type Payload} from "./wire.js";
 
-export const MIN_CATEGORIES = 2;
-export const MAX_CATEGORIES = 1024;
-export const MAX_CATEGORY_LENGTH = 100;
-/** Grid intervals of α-point rounding for numeric metrics (33 points), as memo.DEFAULT_GRID. */
-export const DEFAULT_GRID = 32;
-export const KINDS = ["boolean", "categorical", "histogram", "numeric"] as const;
-export type Kind = typeof KINDS[number];
+export {
+  DEFAULT_GRID, domainTag, exactValue, MAX_CATEGORIES, MAX_CATEGORY_LENGTH, MIN_CATEGORIES,
+} from "./kinds/values.js";
+
+/** The kinds (kinds/table.ts): boolean, categorical, histogram, numeric. */
+export const KINDS = Object.keys(KIND_TABLE) as readonly Kind[];
+export type Kind = KindName;
+/** Every mechanism family (id prefix) of a registered kind. */
+const FAMILIES: readonly string[] = Object.values(KIND_TABLE).flatMap((k) => k.families);
 
 const MAX_ID = 1n << 64n;
 const ONE = frac(1n);
@@ -43,15 +50,7 @@ const TAG = /^[0-9a-f]{8}$/;
 const CATEGORICAL_ID = /^(grr|oue):([0-9]{1,4}):([0-9/]{1,41}):([0-9a-f]{8})$/;
 const SS_ID = /^ss:([0-9]{1,4}):([0-9]{1,4}):([0-9/]{1,41}):([0-9a-f]{8})$/;
 const BM_ID = /^bm:([0-9/]{1,41}):(-?[0-9/]{1,42}):(-?[0-9/]{1,42})$/;
-const FAMILY: Record<string, readonly string[]> = {
-  boolean: ["rr"], categorical: ["grr", "oue", "ss"], histogram: ["grr", "oue", "ss"],
-  numeric: ["bm"],
-};
 
-const fail = (message: string): never => {
-  throw new InvalidParameterError(message);
-};
-const show = (text: unknown): string => JSON.stringify(String(text).slice(0, 80));
 
 // -- exact numbers --------------------------------------------------------------------------
 
@@ -76,56 +75,6 @@ export function fractionField(name: string, text: string, signed = false,
          `Got ${show(text)} instead.`);
   }
   return value;
-}
-
-/** A finite JS number (or bigint) at its exact value: a double is m * 2**-e exactly. */
-export function exactValue(value: unknown): Fraction {
-  if (typeof value === "bigint") return frac(value);
-  if (typeof value !== "number") {
-    return fail("the value must be a number. Got a " +
-                `${value === null ? "null" : typeof value} instead.`);
-  }
-  if (!Number.isFinite(value)) fail("the value must be a finite number. Got a non-finite number.");
-  let m = value;
-  let e = 0n;
-  while (!Number.isInteger(m)) {  // doubling is exact: a non-integer double is below 2**52
-    m *= 2;
-    e++;
-  }
-  return frac(BigInt(m), 1n << e);
-}
-
-/** A declared number (an edge, a bound): an exact string ("3", "-1/2", "0.25") or a number. */
-function declaredNumber(name: string, value: unknown): Fraction {
-  if (typeof value === "string") {
-    return parseFraction(value) ?? parseDecimal(value) ??
-      fail(`${name} must be a number. Got ${show(value)}.`);
-  }
-  if (typeof value === "number" && Number.isFinite(value) && !Number.isInteger(value)) {
-    return declaredNumber(name, String(value));  // as it prints, as Python's Fraction(repr(x))
-  }
-  if (typeof value !== "number" && typeof value !== "bigint") {
-    fail(`${name} must be a number (int, float or Fraction). Got ${show(value)} instead.`);
-  }
-  return exactValue(value);
-}
-
-/** A decimal such as "0.25", "-.5" or "1e-7" (as a double prints), exactly; null if not. */
-function parseDecimal(text: string): Fraction | null {
-  const m = /^(-?)([0-9]*)(?:\.([0-9]*))?(?:e([+-]?[0-9]+))?$/.exec(text);
-  if (m === null || !(m[2] || m[3])) return null;
-  const digits = BigInt(`${m[1]}${m[2] || "0"}${m[3] ?? ""}`);
-  const exponent = Number(m[4] ?? 0) - (m[3] ?? "").length;
-  return exponent >= 0 ? frac(digits * 10n ** BigInt(exponent))
-    : frac(digits, 10n ** BigInt(-exponent));
-}
-
-/** A bound or edge as people write it: an integer, a short decimal, or a fraction. */
-function label(value: Fraction): string {
-  if (value.den === 1n) return `${value.num}`;
-  const shown = String(toNumber(value));
-  const back = parseDecimal(shown);
-  return back !== null && eq(back, value) ? shown : fracToString(value);
 }
 
 // -- random bytes and exact coins ---------------------------------------------------------------
@@ -476,16 +425,11 @@ export function parseMechanism(id: string): RandomizedResponse | ValueMechanism 
     : parseValueMechanism(id);
 }
 
-/** The 8-hex-digit digest of a category list (or of a histogram's edges) that ids carry. */
-export function domainTag(labels: readonly string[]): string {
-  return sha256Hex(new TextEncoder().encode(JSON.stringify(labels))).slice(0, 8);
-}
-
 // -- metric specs -----------------------------------------------------------------------------
 
 /** A declaration of a metric of a kind beyond boolean (as a catalogue entry or TOML table). */
 export interface KindDeclaration {
-  kind: "categorical" | "histogram" | "numeric";
+  kind: ValueKindName;
   mechanism: string;
   categories?: readonly string[];
   edges?: readonly (string | number)[];
@@ -504,36 +448,20 @@ export class MetricSpec {
   private readonly index = new Map<string, number>();
 
   /** @throws InvalidParameterError a declaration that does not hold, as Python's MetricSpec. */
-  constructor(readonly kind: "categorical" | "histogram" | "numeric",
+  constructor(readonly kind: ValueKindName,
               readonly mechanism: ValueMechanism, categories: readonly string[] = [],
               edges: readonly Fraction[] = [], readonly clamp = false) {
-    if (!["categorical", "histogram", "numeric"].includes(kind)) {
-      fail(`kind must be one of ${KINDS.join(", ")}. Got ${show(kind)} instead.`);
-    }
+    const k = valueKind(kind);
     const prefix = mechanism.id.split(":", 1)[0]!;
-    if (!FAMILY[kind]!.includes(prefix)) {
-      fail(`a ${kind} metric needs a ${FAMILY[kind]!.join(" or ")} mechanism. ` +
+    if (!k.families.includes(prefix)) {
+      fail(`a ${kind} metric needs a ${k.families.join(" or ")} mechanism. ` +
            `Got ${show(mechanism.id)} instead.`);
     }
     if (typeof clamp !== "boolean") fail(`clamp must be true or false. Got ${show(clamp)}.`);
-    if (clamp && kind === "categorical") fail("clamp applies to histogram and numeric metrics only");
+    if (clamp && !k.fields.includes("clamp")) fail("clamp applies to histogram and numeric metrics only");
     this.edges = edges;
-    if (kind === "numeric") {
-      if (categories.length > 0 || edges.length > 0) fail("a numeric metric takes no categories or edges");
-      this.categories = [];
-      return;
-    }
-    const labels = kind === "histogram" ? bucketLabels(edges) : [...categories];
-    checkCategories(labels);
-    this.categories = labels;
-    const m = mechanism as KaryRandomizedResponse;
-    const tag = domainTag(kind === "histogram" ? edges.map(fracToString) : labels);
-    if (m.d !== labels.length || m.tag !== tag) {
-      fail(`mechanism ${show(m.id)} does not match the declared ` +
-           `${kind === "histogram" ? "edges" : "categories"}: they need d = ${labels.length} ` +
-           `and tag ${tag}`);
-    }
-    labels.forEach((l, i) => this.index.set(l, i));
+    this.categories = k.labels(mechanism, categories, edges);
+    this.categories.forEach((l, i) => this.index.set(l, i));
   }
 
   /**
@@ -545,26 +473,19 @@ export class MetricSpec {
     const kind = d.kind as MetricSpec["kind"];
     if (typeof d.mechanism !== "string") fail(`a ${String(kind)} metric declares its mechanism id`);
     const mechanism = parseValueMechanism(d.mechanism as string);
-    const list = (name: string, value: unknown): unknown[] => {
-      if (value === undefined || value === null) return [];
-      return Array.isArray(value) ? value : fail(`${name} must be a list. Got ${show(value)}.`);
-    };
-    const categories = kind === "categorical" ? list("categories", d.categories) : [];
-    const edges = list("edges", d.edges).map((e, i) => declaredNumber(`edges[${i}]`, e));
-    const hasBounds = d.lower !== undefined || d.upper !== undefined;
-    if (kind === "numeric") {
-      if (d.lower === undefined || d.upper === undefined) fail("a numeric metric declares lower and upper");
-      const bm = mechanism as BitMean;
-      if (bm.kind === "numeric" && (!eq(bm.lower, declaredNumber("lower", d.lower)) ||
-                                    !eq(bm.upper, declaredNumber("upper", d.upper)))) {
-        fail(`mechanism ${show(bm.id)} does not match lower = ${String(d.lower)}, ` +
-             `upper = ${String(d.upper)}`);
-      }
-    } else if (hasBounds) {
-      fail(`a ${String(kind)} metric takes no lower or upper`);
-    }
+    const k = valueKind(kind);
+    const categories = k.categories(d);
+    const edges = d.edges === undefined || d.edges === null ? [] : Array.isArray(d.edges)
+      ? d.edges.map((e, i) => declaredNumber(`edges[${i}]`, e))
+      : fail(`edges must be a list. Got ${show(d.edges)}.`);
+    k.bounds(d, mechanism);
     return new MetricSpec(kind, mechanism, categories as string[], edges,
                           (d.clamp ?? false) as boolean);
+  }
+
+  /** Its kind's module (kinds/<kind>.ts). */
+  get kindOf(): ValueKind {
+    return KIND_TABLE[this.kind];
   }
 
   get id(): string { return this.mechanism.id; }
@@ -580,6 +501,11 @@ export class MetricSpec {
                            this.clamp]);
   }
 
+  /** The index of category (or bucket) `label`, if declared. */
+  indexOf(label: string): number | undefined {
+    return this.index.get(label);
+  }
+
   /**
    * The true value as the mechanism takes it: a category index, or an exact number in range
    * (histogram: its bucket's index). Never shows the value in an error: it is the secret.
@@ -587,34 +513,7 @@ export class MetricSpec {
    *   (unless the metric declares clamp).
    */
   encode(value: unknown): number | Fraction {
-    if (this.kind === "categorical") {
-      const index = typeof value === "string" ? this.index.get(value) : undefined;
-      if (index === undefined) {
-        const shown = this.categories.slice(0, 8).join(", ") +
-          (this.categories.length > 8 ? ", ..." : "");
-        fail(`the value must be one of the declared categories (${shown})` +
-             (typeof value === "string" ? " and it is not." : `. Got a ${typeOf(value)} instead.`));
-      }
-      return index!;
-    }
-    if (typeof value !== "number" && typeof value !== "bigint") {
-      fail(`the value must be a number. Got a ${typeOf(value)} instead.`);
-    }
-    let number = exactValue(value);
-    const m = this.mechanism as BitMean;
-    const [low, high] = this.kind === "histogram" ?
-      [this.edges[0]!, this.edges[this.edges.length - 1]!] : [m.lower, m.upper];
-    if (cmp(number, low) < 0 || cmp(number, high) > 0) {
-      if (!this.clamp) {
-        fail(`the value must lie in [${label(low)}, ${label(high)}] (the metric does not ` +
-             "declare clamp)");
-      }
-      number = cmp(number, low) < 0 ? low : high;
-    }
-    if (this.kind === "numeric") return number;
-    let bucket = 0;  // bisect_right(edges, number) - 1, the last bucket closed
-    while (bucket < this.edges.length - 2 && cmp(this.edges[bucket + 1]!, number) <= 0) bucket++;
-    return bucket;
+    return this.kindOf.encode(this, value);
   }
 
   /** A fresh perturbed report of an encoded value. */
@@ -625,64 +524,24 @@ export class MetricSpec {
   /** The memo key of an encoded value: the index, or the grid point a number rounds to
    * under the device's threshold `alpha` (α-point rounding, memo.memo_key). */
   memoKey(encoded: number | Fraction, alpha: bigint, grid = DEFAULT_GRID): number {
-    if (this.kind !== "numeric") return encoded as number;
-    const m = this.mechanism as BitMean;
-    const value = encoded as Fraction;
-    const span = sub(m.upper, m.lower);
-    const den = value.den * m.lower.den * span.num;
-    const num = (value.num * m.lower.den - m.lower.num * value.den) * span.den * BigInt(grid);
-    if (num < 0n || num > BigInt(grid) * den) fail("the value lies outside the metric's [lower, upper]");
-    const low = num / den;
-    return Number(low) + (((num % den) << 64n) > alpha * den ? 1 : 0);
+    return this.kindOf.memoKey(this, encoded, alpha, grid);
   }
 
   /** The device's permanent answer for memo key `key` (memo.memo_answer). */
   async memoAnswer(secret: CryptoKey, metric: string, key: number,
                    grid = DEFAULT_GRID): Promise<Payload> {
-    const numeric = this.kind === "numeric";
-    const value = new Uint8Array(numeric ? 8 : 4);
-    const view = new DataView(value.buffer);
-    if (numeric) view.setUint32(0, grid, false);
-    view.setUint32(numeric ? 4 : 0, key, false);
+    const [input, value] = this.kindOf.memoInput(this, key, grid);
     const m = this.mechanism;
     const start = m instanceof UnaryEncoding ? Math.ceil((m.d + 1) / 32) + 1 : 1;
-    return hmacStream(secret, concat(memoPrefix("prr", metric, m.id), value), (bits) => {
-      if (!numeric) return m.perturb(key, bits);
-      const bm = m as BitMean;
-      return bm.perturb(add(bm.lower, mul(sub(bm.upper, bm.lower), frac(BigInt(key), BigInt(grid)))),
-                        bits);
-    }, start);
+    return hmacStream(secret, concat(memoPrefix("prr", metric, m.id), input),
+                      (bits) => m.perturb(value, bits), start);
   }
 }
 
-function typeOf(value: unknown): string {
-  return value === null ? "null" : Array.isArray(value) ? "list" : typeof value;
-}
-
-function bucketLabels(edges: readonly Fraction[]): string[] {
-  if (edges.length < MIN_CATEGORIES + 1 || edges.length > MAX_CATEGORIES + 1) {
-    fail(`a histogram declares ${MIN_CATEGORIES + 1} to ${MAX_CATEGORIES + 1} edges ` +
-         `(${MIN_CATEGORIES} to ${MAX_CATEGORIES} buckets). Got ${edges.length}.`);
-  }
-  if (edges.some((e, i) => i > 0 && cmp(e, edges[i - 1]!) <= 0)) {
-    fail("histogram edges must increase strictly");
-  }
-  return edges.slice(1).map((e, i) => `[${label(edges[i]!)}, ${label(e)}` +
-                                       `${i === edges.length - 2 ? "]" : ")"}`);
-}
-
-function checkCategories(labels: readonly unknown[]): void {
-  if (labels.length < MIN_CATEGORIES || labels.length > MAX_CATEGORIES) {
-    fail(`a categorical metric declares ${MIN_CATEGORIES} to ${MAX_CATEGORIES} categories. ` +
-         `Got ${labels.length}.`);
-  }
-  labels.forEach((l, i) => {
-    if (typeof l !== "string" || !l || [...l].length > MAX_CATEGORY_LENGTH) {
-      fail(`categories[${i}] must be a non-empty string of at most ${MAX_CATEGORY_LENGTH} ` +
-           `characters. Got ${show(l)}.`);
-    }
-  });
-  if (new Set(labels).size !== labels.length) fail("categories must be distinct");
+/** The module of kind `kind` beyond boolean. @throws InvalidParameterError another kind. */
+function valueKind(kind: string): ValueKind {
+  const k = kind !== "boolean" ? kindNamed(kind) : undefined;
+  return k as ValueKind ?? fail(`kind must be one of ${KINDS.join(", ")}. Got ${show(kind)} instead.`);
 }
 
 // -- memoization (deniable.client.memo) --------------------------------------------------------
@@ -729,7 +588,7 @@ export function alphaThreshold(secret: CryptoKey, metric: string): Promise<bigin
 /** memo.memo_value: the permanent answer for an encoded value, as the client derives it. */
 export async function memoValue(secret: CryptoKey, metric: string, spec: MetricSpec,
                                 encoded: number | Fraction, grid = DEFAULT_GRID): Promise<Payload> {
-  const alpha = spec.kind === "numeric" ? await alphaThreshold(secret, metric) : 0n;
+  const alpha = spec.kindOf.rounds ? await alphaThreshold(secret, metric) : 0n;
   return spec.memoAnswer(secret, metric, spec.memoKey(encoded, alpha, grid), grid);
 }
 
@@ -767,7 +626,7 @@ export function parseAllCatalogue(doc: unknown,
     }
     const prefix = typeof e.mechanism === "string" ? e.mechanism.split(":", 1)[0]! : "";
     if (typeof kind !== "string" || !(KINDS as readonly string[]).includes(kind) ||
-        (typeof e.mechanism === "string" && !["rr", "grr", "oue", "ss", "bm"].includes(prefix))) {
+        (typeof e.mechanism === "string" && !FAMILIES.includes(prefix))) {
       skipped?.(e.name, String(kind));
       return;
     }
@@ -784,22 +643,15 @@ export function parseAllCatalogue(doc: unknown,
     }
     if (declared !== NONE) dimensions?.set(e.name, declared);
     let metric: AnyMetric;
-    const claims: [unknown, unknown][] = [];
+    let claims: [unknown, unknown][];
+    let p1: Fraction;
+    let q: Fraction;
     try {
-      if (kind === "boolean") {
-        if (prefix !== "rr") fail(`a boolean metric needs a rr mechanism. Got ${show(e.mechanism)} instead.`);
-        metric = RandomizedResponse.fromId(e.mechanism as string);
-        claims.push([e.p_yes_given_yes, e.p_yes_given_no]);
-        if ("p1" in e || "q" in e) claims.push([e.p1, e.q]);
-      } else {
-        metric = MetricSpec.fromDeclaration(e);
-        claims.push([e.p1, e.q]);
-      }
+      const k = kindNamed(kind) as KindModule<AnyMetric>;
+      [metric, claims, [p1, q]] = k.entry?.(e) ?? specEntry(e);
     } catch (error) {
       throw new WireFormatError(`metrics entry ${i} is malformed: ${(error as Error).message}`);
     }
-    const [p1, q] = metric instanceof Rr ?
-      [metric.pYesGivenYes, metric.pYesGivenNo] : [metric.mechanism.p1, metric.mechanism.q];
     for (const [s1, sq] of claims) {
       const f1 = typeof s1 === "string" ? parseFraction(s1) : null;
       const fq = typeof sq === "string" ? parseFraction(sq) : null;
@@ -812,6 +664,12 @@ export function parseAllCatalogue(doc: unknown,
     catalogue.set(e.name, metric);
   });
   return catalogue;
+}
+
+/** A catalogue entry of a kind beyond boolean: its spec, its claimed and its own (P1, Q). */
+function specEntry(e: Record<string, unknown>): [MetricSpec, [unknown, unknown][], [Fraction, Fraction]] {
+  const spec = MetricSpec.fromDeclaration(e);
+  return [spec, [[e.p1, e.q]], [spec.mechanism.p1, spec.mechanism.q]];
 }
 
 /** A metric declared in code: a mechanism, a spec, an id (`rr:`, or `bm:`, which carries its
@@ -831,14 +689,18 @@ export function declareMetric(name: string, declared: Declared): AnyMetric {
         fail("declare the metric's mechanism id (the web client does not choose one from an " +
              "epsilon)");
       }
-      const kind = (declared as {kind?: unknown}).kind ?? "boolean";
-      if (kind === "boolean") return RandomizedResponse.fromId((declared as {mechanism: string}).mechanism);
-      return MetricSpec.fromDeclaration(declared);
+      const kind = String((declared as {kind?: unknown}).kind ?? "boolean");
+      const k = kindNamed(kind) as KindModule<AnyMetric> | undefined;
+      return k?.declare?.(declared as unknown as Record<string, unknown>) ??
+        MetricSpec.fromDeclaration(declared);
     }
     const mechanism = parseMechanism(declared);
-    if (mechanism instanceof Rr) return mechanism;
-    if (mechanism instanceof BitMean) {
-      return new MetricSpec("numeric", mechanism);
+    // A bare id of a family whose kind takes one (rr:, bm: with its bounds) declares the metric.
+    const prefix = mechanism.id.split(":", 1)[0]!;
+    for (const [kind, k] of Object.entries(KIND_TABLE)) {
+      if (!k.bare || !k.families.includes(prefix)) continue;
+      return mechanism instanceof Rr ? mechanism
+        : new MetricSpec(kind as MetricSpec["kind"], mechanism as ValueMechanism);
     }
     return fail(`a bare ${show(declared)} does not name its categories: declare ` +
                 "{kind, mechanism, categories} (or edges) instead");

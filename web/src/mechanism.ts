@@ -131,10 +131,6 @@ export class Rr {
     return Math.log(toNumber(this.likelihoodRatio));
   }
 
-  equals(other: Rr): boolean {
-    return eq(this.truth, other.truth) && eq(this.forcedYes, other.forcedYes);
-  }
-
   /**
    * The reported bit, 0 or 1. `trueBit` never leaves this function. Integer draws only, from
    * `rng` (the secure system source by default).
@@ -154,6 +150,11 @@ export class Rr {
 /** Forced-response randomized response with exact probabilities (see the module doc), and its
  * estimator. */
 export class RandomizedResponse extends Rr {
+  /** Whether `other` has the same truth and forced_yes (the same mechanism). */
+  equals(other: Rr): boolean {
+    return eq(this.truth, other.truth) && eq(this.forcedYes, other.forcedYes);
+  }
+
   /** The unbiased true share behind an exact yes-rate: (rate - Q) / (P1 - Q), exact. */
   debias(yesRate: Fraction): Fraction {
     const q = this.pYesGivenNo;

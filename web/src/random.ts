@@ -74,12 +74,6 @@ export class SecureBits implements RandomBits {
     return value;
   }
 
-  /** Drop every buffered bit; the next draw reads fresh bytes. */
-  discard(): void {
-    this.block = new Uint8Array(0);
-    this.offset = this.lo = this.hi = this.avail = 0;
-  }
-
   private nextWord(): void {
     if (this.offset >= this.block.length) {
       this.block = this.read(BLOCK_BYTES);

@@ -23,7 +23,7 @@
  *   for in the store's ledger before their report is queued (privacy.ts, docs/privacy.md).
  */
 import {type Catalogue, lookup, parseCatalogue} from "./catalogue.js";
-import {type Declared, declare, type Policy, resolve} from "./declaration.js";
+import {type Declared, declare, resolve} from "./declaration.js";
 import {InvalidParameterError, QueueError, UnknownMetricError, UploadError} from "./errors.js";
 import type {Fraction} from "./fraction.js";
 import {type RandomizedResponse, Rr} from "./mechanism.js";
@@ -163,7 +163,7 @@ export interface Stats {
 }
 
 /** A report held until its answer can be derived: its public dims as the call gave them. */
-type Early = [metric: string, value: 0 | 1, dims?: Readonly<Record<string, string>>];
+type Early = [metric: string, value: unknown, dims?: Readonly<Record<string, string>>];
 
 const CATALOGUE_KEY = "catalogue";
 
@@ -186,62 +186,62 @@ export function above(m: Priced & {readonly likelihoodRatio: Fraction}, max: num
     `${m.epsilon.toPrecision(3)}, above maxEpsilon ${max.toPrecision(3)}` : undefined;
 }
 
-export class Reporter {
+export class Reporter<V = boolean, D = never> {
+  /** @internal What this reporter reports and how (given at construction). */
+  readonly parts: Parts<V, D>;
   readonly collectorUrl: string;
   /** The latest upload failure (undefined after a success), without any report content. */
   lastError: string | undefined;
 
   private cat: Catalogue = new Map();
   /** Served metrics above the ceiling: metric -> why. */
-  protected over = new Map<string, string>();
-  protected readonly maxEpsilon: number;
-  protected readonly cap: number;
+  /** @internal */ over = new Map<string, string>();
+  /** @internal */ readonly maxEpsilon: number;
+  /** @internal */ readonly cap: number;
   /** The cap's ledger as last read or written (the store's copy decides). */
-  protected ledger: Ledger = {};
+  /** @internal */ ledger: Ledger = {};
   /** metric \0 mechanism id \0 memo key -> its ledger tag (an HMAC under the secret). */
   private readonly tags = new Map<string, string>();
   /** The period gate (onePerPeriod), or undefined. */
-  protected readonly gate: PeriodGate | undefined;
-  protected readonly declared: Declared<Rr>;
+  /** @internal */ readonly gate: PeriodGate | undefined;
+  /** @internal */ readonly declared: Declared<Rr>;
   /** The latest served catalogue's ignored parts: metric -> field names. */
   private ignored = new Map<string, string[]>();
   private servedKnown = false;
   private fetched: Promise<void> | undefined;
-  protected readonly memo = new Map<string, [0 | 1 | undefined, 0 | 1 | undefined]>();
-  protected early: Early[] = [];
+  /** @internal */ readonly memo = new Map<string, [0 | 1 | undefined, 0 | 1 | undefined]>();
+  /** @internal */ early: Early[] = [];
   private readonly queue: DurableQueue;
-  protected readonly store: Store;
+  /** @internal */ readonly store: Store;
   private readonly secretStore: SecretStore;
-  protected secret: CryptoKey | undefined;
+  /** @internal */ secret: CryptoKey | undefined;
   private readonly transport: Transport;
   private readonly retry: RetryOptions;
-  protected readonly fresh: Set<string>;
-  protected readonly rng: RandomBits;
+  /** @internal */ readonly fresh: Set<string>;
+  /** @internal */ readonly rng: RandomBits;
   /** The app's log (options.log), each message prefixed with `deniable: `. */
-  protected readonly log: (message: string) => void;
-  protected readonly opts: Required<Pick<ReporterOptions, "commitInterval" | "closeTimeout" |
+  /** @internal */ readonly log: (message: string) => void;
+  /** @internal */ readonly opts: Required<Pick<ReporterOptions, "commitInterval" | "closeTimeout" |
     "refreshInterval" | "maxEarlyReports" | "uploadJitter" | "exitTimeout">>;
-  protected readonly counts = {noCatalogue: 0, early: 0, unknown: 0, withheld: 0, capped: 0,
+  /** @internal */ readonly counts = {noCatalogue: 0, early: 0, unknown: 0, withheld: 0, capped: 0,
                                noState: 0};
   /** No durable store and the app did not ask for one in memory: reports needing state are
    * refused (stats().droppedNoState). */
   private readonly stateless: boolean = false;
-  protected mismatch: Stats["mechanismMismatch"] = {};
+  /** @internal */ mismatch: Stats["mechanismMismatch"] = {};
   private readonly logged = new Set<string>();
-  /** Declared metrics of kinds this entry does not report: name -> kind. */
-  protected readonly otherKinds: Map<string, string>;
-  protected initDone = false;
+  /** @internal */ initDone = false;
   /** Consent withdrawn (setEnabled(false)): nothing is collected, kept or sent. */
-  protected disabled = false;
-  protected readonly initialised: Promise<void>;
-  protected closed = false;
+  /** @internal */ disabled = false;
+  /** @internal */ readonly initialised: Promise<void>;
+  /** @internal */ closed = false;
   private stopping = false;
   private attempts = 0;
   private keyRefused = false;
   private commitTimer: ReturnType<typeof setTimeout> | undefined;
   private sealTimer: ReturnType<typeof setTimeout> | undefined;
   private refreshTimer: ReturnType<typeof setTimeout> | undefined;
-  protected draining: Promise<void> | undefined;
+  /** @internal */ draining: Promise<void> | undefined;
   private inFlight: AbortController | undefined;
   /** Aborted by close(): a catalogue request in flight then must not keep Node running. */
   private readonly halt = new AbortController();
@@ -259,7 +259,8 @@ export class Reporter {
    * @throws InvalidParameterError for an option out of range or an invalid declared metric.
    *   Never for network conditions: construction does no I/O on the caller's time.
    */
-  constructor(collectorUrl: string, options: ReporterOptions = {}) {
+  constructor(collectorUrl: string, options: ReporterOptions = {},
+              parts: Parts<V, D> = BOOLEAN as unknown as Parts<V, D>) {
     if (typeof collectorUrl !== "string" || !/^https?:\/\//.test(collectorUrl)) {
       throw new InvalidParameterError(
         `collectorUrl must be an http(s) URL. Got ${JSON.stringify(collectorUrl)} instead.`);
@@ -289,19 +290,19 @@ export class Reporter {
     this.retry = {...DEFAULT_RETRY, ...options.retry};
     this.maxEpsilon = nats("maxEpsilon", options.maxEpsilon ?? DEFAULT_MAX_EPSILON);
     this.cap = nats("maxMetricEpsilon", options.maxMetricEpsilon ?? DEFAULT_MAX_METRIC_EPSILON);
-    this.declared = declare(options.metrics, (name, value) => this.declareOne(name, value));
+    this.parts = parts;
+    this.declared = declare(options.metrics, parts.declare);
     for (const [name, m] of this.declared.metrics) {
       const why = above(m, this.maxEpsilon);
       if (why) throw new InvalidParameterError(`metric '${name}': ${why}`);
     }
-    this.otherKinds = this.declared.other;
     this.fresh = new Set(options.fresh);
-    for (const [name, p] of this.policies) if (p.memoization === "fresh") this.fresh.add(name);
+    for (const [name, p] of this.declared.policies) if (p.memoization === "fresh") this.fresh.add(name);
     this.catalogue = this.declared.metrics;  // after fresh: a fresh metric is never withheld as identifying
     this.rng = options.rng ?? SYSTEM_BITS;
     const log = options.log ?? ((message) => console.warn(message));
     this.log = (message) => log(`deniable: ${message}`);
-    if (this.policies.size === 0) {
+    if (this.declared.policies.size === 0) {
       this.log("no metrics declared (the `metrics` option): nothing is reported");
     }
     this.store = options.store ?? defaultStore();
@@ -317,7 +318,7 @@ export class Reporter {
     }
     if (options.onePerPeriod ?? true) {
       this.gate = new PeriodGate(this.store, options.clock ?? Date.now);
-      for (const [name, p] of this.policies) this.gate.periods.set(name, p.period);  // declared
+      for (const [name, p] of this.declared.policies) this.gate.periods.set(name, p.period);  // declared
     }
     this.queue = new DurableQueue(this.store, {
       batchSize,
@@ -346,42 +347,21 @@ export class Reporter {
 
   // -- reporting ------------------------------------------------------------------------
 
+
   /**
-   * Perturb `trueValue` for `metric` and queue the perturbed bit. Never touches the network.
+   * Perturb `trueValue` for `metric` and queue the perturbed report. Never touches the network.
+   * The default entry's metrics take a boolean (or 0/1); deniable-client/all's take what their
+   * kind takes, and public dimensions `dims` (all.ts).
    *
-   * @throws InvalidParameterError `trueValue` is not a boolean (or 0/1), or `metric` not a string.
+   * @throws InvalidParameterError `trueValue` is not what the metric takes, or `metric` not a
+   *   string.
    * @throws UnknownMetricError the app does not declare `metric` (whatever the value), or
    *   declares it in a kind this entry does not report (categorical, histogram, numeric:
    *   deniable-client/all reports every kind).
    * @throws QueueError the reporter is closed.
    */
-  report(metric: string, trueValue: boolean): void {
-    const mechanism = this.declaredMetric(metric);
-    if (typeof trueValue !== "boolean" && trueValue !== 0 && trueValue !== 1) {
-      throw new InvalidParameterError(
-        `trueValue must be a boolean. Got a ${typeof trueValue} instead.`);
-    }
-    const value: 0 | 1 = trueValue ? 1 : 0;
-    if (this.disabled || this.held(metric) || this.skipped(metric)) return;
-    if (!this.waiting && this.fresh.has(metric)) {
-      this.put(metric, mechanism.id, mechanism.perturb(value, this.rng));
-      return;
-    }
-    // The memo holds answers already paid for; another is derived and charged in drainOne.
-    // Refused by the cap: the other value's paid answer, if any, else nothing (issue 26).
-    const bits = this.memo.get(`${metric}\u0000${mechanism.id}`);
-    if (!this.waiting) {  // (and not fresh: that returned above)
-      const refused = bits?.[value] === undefined && this.refused(metric, mechanism, value);
-      const bit = bits?.[refused ? 1 - value : value];
-      if (bit !== undefined) this.put(metric, mechanism.id, bit);
-      if (bit !== undefined || refused) return;
-    }
-    if (this.early.length >= this.opts.maxEarlyReports) {
-      this.counts.early++;
-      return;
-    }
-    this.early.push([metric, value]);
-    this.schedule();
+  report(metric: string, trueValue: V, dims?: D): void {
+    this.parts.report(this, metric, trueValue, dims);
   }
 
   /**
@@ -389,12 +369,12 @@ export class Reporter {
    * any is, every later report waits behind it, paid for or not: reports are queued in call
    * order, so their order in a batch never says which answers were new (issue 26).
    */
-  protected get waiting(): boolean {
+  /** @internal */ get waiting(): boolean {
     return this.draining !== undefined || this.early.length > 0;
   }
 
   /** Drain the waiting reports, in order; again if one arrived as the last drain ended. */
-  protected schedule(): void {
+  /** @internal */ schedule(): void {
     this.draining ??= this.drain().finally(() => {
       this.draining = undefined;
       if (this.early.length > 0) this.schedule();
@@ -406,12 +386,12 @@ export class Reporter {
    * depends on the name alone, never on a value.
    * @throws QueueError closed; InvalidParameterError not a string; UnknownMetricError see report().
    */
-  protected declaredMetric(metric: string): Rr {
+  /** @internal */ declaredMetric(metric: string): Rr {
     if (this.closed) throw new QueueError("the reporter is closed");
     if (typeof metric !== "string") {
       throw new InvalidParameterError(`metric must be a string. Got a ${typeof metric} instead.`);
     }
-    const kind = this.otherKinds.get(metric);
+    const kind = this.declared.other.get(metric);  // a kind these parts do not report
     if (kind !== undefined) {
       throw new UnknownMetricError(`${JSON.stringify(metric)} is ${kind}: boolean metrics ` +
                                    'only; import {Reporter} from "deniable-client/all"');
@@ -420,25 +400,6 @@ export class Reporter {
     return this.catalogue.get(metric) ?? lookup(this.declared.metrics, metric);
   }
 
-  /** The declared metric `value` (a table, an id or a mechanism), or its kind if this entry
-   * does not report it. Called by the constructor: it may not use instance fields. */
-  protected declareOne(name: string, value: unknown): Rr | string {
-    if (value instanceof Rr) return value;
-    const table = value?.constructor === Object ? value as {kind?: unknown; mechanism?: unknown}
-      : undefined;
-    const kind = table?.kind ?? "boolean";
-    if (kind !== "boolean") return String(kind);  // deniable-client/all checks it
-    try {
-      return Rr.fromId((table ? table.mechanism : value) as string);
-    } catch (error) {
-      throw new InvalidParameterError(`metric '${name}': mechanism: ${(error as Error).message}`);
-    }
-  }
-
-  /** The declared metrics' collection policies (memoization, period, dimensions). */
-  protected get policies(): Map<string, Policy> {
-    return this.declared.policies;
-  }
 
   /** The metrics this reporter reports now: name -> mechanism id. */
   get metrics(): Record<string, string> {
@@ -498,7 +459,7 @@ export class Reporter {
     if (enabled) {
       this.forget();  // nothing derived from the deleted secret survives
       this.secret = await this.secretStore.load();
-      await this.prepareMemo();
+      await this.parts.prepareMemo(this);
     }
   }
 
@@ -578,15 +539,15 @@ export class Reporter {
   /** The catalogue report() routes by; setting it withholds every metric above the ceiling
    * (Python's resolve) and every memoized one whose answer would single the device out
    * (unique.ts, as Python's guard), saying so once per metric and mechanism. */
-  protected get catalogue(): Catalogue {
+  /** @internal */ get catalogue(): Catalogue {
     return this.cat;
   }
-  protected set catalogue(catalogue: Catalogue) {
+  /** @internal */ set catalogue(catalogue: Catalogue) {
     this.over = new Map();
     let kept = catalogue;
     for (const [name, m] of catalogue) {
       // Above the ceiling, or memoized with an answer that would identify the device.
-      const why = above(m, this.maxEpsilon) ?? (this.fresh.has(name) ? undefined : this.identifying(m));
+      const why = above(m, this.maxEpsilon) ?? (this.fresh.has(name) ? undefined : this.parts.identifying?.(m));
       if (why === undefined) continue;
       if (kept === catalogue) kept = new Map(catalogue);
       kept!.delete(name);
@@ -596,27 +557,22 @@ export class Reporter {
     this.cat = kept;
   }
 
-  /** Why a memoized answer under `m` would single the device out (unique.ts), or undefined:
-   * a boolean's never does (deniable-client/all checks the other kinds). */
-  protected identifying(_m: Priced): string | undefined {
-    return undefined;
-  }
 
   /** Whether `metric` is withheld (above the ceiling); counts the report if so. */
-  protected held(metric: string): boolean {
+  /** @internal */ held(metric: string): boolean {
     return this.over.has(metric) && ++this.counts.withheld > 0;
   }
 
   /** Whether `metric`'s report is skipped now: its period is reported already, or it needs
    * state (a secret, ledger, period gate) that would last this process only. Counted. */
-  protected skipped(metric: string): boolean {
+  /** @internal */ skipped(metric: string): boolean {
     if (this.stateless && (this.gate || !this.fresh.has(metric))) return ++this.counts.noState > 0;
     return this.gate?.closed(metric) ?? false;
   }
 
   /** Whether the cap refuses the memoized answer `key` of `metric` under `m`, as the ledger
    * last read says (counted, said once); else it is derived and charged in drainOne. */
-  protected refused(metric: string, m: Priced, key: number): boolean {
+  /** @internal */ refused(metric: string, m: Priced, key: number): boolean {
     const tag = this.tags.get(`${metric}\u0000${m.id}\u0000${key}`);  // else: decided in charge
     return tag !== undefined && spend(this.ledger, metric, tag, m.epsilon, this.cap) > 1 &&
       this.capped(metric);
@@ -624,7 +580,7 @@ export class Reporter {
 
   /** The ledger tag of memoized answer `key` of `metric` under `m` (tags.ts); needs the
    * secret. */
-  protected async tag(metric: string, m: Priced, key: number): Promise<string> {
+  /** @internal */ async tag(metric: string, m: Priced, key: number): Promise<string> {
     const at = `${metric}\u0000${m.id}\u0000${key}`;
     let tag = this.tags.get(at);
     if (tag === undefined) this.tags.set(at, tag = await ledgerTag(this.secret!, metric, m.id, key));
@@ -637,7 +593,7 @@ export class Reporter {
    * its report is queued. False if the cap refuses it (counted, said once) or the ledger
    * cannot be written (the report is dropped: no report goes out whose charge could be lost).
    */
-  protected async charge(metric: string, m: Priced, key: number): Promise<boolean> {
+  /** @internal */ async charge(metric: string, m: Priced, key: number): Promise<boolean> {
     const tag = await this.tag(metric, m, key);
     let s: number = spend(this.ledger, metric, tag, m.epsilon, this.cap);
     if (s === 1) {
@@ -664,7 +620,7 @@ export class Reporter {
   }
 
   /** Queue `item`, once the period gate has admitted it (period.ts). */
-  protected put(...item: Item): void {
+  /** @internal */ put(...item: Item): void {
     if (this.disabled) return;
     const claim = this.gate?.admit(item[0]);
     if (claim === undefined) this.enqueue(item);
@@ -681,7 +637,7 @@ export class Reporter {
     }
   }
 
-  protected async commit(sealAll: boolean): Promise<void> {
+  /** @internal */ async commit(sealAll: boolean): Promise<void> {
     if (this.disabled) return;
     try {
       const sealed = await this.queue.commit(sealAll);
@@ -697,12 +653,13 @@ export class Reporter {
   }
 
   /** Forget everything derived from the device secret and the ledger (consent withdrawn). */
-  protected forget(): void {
+  /** @internal */ forget(): void {
     this.secret = undefined;
     this.memo.clear();
     this.tags.clear();
     this.ledger = {};
     this.gate?.clear();
+    this.parts.forget?.(this);
   }
 
   private async init(): Promise<void> {
@@ -730,7 +687,7 @@ export class Reporter {
       // a bad cache is no catalogue: the declared metrics are used
     }
     this.fetched = this.refresh();
-    await this.prepareMemo();
+    await this.parts.prepareMemo(this);
     this.initDone = true;
     void this.commit(false);
   }
@@ -742,7 +699,7 @@ export class Reporter {
       const doc = await this.transport.request("GET", METRICS_PATH, undefined, this.halt.signal);
       this.serve(doc);
       if (!this.disabled) await this.store.set(CATALOGUE_KEY, doc).catch(() => undefined);
-      await this.prepareMemo();
+      await this.parts.prepareMemo(this);
     } catch (error) {
       if (this.halt.signal.aborted) return;  // close() abandoned it: nothing went wrong
       if (error instanceof UploadError && error.authRefused) this.keyRefused = true;
@@ -753,17 +710,12 @@ export class Reporter {
     }
   }
 
-  /** A catalogue document's entries this entry can parse (boolean ones; others left out).
-   * @throws WireFormatError a malformed document: nothing of it is used. */
-  protected parse(doc: unknown): Catalogue {
-    return parseCatalogue(doc);
-  }
 
   /** Apply a served catalogue to the declared metrics (declaration.ts, resolve): only a
    * mechanism asking the same question at no larger epsilon is taken; the rest is ignored,
    * counted in stats().ignoredServed and said once per metric, without any value. */
   private serve(doc: unknown): void {
-    const found = resolve(this.declared, this.parse(doc), doc);
+    const found = resolve(this.declared, this.parts.parse(doc), doc);
     this.catalogue = found.using;
     this.ignored = found.ignored;
     this.mismatch = found.mismatch;
@@ -774,60 +726,13 @@ export class Reporter {
     }
   }
 
-  /** Derive the memoized answers already paid for of every known metric, so report() is
-   * synchronous for them. */
-  protected async prepareMemo(): Promise<void> {
-    if (this.secret === undefined) return;
-    for (const [metric, mechanism] of this.catalogue) {
-      if (this.fresh.has(metric)) continue;
-      const key = `${metric}\u0000${mechanism.id}`;
-      const bits = this.memo.get(key) ?? [undefined, undefined];
-      for (const v of [0, 1] as const) {
-        if (!spend(this.ledger, metric, await this.tag(metric, mechanism, v), 0, Infinity)) {
-          bits[v] ??= await memoBit(this.secret, metric, mechanism, v);
-        }
-      }
-      this.memo.set(key, bits);
-    }
-  }
 
   /** Reports that arrived before their memoized answer was known. */
-  protected async drain(): Promise<void> {
+  /** @internal */ async drain(): Promise<void> {
     await this.initialised;
-    while (this.early.length > 0) await this.drainOne(...this.early.shift()!);
+    while (this.early.length > 0) await this.parts.drainOne(this, ...this.early.shift()!);
   }
 
-  /** One early report: perturbed (and memoized) once the local state has loaded; `dims` are
-   * its public dimension values (deniable-client/all), checked already. */
-  protected async drainOne(metric: string, value: 0 | 1, dims?: Dims): Promise<void> {
-    const mechanism = this.catalogue.get(metric);
-    if (this.held(metric) || this.skipped(metric)) return;
-    // Never: a declared metric not held is reported (counted all the same, as all.ts's).
-    if (mechanism === undefined) return void this.counts.unknown++;
-    if (this.fresh.has(metric)) {
-      this.put(metric, mechanism.id, mechanism.perturb(value, this.rng), dims);
-      return;
-    }
-    if (this.secret === undefined) {
-      this.counts.noCatalogue++;
-      return;
-    }
-    const key = `${metric}\u0000${mechanism.id}`;
-    const bit = this.memo.get(key)?.[value] ?? await memoBit(this.secret, metric, mechanism, value);
-    if (!await this.charge(metric, mechanism, value)) {
-      // Refused: the other value's answer if paid (here or, as last read, elsewhere), else
-      // nothing: the same for both values, so silence never says "changed" (issue 26).
-      const other = value ? 0 : 1;
-      if (!spend(this.ledger, metric, await this.tag(metric, mechanism, other), 0, Infinity)) {
-        this.put(metric, mechanism.id, await memoBit(this.secret, metric, mechanism, other), dims);
-      }
-      return;
-    }
-    let bits = this.memo.get(key);
-    if (bits === undefined) this.memo.set(key, bits = [undefined, undefined]);
-    bits[value] = bit;  // paid for: reported synchronously from now on
-    this.put(metric, mechanism.id, bit, dims);
-  }
 
   /** The upload loop: oldest sealed batch first, one at a time. */
   private async run(): Promise<void> {
@@ -909,9 +814,8 @@ export class Reporter {
     if (ms <= 0) return true;
     const stop = this.closedBell.wait();
     const hurry = interruptible ? this.hurryBell.wait() : new Promise<void>(() => undefined);
-    const done = await Promise.race([delay(ms).then(() => true), stop.then(() => false),
-                                     hurry.then(() => false)]);
-    return done;
+    return Promise.race([delay(ms).then(() => true), stop.then(() => false),
+                         hurry.then(() => false)]);
   }
 
   /**
@@ -943,20 +847,166 @@ export class Reporter {
     send(this.queue.snapshot.batches);
   }
 
-  protected once(key: string, message: string): void {
+  /** @internal */ once(key: string, message: string): void {
     if (this.logged.has(key)) return;
     this.logged.add(key);
     this.log(message);
   }
 }
 
+/** A reporter as its parts see it (any entry's). */
+type Core = Reporter<any, any>;
+
+/**
+ * What an entry's Reporter reports and how, given to it at construction: the kinds, and
+ * features such as the instantaneous layer, budgets and public dimensions. BOOLEAN here (the
+ * default entry); deniable-client/all's in all.ts, which composes BOOLEAN's for booleans. Each
+ * hook gets the reporter; what a hook may use of it is marked internal (public to the parts,
+ * left out of the published types).
+ */
+export interface Parts<V = boolean, D = never> {
+  /** The declared metric `value` (a table, an id or a mechanism), or its kind if these parts
+   * do not report it. Called by the constructor, before any field of the reporter is set.
+   * @throws InvalidParameterError an invalid declaration. */
+  declare(name: string, value: unknown): Rr | string;
+  /** A catalogue document's entries these parts can parse (others left out).
+   * @throws WireFormatError a malformed document: nothing of it is used. */
+  parse(doc: unknown): Catalogue;
+  /** Why a memoized answer under `m` would single the device out (unique.ts), or undefined;
+   * absent, none does (one bit identifies no one). */
+  identifying?(m: Rr): string | undefined;
+  /** report(): check, perturb and queue, or hold the report until its answer is known. */
+  report(r: Core, metric: string, value: V, dims?: D): void;
+  /** One early report, once the local state has loaded; `dims` as the call gave them. */
+  drainOne(r: Core, metric: string, value: unknown, dims?: Readonly<Record<string, string>>):
+    Promise<void>;
+  /** Pay for memoized answer `key` of `metric` under `m` before its report is queued. */
+  charge(r: Core, metric: string, m: Priced, key: number): Promise<boolean>;
+  /** Derive the memoized answers already paid for, so report() is synchronous for them. */
+  prepareMemo(r: Core): Promise<void>;
+  /** Forget what these parts derived from the device secret and the ledger (consent
+   * withdrawn; the reporter forgets its own). */
+  forget?(r: Core): void;
+}
+
+/** The default entry's parts: boolean metrics under randomized response, memoized bits. */
+export const BOOLEAN: Parts = {
+  /** The declared metric `value` (a table, an id or a mechanism), or its kind if this entry
+   * does not report it. Called by the constructor: it may not use instance fields. */
+  declare(name: string, value: unknown): Rr | string {
+    if (value instanceof Rr) return value;
+    const table = value?.constructor === Object ? value as {kind?: unknown; mechanism?: unknown}
+      : undefined;
+    const kind = table?.kind ?? "boolean";
+    if (kind !== "boolean") return String(kind);  // deniable-client/all checks it
+    try {
+      return Rr.fromId((table ? table.mechanism : value) as string);
+    } catch (error) {
+      throw new InvalidParameterError(`metric '${name}': mechanism: ${(error as Error).message}`);
+    }
+  },
+
+  /** A catalogue document's boolean entries (others left out).
+   * @throws WireFormatError a malformed document: nothing of it is used. */
+  parse: parseCatalogue,
+
+  /**
+   * Perturb `trueValue` for `metric` and queue the perturbed bit. Never touches the network.
+   *
+   * @throws InvalidParameterError `trueValue` is not a boolean (or 0/1), or `metric` not a string.
+   * @throws UnknownMetricError the app does not declare `metric` (whatever the value), or
+   *   declares it in a kind this entry does not report (categorical, histogram, numeric:
+   *   deniable-client/all reports every kind).
+   * @throws QueueError the reporter is closed.
+   */
+  report(r, metric, trueValue): void {
+    const mechanism = r.declaredMetric(metric);
+    if (typeof trueValue !== "boolean" && trueValue !== 0 && trueValue !== 1) {
+      throw new InvalidParameterError(
+        `trueValue must be a boolean. Got a ${typeof trueValue} instead.`);
+    }
+    const value: 0 | 1 = trueValue ? 1 : 0;
+    if (r.disabled || r.held(metric) || r.skipped(metric)) return;
+    if (!r.waiting && r.fresh.has(metric)) {
+      r.put(metric, mechanism.id, mechanism.perturb(value, r.rng));
+      return;
+    }
+    // The memo holds answers already paid for; another is derived and charged in drainOne.
+    // Refused by the cap: the other value's paid answer, if any, else nothing (issue 26).
+    const bits = r.memo.get(`${metric}\u0000${mechanism.id}`);
+    if (!r.waiting) {  // (and not fresh: that returned above)
+      const refused = bits?.[value] === undefined && r.refused(metric, mechanism, value);
+      const bit = bits?.[refused ? 1 - value : value];
+      if (bit !== undefined) r.put(metric, mechanism.id, bit);
+      if (bit !== undefined || refused) return;
+    }
+    if (r.early.length >= r.opts.maxEarlyReports) {
+      r.counts.early++;
+      return;
+    }
+    r.early.push([metric, value]);
+    r.schedule();
+  },
+
+  /** One early report: perturbed (and memoized) once the local state has loaded; `dims` are
+   * its public dimension values (deniable-client/all), checked already. */
+  async drainOne(r, metric, value: 0 | 1, dims?: Dims): Promise<void> {
+    const mechanism = r.catalogue.get(metric);
+    if (r.held(metric) || r.skipped(metric)) return;
+    // Never: a declared metric not held is reported (counted all the same, as all.ts's).
+    if (mechanism === undefined) return void r.counts.unknown++;
+    if (r.fresh.has(metric)) {
+      r.put(metric, mechanism.id, mechanism.perturb(value, r.rng), dims);
+      return;
+    }
+    if (r.secret === undefined) {
+      r.counts.noCatalogue++;
+      return;
+    }
+    const key = `${metric}\u0000${mechanism.id}`;
+    const bit = r.memo.get(key)?.[value] ?? await memoBit(r.secret, metric, mechanism, value);
+    if (!await r.parts.charge(r, metric, mechanism, value)) {
+      // Refused: the other value's answer if paid (here or, as last read, elsewhere), else
+      // nothing: the same for both values, so silence never says "changed" (issue 26).
+      const other = value ? 0 : 1;
+      if (!spend(r.ledger, metric, await r.tag(metric, mechanism, other), 0, Infinity)) {
+        r.put(metric, mechanism.id, await memoBit(r.secret, metric, mechanism, other), dims);
+      }
+      return;
+    }
+    let bits = r.memo.get(key);
+    if (bits === undefined) r.memo.set(key, bits = [undefined, undefined]);
+    bits[value] = bit;  // paid for: reported synchronously from now on
+    r.put(metric, mechanism.id, bit, dims);
+  },
+
+  /** Derive the memoized answers already paid for of every known metric, so report() is
+   * synchronous for them. */
+  async prepareMemo(r): Promise<void> {
+    if (r.secret === undefined) return;
+    for (const [metric, mechanism] of r.catalogue) {
+      if (r.fresh.has(metric)) continue;
+      const key = `${metric}\u0000${mechanism.id}`;
+      const bits = r.memo.get(key) ?? [undefined, undefined];
+      for (const v of [0, 1] as const) {
+        if (!spend(r.ledger, metric, await r.tag(metric, mechanism, v), 0, Infinity)) {
+          bits[v] ??= await memoBit(r.secret, metric, mechanism, v);
+        }
+      }
+      r.memo.set(key, bits);
+    }
+  },
+
+  charge: (r, metric, m, key) => r.charge(metric, m, key),
+};
+
 /** Reporters not closed yet: Node's exit hook closes them with their exitTimeout. */
-const OPEN = new Map<Reporter, number>();
+const OPEN = new Map<Core, number>();
 let hooked = false;
 
 /** In Node, close `r` when the event loop empties (beforeExit: not process.exit() or a
  * signal), waiting at most its exitTimeout, as Python's atexit hook. */
-function atExit(r: Reporter, timeout: number): void {
+function atExit(r: Core, timeout: number): void {
   const node = (globalThis as {process?: {on?: (e: string, f: () => void) => void}}).process;
   if (globalThis.document || !node?.on) return;
   OPEN.set(r, timeout);
@@ -969,14 +1019,12 @@ function atExit(r: Reporter, timeout: number): void {
 
 /** A reusable wake-up: wait() resolves at the next ring(). */
 class Bell {
-  private waiters: (() => void)[] = [];
+  private readonly waiters: (() => void)[] = [];
   wait(): Promise<void> {
     return new Promise((resolve) => this.waiters.push(resolve));
   }
   ring(): void {
-    const waiters = this.waiters;
-    this.waiters = [];
-    for (const w of waiters) w();
+    for (const w of this.waiters.splice(0)) w();  // those added meanwhile wait for the next
   }
 }
 

@@ -8,6 +8,8 @@ import {test} from "node:test";
 import * as core from "../dist/index.js";
 import * as all from "../dist/all.js";
 import {collectorLike, sleep, startServer} from "./helpers.js";
+import {fracToString} from "../dist/fraction.js";
+import {parseMechanism} from "../dist/kinds.js";
 
 const {InvalidParameterError, MemoryStore, UnknownMetricError} = core;
 const OS = ["android", "ios", "windows", "macos", "linux", "other"];
@@ -17,7 +19,7 @@ const URL_ = "http://127.0.0.1:9";
 /** A served boolean entry, as describe_metric writes it. */
 function served(name, mechanism, extra = {}) {
   const m = core.RandomizedResponse.fromId(mechanism);
-  const [p1, q] = [core.fracToString(m.pYesGivenYes), core.fracToString(m.pYesGivenNo)];
+  const [p1, q] = [fracToString(m.pYesGivenYes), fracToString(m.pYesGivenNo)];
   return {name, description: "", kind: "boolean", mechanism, p_yes_given_yes: p1,
           p_yes_given_no: q, p1, q, epsilon: m.epsilon, memoization: "memoized",
           instantaneous: null, period: "day", ...extra};
@@ -156,14 +158,14 @@ test("all: a narrow served domain or a decoy at a tiny epsilon changes nothing",
   const os = {kind: "categorical", categories: OS, mechanism: `grr:6:1/4:${TAG6}`};
   const startup = {kind: "numeric", lower: 0, upper: 10000, clamp: true,
                    mechanism: "bm:1/4:0:10000"};
-  const decoy = all.parseMechanism(`grr:2:101/200:${all.domainTag(["ios", "decoy"])}`);
-  const narrow = all.parseMechanism("bm:199/400:5000:10000");
+  const decoy = parseMechanism(`grr:2:101/200:${all.domainTag(["ios", "decoy"])}`);
+  const narrow = parseMechanism("bm:199/400:5000:10000");
   // Same bounds, a smaller epsilon, but no clamp: another question (a value out of range
   // would throw), so ignored too.
   const load = {kind: "numeric", lower: 0, upper: 1000, clamp: true, mechanism: "bm:1/4:0:1000"};
-  const unclamped = all.parseMechanism("bm:1/3:0:1000");
+  const unclamped = parseMechanism("bm:1/3:0:1000");
   const entry = (name, m, fields) => ({name, description: "", ...fields, mechanism: m.id,
-    p1: core.fracToString(m.p1), q: core.fracToString(m.q), epsilon: m.epsilon,
+    p1: fracToString(m.p1), q: fracToString(m.q), epsilon: m.epsilon,
     memoization: "memoized", instantaneous: null, period: "day"});
   const doc = {metrics: [
     entry("os", decoy, {kind: "categorical", categories: ["ios", "decoy"]}),

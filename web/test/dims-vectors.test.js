@@ -3,11 +3,11 @@
 import assert from "node:assert/strict";
 import {test} from "node:test";
 
-import {
-  DimensionError, Dimensions, InvalidParameterError, MemoryStore, Reporter, encodeBatch,
-  parseAllCatalogue,
-} from "../dist/all.js";
+import {DimensionError, InvalidParameterError, MemoryStore, Reporter} from "../dist/all.js";
 import {vectors} from "./vectors.js";
+import {Dimensions} from "../dist/dimensions.js";
+import {parseAllCatalogue} from "../dist/kinds.js";
+import {encodeBatch} from "../dist/wire.js";
 
 const describe = (dims) => {
   if (dims.dimensions.length === 0) return {};

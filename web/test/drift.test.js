@@ -9,6 +9,8 @@ import * as core from "../dist/index.js";
 import * as all from "../dist/all.js";
 import {collectorLike, declarations, startServer} from "./helpers.js";
 import {vectors} from "./vectors.js";
+import {fracToString} from "../dist/fraction.js";
+import {parseMechanism} from "../dist/kinds.js";
 
 test("all: a drifting number keeps being reported after the cap, as paid points", async (t) => {
   const startup = vectors.ceiling.doc.metrics.find((m) => m.name === "startup_ms");
@@ -34,9 +36,9 @@ test("all: a drifting number keeps being reported after the cap, as paid points"
 test("all: a drifting histogram value keeps being reported after the cap", async (t) => {
   const edges = Array.from({length: 21}, (_, i) => String(500 * i));
   const id = `ss:20:3:5837465777/2147483648:${all.domainTag(edges)}`;  // Python's choice at eps 1
-  const m = all.parseMechanism(id);
+  const m = parseMechanism(id);
   const entry = {name: "startup_h", description: "", kind: "histogram", edges, mechanism: id,
-                 p1: core.fracToString(m.p1), q: core.fracToString(m.q), epsilon: m.epsilon,
+                 p1: fracToString(m.p1), q: fracToString(m.q), epsilon: m.epsilon,
                  memoization: "memoized", instantaneous: null, period: "day"};
   const c = collectorLike({metrics: [entry]});
   const server = await startServer(c.answer);

@@ -6,12 +6,13 @@ import assert from "node:assert/strict";
 import {test} from "node:test";
 
 import * as core from "../dist/index.js";
-import {
-  importSecret, InvalidParameterError, ledgerTag, MemoryStore, memoBit, newSecretKey, PrivacyLoss,
-  RandomizedResponse, Reporter, split,
-} from "../dist/all.js";
+import {InvalidParameterError, MemoryStore, PrivacyLoss, RandomizedResponse, Reporter} from "../dist/all.js";
 import {collectorLike, startServer} from "./helpers.js";
 import {fromHex, source, vectors} from "./vectors.js";
+import {fracToString} from "../dist/fraction.js";
+import {split} from "../dist/layers.js";
+import {importSecret, memoBit, newSecretKey} from "../dist/memo.js";
+import {ledgerTag} from "../dist/tags.js";
 
 const {layered, unreachable} = vectors.instantaneous;
 const rr = (id) => RandomizedResponse.fromId(id);
@@ -19,7 +20,7 @@ const table = (wire, irr) => ({mechanism: wire, memoization: "instantaneous", in
 /** A served boolean entry with an instantaneous layer, as describe_metric writes it. */
 function served(name, wire, irr) {
   const m = rr(wire);
-  const [p1, q] = [core.fracToString(m.pYesGivenYes), core.fracToString(m.pYesGivenNo)];
+  const [p1, q] = [fracToString(m.pYesGivenYes), fracToString(m.pYesGivenNo)];
   return {name, description: "", kind: "boolean", mechanism: wire, p_yes_given_yes: p1,
           p_yes_given_no: q, p1, q, epsilon: m.epsilon, memoization: "instantaneous",
           instantaneous: irr, period: "day"};
@@ -76,7 +77,7 @@ test("privacy_loss vectors with an instantaneous layer: Python's layered stateme
     assert.ok(close(loss.oneReportEpsilon, v.one_report_epsilon), v.mechanism);
     assert.ok(close(loss.longRunEpsilon, v.long_run_epsilon), v.mechanism);
     assert.ok(close(loss.costPerNewValue, v.cost_per_new_value), v.mechanism);
-    assert.equal(core.fracToString(loss.pAnswersDiffer), v.p_answers_differ, v.mechanism);
+    assert.equal(fracToString(loss.pAnswersDiffer), v.p_answers_differ, v.mechanism);
     [0, 1, 2, 3, 10, 100].forEach((n, i) => assert.ok(close(loss.after(n), v.after[i]), `${v.mechanism} after ${n}`));
     assert.ok(loss.valueChange.endsWith("the more sharply the more reports there are."));
     assert.equal(loss.valueChange, v.value_change);

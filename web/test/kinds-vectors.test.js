@@ -3,11 +3,12 @@
 import assert from "node:assert/strict";
 import {test} from "node:test";
 
-import {
-  InvalidParameterError, MetricSpec, WireFormatError, alphaThreshold, encodeBatch,
-  fracToString, importSecret, memoValue, parseAllCatalogue, parseFraction, parseMechanism,
-} from "../dist/all.js";
+import {InvalidParameterError, MetricSpec, WireFormatError} from "../dist/all.js";
 import {fromHex, source, vectors} from "./vectors.js";
+import {fracToString, parseFraction} from "../dist/fraction.js";
+import {alphaThreshold, memoValue, parseAllCatalogue, parseMechanism} from "../dist/kinds.js";
+import {importSecret} from "../dist/memo.js";
+import {encodeBatch} from "../dist/wire.js";
 
 
 /** A value the vectors could not write as JSON (NaN, infinities). */

@@ -4,13 +4,12 @@ import assert from "node:assert/strict";
 import {readFileSync} from "node:fs";
 import {test} from "node:test";
 
-import {
-  BitMean, InvalidParameterError, KaryRandomizedResponse, MemoryStore, MetricSpec, QueueError,
-  Reporter, SubsetSelection, UnaryEncoding, UnknownMetricError, domainTag, frac, importSecret,
-  memoValue, parseAllCatalogue, parseFraction,
-} from "../dist/all.js";
+import {BitMean, InvalidParameterError, KaryRandomizedResponse, MemoryStore, MetricSpec, QueueError, Reporter, SubsetSelection, UnaryEncoding, UnknownMetricError, domainTag, frac} from "../dist/all.js";
 import {Reporter as BooleanReporter} from "../dist/index.js";
 import {collectorLike, declarations, sleep, startServer} from "./helpers.js";
+import {parseFraction} from "../dist/fraction.js";
+import {memoValue, parseAllCatalogue} from "../dist/kinds.js";
+import {importSecret} from "../dist/memo.js";
 
 const vectors = JSON.parse(readFileSync(new URL("../../tests/vectors/vectors.json", import.meta.url)));
 // These tests send many reports of one metric: the period gate (tested in period.test.js) is off.

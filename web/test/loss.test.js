@@ -3,10 +3,11 @@
 import assert from "node:assert/strict";
 import {test} from "node:test";
 
-import {MemoryStore, parseMechanism, PrivacyLoss, Reporter, fracToString, UnknownMetricError,
-  } from "../dist/all.js";
+import {MemoryStore, PrivacyLoss, Reporter, UnknownMetricError} from "../dist/all.js";
 import {CATALOGUE, collectorLike, declarations, startServer} from "./helpers.js";
 import {vectors} from "./vectors.js";
+import {fracToString} from "../dist/fraction.js";
+import {parseMechanism} from "../dist/kinds.js";
 
 const close = (a, b) => (a === null || b === null ? a === b
   : Math.abs(a - b) <= 1e-12 * Math.max(1, Math.abs(b)));

@@ -3,10 +3,10 @@
 import assert from "node:assert/strict";
 import {test} from "node:test";
 
-import {
-  InvalidParameterError, RandomizedResponse, SecureBits, below, frac, fracToString, memoBit,
-  importSecret,
-} from "../dist/index.js";
+import {InvalidParameterError, RandomizedResponse, frac} from "../dist/index.js";
+import {fracToString} from "../dist/fraction.js";
+import {importSecret, memoBit} from "../dist/memo.js";
+import {SecureBits, below} from "../dist/random.js";
 
 // 6 SE: an exact binomial tail of at most 2e-9 per check; the 133 checks of the below() test
 // fail 2.6e-7 of runs together (at 5 SE, 7.7e-5; the 16 of the first test, 9.2e-6).

@@ -7,10 +7,11 @@ import {tmpdir} from "node:os";
 import {join} from "node:path";
 import {test} from "node:test";
 
-import {MemoryStore, PeriodGate, periodIndex, Reporter, StoreSecret} from "../dist/index.js";
+import {MemoryStore, Reporter, StoreSecret} from "../dist/index.js";
 import {nodeStorage} from "../dist/node.js";
 import {CATALOGUE, collectorLike, declarations, startServer} from "./helpers.js";
 import {vectors} from "./vectors.js";
+import {PeriodGate, periodIndex} from "../dist/period.js";
 
 const DAY = 86_400_000;
 

@@ -12,8 +12,14 @@ import * as all from "../dist/all.js";
 import {nodeStorage} from "../dist/node.js";
 import {collectorLike, declarations, sleep, startServer} from "./helpers.js";
 import {vectors} from "./vectors.js";
+import {declareCatalogue, parseCatalogue} from "../dist/catalogue.js";
+import {fracToString} from "../dist/fraction.js";
+import {parseMechanism} from "../dist/kinds.js";
+import {importSecret} from "../dist/memo.js";
+import {aboveCeiling, spend} from "../dist/privacy.js";
+import {ledgerTag} from "../dist/tags.js";
 
-const {aboveCeiling, spend, InvalidParameterError, MemoryStore} = core;
+const {InvalidParameterError, MemoryStore} = core;
 const number = (x) => (x === "inf" ? Infinity : x);
 
 test("ceiling vectors: every kind, every max_epsilon, as Python decides", () => {
@@ -21,7 +27,7 @@ test("ceiling vectors: every kind, every max_epsilon, as Python decides", () => 
   assert.ok(vectors.ceiling.decisions.some((v) => v.above) &&
             vectors.ceiling.decisions.some((v) => !v.above));
   for (const v of vectors.ceiling.decisions) {
-    const m = all.parseMechanism(v.mechanism);
+    const m = parseMechanism(v.mechanism);
     assert.equal(aboveCeiling(m.likelihoodRatio, number(v.max_epsilon)), v.above,
                  `${v.mechanism} at ${v.max_epsilon}`);
   }
@@ -77,8 +83,8 @@ async function collector(doc) {
 
 const booleanDoc = (name, mechanism) => {
   const m = core.RandomizedResponse.fromId(mechanism);
-  return {metrics: [{name, description: "", mechanism, p_yes_given_yes: core.fracToString(m.pYesGivenYes),
-                     p_yes_given_no: core.fracToString(m.pYesGivenNo), epsilon: m.epsilon}]};
+  return {metrics: [{name, description: "", mechanism, p_yes_given_yes: fracToString(m.pYesGivenYes),
+                     p_yes_given_no: fracToString(m.pYesGivenNo), epsilon: m.epsilon}]};
 };
 
 async function until(condition, what) {
@@ -284,11 +290,12 @@ test("all: the cap counts each category's memoized answer", async (t) => {
   assert.equal((await store.get("ledger")).os.paid.length, 2);  // never past the cap
 });
 
-test("the exported catalogue parsers still give RandomizedResponse, with its estimator", () => {
-  const parsed = core.parseCatalogue(booleanDoc("m", "rr:1/2:1/2")).get("m");
+test("the catalogue parsers give RandomizedResponse when asked, with its estimator", () => {
+  const {RandomizedResponse} = core;
+  const parsed = parseCatalogue(booleanDoc("m", "rr:1/2:1/2"), undefined, RandomizedResponse).get("m");
   assert.ok(parsed instanceof core.RandomizedResponse);
   assert.equal(parsed.estimate(50, 100).value, 0.5);
-  assert.ok(core.declareCatalogue({m: "rr:1/2:1/2"}).get("m") instanceof core.RandomizedResponse);
+  assert.ok(declareCatalogue({m: "rr:1/2:1/2"}, RandomizedResponse).get("m") instanceof RandomizedResponse);
 });
 
 test("ledger tags are HMACs under the device secret; a clear-tag ledger is re-tagged on load", async (t) => {
@@ -308,8 +315,8 @@ test("ledger tags are HMACs under the device secret; a clear-tag ledger is re-ta
   const r = new core.Reporter(server.url, {log: () => undefined, onePerPeriod: false,
                                            metrics: {m: "rr:1/2:1/2"}, ...nodeStorage(dir)});
   assert.equal(await r.waitReady(5000), true);
-  const key = await core.importSecret(secret);
-  const tag = (metric, id, k) => core.ledgerTag(key, metric, id, k);
+  const key = await importSecret(secret);
+  const tag = (metric, id, k) => ledgerTag(key, metric, id, k);
   const text = readFileSync(join(dir, "queue.json"), "utf8");
   assert.ok(!text.includes("\\u0000"), text);
   assert.deepEqual(JSON.parse(text).ledger, {

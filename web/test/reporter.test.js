@@ -6,12 +6,10 @@ import {tmpdir} from "node:os";
 import {join} from "node:path";
 import {test} from "node:test";
 
-import {
-  InvalidParameterError, MemoryStore, QueueError, Reporter, UnknownMetricError, backoffDelay,
-  DEFAULT_RETRY, parseRetryAfter,
-} from "../dist/index.js";
+import {InvalidParameterError, MemoryStore, QueueError, Reporter, UnknownMetricError} from "../dist/index.js";
 import {nodeStorage} from "../dist/node.js";
 import {CATALOGUE, collectorLike, sleep, startServer} from "./helpers.js";
+import {DEFAULT_RETRY, backoffDelay, parseRetryAfter} from "../dist/sender.js";
 
 // These tests send many reports of one metric: the period gate (tested in period.test.js) is off.
 const quiet = {log: () => undefined, onePerPeriod: false};

@@ -8,17 +8,20 @@ import * as core from "../dist/index.js";
 import * as all from "../dist/all.js";
 import {collectorLike, declarations, startServer} from "./helpers.js";
 import {vectors} from "./vectors.js";
+import {fracToString} from "../dist/fraction.js";
+import {parseMechanism} from "../dist/kinds.js";
+import {identifying, uniqueShare} from "../dist/unique.js";
 
 test("unique share vectors: every mechanism's share and decision, as Python's", () => {
   assert.ok(vectors.unique_share.length > 100);
   assert.ok(vectors.unique_share.some((v) => v.identifying) &&
             vectors.unique_share.some((v) => !v.identifying));
   for (const v of vectors.unique_share) {
-    const m = all.parseMechanism(v.mechanism);
-    const share = all.uniqueShare(m);
+    const m = parseMechanism(v.mechanism);
+    const share = uniqueShare(m);
     // Floats summed in another order: agree to 1e-9 relative (or 1e-300 absolute near 0).
     assert.ok(Math.abs(share - v.share) <= 1e-9 * v.share + 1e-300, `${v.mechanism}: ${share}`);
-    assert.equal(all.identifying(m) !== undefined, v.identifying, v.mechanism);
+    assert.equal(identifying(m) !== undefined, v.identifying, v.mechanism);
   }
 });
 
@@ -29,9 +32,9 @@ test("all: a served identifying mechanism is withheld for every value; fresh is 
   const tag = all.domainTag(labels);
   const entry = (name, vectorId) => {
     const id = vectorId.replace(/:[0-9a-f]{8}$/, `:${tag}`);  // the share ignores the tag
-    const m = all.parseMechanism(id);
+    const m = parseMechanism(id);
     return {name, description: "", kind: "categorical", categories: labels, mechanism: id,
-            p1: core.fracToString(m.p1), q: core.fracToString(m.q), epsilon: m.epsilon,
+            p1: fracToString(m.p1), q: fracToString(m.q), epsilon: m.epsilon,
             memoization: "memoized", instantaneous: null, period: "day"};
   };
   // The app declares each metric under the non-identifying mechanism; the collector serves

@@ -1,8 +1,8 @@
 // The shared test vectors (tests/vectors/vectors.json, written from the Python client) and a
 // random source that replays their words, for vectors.test.js and kinds-vectors.test.js.
 import {readFileSync} from "node:fs";
+import {SecureBits} from "../dist/random.js";
 
-import {SecureBits} from "../dist/index.js";
 
 export const vectors = JSON.parse(
   readFileSync(new URL("../../tests/vectors/vectors.json", import.meta.url)));

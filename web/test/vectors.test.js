@@ -3,12 +3,15 @@
 import assert from "node:assert/strict";
 import {test} from "node:test";
 
-import {
-  RandomizedResponse, below, encodeBatch, fracToString, importSecret, memoBit,
-  memoContext, parseCatalogue, parseFraction, zScore, WireFormatError, InvalidParameterError,
-  ledgerTag, tagContext,
-} from "../dist/index.js";
+import {RandomizedResponse, WireFormatError, InvalidParameterError} from "../dist/index.js";
 import {fromHex, source, vectors} from "./vectors.js";
+import {parseCatalogue} from "../dist/catalogue.js";
+import {fracToString, parseFraction} from "../dist/fraction.js";
+import {zScore} from "../dist/mechanism.js";
+import {importSecret, memoBit, memoContext} from "../dist/memo.js";
+import {below} from "../dist/random.js";
+import {ledgerTag, tagContext} from "../dist/tags.js";
+import {encodeBatch} from "../dist/wire.js";
 
 const hex = (bytes) => Buffer.from(bytes).toString("hex");
 

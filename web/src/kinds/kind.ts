@@ -1,0 +1,70 @@
+/**
+ * What a metric kind defines, in one module per kind (boolean.ts, categorical.ts, histogram.ts,
+ * numeric.ts), registered in one table (table.ts). The rest of the code asks the kind: the
+ * declaration's fields, the mechanism families, the encoding of a true value, the memo key and
+ * the memo's input, and which paid answers stand in for one the cap refuses.
+ */
+import type {Fraction} from "../fraction.js";
+import type {Rr} from "../mechanism.js";
+import type {MetricSpec, ValueMechanism} from "../kinds.js";
+
+
+/** A metric of any kind: randomized response (booleans) or a spec (the other kinds). */
+export type Metric = Rr | MetricSpec;
+
+/** One metric kind: what every kind defines (M: its metrics). */
+export interface Kind<M extends Metric = Metric> {
+  /** The mechanism families (id prefixes) its metrics are reported under. */
+  readonly families: readonly string[];
+  /** The declaration fields only some kinds take that this one does. */
+  readonly fields: readonly string[];
+  /** Whether memo keys round a number under the device's secret threshold α (numeric). */
+  readonly rounds?: boolean;
+  /**
+   * Its metric from a catalogue entry, the (P1, Q) pairs the entry claims and the metric's
+   * own (P1, Q); kinds beyond boolean use MetricSpec.fromDeclaration (kinds.ts) when absent.
+   */
+  entry?(e: Record<string, unknown>): [M, [unknown, unknown][], [Fraction, Fraction]];
+  /** Its metric from a declaration table; MetricSpec.fromDeclaration when absent. */
+  declare?(table: Record<string, unknown>): M;
+  /** Whether a bare mechanism id of its family declares a metric (`rr:`, `bm:`). */
+  readonly bare?: boolean;
+  /** The memo keys whose paid answer is sent instead of a new one the cap refuses, in order. */
+  instead(metric: M, key: number): number[];
+}
+
+/** A kind beyond boolean: its metrics are MetricSpecs (kinds.ts), and it defines their domain,
+ * encoding and memo. */
+export interface ValueKind extends Kind<MetricSpec> {
+  /** The category (bucket) labels of a declaration, checked against `mechanism`. */
+  labels(mechanism: ValueMechanism, categories: readonly string[], edges: readonly Fraction[]):
+    string[];
+  /** The categories a declaration lists. */
+  categories(d: Record<string, unknown>): unknown[];
+  /** Check a declaration's bounds (lower, upper) against `mechanism`. */
+  bounds(d: Record<string, unknown>, mechanism: ValueMechanism): void;
+  /** The true value as the mechanism takes it; never shows the value in an error. */
+  encode(spec: MetricSpec, value: unknown): number | Fraction;
+  /** The memo key of an encoded value under the device's threshold `alpha`. */
+  memoKey(spec: MetricSpec, encoded: number | Fraction, alpha: bigint, grid: number): number;
+  /** The memo's HMAC input for `key` (after its prefix), and the value perturbed for it. */
+  memoInput(spec: MetricSpec, key: number, grid: number): [Uint8Array, number | Fraction];
+}
+
+/** Memo keys 0..last by distance from `key`, the lower first on a tie (histogram, numeric). */
+export function nearest(key: number, last: number): number[] {
+  const keys: number[] = [];
+  for (let distance = 1; distance <= last; distance++) {
+    for (const point of [key - distance, key + distance]) {
+      if (point >= 0 && point <= last) keys.push(point);
+    }
+  }
+  return keys;
+}
+
+/** A category index's memo input: 4 bytes, big-endian. */
+export function indexInput(key: number): [Uint8Array, number] {
+  const value = new Uint8Array(4);
+  new DataView(value.buffer).setUint32(0, key, false);
+  return [value, key];
+}

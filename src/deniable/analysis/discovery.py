@@ -12,16 +12,22 @@ and f_x the share of devices whose string starts with x. So
     pi = 1/g + f_x (p - 1/g)   (binomial over the level's reports).
 
 Decoding is prefix extension (PEM): level 0 tries every first ``step`` bytes; each next level
-extends the ``keep`` best prefixes of the one before by every ``step`` bytes (a prefix ending in
-the NUL padding extends only by NUL). The last level's candidates are whole strings.
+extends the ``keep`` prefixes of the one before with the largest estimates by every ``step``
+bytes. An extension ending in NUL (the padding) is a *complete* string of fewer than
+``max_bytes`` bytes, as is every extension at the last level. A complete string x created at
+level l is never dropped: every level from l on counts it (its prefix there is x padded), and
+all of those levels estimate the same share f_x, so its estimate pools them (counts and
+reports summed: still unbiased, binomial, with their reports together).
 
-**What is shown.** A string is *discovered* when its one-sided lower bound is above zero with
-z = Phi^-1(1 - (1 - confidence) / tested), ``tested`` the number of whole-string candidates
-the last level scored (Bonferroni): with probability at least ``confidence`` no string whose
-true share is 0 is shown. The last level's reports are a population apart from the levels that
-chose the candidates, but the candidates are also ranked on them, hence the correction over all
-of them. ``min_share`` is the share discovered half the time: z times the standard error at
-share 0 (a string must also survive the earlier levels, which have as many reports each).
+**What is shown.** A complete string created at level l was built from parents chosen on levels
+before l only, and is judged on levels l and after only: independent reports. So the
+Bonferroni correction over ``tested`` (every complete string created) is valid: a string is
+*discovered* when its one-sided lower bound share - z stderr is above zero with
+z = Phi^-1(1 - (1 - confidence) / tested), and with probability at least ``confidence`` no
+string whose true share is 0 is shown (up to the fixed family's bias). ``min_share`` is the
+share of a ``max_bytes``-long string discovered half the time: z times its standard error at
+share 0 (shorter strings pool more levels and are seen smaller; all must also survive the
+beam at each earlier level, see docs/discovery.md).
 
 Cost: candidates x seeds hash evaluations per level, numpy uint64 (wrapping) arithmetic;
 independent of n. Memory: the counters (8 bytes x width) plus chunks of 16 MB.
@@ -149,6 +155,42 @@ def prefix_counts(sketch: OpenDomainSketch, cells: IntArray, level: int,
     return total
 
 
+def extension_counts(sketch: OpenDomainSketch, cells: IntArray, level: int,
+                     parents: NDArray[np.uint8], ext: NDArray[np.uint8]) -> IntArray:
+    """C_x for every x = parent + extension (shape (P, X)), faster than ``prefix_counts``.
+
+    The hash is linear in the words, and an extension only fills zero bytes of the parent's
+    padded words, so h(parent + e) = h(parent) + sum_j a_{word j} (e_j << 8 (j mod 4)),
+    mod 2**64: one multiply-add per candidate and seed instead of one per word.
+    """
+    length = parents.shape[1] + ext.shape[1]
+    words = -(-length // 4)
+    table = _constants(sketch, level, words)  # (seeds, words + 1)
+    padded = np.zeros((parents.shape[0], length), dtype=np.uint8)
+    padded[:, :parents.shape[1]] = parents
+    parent_words = _words(padded)  # (P, words), the new bytes zero
+    added = np.zeros((sketch.seeds, ext.shape[0]), dtype=np.uint64)  # (seeds, X)
+    for j in range(ext.shape[1]):
+        position = parents.shape[1] + j
+        shifted = ext[:, j].astype(np.uint64) << np.uint64(8 * (position % 4))
+        added += table[:, 1 + position // 4][:, None] * shifted[None, :]
+    total = np.zeros((parents.shape[0], ext.shape[0]), dtype=np.int64)
+    per = max(1, _CHUNK // max(1, parents.shape[0] * ext.shape[0]))
+    g = np.uint64(sketch.g)
+    for start in range(0, sketch.seeds, per):
+        stop = min(sketch.seeds, start + per)
+        base = table[start:stop, :1].copy()  # (S, 1)
+        base = np.repeat(base, parents.shape[0], axis=1)  # (S, P)
+        for i in range(words):
+            base += table[start:stop, 1 + i][:, None] * parent_words[:, i][None, :]
+        h = base[:, :, None] + added[start:stop, None, :]  # (S, P, X), wraps mod 2**64
+        index = ((h >> np.uint64(32)) * g) >> np.uint64(32)
+        rows = cells[level][start:stop]  # (S, g)
+        total += np.take_along_axis(rows, index.reshape(stop - start, -1).astype(np.intp),
+                                    axis=1).sum(axis=0).reshape(total.shape)
+    return total
+
+
 def estimate(sketch: OpenDomainSketch, counts: IntArray, n_level: int
              ) -> tuple[FloatArray, FloatArray]:
     """(share, standard error) of prefixes from their counts C_x at a level of n_level
@@ -175,20 +217,20 @@ def _extensions(step: int) -> NDArray[np.uint8]:
     return out[~nul_then_byte]
 
 
-def _extend(prefixes: NDArray[np.uint8], step: int
-            ) -> tuple[NDArray[np.uint8], NDArray[np.int64]]:
-    """Every extension of every prefix by ``step`` bytes, and the index of each one's parent."""
-    ext = _extensions(step)
+def _extend_and_count(sketch: OpenDomainSketch, cells: IntArray, level: int,
+                      prefixes: NDArray[np.uint8]) -> tuple[NDArray[np.uint8], IntArray]:
+    """Every extension of every prefix by ``step`` bytes (a value is not empty; after the NUL
+    padding only NULs follow), with its count C_x."""
+    ext = _extensions(sketch.step)
+    counts = extension_counts(sketch, cells, level, prefixes, ext)  # (P, X)
     if prefixes.shape[1] == 0:
-        first = ext[ext[:, 0] != 0]  # a value is not empty
-        return first, np.zeros(first.shape[0], dtype=np.int64)
-    ended = prefixes[:, -1] == 0
-    grow, stop = np.flatnonzero(~ended), np.flatnonzero(ended)
-    tiled = np.concatenate([np.repeat(prefixes[grow], ext.shape[0], axis=0),
-                            np.tile(ext, (grow.size, 1))], axis=1)
-    done = np.concatenate([prefixes[stop], np.zeros((stop.size, step), np.uint8)], axis=1)
-    return (np.concatenate([tiled, done], axis=0),
-            np.concatenate([np.repeat(grow, ext.shape[0]), stop]))
+        valid = np.broadcast_to(ext[:, 0] != 0, counts.shape)
+    else:
+        ended = prefixes[:, -1] == 0
+        valid = np.where(ended[:, None], (ext == 0).all(axis=1)[None, :], True)
+    parent, which = np.nonzero(valid)
+    out = np.concatenate([prefixes[parent], ext[which]], axis=1)
+    return out, counts[parent, which]
 
 
 def discover(mechanism: OpenDomainSketch | str, counters: NDArray[np.integer], *,
@@ -215,30 +257,53 @@ def discover(mechanism: OpenDomainSketch | str, counters: NDArray[np.integer], *
         raise InvalidParameterError(f"keep must be an int >= 1. Got {keep!r}.")
     cells = level_counters(sketch, counters)
     n_per_level = tuple(int(x) for x in cells.sum(axis=(1, 2)))
-    prefixes = np.zeros((1, 0), dtype=np.uint8)
-    share = stderr = np.zeros(0)
+    growing = np.zeros((1, 0), dtype=np.uint8)
+    done_rows: list[NDArray[np.uint8]] = []  # complete strings, padded to max_bytes
+    done_counts: list[IntArray] = []  # their counts summed over the levels since creation
+    done_n: list[IntArray] = []  # the reports of those levels
     for level in range(sketch.levels):
-        prefixes, _ = _extend(prefixes, sketch.step)
-        counts = prefix_counts(sketch, cells, level, prefixes)
-        share, stderr = estimate(sketch, counts, n_per_level[level])
-        if level < sketch.levels - 1 and prefixes.shape[0] > keep:
-            best = np.argsort(-share, kind="stable")[:keep]
-            prefixes = prefixes[best]
-    tested = int(prefixes.shape[0])
+        length = sketch.prefix_length(level)
+        for i, rows in enumerate(done_rows):  # complete strings: every level counts them
+            done_counts[i] = done_counts[i] + prefix_counts(sketch, cells, level,
+                                                            rows[:, :length])
+            done_n[i] = done_n[i] + n_per_level[level]
+        if growing.shape[0] == 0:
+            continue
+        prefixes, counts = _extend_and_count(sketch, cells, level, growing)
+        ended = (prefixes[:, -1] == 0) | (level == sketch.levels - 1)
+        if ended.any():  # created here from parents chosen on earlier levels only
+            rows = np.zeros((int(ended.sum()), sketch.max_bytes), dtype=np.uint8)
+            rows[:, :length] = prefixes[ended]
+            done_rows.append(rows)
+            done_counts.append(counts[ended])
+            done_n.append(np.full(rows.shape[0], n_per_level[level], dtype=np.int64))
+        prefixes, counts = prefixes[~ended], counts[~ended]
+        share, _ = estimate(sketch, counts, n_per_level[level])
+        best = np.argsort(-share, kind="stable")[:keep]
+        growing = prefixes[best]
+    strings = np.concatenate(done_rows) if done_rows else np.zeros((0, sketch.max_bytes),
+                                                                      np.uint8)
+    pooled_counts = np.concatenate(done_counts) if done_counts else np.zeros(0, np.int64)
+    pooled_n = np.concatenate(done_n) if done_n else np.zeros(0, np.int64)
+    gain, base = float(sketch.p) - 1.0 / sketch.g, 1.0 / sketch.g
+    with np.errstate(divide="ignore", invalid="ignore"):
+        rate = pooled_counts / pooled_n
+        share = (rate - base) / gain
+        pi = np.clip(rate, 1.0 / np.maximum(pooled_n, 1), 1.0 - 1.0 / np.maximum(pooled_n, 1))
+        stderr = np.sqrt(pi * (1 - pi) / pooled_n) / gain
+    tested = int(strings.shape[0])
     alpha = (1 - confidence) / max(tested, 1)
     z = NormalDist().inv_cdf(1 - alpha)
     order = np.argsort(-share, kind="stable")
     ranked: list[Found] = []
     for i in order:
-        text = decode_string(prefixes[i].tobytes())
+        text = decode_string(strings[i].tobytes())
         if text is None or not math.isfinite(share[i]):
             continue
         ranked.append(Found(text, float(share[i]), float(share[i] - z * stderr[i]),
                             float(share[i] + z * stderr[i])))
     found = tuple(f for f in ranked if f.lower > 0)
     n_last = n_per_level[-1]
-    gain = float(sketch.p) - 1.0 / sketch.g
-    base = 1.0 / sketch.g
     min_share = z * math.sqrt(base * (1 - base) / n_last) / gain if n_last else math.inf
     return Discovery(sketch.id, int(np.asarray(counters)[0]), n_per_level, found,
                      tuple(ranked), tested, confidence, z, min_share)

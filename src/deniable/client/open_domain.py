@@ -71,7 +71,7 @@ def normalise(value: object, max_bytes: int, clamp: bool = False) -> bytes:
             f"the value must be a str. Got a {type(value).__name__} instead.")
     try:
         data = unicodedata.normalize("NFC", value).encode("utf-8")
-    except UnicodeEncodeError as exc:  # a lone surrogate
+    except UnicodeEncodeError:  # a lone surrogate
         raise InvalidParameterError("the value must be valid Unicode text") from None
     if not data:
         raise InvalidParameterError("the value must be a non-empty string")

@@ -33,7 +33,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from deniable.analysis.discovery import Discovery, discover
-from deniable.client.open_domain import OpenDomainSketch, normalise
+from deniable.client.open_domain import OpenDomainSketch
 
 ALPHABET = "abcdefghijklmnopqrstuvwxyz0123456789"
 EPSILONS = (1.0, 2.0, math.log(9), 4.0)

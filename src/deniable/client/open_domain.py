@@ -86,6 +86,9 @@ def normalise(value: object, max_bytes: int, clamp: bool = False) -> bytes:
         while cut > 0 and (data[cut] & 0xC0) == 0x80:  # never split a character
             cut -= 1
         data = data[:cut]
+        if not data:
+            raise InvalidParameterError(
+                f"the value's first character is longer than {max_bytes} UTF-8 bytes")
     return data + b"\x00" * (max_bytes - len(data))
 
 

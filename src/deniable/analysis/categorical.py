@@ -33,7 +33,7 @@ from deniable.client.errors import InvalidParameterError
 from deniable.client.kinds import Mechanism
 from deniable.client.mechanism import z_score
 from deniable.client.period import DEFAULT_POLICY, CollectionPolicy
-from deniable.analysis.estimate import Estimates, debias, slot_channel
+from deniable.analysis.debias import Estimates, debias, slot_channel
 from deniable.core.window import INTERVAL_NOTE
 
 FloatArray = NDArray[np.float64]

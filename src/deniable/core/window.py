@@ -34,13 +34,12 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, NamedTuple
 
 from deniable.client.composition import from_probabilities, split
 from deniable.client.mechanism import Estimate, RandomizedResponse, wilson_interval, z_score
 from deniable.client.period import CollectionPolicy
 from deniable.core.periods import period_number
-
 
 
 @functools.lru_cache(maxsize=256)
@@ -109,6 +108,22 @@ class Scalars:
     def where(condition: bool, a: float, b: float) -> float:
         return a if condition else b
 
+    @staticmethod
+    def sqrt(x: float) -> float:
+        return math.sqrt(x)
+
+    @staticmethod
+    def logical_and(a: bool, b: bool) -> bool:
+        return bool(a and b)
+
+    @staticmethod
+    def logical_or(a: bool, b: bool) -> bool:
+        return bool(a or b)
+
+    @staticmethod
+    def logical_not(a: bool) -> bool:
+        return not a
+
 
 def design_effect(mechanism: RandomizedResponse, policy: CollectionPolicy, rate: Any,
                   periods: Any, xp: Any = Scalars) -> Any:
@@ -172,28 +187,66 @@ class WindowEstimate(Estimate):
     design_effect: float = 1.0
 
 
+class Debiased(NamedTuple):
+    """The fields of one estimate (floats), or of many (numpy arrays of one shape)."""
+
+    yes_rate: Any
+    value: Any
+    unclipped: Any
+    stderr: Any
+    ci_low: Any
+    ci_high: Any
+    clipped: Any
+    wide: Any
+    interval_clipped: Any
+    design_effect: Any
+
+
+def debias_line(mechanism: RandomizedResponse, policy: CollectionPolicy, ones: Any, n: Any,
+                periods: Any, confidence: float = 0.95, xp: Any = Scalars) -> Debiased:
+    """THE estimator of every kind: debias ``ones`` of ``n`` reports pooled over ``periods``
+    reporting periods on the mechanism's line p = (r - Q) / (P1 - Q), with Wilson's interval
+    on the perturbed rate r over n / deff reports (Kish), mapped through the line.
+
+    ``value`` and the interval are clipped to [0, 1]; ``unclipped`` is the unbiased value.
+    Floats by default (n > 0); with ``xp=numpy`` (float n, under ``numpy.errstate``),
+    arrays element-wise, where n = 0 gives NaN estimates and the interval [0, 1].
+    """
+    q, spread = line(mechanism)
+    rate = ones / n
+    deff = design_effect(mechanism, policy, rate, periods, xp)
+    n_eff = n / deff  # Kish's effective number of independent reports
+    unclipped = (rate - q) / spread
+    stderr = xp.sqrt(rate * (1 - rate) / n_eff) / spread
+    low_rate, high_rate = wilson_interval(rate, n_eff, z_score(confidence))
+    low, high = (low_rate - q) / spread, (high_rate - q) / spread
+    empty = n == 0
+    ci_low = xp.where(empty, 0.0, xp.clip(low, 0.0, 1.0))
+    ci_high = xp.where(empty, 1.0, xp.clip(high, 0.0, 1.0))
+    value = xp.clip(unclipped, 0.0, 1.0)
+    return Debiased(
+        yes_rate=rate, value=value, unclipped=unclipped, stderr=stderr, ci_low=ci_low,
+        ci_high=ci_high, clipped=xp.logical_and(xp.logical_not(empty), value != unclipped),
+        wide=(ci_high - ci_low) >= 0.5,
+        interval_clipped=xp.logical_and(
+            xp.logical_not(empty), xp.logical_or(ci_low != low, ci_high != high)),
+        design_effect=xp.where(empty, math.nan, deff))
+
+
 def window_estimate(mechanism: RandomizedResponse, policy: CollectionPolicy, ones: int, n: int,
                     periods: int, confidence: float = 0.95) -> WindowEstimate:
     """Debias ``ones`` of ``n`` reports pooled over ``periods`` periods, with the window
-    interval (the formulas of ``deniable.analysis.estimate.debias``, for one bucket)."""
+    interval (``debias_line`` on one bucket)."""
     if n == 0:
         nan = math.nan
         return WindowEstimate(0, 0, nan, nan, nan, nan, 0.0, 1.0, confidence, False, True,
                               False, periods, nan)
-    q, spread = line(mechanism)
-    rate = ones / n
-    deff = design_effect(mechanism, policy, rate, periods)
-    n_eff = n / deff
-    unclipped = (rate - q) / spread
-    low_rate, high_rate = wilson_interval(rate, n_eff, z_score(confidence))
-    low, high = (low_rate - q) / spread, (high_rate - q) / spread
-    ci_low, ci_high = min(1.0, max(0.0, low)), min(1.0, max(0.0, high))
-    value = min(1.0, max(0.0, unclipped))
+    e = debias_line(mechanism, policy, ones, n, periods, confidence)
     return WindowEstimate(
-        n=n, ones=ones, yes_rate=rate, value=value, unclipped=unclipped,
-        stderr=math.sqrt(rate * (1 - rate) / n_eff) / spread, ci_low=ci_low, ci_high=ci_high,
-        confidence=confidence, clipped=value != unclipped, wide=ci_high - ci_low >= 0.5,
-        interval_clipped=(ci_low, ci_high) != (low, high), periods=periods, design_effect=deff)
+        n=n, ones=ones, yes_rate=e.yes_rate, value=e.value, unclipped=e.unclipped,
+        stderr=e.stderr, ci_low=e.ci_low, ci_high=e.ci_high, confidence=confidence,
+        clipped=e.clipped, wide=e.wide, interval_clipped=e.interval_clipped, periods=periods,
+        design_effect=e.design_effect)
 
 
 def estimand(policy: CollectionPolicy, periods: int | None,

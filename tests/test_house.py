@@ -94,7 +94,7 @@ def test_the_cycle_contract_fails_on_a_cycle_hidden_in_a_function(tmp_path: Path
     config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]
     cycles = next(c for c in config["contracts"] if c["type"] == "acyclic_siblings")
     (tmp_path / ".importlinter").write_text(
-        f"[importlinter]\nroot_package = deniable\ncontract_types =\n\n"
+        f"[importlinter]\nroot_package = deniable\n\n"
         f"[importlinter:contract:cycles]\nname = {cycles['name']}\ntype = acyclic_siblings\n"
         f"ancestors = {' '.join(cycles['ancestors'])}\n")
     done = subprocess.run([str(Path(sys.executable).parent / "lint-imports"), "--no-cache",

@@ -34,7 +34,7 @@ from deniable.client.kinds import Mechanism
 from deniable.client.mechanism import z_score
 from deniable.client.period import DEFAULT_POLICY, CollectionPolicy
 from deniable.analysis.debias import Estimates, debias, slot_channel
-from deniable.core.window import INTERVAL_NOTE
+from deniable.core.window import INTERVAL_NOTE, simultaneous_level
 
 FloatArray = NDArray[np.float64]
 PROJECTION_NOTE = ("biased: Euclidean projection of the unbiased shares onto the probability "
@@ -82,7 +82,7 @@ class CategoryEstimates:
     @property
     def simultaneous_confidence(self) -> float:
         """The per-category level of each simultaneous interval: 1 - (1 - confidence) / d."""
-        return 1 - (1 - self.confidence) / self.d
+        return simultaneous_level(self.confidence, self.d)
 
     @property
     def interval_note(self) -> str:
@@ -161,8 +161,8 @@ def category_arrays(values: NDArray[np.int64], mechanism: Mechanism, confidence:
     channel = slot_channel(mechanism)
     z_score(confidence)  # checks it
     marginal = debias(channel, slots, n, confidence, policy=policy, periods=t)
-    simultaneous = debias(channel, slots, n, 1 - (1 - confidence) / d, policy=policy,
-                          periods=t)
+    simultaneous = debias(channel, slots, n, simultaneous_level(confidence, d),
+                          policy=policy, periods=t)
     return marginal, simultaneous
 
 

@@ -438,6 +438,12 @@ INTERVAL_NOTE = ("ci: per-category {pct} interval (each category on its own); si
 """Which interval is which, for categorical metrics: every output carries it."""
 
 
+def simultaneous_level(confidence: float, d: int) -> float:
+    """The per-category confidence level at which all ``d`` categories' intervals hold at
+    once with ``confidence`` (Bonferroni): 1 - (1 - confidence) / d."""
+    return 1 - (1 - confidence) / d
+
+
 def category_flags(value: float, n: int, low: float, high: float) -> str:
     """The caveats of one category's share: no reports, outside [0, 1] (noise), wide."""
     if n == 0:
@@ -461,7 +467,8 @@ def category_estimates(mechanism: Any, policy: CollectionPolicy, counts: Sequenc
     out = []
     for c in counts[1:]:
         e = window_estimate(channel, policy, int(c), n, periods, confidence)
-        sim = window_estimate(channel, policy, int(c), n, periods, 1 - (1 - confidence) / d)
+        sim = window_estimate(channel, policy, int(c), n, periods,
+                              simultaneous_level(confidence, d))
         unbiased = None if e.unclipped != e.unclipped else e.unclipped
         out.append({"ones": int(c), "yes_rate": None if e.yes_rate != e.yes_rate else e.yes_rate,
                     "estimate": unbiased,

@@ -33,8 +33,8 @@ class RedisCounterReader:
     def __init__(self, redis_url: str, metrics_file: str | Path | None = None) -> None:
         self._store = Store(connect(redis_url, cluster=None))  # a Redis Cluster too
         self._file_metrics = load_metrics_file(metrics_file) if metrics_file else {}
-        self._registry = LiveRegistry(self._store.client, self._file_metrics,
-                                      cache_seconds=REGISTRY_CACHE_SECONDS)
+        self._registry = LiveRegistry(self._store.client,  # type: ignore[arg-type]
+                                      self._file_metrics, cache_seconds=REGISTRY_CACHE_SECONDS)
 
     @property
     def file_metrics(self) -> Mapping[str, Metric]:

@@ -24,17 +24,21 @@ When devices differ between periods, each device reports in at most T of them, s
 variance is at most this one: the interval is conservative, and at most sqrt(T) times wider
 than needed (when no device reports twice in the window).
 
-The collector never imports ``deniable.analysis``; the analysis imports this module.
+``debias_line`` is the one estimator of every kind (a boolean's share, each category's share,
+1BitMean's scaled mean): the dashboard calls it on floats, the analysis on numpy arrays
+(``xp=numpy``; this package imports no numpy). The collector never imports
+``deniable.analysis``; both import this module.
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 import html
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeVar
 
 from deniable.client.composition import from_probabilities, split
 from deniable.client.mechanism import Estimate, RandomizedResponse, wilson_interval, z_score
@@ -363,10 +367,12 @@ def in_units(text: str, lower: float | None, upper: float | None) -> str:
     return text.replace("[0, 1]", f"[{lower:g}, {upper:g}]")
 
 
-def scaled(e: WindowEstimate, lower: float, upper: float) -> WindowEstimate:
-    """A window estimate of 1BitMean's s in [0, 1] in the metric's units."""
-    import dataclasses
+E = TypeVar("E", bound=Estimate)
 
+
+def scaled(e: E, lower: float, upper: float) -> E:
+    """An estimate (a window's, or any ``Estimate``) of 1BitMean's s in [0, 1] in the
+    metric's units: every estimate and bound x becomes lower + (upper - lower) x."""
     span = upper - lower
     return dataclasses.replace(
         e, value=lower + span * e.value, unclipped=lower + span * e.unclipped,

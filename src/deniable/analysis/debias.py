@@ -28,7 +28,7 @@ from numpy.typing import NDArray
 from deniable.client.kinds import Mechanism
 from deniable.client.mechanism import Estimate, RandomizedResponse
 from deniable.client.period import DEFAULT_POLICY, CollectionPolicy
-from deniable.core.window import channel_rr, debias_line, scaled
+from deniable.core.window import Debiased, channel_rr, debias_line, scaled
 
 FloatArray = NDArray[np.float64]
 
@@ -75,17 +75,34 @@ def debias(mechanism: RandomizedResponse, ones: NDArray[np.int64], n: NDArray[np
         policy: how the metric is collected (memoization, period).
         periods: T, the reporting periods each bucket pools, shape (buckets,); 1 by default.
     """
+    ones, n = checked_counts(ones, n)
+    t = np.ones(n.shape, np.int64) if periods is None else np.asarray(periods, np.int64)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        e = debias_line(mechanism, policy, ones, n.astype(np.float64), t, confidence, xp=np)
+    return estimates_of(e, ones, n, t, confidence)
+
+
+def checked_counts(ones: NDArray[np.int64], n: NDArray[np.int64]
+                   ) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+    """``ones`` and ``n`` as int64 arrays of one shape with 0 <= ones <= n.
+
+    Raises:
+        ValueError: counts of different shapes, or out of that range.
+    """
     ones = np.asarray(ones, dtype=np.int64)
     n = np.asarray(n, dtype=np.int64)
     if ones.shape != n.shape or np.any(n < 0) or np.any(ones < 0) or np.any(ones > n):
         raise ValueError("need arrays of one shape with 0 <= ones <= n")
-    t = np.ones(n.shape, np.int64) if periods is None else np.asarray(periods, np.int64)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        e = debias_line(mechanism, policy, ones, n.astype(np.float64), t, confidence, xp=np)
+    return ones, n
+
+
+def estimates_of(e: Debiased, ones: NDArray[np.int64], n: NDArray[np.int64],
+                 periods: NDArray[np.int64], confidence: float) -> Estimates:
+    """The ``Estimates`` of ``debias_line``'s arrays for these counts."""
     return Estimates(
         n=n, ones=ones, yes_rate=e.yes_rate, estimate=e.value, unclipped=e.unclipped,
         stderr=e.stderr, ci_low=e.ci_low, ci_high=e.ci_high, clipped=e.clipped, wide=e.wide,
-        confidence=confidence, interval_clipped=e.interval_clipped, periods=t,
+        confidence=confidence, interval_clipped=e.interval_clipped, periods=periods,
         design_effect=e.design_effect)
 
 

@@ -450,6 +450,22 @@ def simultaneous_level(confidence: float, d: int) -> float:
     return 1 - (1 - confidence) / d
 
 
+def debias_categories(mechanism: Any, policy: CollectionPolicy, slots: Any, n: Any,
+                      periods: Any, d: int, confidence: float = 0.95,
+                      xp: Any = Scalars) -> tuple[Debiased, Debiased]:
+    """THE estimator of categorical and histogram metrics: each category's slot debiased on
+    the mechanism's channel (``channel_rr``), as (per-category: at ``confidence``;
+    simultaneous: at the Bonferroni level over the ``d`` categories, ``simultaneous_level``).
+
+    Floats (one category's count, n > 0) or, with ``xp=numpy``, arrays of any shape, as
+    ``debias_line``: the dashboard calls it per category, the analysis on (buckets, d) arrays.
+    """
+    channel = channel_rr(mechanism)
+    return (debias_line(channel, policy, slots, n, periods, confidence, xp),
+            debias_line(channel, policy, slots, n, periods, simultaneous_level(confidence, d),
+                        xp))
+
+
 def category_flags(value: float, n: int, low: float, high: float) -> str:
     """The caveats of one category's share: no reports, outside [0, 1] (noise), wide."""
     if n == 0:
@@ -466,15 +482,18 @@ def category_estimates(mechanism: Any, policy: CollectionPolicy, counts: Sequenc
                        periods: int, confidence: float = 0.95) -> list[dict[str, Any]]:
     """Per category of one bucket (``counts``: n, then each category's count): the unbiased
     share, its plug-in stderr, the per-category interval and the simultaneous one (Bonferroni
-    over the d categories), as JSON-ready dicts (the formulas of
-    ``deniable.analysis.categorical``, in plain Python, for the dashboard)."""
-    channel = channel_rr(mechanism)
+    over the d categories), as JSON-ready dicts: ``debias_categories`` on each category's
+    count, for the dashboard (the analysis applies it to arrays)."""
     n, d = int(counts[0]), len(counts) - 1
     out = []
     for c in counts[1:]:
-        e = window_estimate(channel, policy, int(c), n, periods, confidence)
-        sim = window_estimate(channel, policy, int(c), n, periods,
-                              simultaneous_level(confidence, d))
+        e: Debiased | WindowEstimate
+        sim: Debiased | WindowEstimate
+        if n == 0:  # no reports: NaN estimates, the interval [0, 1]
+            e = sim = window_estimate(channel_rr(mechanism), policy, int(c), 0, periods,
+                                      confidence)
+        else:
+            e, sim = debias_categories(mechanism, policy, int(c), n, periods, d, confidence)
         unbiased = None if e.unclipped != e.unclipped else e.unclipped
         out.append({"ones": int(c), "yes_rate": None if e.yes_rate != e.yes_rate else e.yes_rate,
                     "estimate": unbiased,

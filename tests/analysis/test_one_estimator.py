@@ -1,6 +1,7 @@
 """One estimator: the dashboard's plain-Python estimates (``deniable.core.window``) and the
-analysis's numpy arrays (``deniable.analysis.debias``) are the same function,
-``core.window.debias_line``, applied to floats or to arrays. Exact identities, no sampling."""
+analysis's numpy arrays (``deniable.analysis.debias``, ``.categorical``) are the same
+functions, ``core.estimators.debias_line`` and ``debias_categories``, applied to floats or to
+arrays. Exact identities, no sampling."""
 from __future__ import annotations
 
 import math
@@ -14,7 +15,8 @@ from deniable.analysis.categorical import estimate_categories
 from deniable.analysis.debias import debias
 from deniable.client.categorical import KaryRandomizedResponse
 from deniable.client.period import CollectionPolicy
-from deniable.core.window import category_estimates, window_estimate
+from deniable.core.estimators import window_estimate
+from deniable.core.window import category_estimates
 
 POLICIES = (CollectionPolicy("memoized"), CollectionPolicy("fresh"),
             CollectionPolicy("instantaneous", LAYER), CollectionPolicy("memoized", period="week"))

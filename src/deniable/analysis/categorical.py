@@ -34,7 +34,8 @@ from deniable.client.kinds import Mechanism
 from deniable.client.mechanism import z_score
 from deniable.client.period import DEFAULT_POLICY, CollectionPolicy
 from deniable.analysis.debias import Estimates, checked_counts, estimates_of
-from deniable.core.window import INTERVAL_NOTE, debias_categories, simultaneous_level
+from deniable.core.estimators import debias_categories, simultaneous_level
+from deniable.core.window import INTERVAL_NOTE
 
 FloatArray = NDArray[np.float64]
 PROJECTION_NOTE = ("biased: Euclidean projection of the unbiased shares onto the probability "

@@ -1,4 +1,4 @@
-"""Debiasing perturbed counts with numpy: the one estimator of ``deniable.core.window``
+"""Debiasing perturbed counts with numpy: the one estimator of ``deniable.core.estimators``
 (``debias_line``) applied to whole arrays of buckets at once.
 
 The formulas are the mechanism's own (``RandomizedResponse.debias`` and ``.estimate``):
@@ -14,7 +14,7 @@ interval) serves every kind: categorical metrics apply it to each category's col
 ones to the scaled value s = (x - lower) / (upper - lower), then map s back to units.
 
 A bucket that pools T > 1 reporting periods gets the honest window interval
-(``deniable.core.window``): Wilson's with n / deff reports, deff the design effect of the
+(``deniable.core.variance``): Wilson's with n / deff reports, deff the design effect of the
 metric's collection policy (memoized reports do not average out across periods).
 """
 from __future__ import annotations
@@ -28,7 +28,7 @@ from numpy.typing import NDArray
 from deniable.client.kinds import Mechanism
 from deniable.client.mechanism import Estimate, RandomizedResponse
 from deniable.client.period import DEFAULT_POLICY, CollectionPolicy
-from deniable.core.window import Debiased, channel_rr, debias_line, scaled
+from deniable.core.estimators import Debiased, channel_rr, debias_line, scaled
 
 FloatArray = NDArray[np.float64]
 
@@ -110,7 +110,7 @@ def slot_channel(mechanism: Mechanism) -> RandomizedResponse:
     """The randomized response whose (P1, Q) is exactly each counted slot's of ``mechanism``
     (``mechanism.channel``): the mechanism itself for a boolean metric. Its own epsilon is
     that of one slot alone, not the mechanism's: show ``mechanism.epsilon``. One definition,
-    ``deniable.core.window.channel_rr``, which the dashboard uses too."""
+    ``deniable.core.estimators.channel_rr``, which the dashboard uses too."""
     return channel_rr(mechanism)
 
 
@@ -125,7 +125,7 @@ def scale_estimates(e: Estimates, lower: float, upper: float) -> Estimates:
 
 
 def scale_estimate(e: Estimate, lower: float, upper: float) -> Estimate:
-    """``scale_estimates`` for one ``Estimate`` (``deniable.core.window.scaled``)."""
+    """``scale_estimates`` for one ``Estimate`` (``deniable.core.estimators.scaled``)."""
     return scaled(e, lower, upper)
 
 

@@ -1,6 +1,6 @@
 """A metric's estimates over ranges and windows: summaries, window estimates, per kind.
 
-The estimator itself is ``deniable.analysis.debias`` (numpy over ``deniable.core.window``'s
+The estimator itself is ``deniable.analysis.debias`` (numpy over ``deniable.core.estimators``'s
 one definition); this module pools a metric's buckets over ranges and windows and debiases
 each kind: a boolean's share of yes, a numeric metric's mean in its units, a categorical or
 histogram metric's per-category shares (``deniable.analysis.categorical``).

@@ -162,7 +162,7 @@ def collectors(stack: ExitStack, url: str, cluster: bool, count: int, workers: i
 
 def stored(url: str) -> int:
     """Reports Redis holds for the bench's metrics, through RedisSource (any layout)."""
-    from deniable.analysis.sources import RedisSource
+    from deniable.cli.sources import RedisSource
 
     source = RedisSource(url)
     return sum(int(source.counts(m).n.sum()) for m in METRICS)

@@ -55,7 +55,8 @@ from typing import Any
 import numpy as np
 import redis
 
-from deniable.analysis import RedisSource, analyze, render_html
+from deniable.analysis import analyze, render_html
+from deniable.cli.sources import RedisSource
 from deniable.analysis.breakdown import breakdown
 from deniable.analysis.breakdown_report import render_breakdowns
 from deniable.analysis.categorical import category_arrays

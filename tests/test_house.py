@@ -65,4 +65,41 @@ def test_imports_keep_to_the_layers_lazy_imports_included(tmp_path: Path) -> Non
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, f"an import breaks the layers in pyproject.toml " \
                                  f"([tool.importlinter]):\n{done.stdout}{done.stderr}"
-    assert "1 kept, 0 broken" in done.stdout
+    assert "2 kept, 0 broken" in done.stdout
+
+
+def test_the_layers_have_no_exception_and_every_package_is_checked_for_cycles() -> None:
+    import tomllib
+
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]
+    contracts = {c["type"]: c for c in config["contracts"]}
+    assert contracts["layers"]["layers"] == [
+        "deniable.cli", "deniable.audit", "deniable.collector | deniable.analysis",
+        "deniable.core", "deniable.client"]
+    assert all("ignore_imports" not in c for c in config["contracts"])
+    assert contracts["acyclic_siblings"]["ancestors"] == ["deniable"]
+
+
+def test_the_cycle_contract_fails_on_a_cycle_hidden_in_a_function(tmp_path: Path) -> None:
+    import tomllib
+
+    # A package shaped like ours (a sub-package of two modules), with the one cycle hidden
+    # behind a function-level import, checked by the cycle contract of pyproject.toml.
+    package = tmp_path / "src" / "deniable" / "collector"
+    package.mkdir(parents=True)
+    (package.parent / "__init__.py").write_text("")
+    (package / "__init__.py").write_text("")
+    (package / "api.py").write_text("from deniable.collector import auth\n")
+    (package / "auth.py").write_text("def guard():\n    from deniable.collector import api\n")
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]
+    cycles = next(c for c in config["contracts"] if c["type"] == "acyclic_siblings")
+    (tmp_path / ".importlinter").write_text(
+        f"[importlinter]\nroot_package = deniable\n\n"
+        f"[importlinter:contract:cycles]\nname = {cycles['name']}\ntype = acyclic_siblings\n"
+        f"ancestors = {' '.join(cycles['ancestors'])}\n")
+    done = subprocess.run([str(Path(sys.executable).parent / "lint-imports"), "--no-cache",
+                           "--no-logo"], cwd=tmp_path,
+                          env={**os.environ, "PYTHONPATH": str(tmp_path / "src")},
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "No cycles are allowed in deniable.collector" in done.stdout

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from deniable.analysis import RedisSource
+from deniable.cli.sources import RedisSource
 from deniable.analysis.breakdown import (DEFAULT_MIN_REPORTS, BreakdownError, breakdown,
                                          cell_row)
 from deniable.analysis.compare import holm

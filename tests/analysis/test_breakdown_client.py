@@ -15,7 +15,8 @@ from collections.abc import Iterator
 import pytest
 import redis
 
-from deniable.analysis import HTTPSource, RedisSource
+from deniable.analysis import HTTPSource
+from deniable.cli.sources import RedisSource
 from deniable.analysis.breakdown import breakdown
 from deniable.cli.main import main
 from deniable.client import Reporter

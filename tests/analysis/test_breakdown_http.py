@@ -10,7 +10,8 @@ import pytest
 import redis
 import requests
 
-from deniable.analysis import HTTPSource, RedisSource
+from deniable.analysis import HTTPSource
+from deniable.cli.sources import RedisSource
 from deniable.analysis.breakdown import breakdown
 from deniable.analysis.sources import SourceError
 from deniable.client.wire import encode_batch, new_batch_id

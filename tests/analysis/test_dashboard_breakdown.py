@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from deniable.analysis import RedisSource
+from deniable.cli.sources import RedisSource
 from deniable.analysis.breakdown import breakdown
 from tests.analysis.test_breakdown import (BOOLEAN, DIMS, LOAD, OS, RANGE, STARTUP, _ingest,
                                            _register, _reports)

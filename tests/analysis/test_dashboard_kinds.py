@@ -8,7 +8,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from deniable.analysis import RedisSource, summarize
+from deniable.analysis import summarize
+from deniable.cli.sources import RedisSource
 from deniable.analysis.report import series_document
 from deniable.analysis.timeseries import rolling, series
 from deniable.client.kinds import MetricSpec

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from deniable.analysis import RedisSource
+from deniable.cli.sources import RedisSource
 from deniable.analysis.report import series_document
 from deniable.analysis.timeseries import rolling, series
 from tests.conftest import put_counts

@@ -11,7 +11,8 @@ from typing import Any, Iterator
 import numpy as np
 import pytest
 
-from deniable.analysis import HTTPSource, RedisSource, summarize
+from deniable.analysis import HTTPSource, summarize
+from deniable.cli.sources import RedisSource
 from deniable.analysis.sources import SourceError, decode_months, spec_of
 from deniable.client.errors import InvalidParameterError
 from deniable.client.kinds import MetricSpec

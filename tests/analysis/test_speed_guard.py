@@ -29,7 +29,8 @@ import numpy as np
 import pytest
 import redis
 
-from deniable.analysis import RedisSource, analyze
+from deniable.analysis import analyze
+from deniable.cli.sources import RedisSource
 from deniable.analysis.report import render_table
 from deniable.client.kinds import MetricSpec
 from deniable.client.period import DEFAULT_POLICY

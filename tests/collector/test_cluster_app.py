@@ -16,7 +16,7 @@ import pytest
 import redis.cluster
 import requests
 
-from deniable.analysis.sources import RedisSource
+from deniable.cli.sources import RedisSource
 from deniable.cli.main import main
 from deniable.client.categorical import UnaryEncoding, domain_tag
 from deniable.client.wire import encode_batch, new_batch_id

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 import redis
 
-from deniable.analysis import HTTPSource, RedisSource
+from deniable.analysis import HTTPSource
+from deniable.cli.sources import RedisSource
 from deniable.analysis.categorical import estimate_categories
 from deniable.analysis.numeric import estimate_mean
 from deniable.client import Reporter

@@ -9,7 +9,8 @@ import pytest
 import redis
 import requests
 
-from deniable.analysis import HTTPSource, RedisSource, summarize
+from deniable.analysis import HTTPSource, summarize
+from deniable.cli.sources import RedisSource
 from deniable.client import Reporter
 from deniable.client.randomness import SecureBits
 from deniable.client.wire import new_batch_id

@@ -23,12 +23,13 @@ from deniable.analysis.frame import to_frame
 from deniable.analysis.html import MetricSection, render_html
 from deniable.analysis.numeric import MeanEstimate, estimate_mean
 from deniable.analysis.plan import Plan, plan
-from deniable.analysis.sources import HTTPSource, MetricCounts, MetricInfo, RedisSource
+from deniable.analysis.sources import (CounterReader, HTTPSource, MetricCounts, MetricInfo,
+                                       ReaderSource)
 from deniable.analysis.timeseries import TimeSeries, rolling, rollup, series
 
-__all__ = ["DEFAULT_MIN_REPORTS", "Breakdown", "Cell", "breakdown", "Analysis", "CategoryEstimates", "Comparison", "Estimates", "HTTPSource",
+__all__ = ["DEFAULT_MIN_REPORTS", "Breakdown", "Cell", "breakdown", "Analysis", "CategoryEstimates", "Comparison", "CounterReader", "Estimates", "HTTPSource",
            "MeanEstimate", "MetricCounts", "MetricInfo", "MetricSection", "MetricSummary",
-           "Plan", "RedisSource", "TimeSeries", "analyze", "bonferroni", "compare_categories",
+           "Plan", "ReaderSource", "TimeSeries", "analyze", "bonferroni", "compare_categories",
            "compare_metrics", "compare_windows", "correct", "debias", "difference",
            "estimate_categories", "estimate_mean", "holm", "plan", "project_to_simplex",
            "render_html", "rolling", "rollup", "series", "summarize", "to_frame",

@@ -68,7 +68,7 @@ def analyze(source: CountsSource, metrics: Sequence[str] | None = None, *,
             split = start + (end - start) / 2
     names = list(metrics) if metrics else sorted(source.metrics())
     read_ahead = getattr(source, "read_ahead", None)
-    if read_ahead is not None:  # RedisSource: many metrics per round trip
+    if read_ahead is not None:  # ReaderSource (RedisSource): many metrics per round trip
         read_ahead(names, start, end)
     sections, raw = [], []
     breakdowns: list[Breakdown] = []

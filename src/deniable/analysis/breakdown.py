@@ -62,7 +62,7 @@ def suppression_reason(n: int, min_reports: int, devices: int | None = None,
 
 
 class BreakdownSource(Protocol):
-    """A counts source that also reads dimension series (``RedisSource``, ``HTTPSource``)."""
+    """A counts source that also reads dimension series (``ReaderSource``, ``HTTPSource``)."""
 
     def counts(self, metric: str, start: datetime | None = None,
                end: datetime | None = None, *, version: int | None = None) -> MetricCounts: ...

@@ -33,7 +33,8 @@ from deniable.client.errors import InvalidParameterError
 from deniable.client.kinds import Mechanism
 from deniable.client.mechanism import z_score
 from deniable.client.period import DEFAULT_POLICY, CollectionPolicy
-from deniable.analysis.estimate import Estimates, debias, slot_channel
+from deniable.analysis.debias import Estimates, checked_counts, estimates_of
+from deniable.core.estimators import debias_categories, simultaneous_level
 from deniable.core.window import INTERVAL_NOTE
 
 FloatArray = NDArray[np.float64]
@@ -82,7 +83,7 @@ class CategoryEstimates:
     @property
     def simultaneous_confidence(self) -> float:
         """The per-category level of each simultaneous interval: 1 - (1 - confidence) / d."""
-        return 1 - (1 - self.confidence) / self.d
+        return simultaneous_level(self.confidence, self.d)
 
     @property
     def interval_note(self) -> str:
@@ -158,12 +159,14 @@ def category_arrays(values: NDArray[np.int64], mechanism: Mechanism, confidence:
     n = np.broadcast_to(values[:, :1], slots.shape)
     t = None if periods is None else np.broadcast_to(
         np.asarray(periods, np.int64).reshape(-1, 1), slots.shape)
-    channel = slot_channel(mechanism)
     z_score(confidence)  # checks it
-    marginal = debias(channel, slots, n, confidence, policy=policy, periods=t)
-    simultaneous = debias(channel, slots, n, 1 - (1 - confidence) / d, policy=policy,
-                          periods=t)
-    return marginal, simultaneous
+    slots, n = checked_counts(slots, n)
+    t = np.ones(n.shape, np.int64) if t is None else np.asarray(t, np.int64)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        marginal, simultaneous = debias_categories(mechanism, policy, slots,
+                                                   n.astype(np.float64), t, d, confidence, xp=np)
+    return (estimates_of(marginal, slots, n, t, confidence),
+            estimates_of(simultaneous, slots, n, t, simultaneous_level(confidence, d)))
 
 
 def estimate_categories(counts: Sequence[int] | NDArray[np.int64], mechanism: Mechanism,

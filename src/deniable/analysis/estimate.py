@@ -1,155 +1,34 @@
-"""Debiasing perturbed counts with numpy: estimates, standard errors and intervals.
+"""A metric's estimates over ranges and windows: summaries, window estimates, per kind.
 
-The formulas are the mechanism's own (``RandomizedResponse.debias`` and ``.estimate``),
-applied to whole arrays of buckets at once: p = (ones / n - Q) / (P1 - Q), with Wilson's score
-interval on the perturbed yes-rate mapped through the same line and clipped to [0, 1].
-
-Every kind debiases per counted slot on the same line: each slot after ``n`` (a boolean's
-ones, a category's count, 1BitMean's ones) counts with probability P1 when the true value is
-that slot's and Q otherwise, ``mechanism.channel``. ``slot_channel`` turns that (P1, Q) into
-the randomized response with exactly the same channel, so one estimator (and one window
-interval) serves every kind: categorical metrics apply it to each category's column, numeric
-ones to the scaled value s = (x - lower) / (upper - lower), then map s back to units.
-
-A bucket that pools T > 1 reporting periods gets the honest window interval of
-``deniable.analysis.window``: Wilson's with n / deff reports, deff the design effect of the
-metric's collection policy (memoized reports do not average out across periods).
+The estimator itself is ``deniable.analysis.debias`` (numpy over ``deniable.core.estimators``'s
+one definition); this module pools a metric's buckets over ranges and windows and debiases
+each kind: a boolean's share of yes, a numeric metric's mean in its units, a categorical or
+histogram metric's per-category shares (``deniable.analysis.categorical``).
 """
 from __future__ import annotations
 
-import dataclasses
-import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from datetime import datetime
 
 import numpy as np
 from numpy.typing import NDArray
 
-from datetime import datetime
-
-from deniable.client.kinds import Mechanism
-from deniable.client.mechanism import Estimate, RandomizedResponse, wilson_interval, z_score
-from deniable.client.period import DEFAULT_POLICY, CollectionPolicy
+from deniable.analysis.categorical import (CategoryEstimates, category_arrays,
+                                           estimate_categories, from_arrays)
+from deniable.analysis.debias import (Estimates, debias, numeric_range, scale_estimate,
+                                      scale_estimates, slot_channel)
 from deniable.analysis.sources import MetricCounts, MetricInfo
+from deniable.analysis.window import estimand, period_ids
+from deniable.client.mechanism import Estimate
+from deniable.client.period import DEFAULT_POLICY
 
-if TYPE_CHECKING:
-    from deniable.analysis.categorical import CategoryEstimates
-from deniable.analysis.window import design_effect, estimand, period_ids
-from deniable.core.window import channel_rr
-
-FloatArray = NDArray[np.float64]
-
-
-@dataclass(frozen=True)
-class Estimates:
-    """Debiased estimates for a set of buckets; every array has shape (buckets,).
-
-    ``estimate``, ``ci_low`` and ``ci_high`` are clipped to [0, 1]; ``unclipped`` keeps the
-    raw unbiased value and ``clipped`` flags where clipping changed it; ``interval_clipped``
-    flags where clipping changed a bound of the interval. ``wide`` flags an interval spanning
-    half of [0, 1] or more: too few reports to say much. Buckets with n = 0 have NaN
-    estimates and the interval [0, 1]. ``periods`` is T, the reporting periods pooled in each
-    bucket, and ``design_effect`` the factor by which their reports' variance exceeds that of
-    independent reports (1 for one period).
-    """
-
-    n: NDArray[np.int64]
-    ones: NDArray[np.int64]
-    yes_rate: FloatArray
-    estimate: FloatArray
-    unclipped: FloatArray
-    stderr: FloatArray
-    ci_low: FloatArray
-    ci_high: FloatArray
-    clipped: NDArray[np.bool_]
-    wide: NDArray[np.bool_]
-    confidence: float
-    interval_clipped: NDArray[np.bool_] | None = None
-    periods: NDArray[np.int64] | None = None
-    design_effect: FloatArray | None = None
-
-
-def debias(mechanism: RandomizedResponse, ones: NDArray[np.int64], n: NDArray[np.int64],
-           confidence: float = 0.95, *, policy: CollectionPolicy = DEFAULT_POLICY,
-           periods: NDArray[np.int64] | None = None) -> Estimates:
-    """Debias ``ones`` perturbed ones out of ``n`` reports, bucket by bucket.
-
-    Args:
-        mechanism: the mechanism that perturbed the reports.
-        ones: perturbed ones, shape (buckets,).
-        n: reports, shape (buckets,).
-        confidence: the interval's confidence level.
-        policy: how the metric is collected (memoization, period).
-        periods: T, the reporting periods each bucket pools, shape (buckets,); 1 by default.
-    """
-    ones = np.asarray(ones, dtype=np.int64)
-    n = np.asarray(n, dtype=np.int64)
-    if ones.shape != n.shape or np.any(n < 0) or np.any(ones < 0) or np.any(ones > n):
-        raise ValueError("need arrays of one shape with 0 <= ones <= n")
-    q, spread = _line(mechanism)
-    z = z_score(confidence)
-    t = np.ones(n.shape, np.int64) if periods is None else np.asarray(periods, np.int64)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        nf = n.astype(np.float64)
-        rate = ones / nf
-        deff = design_effect(mechanism, policy, rate, t)
-        n_eff = nf / deff  # Kish's effective number of independent reports
-        unclipped = (rate - q) / spread
-        stderr = np.sqrt(rate * (1 - rate) / n_eff) / spread
-        rate_low, rate_high = wilson_interval(rate, n_eff, z)
-        low = (rate_low - q) / spread
-        high = (rate_high - q) / spread
-    empty = n == 0
-    ci_low = np.where(empty, 0.0, np.clip(low, 0.0, 1.0))
-    ci_high = np.where(empty, 1.0, np.clip(high, 0.0, 1.0))
-    estimate = np.clip(unclipped, 0.0, 1.0)
-    return Estimates(
-        n=n, ones=ones, yes_rate=rate, estimate=estimate, unclipped=unclipped, stderr=stderr,
-        ci_low=ci_low, ci_high=ci_high,
-        clipped=~empty & (estimate != unclipped),
-        wide=(ci_high - ci_low) >= 0.5, confidence=confidence,
-        interval_clipped=~empty & ((ci_low != low) | (ci_high != high)),
-        periods=t, design_effect=np.where(empty, np.nan, deff))
-
-
-def slot_channel(mechanism: Mechanism) -> RandomizedResponse:
-    """The randomized response whose (P1, Q) is exactly each counted slot's of ``mechanism``
-    (``mechanism.channel``): the mechanism itself for a boolean metric. Its own epsilon is
-    that of one slot alone, not the mechanism's: show ``mechanism.epsilon``. One definition,
-    ``deniable.core.window.channel_rr``, which the dashboard uses too."""
-    return channel_rr(mechanism)
-
-
-def scale_estimates(e: Estimates, lower: float, upper: float) -> Estimates:
-    """Estimates of the scaled value s in [0, 1] (1BitMean's channel) in the metric's units:
-    every estimate and bound x becomes lower + (upper - lower) x, the stderr (upper - lower)
-    times its own. ``yes_rate`` stays the perturbed rate; clipping is now to [lower, upper]."""
-    span = upper - lower
-    return dataclasses.replace(
-        e, estimate=lower + span * e.estimate, unclipped=lower + span * e.unclipped,
-        stderr=span * e.stderr, ci_low=lower + span * e.ci_low, ci_high=lower + span * e.ci_high)
-
-
-def scale_estimate(e: Estimate, lower: float, upper: float) -> Estimate:
-    """``scale_estimates`` for one ``Estimate``."""
-    span = upper - lower
-    return dataclasses.replace(
-        e, value=lower + span * e.value, unclipped=lower + span * e.unclipped,
-        stderr=span * e.stderr, ci_low=lower + span * e.ci_low, ci_high=lower + span * e.ci_high)
-
-
-def numeric_range(mechanism: Mechanism) -> tuple[float, float]:
-    """(lower, upper) of a 1BitMean as floats; (0, 1) for any other mechanism."""
-    lower, upper = getattr(mechanism, "lower", 0), getattr(mechanism, "upper", 1)
-    return float(lower), float(upper)
-
-
-@functools.lru_cache(maxsize=256)
-def _line(mechanism: RandomizedResponse) -> tuple[float, float]:
-    """(Q, P1 - Q) as floats, computed once per mechanism (exact Fractions are slow)."""
-    return (float(mechanism.p_yes_given_no),
-            float(mechanism.p_yes_given_yes - mechanism.p_yes_given_no))
+__all__ = ["Estimates", "MetricSummary", "Window", "debias", "debias_values", "is_categorical",
+           "numeric_range", "scale_estimate", "scale_estimates", "slot_channel", "summarize",
+           "summarize_windows", "window_categories", "window_estimate", "window_totals",
+           "window_values"]
+"""``Estimates``, ``debias`` and the scaling helpers live in ``deniable.analysis.debias``;
+they are named here too, where callers have always found them."""
 
 
 @dataclass(frozen=True)
@@ -228,8 +107,6 @@ def debias_values(metric: MetricInfo, values: NDArray[np.int64], confidence: flo
     """
     values = np.asarray(values, dtype=np.int64).reshape(-1, metric.mechanism.width)
     if is_categorical(metric):
-        from deniable.analysis.categorical import category_arrays
-
         return category_arrays(values, metric.mechanism, confidence, policy=metric.policy,
                                periods=periods)
     e = debias(slot_channel(metric.mechanism), values[:, 1], values[:, 0], confidence,
@@ -271,8 +148,6 @@ def summarize_windows(counts: MetricCounts, windows: Sequence[Window],
     totals, periods = window_totals(counts, [(None, None), *windows])
     e, simultaneous = debias_values(metric, totals, confidence, periods)
     if is_categorical(metric):
-        from deniable.analysis.categorical import from_arrays
-
         assert simultaneous is not None
         found: list[Estimate | CategoryEstimates] = [
             from_arrays(metric.spec.labels, totals, e, simultaneous, i, metric.mechanism,
@@ -376,8 +251,6 @@ def window_categories(counts: MetricCounts, start: datetime | None = None,
                       confidence: float = 0.95) -> CategoryEstimates:
     """A categorical metric's per-category shares over the hour buckets that start in
     [start, end), with the window interval of its collection policy."""
-    from deniable.analysis.categorical import estimate_categories
-
     total, periods = window_values(counts, start, end)
     metric = counts.metric
     return estimate_categories(total, metric.mechanism, metric.spec.labels, confidence,

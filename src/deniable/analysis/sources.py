@@ -1,4 +1,4 @@
-"""Where perturbed counts come from: the collector's HTTP API, or Redis directly.
+"""Where perturbed counts come from: the collector's HTTP API, or its storage directly.
 
 Both return ``MetricCounts``: per UTC hour bucket, the mechanism's counter slots (``n``
 reports, then perturbed ``ones`` for boolean and numeric metrics, or one count per category).
@@ -7,7 +7,8 @@ Neither ever sees a true value; there is none to see.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+import json
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -402,28 +403,120 @@ def bucket_hours(starts: Sequence[str]) -> NDArray[np.int64]:
     return np.array([keys.hour_index(datetime.fromisoformat(s)) for s in starts], np.int64)
 
 
-class RedisSource:
-    """Reads counters straight from Redis, through the collector's key layout and registry.
+class RegistryVersion(Protocol):
+    """One version of a registered metric, as a ``CounterReader``'s registry gives it (it may
+    also carry a ``spec``, or a ``describe()`` document with the spec's fields)."""
 
-    The metrics are the collector's registry in Redis (runtime registrations included), with
-    the metrics file's entries filling in for any that Redis lacks.
+    @property
+    def mechanism(self) -> Mechanism: ...
 
-    Args:
-        redis_url: the collector's Redis, or any node of its Redis Cluster.
-        metrics_file: the collector's metrics TOML file, if any.
+    @property
+    def policy(self) -> CollectionPolicy: ...
+
+    @property
+    def version(self) -> int: ...
+
+
+class RegistryEntry(Protocol):
+    """A registered metric with every version it had (it may also carry ``spec`` and
+    ``dimensions``)."""
+
+    @property
+    def description(self) -> str: ...
+
+    @property
+    def retention_days(self) -> int: ...
+
+    @property
+    def current(self) -> RegistryVersion: ...
+
+    def version(self, number: int | None = None) -> RegistryVersion | None: ...
+
+
+class ActiveMetric(Protocol):
+    """A metric accepting reports: its current version's declaration."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def description(self) -> str: ...
+
+    @property
+    def mechanism(self) -> Mechanism: ...
+
+    @property
+    def policy(self) -> CollectionPolicy: ...
+
+    @property
+    def version(self) -> int | None: ...
+
+
+MonthStrings = list[tuple[keys.Month, bytes | None]]
+"""The raw counters string of each month overlapping a read (None: no such key), oldest first:
+the layout of ``deniable.core.keys``."""
+
+
+class CounterReader(Protocol):
+    """Reads a collector's registry and its raw counters; ``ReaderSource`` debiases nothing it
+    has not read through one. The collector provides the Redis-backed one
+    (``deniable.collector.reader.RedisCounterReader``); ``deniable.cli.sources.RedisSource``
+    wires the two together. Every read is of perturbed counts only.
     """
 
-    def __init__(self, redis_url: str, metrics_file: str | Path | None = None) -> None:
-        from deniable.collector.live_registry import LiveRegistry
-        from deniable.collector.registry import load_metrics_file
-        from deniable.collector.store import Store, connect
+    @property
+    def file_metrics(self) -> Mapping[str, Any]:
+        """The metrics file's declarations by name (empty without a file)."""
+        ...
 
-        self._store = Store(connect(redis_url, cluster=None))  # a Redis Cluster too
-        file_metrics = load_metrics_file(metrics_file) if metrics_file else {}
-        self._file_metrics = file_metrics
-        self._registry = LiveRegistry(self._store.client, file_metrics, cache_seconds=60)
+    def active(self) -> Mapping[str, ActiveMetric]:
+        """The metrics accepting reports, by name."""
+        ...
+
+    def entry(self, name: str) -> RegistryEntry | None:
+        """A metric's registry entry, retired ones included; None if it was never registered."""
+        ...
+
+    def registry_json(self, name: str) -> bytes | None:
+        """A metric's registry entry as stored (JSON), or None."""
+        ...
+
+    def month_strings(self, metric: str, mechanism_id: str, first_hour: int, end_hour: int,
+                      series: str | None = None) -> MonthStrings:
+        """One metric version's (or one of its series') months over [first_hour, end_hour)."""
+        ...
+
+    def month_strings_many(self, metrics: Sequence[tuple[str, str]], first_hour: int,
+                           end_hour: int) -> dict[str, MonthStrings]:
+        """``month_strings`` of many (metric, mechanism id) pairs, in one round trip."""
+        ...
+
+    def month_strings_by_series(self, metric: str, mechanism_id: str, labels: Sequence[str],
+                                first_hour: int, end_hour: int) -> dict[str, MonthStrings]:
+        """``month_strings`` of many series of one metric version, in one round trip."""
+        ...
+
+
+class ReaderSource:
+    """Reads counters straight from the collector's storage, through a ``CounterReader``: the
+    collector's key layout and registry, without its HTTP API.
+
+    The metrics are the collector's registry (runtime registrations included), with the
+    metrics file's entries filling in for any that the registry lacks. To read a collector's
+    Redis: ``deniable.cli.sources.RedisSource(redis_url, metrics_file)``.
+
+    Args:
+        reader: the registry and raw counters to read.
+    """
+
+    def __init__(self, reader: CounterReader) -> None:
+        if isinstance(reader, (str, Path)):
+            raise SourceError("ReaderSource takes a CounterReader. Got a URL instead: "
+                              "read a collector's Redis with "
+                              "deniable.cli.sources.RedisSource(redis_url, metrics_file)")
+        self._reader = reader
         self._plan: tuple[list[str], datetime, datetime, float] | None = None
-        self._ahead: dict[str, tuple[str, list[tuple[keys.Month, bytes | None]]]] = {}
+        self._ahead: dict[str, tuple[str, MonthStrings]] = {}
 
     READ_AHEAD = 64
     """Metrics read per round trip after ``read_ahead``."""
@@ -454,10 +547,10 @@ class RedisSource:
             at = plan[0].index(metric)
             chunk = []
             for name in plan[0][at:at + self.READ_AHEAD]:
-                entry = self._registry.entry(name)
+                entry = self._reader.entry(name)
                 if entry is not None and name not in self._ahead:
                     chunk.append((name, entry.current.mechanism.id))
-            fetched = self._store.month_strings_many(chunk, first, end_hour)
+            fetched = self._reader.month_strings_many(chunk, first, end_hour)
             self._ahead.update({name: (mech, fetched[name]) for name, mech in chunk})
         found = self._ahead.pop(metric, None)
         if found is None or found[0] != mechanism_id:
@@ -466,8 +559,8 @@ class RedisSource:
 
     def metrics(self) -> dict[str, MetricInfo]:
         found = {}
-        for m in self._registry.active().values():
-            entry = self._registry.entry(m.name)
+        for m in self._reader.active().values():
+            entry = self._reader.entry(m.name)
             version = entry.version(m.version) if entry is not None else None
             spec = getattr(m, "spec", None)
             if not isinstance(spec, MetricSpec):
@@ -485,9 +578,7 @@ class RedisSource:
             return found
         if entry is not None and not isinstance(found, Dimensions):
             # A registry that does not parse dimensions itself: read its JSON leniently.
-            import json
-
-            raw = self._store.client.hget(keys.registry(), metric)
+            raw = self._reader.registry_json(metric)
             try:
                 doc = json.loads(raw) if raw else None
             except ValueError:
@@ -495,12 +586,12 @@ class RedisSource:
             parsed = dimensions_of(doc)
             if parsed:
                 return parsed
-        declared = getattr(self._file_metrics.get(metric), "dimensions", None)
+        declared = getattr(self._reader.file_metrics.get(metric), "dimensions", None)
         return declared if isinstance(declared, Dimensions) else NONE
 
     def dimensions(self, metric: str) -> Dimensions:
         """The metric's public dimensions (current declaration; none if it declares none)."""
-        entry = self._registry.entry(metric)
+        entry = self._reader.entry(metric)
         if entry is None:
             raise SourceError(f"the collector's registry has no metric {metric!r}")
         return self._dimensions_of(metric, entry)
@@ -509,7 +600,7 @@ class RedisSource:
                  version: int | None = None) -> tuple[MetricInfo, int, int]:
         """(the MetricInfo of the current version, or of ``version``; first hour; end hour)
         of a read."""
-        entry = self._registry.entry(metric)
+        entry = self._reader.entry(metric)
         found = entry.version(version) if entry is not None else None
         if entry is None or found is None:
             raise SourceError(f"the collector's registry has no metric {metric!r}"
@@ -527,7 +618,7 @@ class RedisSource:
                       end: datetime | None = None) -> MetricCounts:
         """Counts of one dimension series (``platform=ios``) of the current version."""
         info, first, end_hour = self._current(metric, start, end)
-        months = self._store.month_strings(metric, info.mechanism.id, first, end_hour,
+        months = self._reader.month_strings(metric, info.mechanism.id, first, end_hour,
                                            series=label)
         hours, values = decode_months(months, keys.width(info.mechanism.id), first, end_hour)
         return MetricCounts(info, hours, values=values)
@@ -537,7 +628,7 @@ class RedisSource:
                          ) -> dict[str, MetricCounts]:
         """Counts of every series of ``by`` (a dimension or a declared combination ``a,b``)
         of the current version or of ``version``, label -> counts in the declaration's order:
-        every series' months in one pipelined round trip (``Store.month_strings_by_series``).
+        every series' months in one pipelined round trip (``CounterReader.month_strings_by_series``).
 
         Raises:
             SourceError: an unknown metric or version, or ``by`` it does not declare.
@@ -545,7 +636,7 @@ class RedisSource:
         info, first, end_hour = self._current(metric, start, end, version)
         labels = series_labels(info.dimensions, metric, _by(by))
         width = keys.width(info.mechanism.id)
-        read = self._store.month_strings_by_series(metric, info.mechanism.id, labels, first,
+        read = self._reader.month_strings_by_series(metric, info.mechanism.id, labels, first,
                                                    end_hour)
         found = {}
         for label in labels:
@@ -568,7 +659,7 @@ class RedisSource:
             months = self._read_ahead_for(metric, start, end, info.mechanism.id, first,
                                           end_hour)
         if months is None:
-            months = self._store.month_strings(metric, info.mechanism.id, first, end_hour)
+            months = self._reader.month_strings(metric, info.mechanism.id, first, end_hour)
         hours, values = decode_months(months, keys.width(info.mechanism.id), first, end_hour)
         return MetricCounts(info, hours, values=values)
 
@@ -584,7 +675,7 @@ def _visible_hours(start: datetime | None, end: datetime | None,
 
 def decode_months(months: Sequence[tuple[keys.Month, bytes | None]], width: int,
                   first_hour: int, end_hour: int) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
-    """Month counters strings (``Store.month_strings``) to (hours, values) arrays of the
+    """Month counters strings (``CounterReader.month_strings``) to (hours, values) arrays of the
     non-empty hours in [first_hour, end_hour): hours of shape (buckets,), values of shape
     (buckets, width) (slot 0 is n). ``numpy.frombuffer`` per month, no loop per hour.
     """

@@ -1,10 +1,10 @@
 """Honest intervals over windows of several reporting periods, on numpy arrays (docs/analysis.md,
 "Intervals over time").
 
-The maths (the variance split, the design effect, the estimand, the partial-bucket notes) is
-defined once, in plain Python, in ``deniable.core.window``, which the collector's dashboard
-uses too; this module applies it to arrays of buckets and counts the reporting periods that
-each bucket or rolling window pools.
+The maths is defined once, in plain Python, in core, which the collector's dashboard uses
+too: the variance split and the design effect in ``deniable.core.variance``, the periods, the
+estimand and the partial-bucket notes in ``deniable.core.window``. This module applies it to
+arrays of buckets and counts the reporting periods that each bucket or rolling window pools.
 """
 from __future__ import annotations
 
@@ -16,9 +16,9 @@ from numpy.typing import NDArray
 
 from deniable.client.mechanism import RandomizedResponse
 from deniable.client.period import DEFAULT_POLICY, CollectionPolicy
-from deniable.core import window as shared
+from deniable.core import variance
 from deniable.core.periods import hour_index
-from deniable.core.window import coverage_notes, estimand
+from deniable.core.window import coverage_notes, estimand, period_of_hour
 
 __all__ = ["bucket_periods", "count_periods", "coverage_notes", "design_effect", "estimand",
            "fresh_variance", "period_ids", "periods_in", "rolling_periods"]
@@ -30,15 +30,15 @@ IntArray = NDArray[np.int64]
 def fresh_variance(mechanism: RandomizedResponse, policy: CollectionPolicy,
                    share: FloatArray) -> FloatArray:
     """The fresh part of one report's variance, for a true share ``share`` of yes (clipped to
-    [0, 1]), element-wise: ``deniable.core.window.fresh_variance``."""
+    [0, 1]), element-wise: ``deniable.core.variance.fresh_variance``."""
     theta = np.clip(np.asarray(share, dtype=np.float64), 0.0, 1.0)
-    return np.asarray(shared.fresh_variance(mechanism, policy, theta), dtype=np.float64)
+    return np.asarray(variance.fresh_variance(mechanism, policy, theta), dtype=np.float64)
 
 
 def design_effect(mechanism: RandomizedResponse, policy: CollectionPolicy,
                   rate: FloatArray, periods: IntArray) -> FloatArray:
     """deff = (T * persistent + fresh) / r (1 - r), element-wise; in [1, T]
-    (``deniable.core.window.design_effect``, applied to arrays).
+    (``deniable.core.variance.design_effect``, applied to arrays).
 
     Args:
         rate: perturbed yes-rate per bucket (NaN where empty), shape (buckets,).
@@ -47,7 +47,7 @@ def design_effect(mechanism: RandomizedResponse, policy: CollectionPolicy,
     rate = np.asarray(rate, dtype=np.float64)
     periods = np.asarray(periods, dtype=np.int64)
     with np.errstate(invalid="ignore", divide="ignore"):
-        deff = shared.design_effect(mechanism, policy, rate, periods, xp=np)
+        deff = variance.design_effect(mechanism, policy, rate, periods, xp=np)
     return np.asarray(deff, dtype=np.float64)
 
 
@@ -62,7 +62,7 @@ def period_ids(starts: Sequence[datetime] | IntArray, policy: CollectionPolicy) 
         hours = starts.astype(np.int64, copy=False)
     else:
         hours = np.array([hour_index(s) for s in starts], dtype=np.int64)
-    return np.asarray(shared.period_of_hour(hours, policy), dtype=np.int64)
+    return np.asarray(period_of_hour(hours, policy), dtype=np.int64)
 
 
 def periods_in(starts: Sequence[datetime] | IntArray, n: IntArray,

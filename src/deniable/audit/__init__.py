@@ -1,2 +1,3 @@
 """Empirical privacy checks: the clients' mechanisms against their stated epsilon
-(``mechanisms``) and the server's stored state against the privacy contract (``privacy_scan``)."""
+(``mechanisms``, with its exact enumerations in ``exactness`` and its loopback upload harness
+in ``traffic``) and the server's stored state against the privacy contract (``privacy_scan``)."""

@@ -37,44 +37,42 @@ Categorical, histogram and numeric metrics (``KindSubject``: GRR, OUE, 1BitMean)
 false-failure rate of 1e-6, or 5 standard errors for 1BitMean) and an ``exact`` check: the
 claimed likelihood ratio is the worst case of the output distributions the id defines, and
 the sampler's coin, enumerated over every byte it can read, has the id's probability.
+
+This module runs the checks; the exact enumerations and the source scan are in
+``deniable.audit.exactness``, the loopback upload harness in ``deniable.audit.traffic``, and
+the scan of a collector's Redis in ``deniable.audit.privacy_scan``.
 """
 from __future__ import annotations
 
-import ast
 import dataclasses
-import importlib.util
-import json
 import logging
 import math
 import os
 import secrets
 import tempfile
-import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from fractions import Fraction
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 from typing import Any, Literal, Protocol
 
 from deniable.analysis.bounds import (chi_square_test, count_events, epsilon_lower_bound,
                                       welch_t)
-from deniable.client import randomness
-from deniable.client.categorical import (BITSET_MECHANISMS, ByteCoin, KaryRandomizedResponse,
+from deniable.client.categorical import (BITSET_MECHANISMS, KaryRandomizedResponse,
                                          SubsetSelection, UnaryEncoding, domain_tag,
                                          parse_categorical_id)
 from deniable.client.kinds import Mechanism, MetricSpec
 from deniable.client.longitudinal import LongitudinalGuard
 from deniable.client.mechanism import RandomizedResponse
-from deniable.client.metrics import describe_metric
 from deniable.client.numeric import BitMean
-from deniable.client.randomness import RandomBits, SecureBits
+from deniable.client.randomness import RandomBits
 from deniable.client.reporter import Reporter
 from deniable.client.state import IN_MEMORY
-from deniable.client.wire import encode_batch
+from deniable.audit.exactness import (PERTURBING_MODULES, enumerate_coin, enumerate_ones,
+                                      float_random_uses, random_source_problems)
+from deniable.audit.traffic import Upload, capturing_collector, traffic_problems, uploaded_bits
 
 Mode = Literal["memoized", "instantaneous", "fresh"]
 DEFAULT_TRIALS = 100_000
@@ -89,14 +87,6 @@ DEFAULT_CONFIDENCE = 0.95
 """The epsilon checks' confidence: a claim that is exactly right fails one of them in less
 than 1 run in 20 (Bonferroni is conservative: 3 of 1,500 runs of ``os_grr_ln5`` failed).
 Tests that need a correct mechanism to pass ask for 1 - 1e-6 (docs/audit.md)."""
-PERTURBING_MODULES = ("mechanism", "memo", "pool", "longitudinal", "randomness", "composition",
-                      "categorical", "numeric")
-"""The client modules on the path from a true value to a reported bit (scanned for floats)."""
-_FLOAT_RANDOM_CALLS = frozenset({"random", "uniform", "gauss", "normalvariate", "betavariate",
-                                 "expovariate", "triangular", "vonmisesvariate", "rand",
-                                 "random_sample", "SystemRandom"})
-_MAX_ENUMERATED_PATHS = 1 << 20
-_MAX_ENUMERATED_WORDS = 64
 _UNDECIDED_MASS = Fraction(1, 10 ** 9)
 _MIN_TIMING_STRATUM = 1000
 
@@ -841,37 +831,6 @@ def _subset_distribution(mechanism: SubsetSelection, value: int,
                 f"categories 0 and 1 jointly p = {pair_test.p_value:.2g}")
 
 
-def enumerate_coin(p: Fraction, levels: int = 6) -> tuple[Fraction, Fraction]:
-    """P(a ``ByteCoin(p)`` shows 1) over every byte sequence of at most ``levels`` bytes:
-    (probability of 1 among decided sequences, mass left undecided)."""
-    coin = ByteCoin(p)
-    ones, unread = Fraction(0), Fraction(0)
-    stack: list[tuple[int, ...]] = [()]
-    while stack:
-        prefix = stack.pop()
-        for b in range(256):
-            values = prefix + (b,)
-            served = list(values[1:])
-
-            def draw(k: int) -> bytes:
-                if len(served) < k:
-                    raise _NeedBits(8)
-                out = bytes(served[:k])
-                del served[:k]
-                return out
-            weight = Fraction(1, 256 ** len(values))
-            try:
-                mark = coin.decide(bytes(values[:1]), draw)
-            except _NeedBits:
-                if len(values) >= levels:
-                    unread += weight
-                else:
-                    stack.append(values)
-                continue
-            ones += weight * (mark == b"1")
-    return ones, unread
-
-
 def check_server(redis_url: str, log_lines: Sequence[str] = (),
                  cluster: bool = False) -> CheckResult:
     """What a collector holds: every Redis key, value and expiry, and the given log lines,
@@ -891,199 +850,3 @@ def check_server(redis_url: str, log_lines: Sequence[str] = (),
 def run_audit(subjects: Sequence[Subject], **options: Any) -> list[CheckResult]:
     """Run every check on ``subjects``; ``options`` are ``Audit``'s arguments."""
     return Audit(**options).run(subjects)
-
-
-# -- exactness ---------------------------------------------------------------------------
-
-class _NeedBits(Exception):
-    def __init__(self, k: int) -> None:
-        self.k = k
-
-
-class _Script:
-    """A random source that replays chosen words, then asks for the next one."""
-
-    def __init__(self, words: tuple[tuple[int, int], ...]) -> None:
-        self._words = words
-        self._next = 0
-
-    def bits(self, k: int) -> int:
-        if self._next == len(self._words):
-            raise _NeedBits(k)
-        value, width = self._words[self._next]
-        if width != k:
-            raise AssertionError(f"the sampler asked for {k} bits, then {width}")
-        self._next += 1
-        return value
-
-
-def enumerate_ones(mechanism: RandomizedResponse, true_bit: int,
-                   max_paths: int = _MAX_ENUMERATED_PATHS,
-                   max_words: int = _MAX_ENUMERATED_WORDS) -> tuple[Fraction, Fraction]:
-    """P(report 1 | true_bit) over every sequence of random words ``perturb`` can draw.
-
-    Returns:
-        (probability of a 1 among the sequences that finished, probability of the sequences
-        not followed to the end): the exact probability lies in [first, first + second]. The
-        second is 0 when the sampler always stops within ``max_paths`` sequences of at most
-        ``max_words`` words, as every sampler of power-of-two denominators does; a rejection
-        sampler (other denominators) leaves the tiny mass of its longest rejection runs.
-    """
-    ones = Fraction(0)
-    unfinished = Fraction(0)
-    stack: list[tuple[tuple[int, int], ...]] = [()]
-    paths = 0
-    while stack:
-        words = stack.pop()
-        weight = Fraction(1, 1 << sum(width for _, width in words))
-        try:
-            output = mechanism.perturb(true_bit, _Script(words))
-        except _NeedBits as need:
-            if len(words) >= max_words or paths + (1 << need.k) > max_paths:
-                unfinished += weight
-                continue
-            paths += 1 << need.k
-            stack.extend(words + ((value, need.k),) for value in range(1 << need.k))
-            continue
-        if output not in (0, 1):
-            raise AssertionError(f"{mechanism.id} reported {output!r}, not a bit")
-        ones += weight * output
-    return ones, unfinished
-
-
-def float_random_uses(modules: Sequence[str] = PERTURBING_MODULES) -> list[str]:
-    """Imports of a float random source, or calls of one, in the perturbing client modules."""
-    findings: list[str] = []
-    for name in modules:
-        spec = importlib.util.find_spec(f"deniable.client.{name}")
-        if spec is None or spec.origin is None:
-            findings.append(f"deniable.client.{name} not found")
-            continue
-        tree = ast.parse(Path(spec.origin).read_text(), spec.origin)
-        for node in ast.walk(tree):
-            if isinstance(node, ast.Import):
-                bad = [a.name for a in node.names if a.name.split(".")[0] in ("random", "numpy")]
-            elif isinstance(node, ast.ImportFrom):
-                bad = [node.module or ""] if (node.module or "").split(".")[0] in (
-                    "random", "numpy") else []
-            elif isinstance(node, ast.Call):
-                func = node.func
-                called = func.attr if isinstance(func, ast.Attribute) else (
-                    func.id if isinstance(func, ast.Name) else "")
-                bad = [f"{called}()"] if called in _FLOAT_RANDOM_CALLS else []
-            else:
-                continue
-            findings.extend(f"{name}.py:{node.lineno}: {b}" for b in bad)
-    return findings
-
-
-def random_source_problems(rng: RandomBits | None) -> list[str]:
-    """Why the random source in use is not the OS CSPRNG (empty when it is)."""
-    problems: list[str] = []
-    import posix  # the C function os.urandom must be
-    if os.urandom is not posix.urandom:
-        problems.append("os.urandom has been replaced")
-    system = randomness.SYSTEM_BITS
-    if getattr(system, "_read", None) is not os.urandom:
-        problems.append("the client's system source does not read os.urandom")
-    if rng is not None and not (isinstance(rng, SecureBits)
-                                and getattr(rng, "_read", None) is os.urandom):
-        problems.append(f"an injected random source ({type(rng).__name__}) is in use, "
-                        f"not the OS CSPRNG")
-    return problems
-
-
-# -- traffic ------------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class Upload:
-    """One POST a capturing collector received."""
-
-    body: bytes
-    headers: tuple[tuple[str, str], ...]
-
-
-def uploaded_bits(uploads: list[Upload]) -> list[int]:
-    """Every perturbed bit the capturing collector received, in the order sent (the
-    client's queue is first in, first out)."""
-    return [report["bit"] for upload in uploads for report in json.loads(upload.body)["reports"]]
-
-
-def traffic_problems(a: list[Upload], b: list[Upload]) -> list[str]:
-    """Differences between two devices' uploads that could reveal their true values."""
-    problems: list[str] = []
-    if len(a) != len(b):
-        problems.append(f"{len(a)} uploads for one value, {len(b)} for the other")
-    sizes: list[list[int]] = [[], []]
-    for side, uploads, out in (("yes", a, sizes[0]), ("no", b, sizes[1])):
-        for upload in uploads:
-            try:
-                doc = json.loads(upload.body)
-                reports = [(r["metric"], r["mechanism"], r["bit"]) for r in doc["reports"]]
-                canonical = json.dumps(encode_batch(doc["batch_id"], reports),
-                                       separators=(",", ":")).encode()
-            except (ValueError, KeyError, TypeError):
-                problems.append(f"a {side} upload is not a v1 batch")
-                break
-            if upload.body != canonical:
-                problems.append(f"a {side} upload carries more than its perturbed reports")
-                break
-            out.append(len(reports))
-    if sizes[0] != sizes[1]:
-        problems.append(f"batch sizes differ: {sizes[0][:5]}... vs {sizes[1][:5]}...")
-    headers = ({u.headers for u in a}, {u.headers for u in b})
-    if headers[0] != headers[1]:
-        problems.append("request headers differ between the two values")
-    lengths = ({len(u.body) for u in a}, {len(u.body) for u in b})
-    if lengths[0] != lengths[1]:
-        problems.append(f"body lengths differ: {sorted(lengths[0])} vs {sorted(lengths[1])}")
-    return problems
-
-
-@contextmanager
-def capturing_collector(catalogue: dict[str, RandomizedResponse]
-                        ) -> Iterator[tuple[str, list[Upload]]]:
-    """A loopback HTTP server that serves ``catalogue`` and keeps every batch it is sent.
-
-    Yields (its URL, the uploads received so far). Nothing is sent anywhere else.
-    """
-    uploads: list[Upload] = []
-    lock = threading.Lock()
-    document = json.dumps({"metrics": [describe_metric(name, "", mechanism)
-                                       for name, mechanism in catalogue.items()]}).encode()
-
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
-        def log_message(self, *args: object) -> None:
-            pass
-
-        def _answer(self, status: int, body: bytes) -> None:
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def do_GET(self) -> None:
-            self._answer(200, document)
-
-        def do_POST(self) -> None:
-            body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
-            headers = tuple(sorted((k.lower(), v) for k, v in self.headers.items()
-                                   if k.lower() not in ("content-length", "host")))
-            with lock:
-                uploads.append(Upload(body, headers))
-            self._answer(202, b'{"accepted":true}')
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, name="deniable-audit-capture",
-                              daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}", uploads
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=5)

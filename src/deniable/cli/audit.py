@@ -69,7 +69,7 @@ def register(commands: argparse._SubParsersAction) -> None:  # type: ignore[type
 
 def _subjects(args: argparse.Namespace) -> list[Any]:
     from deniable.audit.mechanisms import builtin_subjects, catalogue_subjects
-    from deniable.cli.main import CLIError
+    from deniable.cli.errors import CLIError
     if args.url:
         from deniable.client.transport import Transport
         transport = Transport(args.url, token=args.token, retries=1)
@@ -113,7 +113,7 @@ def _spec(entry: dict[str, Any]) -> Any:
 
 
 def _catalogue(doc: Any, where: str) -> dict[str, Any]:
-    from deniable.cli.main import CLIError
+    from deniable.cli.errors import CLIError
     from deniable.client.errors import DeniableError
     entries = doc.get("metrics") if isinstance(doc, dict) else None
     if not isinstance(entries, list):
@@ -125,7 +125,7 @@ def _catalogue(doc: Any, where: str) -> dict[str, Any]:
 
 
 def _log_lines(paths: list[Path]) -> list[str]:
-    from deniable.cli.main import CLIError
+    from deniable.cli.errors import CLIError
     lines: list[str] = []
     for path in paths:
         try:
@@ -136,7 +136,7 @@ def _log_lines(paths: list[Path]) -> list[str]:
 
 
 def _read_metrics_file(path: Path) -> dict[str, Any]:
-    from deniable.cli.main import CLIError
+    from deniable.cli.errors import CLIError
     from deniable.client.errors import DeniableError
     try:
         doc = tomllib.loads(path.read_text())

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 
 from deniable.client.errors import DeniableError
 from deniable.cli import audit, demo, keys, metrics, migrate, plan, report, serve
+from deniable.cli.errors import CLIError  # noqa: F401 (re-exported: deniable.cli.main.CLIError)
 
 SUBCOMMANDS = (demo, serve, report, plan, keys, metrics, migrate, audit)
 
@@ -16,10 +17,6 @@ EXTRAS = {"numpy": "analysis", "rich": "analysis", "matplotlib": "analysis",
           "pandas": "analysis", "flask": "collector", "redis": "collector",
           "gunicorn": "collector", "orjson": "collector", "prometheus_client": "collector"}
 """The package extra that installs each optional dependency (pyproject.toml)."""
-
-
-class CLIError(DeniableError):
-    """A command could not do its job; the message says why. Exit status 1."""
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -130,10 +130,12 @@ def _redis_errors() -> tuple[type[BaseException], ...]:
 
 
 def _open_source(args: argparse.Namespace) -> Any:
-    from deniable.analysis import HTTPSource, RedisSource
+    from deniable.analysis import HTTPSource
     from deniable.analysis.sources import SourceError
 
     if args.redis_url:
+        from deniable.cli.sources import RedisSource  # needs the collector extra (redis)
+
         source: Any
         try:
             source = RedisSource(args.redis_url, args.metrics_file)

@@ -1,9 +1,7 @@
 """The v1 HTTP API: ingest perturbed batches, list metrics, read perturbed counts."""
 from __future__ import annotations
 
-import contextlib
 import re
-from collections.abc import Iterator
 from datetime import datetime, timezone
 
 import orjson
@@ -13,16 +11,15 @@ from deniable.client.dimensions import SERIES, DimensionError
 from deniable.client.wire import API_VERSION, MEDIA_TYPE
 from deniable.core import keys, rollup
 from deniable.collector.auth import require
-from deniable.collector.errors import APIError, storage_unavailable
+from deniable.collector.errors import APIError
+from deniable.collector.guard import STORAGE_ERRORS, storage_guard  # noqa: F401 (re-exported)
 from deniable.collector.live_registry import Entry, LiveRegistry, Version
 from deniable.collector.params import json_body, time_range  # noqa: F401 (json_body: re-exported)
 from deniable.core.rollup import HourCount
-from deniable.collector.store import UNAVAILABLE_ERRORS, Store, hour_counts
+from deniable.collector.store import Store, hour_counts
 
 bp = Blueprint("v1", __name__, url_prefix=f"/{API_VERSION}")
 
-STORAGE_ERRORS = UNAVAILABLE_ERRORS
-"""Redis errors that mean 'storage unavailable for now' (503), not a bug (500)."""
 
 
 def _json(body: object, status: int = 200) -> Response:
@@ -35,15 +32,6 @@ def _store() -> Store:
 
 def _registry() -> LiveRegistry:
     return current_app.extensions["deniable.registry"]
-
-
-@contextlib.contextmanager
-def storage_guard() -> Iterator[None]:
-    """Turn Redis being down or failing over into 503 with Retry-After."""
-    try:
-        yield
-    except STORAGE_ERRORS as exc:
-        raise storage_unavailable(exc, current_app.config["RETRY_AFTER_SECONDS"]) from exc
 
 
 @bp.post("/reports")

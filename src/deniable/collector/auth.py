@@ -38,6 +38,7 @@ from flask import Flask, current_app, g, request
 
 from deniable.core import keys
 from deniable.collector.errors import APIError, CollectorError
+from deniable.collector.guard import storage_guard
 from deniable.collector.ratelimit import RateLimiter
 
 ROLES = ("ingest", "read", "admin")
@@ -314,8 +315,6 @@ def check(roles: tuple[str, ...]) -> KeyInfo | None:
     Raises:
         APIError: 401, 403 or 429 (503 if Redis is unavailable).
     """
-    from deniable.collector.api import storage_guard  # api imports this module
-
     gate: Gate = current_app.extensions["deniable.gate"]
     with storage_guard():
         return gate.admit(request.headers.get("Authorization"), request.remote_addr, roles)

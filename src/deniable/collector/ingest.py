@@ -45,6 +45,7 @@ from deniable.client.wire import (LENIENT_PREFERENCE, MEDIA_TYPE, PREFER_HEADER,
 from deniable.collector import clock
 from deniable.collector.auth import Gate
 from deniable.collector.errors import PROBLEM_TYPE, APIError, as_problem
+from deniable.collector.jsonbody import parse_json, repeated_key
 from deniable.collector.live_registry import LiveRegistry
 from deniable.collector.observability import (REQUEST_ID_HEADER, RequestRecorder,
                                               current_request_id, request_id_for)
@@ -169,7 +170,6 @@ class IngestEndpoint:
                                [p for r in batch.refused.values() for p in r.problems],
                                members={"refused": refused_document(batch.refused)})
             # Refused reports may hold any fields: decide a repeated key exactly.
-            from deniable.collector.params import repeated_key  # params imports this
             if repeated_key(body) is not None:
                 raise _repeated_key()
             return batch
@@ -181,7 +181,6 @@ class IngestEndpoint:
             strings += sum(1 + 2 * len(dims) for dims in stated)
             if any('"' in value for dims in stated for value in dims.values()):
                 # A value counted as "other" may hold an escaped quote: check exactly.
-                from deniable.collector.params import repeated_key  # params imports this
                 if repeated_key(body) is not None:
                     raise _repeated_key()
                 return batch
@@ -222,15 +221,6 @@ def _read(environ: dict[str, Any], size: int) -> bytes:
         return bytes(environ["wsgi.input"].read(size))
     except Exception as exc:  # the server's own error type for a broken client stream
         raise APIError(400, "the body could not be read to its end") from exc
-
-
-def parse_json(body: bytes) -> object:
-    """The body's JSON; 400 if it is not JSON."""
-    try:
-        return orjson.loads(body)
-    except orjson.JSONDecodeError as exc:
-        raise APIError(400, "the body is not valid JSON",
-                       [Problem("", str(exc).split(":")[0])]) from exc
 
 
 def repeats_a_key(body: bytes, n_reports: int, string_payloads: int = 0) -> bool:

@@ -12,7 +12,6 @@ input reaches date arithmetic, ``int()`` or Redis unchecked:
 """
 from __future__ import annotations
 
-import json
 from datetime import datetime, timedelta, timezone
 
 from flask import current_app, request
@@ -20,7 +19,7 @@ from flask import current_app, request
 from deniable.client.errors import Problem
 from deniable.client.wire import MEDIA_TYPE
 from deniable.collector.errors import APIError
-from deniable.collector.ingest import parse_json
+from deniable.collector.jsonbody import parse_json, repeated_key
 
 EARLIEST = datetime(2000, 1, 1, tzinfo=timezone.utc)
 LATEST = datetime(9000, 1, 1, tzinfo=timezone.utc)
@@ -28,37 +27,6 @@ LATEST = datetime(9000, 1, 1, tzinfo=timezone.utc)
 9000 leaves room for any range and week alignment below ``datetime.max``."""
 MAX_DIGITS = 9
 """Longest whole number a query parameter may hold, in digits."""
-
-
-class RepeatedKeyError(ValueError):
-    """A JSON object names the same key twice (the parser would keep only the last)."""
-
-    def __init__(self, key: str) -> None:
-        super().__init__(key)
-        self.key = key
-
-
-def _no_repeats(pairs: list[tuple[str, object]]) -> dict[str, object]:
-    found: dict[str, object] = {}
-    for key, value in pairs:
-        if key in found:
-            raise RepeatedKeyError(key)
-        found[key] = value
-    return found
-
-
-def repeated_key(body: bytes) -> str | None:
-    """The first key that some object of a valid JSON ``body`` repeats, or None.
-
-    orjson (and ``json``) silently keep the last of repeated keys, so ``{"name": "ok", ...,
-    "name": "other"}`` would act on a name no reviewer saw. Ingest has its own exact check
-    for batches (ingest.repeats_a_key); every other JSON body is checked here.
-    """
-    try:
-        json.loads(body, object_pairs_hook=_no_repeats)
-    except RepeatedKeyError as exc:
-        return exc.key
-    return None
 
 
 def json_body() -> object:

@@ -1,131 +1,29 @@
-"""The window maths of honest intervals over several reporting periods, in plain Python: ONE
-definition, used by the collector's dashboard and by the analysis package (which applies it to
-numpy arrays; docs/analysis.md, "Intervals over time").
+"""Windows of several reporting periods: which periods a window's reports come from, the
+devices it certainly holds, and what its estimates mean, in words (the estimand, partial
+buckets, epsilon for each kind); plain Python, used by the collector's dashboard and by the
+analysis (which applies it to numpy arrays; docs/analysis.md, "Intervals over time").
 
-Each device sends at most one report per metric per period (its collection policy,
-``deniable.client.period``). A window pools the reports of T periods, which are not T * N
-independent reports: a memoized device sends the same perturbed bit for the same value every
-period, and the same devices' true values answer every period.
-
-Split each report's variance r (1 - r) (r the perturbed yes-rate) exactly into a *persistent*
-part, the same for a device in every period (its true value's share of the variance and its
-memoized noise), and a *fresh* part, new coins each report (the instantaneous layer, or fresh
-coins). With the same devices reporting in every one of the T periods, the pooled rate's
-variance is
-
-    Var(r_hat) = (T * persistent + fresh) / n      (n = every report of the window)
-
-that is r (1 - r) / n times the design effect deff = (T * persistent + fresh) / r (1 - r),
-which lies in [1, T]. The interval is Wilson's on the perturbed rate with n / deff reports
-(Kish's effective sample size), mapped through the debiasing line as for one period. One
-period (T = 1) gives deff = 1: the one-period interval, unchanged.
-
-When devices differ between periods, each device reports in at most T of them, so the true
-variance is at most this one: the interval is conservative, and at most sqrt(T) times wider
-than needed (when no device reports twice in the window).
-
-The collector never imports ``deniable.analysis``; the analysis imports this module.
+The variance split and the design effect are in ``deniable.core.variance``, the estimators in
+``deniable.core.estimators``; their names are also importable from here, where the dashboard
+reads them (``window.window_estimate``). The collector never imports ``deniable.analysis``;
+both import this package.
 """
 from __future__ import annotations
 
-import functools
 import html
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from deniable.client.composition import from_probabilities, split
-from deniable.client.mechanism import Estimate, RandomizedResponse, wilson_interval, z_score
+from deniable.client.mechanism import z_score
 from deniable.client.period import CollectionPolicy
+from deniable.core.estimators import (  # noqa: F401 (re-exported for the dashboard)
+    Debiased, WindowEstimate, channel_rr, debias_categories, debias_line, scaled,
+    simultaneous_level, window_estimate)
 from deniable.core.periods import period_number
-
-
-
-@functools.lru_cache(maxsize=256)
-def line(mechanism: RandomizedResponse) -> tuple[float, float]:
-    """(Q, P1 - Q) as floats: the debiasing line p = (r - Q) / (P1 - Q), computed once per
-    mechanism (exact Fractions are slow)."""
-    return (float(mechanism.p_yes_given_no),
-            float(mechanism.p_yes_given_yes - mechanism.p_yes_given_no))
-
-
-@functools.lru_cache(maxsize=256)
-def fresh_coefficients(mechanism: RandomizedResponse,
-                       policy: CollectionPolicy) -> tuple[float, float]:
-    """(fresh variance of a yes device's report, of a no device's report).
-
-    Memoized: (0, 0). Fresh coins: the whole within-device variance, P1 (1 - P1) and
-    Q (1 - Q). With an instantaneous layer I over the memo layer M = split(wire, I):
-    E[s(b) (1 - s(b))], s(b) = P(report 1 | memoized bit b) under I.
-    """
-    if policy.memoization == "memoized":
-        return 0.0, 0.0
-    if policy.memoization == "fresh":
-        p1, q = float(mechanism.p_yes_given_yes), float(mechanism.p_yes_given_no)
-        return p1 * (1 - p1), q * (1 - q)
-    layer = policy.instantaneous
-    assert layer is not None
-    memo = split(mechanism, layer)
-    s1, s0 = float(layer.p_yes_given_yes), float(layer.p_yes_given_no)
-    v1, v0 = s1 * (1 - s1), s0 * (1 - s0)
-    m1, m0 = float(memo.p_yes_given_yes), float(memo.p_yes_given_no)
-    return m1 * v1 + (1 - m1) * v0, m0 * v1 + (1 - m0) * v0
-
-
-def fresh_variance(mechanism: RandomizedResponse, policy: CollectionPolicy, share: Any) -> Any:
-    """The fresh part of one report's variance, for a true share ``share`` in [0, 1] of yes
-    (a float, or a numpy array element-wise): share * yes + (1 - share) * no."""
-    yes, no = fresh_coefficients(mechanism, policy)
-    return share * yes + (1 - share) * no
-
-
-class Scalars:
-    """The few array operations the window maths needs, on plain floats (pass ``numpy`` as
-    ``xp`` instead to apply the same definitions element-wise to arrays)."""
-
-    @staticmethod
-    def maximum(a: float, b: float) -> float:
-        return max(a, b)
-
-    @staticmethod
-    def minimum(a: float, b: float) -> float:
-        return min(a, b)
-
-    @staticmethod
-    def clip(x: float, low: float, high: float) -> float:
-        return min(high, max(low, x))
-
-    @staticmethod
-    def nan_to_num(x: float) -> float:
-        return 0.0 if x != x else x
-
-    @staticmethod
-    def isfinite(x: float) -> bool:
-        return math.isfinite(x)
-
-    @staticmethod
-    def where(condition: bool, a: float, b: float) -> float:
-        return a if condition else b
-
-
-def design_effect(mechanism: RandomizedResponse, policy: CollectionPolicy, rate: Any,
-                  periods: Any, xp: Any = Scalars) -> Any:
-    """deff = (T * persistent + fresh) / r (1 - r), in [1, T], for a perturbed yes-rate
-    ``rate`` (NaN for no reports) pooled over ``periods`` = T reporting periods (0 counts as
-    1). A rate of 0 or 1 splits nothing: the most conservative, T.
-
-    Floats by default; with ``xp=numpy``, arrays element-wise (what the analysis does).
-    """
-    t = xp.maximum(periods * 1.0, 1.0)
-    total = rate * (1 - rate)
-    q, spread = line(mechanism)
-    share = xp.clip(xp.nan_to_num((rate - q) / spread), 0.0, 1.0)
-    fresh = xp.minimum(fresh_variance(mechanism, policy, share), total)
-    split_ok = xp.isfinite(total) & (total > 0)
-    deff = (t * (total - fresh) + fresh) / xp.where(split_ok, total, 1.0)
-    return xp.where(split_ok & xp.isfinite(deff), xp.clip(deff, 1.0, t), t)
+from deniable.core.variance import (  # noqa: F401 (re-exported for the dashboard)
+    Scalars, design_effect, fresh_coefficients, fresh_variance, line)
 
 
 def period_of_hour(hours: Any, policy: CollectionPolicy) -> Any:
@@ -160,40 +58,6 @@ def window_devices(hours: Sequence[int] | Any, n: Sequence[int] | Any, policy: C
         period = int(period_of_hour(int(hour), policy))
         per[period] = per.get(period, 0) + int(count)
     return max(per.values(), default=0)
-
-
-@dataclass(frozen=True)
-class WindowEstimate(Estimate):
-    """A window's estimate: ``RandomizedResponse.estimate``'s fields, with n / deff reports
-    behind the interval and the standard error (NaN estimates and the interval [0, 1] for
-    n = 0), and the periods and design effect that gave them."""
-
-    periods: int = 1
-    design_effect: float = 1.0
-
-
-def window_estimate(mechanism: RandomizedResponse, policy: CollectionPolicy, ones: int, n: int,
-                    periods: int, confidence: float = 0.95) -> WindowEstimate:
-    """Debias ``ones`` of ``n`` reports pooled over ``periods`` periods, with the window
-    interval (the formulas of ``deniable.analysis.estimate.debias``, for one bucket)."""
-    if n == 0:
-        nan = math.nan
-        return WindowEstimate(0, 0, nan, nan, nan, nan, 0.0, 1.0, confidence, False, True,
-                              False, periods, nan)
-    q, spread = line(mechanism)
-    rate = ones / n
-    deff = design_effect(mechanism, policy, rate, periods)
-    n_eff = n / deff
-    unclipped = (rate - q) / spread
-    low_rate, high_rate = wilson_interval(rate, n_eff, z_score(confidence))
-    low, high = (low_rate - q) / spread, (high_rate - q) / spread
-    ci_low, ci_high = min(1.0, max(0.0, low)), min(1.0, max(0.0, high))
-    value = min(1.0, max(0.0, unclipped))
-    return WindowEstimate(
-        n=n, ones=ones, yes_rate=rate, value=value, unclipped=unclipped,
-        stderr=math.sqrt(rate * (1 - rate) / n_eff) / spread, ci_low=ci_low, ci_high=ci_high,
-        confidence=confidence, clipped=value != unclipped, wide=ci_high - ci_low >= 0.5,
-        interval_clipped=(ci_low, ci_high) != (low, high), periods=periods, design_effect=deff)
 
 
 def estimand(policy: CollectionPolicy, periods: int | None,
@@ -288,36 +152,11 @@ def rolling_periods(bucket_hours: Sequence[int], n: Sequence[int], periods: Sequ
     return out
 
 
-# -- every kind ----------------------------------------------------------------------------
-
-@functools.lru_cache(maxsize=1024)
-def channel_rr(mechanism: Any) -> RandomizedResponse:
-    """The randomized response whose (P1, Q) is exactly each counted slot's of ``mechanism``
-    (``mechanism.channel``; the mechanism itself for a boolean metric). Every kind debiases
-    each slot on this one line, so the window maths above serves them all: a category's
-    share, or 1BitMean's scaled value s in [0, 1]. Its epsilon is one slot's alone: show the
-    mechanism's."""
-    if isinstance(mechanism, RandomizedResponse):
-        return mechanism
-    p1, q = mechanism.channel
-    return from_probabilities(p1, q)
-
-
 def in_units(text: str, lower: float | None, upper: float | None) -> str:
     """A caveat about [0, 1] said in a numeric metric's units ([lower, upper])."""
     if lower is None or upper is None:
         return text
     return text.replace("[0, 1]", f"[{lower:g}, {upper:g}]")
-
-
-def scaled(e: WindowEstimate, lower: float, upper: float) -> WindowEstimate:
-    """A window estimate of 1BitMean's s in [0, 1] in the metric's units."""
-    import dataclasses
-
-    span = upper - lower
-    return dataclasses.replace(
-        e, value=lower + span * e.value, unclipped=lower + span * e.unclipped,
-        stderr=span * e.stderr, ci_low=lower + span * e.ci_low, ci_high=lower + span * e.ci_high)
 
 
 def worst_margin(mechanism: Any, n: int, confidence: float = 0.95) -> float:
@@ -401,14 +240,18 @@ def category_estimates(mechanism: Any, policy: CollectionPolicy, counts: Sequenc
                        periods: int, confidence: float = 0.95) -> list[dict[str, Any]]:
     """Per category of one bucket (``counts``: n, then each category's count): the unbiased
     share, its plug-in stderr, the per-category interval and the simultaneous one (Bonferroni
-    over the d categories), as JSON-ready dicts (the formulas of
-    ``deniable.analysis.categorical``, in plain Python, for the dashboard)."""
-    channel = channel_rr(mechanism)
+    over the d categories), as JSON-ready dicts: ``debias_categories`` on each category's
+    count, for the dashboard (the analysis applies it to arrays)."""
     n, d = int(counts[0]), len(counts) - 1
     out = []
     for c in counts[1:]:
-        e = window_estimate(channel, policy, int(c), n, periods, confidence)
-        sim = window_estimate(channel, policy, int(c), n, periods, 1 - (1 - confidence) / d)
+        e: Debiased | WindowEstimate
+        sim: Debiased | WindowEstimate
+        if n == 0:  # no reports: NaN estimates, the interval [0, 1]
+            e = sim = window_estimate(channel_rr(mechanism), policy, int(c), 0, periods,
+                                      confidence)
+        else:
+            e, sim = debias_categories(mechanism, policy, int(c), n, periods, d, confidence)
         unbiased = None if e.unclipped != e.unclipped else e.unclipped
         out.append({"ones": int(c), "yes_rate": None if e.yes_rate != e.yes_rate else e.yes_rate,
                     "estimate": unbiased,

@@ -1,0 +1,160 @@
+"""The audit's exact checks: enumerate every random word a sampler can draw, and read the
+client's source for float randomness.
+
+- ``enumerate_ones``: P(report 1 | true bit) of a randomized response, summed over every
+  sequence of random words its ``perturb`` can draw (exact Fractions, no sampling).
+- ``enumerate_coin``: the same for a ``ByteCoin`` over every byte sequence.
+- ``float_random_uses``: imports or calls of a float random source in the perturbing modules.
+- ``random_source_problems``: why the random source in use is not the OS CSPRNG.
+"""
+from __future__ import annotations
+
+import ast
+import importlib.util
+import os
+from collections.abc import Sequence
+from fractions import Fraction
+from pathlib import Path
+
+from deniable.client import randomness
+from deniable.client.categorical import ByteCoin
+from deniable.client.mechanism import RandomizedResponse
+from deniable.client.randomness import RandomBits, SecureBits
+
+PERTURBING_MODULES = ("mechanism", "memo", "pool", "longitudinal", "randomness", "composition",
+                      "categorical", "numeric")
+"""The client modules on the path from a true value to a reported bit (scanned for floats)."""
+_FLOAT_RANDOM_CALLS = frozenset({"random", "uniform", "gauss", "normalvariate", "betavariate",
+                                 "expovariate", "triangular", "vonmisesvariate", "rand",
+                                 "random_sample", "SystemRandom"})
+_MAX_ENUMERATED_PATHS = 1 << 20
+_MAX_ENUMERATED_WORDS = 64
+
+
+class _NeedBits(Exception):
+    def __init__(self, k: int) -> None:
+        self.k = k
+
+
+class _Script:
+    """A random source that replays chosen words, then asks for the next one."""
+
+    def __init__(self, words: tuple[tuple[int, int], ...]) -> None:
+        self._words = words
+        self._next = 0
+
+    def bits(self, k: int) -> int:
+        if self._next == len(self._words):
+            raise _NeedBits(k)
+        value, width = self._words[self._next]
+        if width != k:
+            raise AssertionError(f"the sampler asked for {k} bits, then {width}")
+        self._next += 1
+        return value
+
+
+def enumerate_ones(mechanism: RandomizedResponse, true_bit: int,
+                   max_paths: int = _MAX_ENUMERATED_PATHS,
+                   max_words: int = _MAX_ENUMERATED_WORDS) -> tuple[Fraction, Fraction]:
+    """P(report 1 | true_bit) over every sequence of random words ``perturb`` can draw.
+
+    Returns:
+        (probability of a 1 among the sequences that finished, probability of the sequences
+        not followed to the end): the exact probability lies in [first, first + second]. The
+        second is 0 when the sampler always stops within ``max_paths`` sequences of at most
+        ``max_words`` words, as every sampler of power-of-two denominators does; a rejection
+        sampler (other denominators) leaves the tiny mass of its longest rejection runs.
+    """
+    ones = Fraction(0)
+    unfinished = Fraction(0)
+    stack: list[tuple[tuple[int, int], ...]] = [()]
+    paths = 0
+    while stack:
+        words = stack.pop()
+        weight = Fraction(1, 1 << sum(width for _, width in words))
+        try:
+            output = mechanism.perturb(true_bit, _Script(words))
+        except _NeedBits as need:
+            if len(words) >= max_words or paths + (1 << need.k) > max_paths:
+                unfinished += weight
+                continue
+            paths += 1 << need.k
+            stack.extend(words + ((value, need.k),) for value in range(1 << need.k))
+            continue
+        if output not in (0, 1):
+            raise AssertionError(f"{mechanism.id} reported {output!r}, not a bit")
+        ones += weight * output
+    return ones, unfinished
+
+
+def float_random_uses(modules: Sequence[str] = PERTURBING_MODULES) -> list[str]:
+    """Imports of a float random source, or calls of one, in the perturbing client modules."""
+    findings: list[str] = []
+    for name in modules:
+        spec = importlib.util.find_spec(f"deniable.client.{name}")
+        if spec is None or spec.origin is None:
+            findings.append(f"deniable.client.{name} not found")
+            continue
+        tree = ast.parse(Path(spec.origin).read_text(), spec.origin)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                bad = [a.name for a in node.names if a.name.split(".")[0] in ("random", "numpy")]
+            elif isinstance(node, ast.ImportFrom):
+                bad = [node.module or ""] if (node.module or "").split(".")[0] in (
+                    "random", "numpy") else []
+            elif isinstance(node, ast.Call):
+                func = node.func
+                called = func.attr if isinstance(func, ast.Attribute) else (
+                    func.id if isinstance(func, ast.Name) else "")
+                bad = [f"{called}()"] if called in _FLOAT_RANDOM_CALLS else []
+            else:
+                continue
+            findings.extend(f"{name}.py:{node.lineno}: {b}" for b in bad)
+    return findings
+
+
+def random_source_problems(rng: RandomBits | None) -> list[str]:
+    """Why the random source in use is not the OS CSPRNG (empty when it is)."""
+    problems: list[str] = []
+    import posix  # the C function os.urandom must be
+    if os.urandom is not posix.urandom:
+        problems.append("os.urandom has been replaced")
+    system = randomness.SYSTEM_BITS
+    if getattr(system, "_read", None) is not os.urandom:
+        problems.append("the client's system source does not read os.urandom")
+    if rng is not None and not (isinstance(rng, SecureBits)
+                                and getattr(rng, "_read", None) is os.urandom):
+        problems.append(f"an injected random source ({type(rng).__name__}) is in use, "
+                        f"not the OS CSPRNG")
+    return problems
+
+
+def enumerate_coin(p: Fraction, levels: int = 6) -> tuple[Fraction, Fraction]:
+    """P(a ``ByteCoin(p)`` shows 1) over every byte sequence of at most ``levels`` bytes:
+    (probability of 1 among decided sequences, mass left undecided)."""
+    coin = ByteCoin(p)
+    ones, unread = Fraction(0), Fraction(0)
+    stack: list[tuple[int, ...]] = [()]
+    while stack:
+        prefix = stack.pop()
+        for b in range(256):
+            values = prefix + (b,)
+            served = list(values[1:])
+
+            def draw(k: int) -> bytes:
+                if len(served) < k:
+                    raise _NeedBits(8)
+                out = bytes(served[:k])
+                del served[:k]
+                return out
+            weight = Fraction(1, 256 ** len(values))
+            try:
+                mark = coin.decide(bytes(values[:1]), draw)
+            except _NeedBits:
+                if len(values) >= levels:
+                    unread += weight
+                else:
+                    stack.append(values)
+                continue
+            ones += weight * (mark == b"1")
+    return ones, unread

@@ -1,0 +1,40 @@
+"""The boolean kind: a yes/no answer under randomized response (``rr:``, wire field ``bit``).
+
+A refused new answer is sent as the other value's answer if that one is paid for.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, ClassVar
+
+from deniable.client.errors import InvalidParameterError
+from deniable.client.kinds.base import RR, Declaration, Family, Kind, Mechanism, Substitute
+from deniable.client.mechanism import RandomizedResponse
+
+if TYPE_CHECKING:
+    from deniable.client.kinds import MetricSpec
+
+
+class Boolean(Kind):
+    """A bool (or 0/1); the estimate is the share answering yes."""
+
+    name: ClassVar[str] = "boolean"
+    families: ClassVar[tuple[Family, ...]] = (RR,)
+    substitute: ClassVar[Substitute] = "other"
+    slot_word: ClassVar[str] = "yes"
+
+    def choose(self, epsilon: float, declared: Declaration) -> tuple[Mechanism, str]:
+        return RandomizedResponse.from_epsilon(epsilon), ""
+
+    def encode(self, spec: MetricSpec, value: object) -> bool:
+        # One test for both values: a chain of `is True or is False` costs a false value one
+        # more step, a timing difference that `deniable audit` measures.
+        if value.__class__ is not bool and value not in (0, 1):
+            raise InvalidParameterError(
+                f"true_value must be a bool. Got a {type(value).__name__} instead.")
+        return bool(value)
+
+    def refusal(self, spec: MetricSpec, value: object) -> str:
+        return f"takes a bool. Got a {type(value).__name__}"
+
+
+KIND = Boolean()

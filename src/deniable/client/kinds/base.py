@@ -15,7 +15,7 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeVar, Union
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol, TypeVar, Union
 
 from deniable.client.categorical import KaryRandomizedResponse, SubsetSelection, UnaryEncoding
 from deniable.client.errors import InvalidParameterError
@@ -62,6 +62,15 @@ GRR = Family("grr", KaryRandomizedResponse.from_id, "index")
 OUE = Family("oue", UnaryEncoding.from_id, "bits", bitset=True)
 SS = Family("ss", SubsetSelection.from_id, "bits", bitset=True)
 BM = Family("bm", BitMean.from_id, "bit")
+
+
+class Guard(Protocol):
+    """The privacy layer a kind hands its encoded value to (``LongitudinalGuard``)."""
+
+    def perturb(self, metric: str, mechanism: Any, true_value: bool) -> int: ...
+
+    def perturb_value(self, metric: str, mechanism: Any, value: int | Fraction, *,
+                      ordered: bool = False) -> int: ...
 
 
 class Kind:
@@ -128,10 +137,25 @@ class Kind:
         """
         raise NotImplementedError
 
+    def answer(self, guard: Guard, metric: str, mechanism: Mechanism,
+               value: bool | int | Fraction) -> int:
+        """The perturbed answer to an encoded value, from the privacy layer: memoized or
+        fresh, with this kind's rule for a refused new answer (``substitute``).
+
+        Raises:
+            BudgetExceededError, MetricCapError: as the guard raises them.
+        """
+        return guard.perturb_value(metric, mechanism, value,
+                                   ordered=self.substitute == "nearest")
+
     def refusal(self, spec: MetricSpec, value: object) -> str:
         """Why ``encode`` refused ``value``, for the reporter's message: only its type and
         what the metric takes, never the value (it is the secret)."""
         raise NotImplementedError
+
+    def refusal_message(self, metric: str, spec: MetricSpec, value: object) -> str:
+        """The reporter's whole message for a refused value (``refusal`` in context)."""
+        return f"metric {metric!r} ({spec.kind}) {self.refusal(spec, value)}. Nothing was reported."
 
     def slot_labels(self, spec: MetricSpec) -> tuple[str, ...]:
         """The label of each counted slot after ``n``."""

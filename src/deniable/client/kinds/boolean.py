@@ -4,10 +4,12 @@ A refused new answer is sent as the other value's answer if that one is paid for
 """
 from __future__ import annotations
 
+from fractions import Fraction
 from typing import TYPE_CHECKING, ClassVar
 
 from deniable.client.errors import InvalidParameterError
-from deniable.client.kinds.base import RR, Declaration, Family, Kind, Mechanism, Substitute
+from deniable.client.kinds.base import (RR, Declaration, Family, Guard, Kind, Mechanism,
+                                        Substitute)
 from deniable.client.mechanism import RandomizedResponse
 
 if TYPE_CHECKING:
@@ -33,8 +35,17 @@ class Boolean(Kind):
                 f"true_value must be a bool. Got a {type(value).__name__} instead.")
         return bool(value)
 
+    def answer(self, guard: Guard, metric: str, mechanism: Mechanism,
+               value: bool | int | Fraction) -> int:
+        # The boolean memo: one permanent answer per value, an optional instantaneous layer,
+        # constant time in the value; a refused new answer is the other value's if paid.
+        return guard.perturb(metric, mechanism, value)  # type: ignore[arg-type]
+
     def refusal(self, spec: MetricSpec, value: object) -> str:
         return f"takes a bool. Got a {type(value).__name__}"
+
+    def refusal_message(self, metric: str, spec: MetricSpec, value: object) -> str:
+        return f"true_value must be a bool. Got a {type(value).__name__} instead."
 
 
 KIND = Boolean()

@@ -54,7 +54,7 @@ class Numeric(Kind):
     def estimate(self, spec: MetricSpec, ones: Num, n: Num) -> Num:
         low, high = self.value_range(spec)
         share = super().estimate(spec, ones, n)
-        return low + (high - low) * share  # type: ignore[operator, no-any-return]
+        return low + (high - low) * share  # type: ignore[operator, return-value]
 
     def value_range(self, spec: MetricSpec) -> tuple[float, float]:
         low, high = bounds(spec)

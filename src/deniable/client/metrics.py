@@ -38,12 +38,11 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
-from deniable.client.categorical import KaryRandomizedResponse, SubsetSelection, UnaryEncoding
 from deniable.client.dimensions import NONE, Dimensions
 from deniable.client.errors import InvalidParameterError, UnknownMetricError, WireFormatError
-from deniable.client.kinds import KINDS, Mechanism, MetricSpec, family, parse_mechanism
-from deniable.client.mechanism import ROUNDING_SLACK, RandomizedResponse, log_ratio_exceeds
-from deniable.client.numeric import BitMean
+from deniable.client.kinds import (KINDS, Mechanism, MetricSpec, family, is_mechanism, kind_of,
+                                   kind_of_mechanism, parse_mechanism, spec_of_mechanism)
+from deniable.client.mechanism import ROUNDING_SLACK, log_ratio_exceeds
 from deniable.client.period import DEFAULT_POLICY, POLICY_FIELDS, CollectionPolicy, parse_policy
 from deniable.client.wire import is_metric_name
 
@@ -102,8 +101,9 @@ def describe_metric(name: str, description: str, mechanism: Mechanism | MetricSp
     if spec is not None:
         entry.update(spec.describe())
     entry["mechanism"] = chosen.id
-    if chosen.kind == "boolean":
-        entry["p_yes_given_yes"], entry["p_yes_given_no"] = str(p1), str(q)
+    names = kind_of(chosen.kind).channel_names
+    if names is not None:
+        entry[names[0]], entry[names[1]] = str(p1), str(q)
     entry["p1"], entry["q"] = str(p1), str(q)
     entry["epsilon"] = chosen.epsilon
     entry.update(policy.describe())
@@ -201,11 +201,11 @@ def _entry_spec(i: int, name: str, entry: Mapping[str, Any]) -> MetricSpec:
     """The spec of catalogue entry ``i``, checked against everything the entry states."""
     try:
         mechanism = parse_mechanism(entry["mechanism"])
-        kind = entry.get("kind", "boolean")
+        names = kind_of(entry.get("kind", "boolean")).channel_names
         claims = []  # a boolean entry states P1, Q under their historical names (required)
-        if kind == "boolean":
-            claims.append((Fraction(entry["p_yes_given_yes"]), Fraction(entry["p_yes_given_no"])))
-        if kind != "boolean" or "p1" in entry or "q" in entry:
+        if names is not None:
+            claims.append((Fraction(entry[names[0]]), Fraction(entry[names[1]])))
+        if names is None or "p1" in entry or "q" in entry:
             claims.append((Fraction(entry["p1"]), Fraction(entry["q"])))
         spec = MetricSpec.from_document(entry, mechanism)
     except (KeyError, TypeError, ValueError, ZeroDivisionError, InvalidParameterError) as exc:
@@ -280,11 +280,9 @@ def declared_spec(name: str, declared: object) -> MetricSpec:
     if isinstance(declared, Mapping):
         return _table_spec(name, declared)
     mechanism = parse_mechanism(declared) if isinstance(declared, str) else declared
-    if isinstance(mechanism, RandomizedResponse):
-        return MetricSpec("boolean", mechanism)
-    if isinstance(mechanism, BitMean):
-        return MetricSpec("numeric", mechanism)
-    if isinstance(mechanism, (KaryRandomizedResponse, UnaryEncoding, SubsetSelection)):
+    if is_mechanism(mechanism) and kind_of_mechanism(mechanism).bare:
+        return spec_of_mechanism(mechanism)
+    if is_mechanism(mechanism):
         raise InvalidParameterError(
             f"metric {name!r}: a categorical mechanism id does not name its categories; "
             f"declare it as MetricSpec.build('categorical', categories=[...], "

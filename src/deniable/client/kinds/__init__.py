@@ -31,7 +31,7 @@ import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Any
+from typing import Any, TypeGuard
 
 from deniable.client.errors import InvalidParameterError
 from deniable.client.kinds import boolean, categorical, histogram, numeric
@@ -40,7 +40,7 @@ from deniable.client.kinds.base import number as _number
 from deniable.client.kinds.categorical import MAX_CATEGORY_LENGTH
 
 __all__ = ["KINDS", "MAX_CATEGORY_LENGTH", "REGISTRY", "Kind", "Mechanism", "MetricSpec",
-           "family", "kind_of", "kind_of_mechanism", "parse_mechanism", "payload_field",
+           "family", "is_mechanism", "kind_of", "kind_of_mechanism", "payload", "parse_mechanism", "payload_field",
            "spec_of_mechanism", "width"]
 
 # The registry: the one table of kinds. A new kind is a module and a line here.
@@ -48,6 +48,7 @@ REGISTRY: dict[str, Kind] = {k.name: k for k in (boolean.KIND, categorical.KIND,
                                                    numeric.KIND)}
 KINDS = tuple(REGISTRY)
 _FAMILIES: dict[str, Family] = {f.prefix: f for k in REGISTRY.values() for f in k.families}
+_TYPES = tuple(f.type for f in _FAMILIES.values())
 _BARE: dict[str, Kind] = {}  # the kind of a bare mechanism id: the first that takes its family
 for _kind in REGISTRY.values():
     for _family in _kind.families:
@@ -102,6 +103,11 @@ def payload(mechanism: Mechanism, answer: int) -> int | str:
     if _FAMILIES[family(mechanism.id)].bitset:
         return mechanism.encode_bits(answer)  # type: ignore[union-attr]
     return answer
+
+
+def is_mechanism(value: object) -> TypeGuard[Mechanism]:
+    """Whether ``value`` is a mechanism of a registered family."""
+    return isinstance(value, _TYPES)
 
 
 def kind_of_mechanism(mechanism: Mechanism) -> Kind:

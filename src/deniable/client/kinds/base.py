@@ -12,7 +12,7 @@ Stdlib only (the client ships with ``requests`` and nothing else).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol, TypeVar, Union
@@ -40,15 +40,20 @@ class Family:
     Attributes:
         prefix: the id's prefix before the first ``:`` (``rr``, ``grr``, ``oue``, ``ss``,
             ``bm``).
-        parse: the canonical-id parser (``from_id``) of the family's mechanism class.
+        type: the family's mechanism class (its ``from_id`` parses canonical ids).
         field: the wire field that carries a report's perturbed value.
         bitset: the answer is a bitset (an int) sent as a hex string (``encode_bits``).
     """
 
     prefix: str
-    parse: Callable[[str], Mechanism]
+    type: type[Mechanism]
     field: Field
     bitset: bool = False
+
+    def parse(self, mechanism_id: str) -> Mechanism:
+        """The mechanism of a canonical id of this family; other spellings are refused."""
+        parsed: Mechanism = self.type.from_id(mechanism_id)
+        return parsed
 
     def width(self, mechanism_id: str) -> int:
         """Counter slots per hour: 2 ({n, ones}) for one bit, d + 1 for d categories."""
@@ -57,11 +62,11 @@ class Family:
         return int(mechanism_id.split(":", 2)[1]) + 1
 
 
-RR = Family("rr", RandomizedResponse.from_id, "bit")
-GRR = Family("grr", KaryRandomizedResponse.from_id, "index")
-OUE = Family("oue", UnaryEncoding.from_id, "bits", bitset=True)
-SS = Family("ss", SubsetSelection.from_id, "bits", bitset=True)
-BM = Family("bm", BitMean.from_id, "bit")
+RR = Family("rr", RandomizedResponse, "bit")
+GRR = Family("grr", KaryRandomizedResponse, "index")
+OUE = Family("oue", UnaryEncoding, "bits", bitset=True)
+SS = Family("ss", SubsetSelection, "bits", bitset=True)
+BM = Family("bm", BitMean, "bit")
 
 
 class Guard(Protocol):
@@ -89,6 +94,11 @@ class Kind:
             "bucket", "mean").
         per_category: one counter slot and one estimate per declared category or bucket.
         bare: a bare mechanism id declares a metric of this kind fully (no labels needed).
+        channel_names: the historical names its catalogue entry also states (P1, Q) under,
+            required on the wire (booleans: ``p_yes_given_yes``, ``p_yes_given_no``).
+        buckets: its slots are ordered buckets of a number line (drawn as a histogram).
+        layered: its memoized answer may take an instantaneous layer (``irr``): a second
+            randomized response over a memoized bit.
     """
 
     name: ClassVar[str]
@@ -100,6 +110,9 @@ class Kind:
     slot_word: ClassVar[str]
     per_category: ClassVar[bool] = False
     bare: ClassVar[bool] = True
+    layered: ClassVar[bool] = False
+    buckets: ClassVar[bool] = False
+    channel_names: ClassVar[tuple[str, str] | None] = None
 
     # -- declaration ---------------------------------------------------------------------
 
@@ -167,6 +180,10 @@ class Kind:
         floats or numpy arrays alike; ``n`` must be positive."""
         p1, q = (float(x) for x in spec.mechanism.channel)
         return (ones / n - q) / (p1 - q)  # type: ignore[operator, no-any-return]
+
+    def scale(self, spec: MetricSpec) -> tuple[float, float] | None:
+        """The [lower, upper] a debiased share is scaled into (a mean), or None (a share)."""
+        return None
 
     def value_range(self, spec: MetricSpec) -> tuple[float, float]:
         """The range an estimate is shown in: [0, 1] for shares, [lower, upper] for means."""

@@ -23,6 +23,8 @@ class Boolean(Kind):
     families: ClassVar[tuple[Family, ...]] = (RR,)
     substitute: ClassVar[Substitute] = "other"
     slot_word: ClassVar[str] = "yes"
+    layered: ClassVar[bool] = True
+    channel_names: ClassVar[tuple[str, str] | None] = ("p_yes_given_yes", "p_yes_given_no")
 
     def choose(self, epsilon: float, declared: Declaration) -> tuple[Mechanism, str]:
         return RandomizedResponse.from_epsilon(epsilon), ""

@@ -30,6 +30,7 @@ class Histogram(Categorical):
     substitute: ClassVar[Substitute] = "nearest"
     slot_word: ClassVar[str] = "bucket"
     declared_word: ClassVar[str] = "edges"
+    buckets: ClassVar[bool] = True
 
     def labels(self, spec: MetricSpec) -> tuple[str, ...]:
         return bucket_labels(spec.edges)

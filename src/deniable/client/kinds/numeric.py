@@ -56,6 +56,9 @@ class Numeric(Kind):
         share = super().estimate(spec, ones, n)
         return low + (high - low) * share  # type: ignore[operator, return-value]
 
+    def scale(self, spec: MetricSpec) -> tuple[float, float] | None:
+        return self.value_range(spec)
+
     def value_range(self, spec: MetricSpec) -> tuple[float, float]:
         low, high = bounds(spec)
         return (float(low), float(high))

@@ -76,6 +76,10 @@ from deniable.client.reporter import Reporter
 from deniable.client.state import IN_MEMORY
 from deniable.client.wire import encode_batch
 
+# The isinstance tests below are on mechanism families, not kinds: the audit checks each
+# family's exact distribution (GRR, OUE, subset selection, 1BitMean), and two kinds
+# (categorical, histogram) share three families; the subject's kind is its spec's.
+
 Mode = Literal["memoized", "instantaneous", "fresh"]
 DEFAULT_TRIALS = 100_000
 DEFAULT_REPEATS = 4

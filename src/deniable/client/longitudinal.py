@@ -79,6 +79,11 @@ from deniable.client.pool import PerturbationPool
 from deniable.client.randomness import RandomBits
 from deniable.client.state import IN_MEMORY, StateDir
 
+# The isinstance tests below are on mechanism families, not kinds: the privacy layer's
+# mathematics (the boolean memo and its instantaneous layer, 1BitMean's alpha grid, the
+# categorical answers' uniqueness and change probability) is per mechanism. Which path a
+# metric's value takes is its kind's choice (``Kind.answer``, ``Kind.substitute``).
+
 log = logging.getLogger("deniable.client")
 
 

@@ -47,6 +47,9 @@ from deniable.client.errors import InvalidParameterError, PrivacyStateError
 from deniable.client.mechanism import RandomizedResponse
 from deniable.client.numeric import BitMean
 
+# The isinstance tests below are on the mechanism, not the kind: a 1BitMean answer is keyed
+# by its grid point, every categorical mechanism's by the index.
+
 ValueMechanism = Union[KaryRandomizedResponse, UnaryEncoding, SubsetSelection, BitMean]
 """The mechanisms of the kinds beyond boolean: memoized per value (``memo_answer``)."""
 

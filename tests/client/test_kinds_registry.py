@@ -25,11 +25,12 @@ SPECS = {
     "categorical": MetricSpec.build("categorical", epsilon=1.0, categories=["a", "b", "c"]),
     "histogram": MetricSpec.build("histogram", epsilon=1.0, edges=[0, 10, 20]),
     "numeric": MetricSpec.build("numeric", epsilon=1.0, lower=0, upper=10),
+    "open": MetricSpec.build("open", epsilon=1.0, max_bytes=8),
 }
 
 
-def test_the_registry_holds_the_four_kinds_in_their_historical_order() -> None:
-    assert KINDS == ("boolean", "categorical", "histogram", "numeric")
+def test_the_registry_holds_the_kinds_in_their_historical_order() -> None:
+    assert KINDS == ("boolean", "categorical", "histogram", "numeric", "open")
     assert all(isinstance(k, Kind) and k.name == name for name, k in REGISTRY.items())
 
 
@@ -50,7 +51,7 @@ def test_a_spec_delegates_to_its_kind(name: str) -> None:
 
 @pytest.mark.parametrize(("name", "field", "slots"), [
     ("boolean", "bit", 2), ("categorical", "index", 4), ("histogram", "index", 3),
-    ("numeric", "bit", 2)])
+    ("numeric", "bit", 2), ("open", "cell", 1 + 8 * 1024 * 4)])
 def test_payload_field_and_width_come_from_the_family(name: str, field: str,
                                                       slots: int) -> None:
     mechanism_id = SPECS[name].mechanism.id

@@ -72,8 +72,9 @@ from deniable.client.categorical import (MAX_UNIQUE_SHARE, UNIQUE_SHARE_DEVICES,
 from deniable.client.mechanism import RandomizedResponse
 from deniable.client.memo import (DEFAULT_GRID, Grid, ValueMechanism, alpha_threshold,
                                   check_grid, memo_answer, memo_bit, new_secret, spend_tag,
-                                  value_tag)
+                                  string_answer, string_tag, value_tag)
 from deniable.client.numeric import BitMean
+from deniable.client.open_domain import OpenDomainSketch
 from deniable.client.period import CollectionPolicy
 from deniable.client.pool import PerturbationPool
 from deniable.client.randomness import RandomBits
@@ -90,8 +91,8 @@ log = logging.getLogger("deniable.client")
 _MAX_IDENTITY_ROUTES = 4096
 _BOOLS = (False, True)
 _MECHANISMS = (RandomizedResponse, KaryRandomizedResponse, UnaryEncoding, SubsetSelection,
-               BitMean)
-AnyMechanism = RandomizedResponse | ValueMechanism
+               BitMean, OpenDomainSketch)
+AnyMechanism = RandomizedResponse | ValueMechanism | OpenDomainSketch
 _GUARDS: weakref.WeakSet[LongitudinalGuard] = weakref.WeakSet()
 
 
@@ -232,7 +233,8 @@ class _Route:
     """One (metric, wire mechanism): its layers, and this process's cache of the memoized
     answers already paid for (index = true bit; memory only, never written anywhere)."""
 
-    __slots__ = ("layers", "epsilon", "memo_bits", "memo_flags", "pools", "answers", "grid")
+    __slots__ = ("layers", "epsilon", "memo_bits", "memo_flags", "pools", "answers", "grid",
+                 "strings")
 
     def __init__(self, layers: Layers) -> None:
         self.layers = layers
@@ -245,6 +247,8 @@ class _Route:
         # Other kinds: category index or grid point -> the memoized answer (memory only).
         self.answers: dict[int, int] = {}
         self.grid: Grid | None = None  # numeric: alpha-point rounding, in integers
+        # Open-domain strings: ledger tag -> the memoized answer paid for (memory only).
+        self.strings: dict[str, int] = {}
 
 
 class LongitudinalGuard:
@@ -583,6 +587,45 @@ class LongitudinalGuard:
                     return paid
             answer = memo_answer(self._secret, metric, mechanism, key, self._grid)
             route.answers[key] = answer
+        return answer
+
+    def perturb_string(self, metric: str, mechanism: OpenDomainSketch, padded: bytes) -> int:
+        """The answer (a cell) to report for an open-domain metric's value, given as its
+        normalised, padded bytes (``open_domain.normalise``), which never leave this call.
+
+        Memoized by default: one permanent answer per distinct string (``memo.string_answer``),
+        paid once (its ledger tag is ``memo.string_tag``); fresh if the metric is. A new string
+        the cap or a budget refuses is reported as the paid answer with the lowest ledger tag
+        among those this process has sent (a rule that never reads the value; the tags are
+        HMACs, so the choice is uniform over the paid strings). With none in memory (a fresh
+        process) the refusal is raised, as for every kind before any answer is paid.
+
+        Raises:
+            BudgetExceededError, MetricCapError: as ``perturb``; nothing is spent.
+            InvalidParameterError: ``padded`` is not ``mechanism.max_bytes`` long, or an
+                instantaneous layer is declared for this metric.
+        """
+        if len(padded) != mechanism.max_bytes:
+            raise InvalidParameterError(
+                f"an open-domain value is normalised to {mechanism.max_bytes} bytes first")
+        route = self._route(metric, mechanism)
+        if route.layers.memo is None:
+            self._ledger.charge(metric, route.epsilon)
+            return mechanism.perturb_padded(padded, self._rng)
+        tag = string_tag(self._secret, metric, mechanism.id, padded)
+        answer = route.strings.get(tag)
+        if answer is not None:
+            return answer
+        if not self._ledger.is_paid(metric, tag):
+            try:
+                self._ledger.charge(metric, mechanism.epsilon, tag)
+            except BudgetExceededError:
+                if not route.strings:
+                    raise
+                return route.strings[min(route.strings)]
+        answer = string_answer(self._secret, metric, mechanism.id, padded,
+                               mechanism.perturb_padded)
+        route.strings[tag] = answer
         return answer
 
     def _nearest_paid_point(self, route: _Route, metric: str, mechanism: ValueMechanism,

@@ -61,7 +61,7 @@ AllDimensions = dict[str, Dimensions]
 AllPolicies = dict[str, CollectionPolicy]
 """name -> the collection policy a metric declares (memoization, instantaneous, period)."""
 SPEC_FIELDS = frozenset({"kind", "mechanism", "epsilon", "categories", "edges", "lower",
-                         "upper", "clamp"})
+                         "upper", "clamp", "max_bytes"})
 """The fields that declare what a metric asks and how (``MetricSpec.build``)."""
 DIMENSION_FIELDS = frozenset({"dimensions", "combinations"})
 """The fields that declare a metric's public dimensions (``table_dimensions``)."""
@@ -301,7 +301,8 @@ def _table_spec(name: str, table: Mapping[str, Any]) -> MetricSpec:
                                 epsilon=table.get("epsilon"),
                                 categories=table.get("categories", ()),
                                 edges=table.get("edges", ()), lower=table.get("lower"),
-                                upper=table.get("upper"), clamp=table.get("clamp", False))
+                                upper=table.get("upper"), clamp=table.get("clamp", False),
+                                max_bytes=table.get("max_bytes"))
     except InvalidParameterError as exc:
         raise InvalidParameterError(f"metric {name!r}: {exc}") from exc
 

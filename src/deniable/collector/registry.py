@@ -72,7 +72,7 @@ from deniable.client.wire import is_metric_name
 _FIELDS = {"description", "retention_days", "memoization", "instantaneous", "period",
            *SPEC_FIELDS, *DIMENSION_FIELDS}
 _ONLY_FOR = {name: tuple(k.name for k in REGISTRY.values() if name in k.declares)
-             for name in ("categories", "edges", "lower", "upper", "clamp")}
+             for name in ("categories", "edges", "lower", "upper", "clamp", "max_bytes")}
 """Fields that only some kinds take (from each kind's ``declares``)."""
 
 
@@ -201,7 +201,7 @@ def declare(doc: Mapping[str, Any]) -> MetricSpec:
     try:
         spec = MetricSpec.build(kind, mechanism=parsed, epsilon=epsilon, categories=categories,
                                 edges=edges, lower=doc.get("lower"), upper=doc.get("upper"),
-                                clamp=clamp)
+                                clamp=clamp, max_bytes=doc.get("max_bytes"))
     except InvalidParameterError as exc:
         raise InvalidParameterError(
             f"{_field_of(str(exc), kind, parsed)}: {_shorten(str(exc))}") from exc

@@ -34,7 +34,7 @@ from fractions import Fraction
 from typing import Any, TypeGuard
 
 from deniable.client.errors import InvalidParameterError
-from deniable.client.kinds import boolean, categorical, histogram, numeric
+from deniable.client.kinds import boolean, categorical, histogram, numeric, open
 from deniable.client.kinds.base import Declaration, Family, Kind, Mechanism
 from deniable.client.kinds.base import number as _number
 from deniable.client.kinds.categorical import MAX_CATEGORY_LENGTH
@@ -45,7 +45,7 @@ __all__ = ["KINDS", "MAX_CATEGORY_LENGTH", "REGISTRY", "Kind", "Mechanism", "Met
 
 # The registry: the one table of kinds. A new kind is a module and a line here.
 REGISTRY: dict[str, Kind] = {k.name: k for k in (boolean.KIND, categorical.KIND, histogram.KIND,
-                                                   numeric.KIND)}
+                                                   numeric.KIND, open.KIND)}
 KINDS = tuple(REGISTRY)
 _FAMILIES: dict[str, Family] = {f.prefix: f for k in REGISTRY.values() for f in k.families}
 _TYPES = tuple(f.type for f in _FAMILIES.values())
@@ -164,7 +164,7 @@ class MetricSpec:
         if not isinstance(self.clamp, bool):
             raise InvalidParameterError(f"clamp must be true or false. Got {self.clamp!r}.")
         if self.clamp and "clamp" not in kind.declares:
-            raise InvalidParameterError("clamp applies to histogram and numeric metrics only")
+            raise InvalidParameterError("clamp applies to histogram, numeric and open metrics only")
         kind.check(self)
 
     @property
@@ -178,7 +178,7 @@ class MetricSpec:
     def build(cls, kind: str = "boolean", *, mechanism: str | Mechanism | None = None,
               epsilon: float | None = None, categories: Sequence[str] = (),
               edges: Sequence[object] = (), lower: object = None, upper: object = None,
-              clamp: bool = False) -> MetricSpec:
+              clamp: bool = False, max_bytes: int | None = None) -> MetricSpec:
         """A spec from a declaration: either a ``mechanism`` (id or object) or an
         ``epsilon`` (the mechanism is then chosen: GRR, OUE or SS by exact variance).
 
@@ -199,7 +199,11 @@ class MetricSpec:
                 raise InvalidParameterError(f"a {kind} metric declares lower and upper")
         elif lower is not None or upper is not None:
             raise InvalidParameterError(f"a {kind} metric takes no lower or upper")
-        declared = Declaration(labels, exact_edges, lower, upper)
+        if max_bytes is not None and "max_bytes" not in kind_.declares:
+            raise InvalidParameterError(f"a {kind} metric takes no max_bytes")
+        if max_bytes is not None and (isinstance(max_bytes, bool) or not isinstance(max_bytes, int)):
+            raise InvalidParameterError(f"max_bytes must be an int. Got {max_bytes!r} instead.")
+        declared = Declaration(labels, exact_edges, lower, upper, max_bytes)
         choice = ""
         if mechanism is not None:
             chosen = parse_mechanism(mechanism) if isinstance(mechanism, str) else mechanism
@@ -217,7 +221,8 @@ class MetricSpec:
                          categories=doc.get("categories", ())
                          if "categories" in kind_of(kind).declares else (),
                          edges=doc.get("edges", ()), lower=doc.get("lower"),
-                         upper=doc.get("upper"), clamp=doc.get("clamp", False))
+                         upper=doc.get("upper"), clamp=doc.get("clamp", False),
+                         max_bytes=doc.get("max_bytes"))
         choice = doc.get("choice", "")
         return dataclasses.replace(spec, choice=choice) if isinstance(choice, str) else spec
 

@@ -21,15 +21,16 @@ from deniable.client.categorical import KaryRandomizedResponse, SubsetSelection,
 from deniable.client.errors import InvalidParameterError
 from deniable.client.mechanism import RandomizedResponse, fraction_text
 from deniable.client.numeric import BitMean, exact_number
+from deniable.client.open_domain import OpenDomainSketch
 
 if TYPE_CHECKING:
     from deniable.client.kinds import MetricSpec
 
 Mechanism = Union[RandomizedResponse, KaryRandomizedResponse, UnaryEncoding, SubsetSelection,
-                  BitMean]
+                  BitMean, OpenDomainSketch]
 Substitute = Literal["other", "lowest", "nearest"]
-Field = Literal["bit", "index", "bits"]
-Declared = Literal["categories", "edges", "lower", "upper", "clamp"]
+Field = Literal["bit", "index", "bits", "cell"]
+Declared = Literal["categories", "edges", "lower", "upper", "clamp", "max_bytes"]
 Num = TypeVar("Num")  # a float or a numpy array: the estimator hooks are plain arithmetic
 
 
@@ -198,6 +199,7 @@ class Declaration:
     edges: tuple[Fraction, ...]
     lower: object
     upper: object
+    max_bytes: int | None = None
 
 
 def out_of_range(spec: MetricSpec, value: object, low: Fraction, high: Fraction) -> str:

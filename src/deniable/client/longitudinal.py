@@ -70,6 +70,7 @@ from deniable.client.categorical import (MAX_UNIQUE_SHARE, UNIQUE_SHARE_DEVICES,
                                          KaryRandomizedResponse, SubsetSelection, UnaryEncoding,
                                          unique_share)
 from deniable.client.mechanism import RandomizedResponse
+from deniable.client.kinds import kind_of_mechanism
 from deniable.client.memo import (DEFAULT_GRID, Grid, ValueMechanism, alpha_threshold,
                                   check_grid, memo_answer, memo_bit, new_secret, spend_tag,
                                   string_answer, string_tag, value_tag)
@@ -379,7 +380,7 @@ class LongitudinalGuard:
     def _build_layers(self, metric: str, mechanism: AnyMechanism) -> Layers:
         if metric in self._fresh:
             layers = Layers(wire=mechanism, memo=None, irr=None)
-        elif metric in self._irr and not isinstance(mechanism, RandomizedResponse):
+        elif metric in self._irr and not kind_of_mechanism(mechanism).layered:
             raise InvalidParameterError(
                 f"metric {metric!r} is {mechanism.kind} ({mechanism.id}): an instantaneous "
                 f"layer (irr) is defined for boolean metrics only. Report it memoized (the "

@@ -40,10 +40,11 @@ from deniable.client.kinds.base import number as _number
 from deniable.client.kinds.categorical import MAX_CATEGORY_LENGTH
 
 __all__ = ["KINDS", "MAX_CATEGORY_LENGTH", "REGISTRY", "Kind", "Mechanism", "MetricSpec",
-           "family", "is_mechanism", "kind_of", "kind_of_mechanism", "payload", "parse_mechanism", "payload_field",
-           "spec_of_mechanism", "width"]
+           "family", "is_mechanism", "kind_of", "kind_of_mechanism", "parse_mechanism",
+           "payload", "payload_field", "spec_of_mechanism", "width"]
 
-# The registry: the one table of kinds. A new kind is a module and a line here.
+# The registry: the one table of kinds. A new kind is its module, imported above, and its
+# ``KIND`` here (the order is the order of ``KINDS`` in messages).
 REGISTRY: dict[str, Kind] = {k.name: k for k in (boolean.KIND, categorical.KIND, histogram.KIND,
                                                    numeric.KIND, open.KIND)}
 KINDS = tuple(REGISTRY)

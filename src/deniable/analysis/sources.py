@@ -573,6 +573,34 @@ class RedisSource:
         return MetricCounts(info, hours, values=values)
 
 
+    def open_counters(self, metric: str, start: datetime | None = None,
+                      end: datetime | None = None) -> tuple[MetricInfo, list[int],
+                                                            NDArray[np.int64]]:
+        """An open-domain metric's day counters (``keys.open_counters``) over the UTC days
+        overlapping [start, end): (its MetricInfo, the days with reports (days since the
+        epoch), counters of shape (days, width): slot 0 = n, slot 1 + cell).
+
+        Raises:
+            SourceError: no such metric, or not an open-domain one.
+        """
+        from deniable.collector.store import open_day_strings
+
+        info, first, end_hour = self._current(metric, start, end)
+        if not keys.is_sparse(info.mechanism.id):
+            raise SourceError(f"metric {metric!r} is not an open-domain metric")
+        width = keys.width(info.mechanism.id)
+        days, rows = [], []
+        for day, raw in open_day_strings(self._store.client, metric, info.mechanism.id,
+                                         first // 24, -(-end_hour // 24)):
+            if raw is None:
+                continue
+            values = np.frombuffer(raw, dtype=keys.COUNTER_DTYPE)[:width].astype(np.int64)
+            if values[0]:
+                days.append(day)
+                rows.append(values)
+        return info, days, (np.stack(rows) if rows else np.zeros((0, width), np.int64))
+
+
 def _visible_hours(start: datetime | None, end: datetime | None,
                    retention_days: int) -> tuple[int, int]:
     """[first, end) hour indexes of a read over [start, end) (default: the last 7 days), the

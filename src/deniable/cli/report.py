@@ -149,6 +149,23 @@ def _open_source(args: argparse.Namespace) -> Any:
     args.parser.error("name a source: --collector URL, or --redis-url URL")
 
 
+def _report_open(args: argparse.Namespace, source: Any, names: list[str], start: datetime,
+                 end: datetime) -> None:
+    """Print the discoveries of open-domain metrics (per UTC day and over the window)."""
+    from deniable.analysis.open_report import render_open, summarize_open
+    from deniable.analysis.sources import SourceError
+
+    if not hasattr(source, "open_counters"):
+        raise SourceError(f"open-domain metrics ({', '.join(names)}) are read from Redis "
+                          "only for now: use --redis-url")
+    summaries = []
+    for name in names:
+        info, days, counters = source.open_counters(name, start, end)
+        summaries.append(summarize_open(name, info.mechanism.id, days, counters,
+                                        args.confidence))
+    sys.stdout.write(render_open(summaries, args.format))
+
+
 def _read(source: Any, name: str, start: datetime, end: datetime, version: int | None) -> Any:
     from deniable.analysis.sources import SourceError
 
@@ -217,6 +234,12 @@ def run(args: argparse.Namespace) -> int:
     if args.by:
         return _run_by(args, source, known, start, end)
     names = args.metrics or sorted(known)
+    opened = [n for n in names if n in known and getattr(known[n], "kind", "") == "open"]
+    if opened:
+        _report_open(args, source, opened, start, end)
+        names = [n for n in names if n not in opened]
+        if not names:
+            return 0
     all_counts = []
     unknown = []
     for name in names:

@@ -96,7 +96,9 @@ def describe_metric(name: str, description: str, mechanism: Mechanism | MetricSp
     spec = mechanism if isinstance(mechanism, MetricSpec) else None
     chosen = spec.mechanism if spec is not None else mechanism
     assert not isinstance(chosen, MetricSpec)
-    p1, q = chosen.channel
+    # An open-domain sketch's channel is its inner GRR's: P(the reported bucket is the true
+    # one's) p, each other one q, given the level and seed drawn.
+    p1, q = chosen.channel if hasattr(chosen, "channel") else (chosen.p, chosen.q)  # type: ignore[union-attr]
     entry: dict[str, Any] = {"name": name, "description": description, "kind": chosen.kind}
     if spec is not None:
         entry.update(spec.describe())

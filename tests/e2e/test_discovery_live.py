@@ -1,0 +1,130 @@
+"""End to end, open-domain discovery (issue 33): a real collector (gunicorn, 2 workers) on a
+real redis-server, a metrics file declaring ``kind = "open"``, 80,000 devices reporting
+through the real client code, and ``deniable report --redis-url`` discovering the known top 10
+and nothing else.
+
+The devices: 40 are real ``Reporter`` instances (in-memory privacy state, one each) that send
+over HTTP; the others derive their permanent answer exactly as the client's privacy layer does
+(``memo.string_answer`` with a fresh 32-byte device secret each, ``LongitudinalGuard.
+perturb_string``'s own call), and are sent in batches of 1,000 in the client's wire format.
+
+False-failure rate (computed from the decoder's stated z, docs/discovery.md): od:8 at epsilon
+4 (g = 56, p ~ 0.498), 80,000 reports, 10,000 per level. The smallest top string holds 5 %:
+its standard error at one level is sqrt(pi (1 - pi) / 10,000) / (p - 1/g) <= 0.0042 (pi =
+0.042), so its share is >= 11.9 standard errors, and it must pass the Bonferroni threshold
+z <= 6.6 (1 - confidence = 1e-7 over at most 64 x 256 x 8 candidates): a margin >= 5.3
+standard errors, missed with probability < 1e-7 per string; at every level its prefix
+(share >= 5 %) must also beat the beam's noise (the 64th of at most 16,384 zero-share
+prefixes, none above 5.5 standard errors but with probability < 1e-6 / 10 per level... the
+margin is >= 6 standard errors: < 1e-9). Nothing outside the top 10 is shown: a string of
+share 0 only with probability <= 1e-7 (the Bonferroni bound); a tail string (share 0.0125 %,
+0.03 standard errors) at most that plus a negligible shift. Overall < 1e-6. The devices'
+secrets and coins are the system's (not seeded): the rate above is the test's real one.
+"""
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+import redis
+import requests
+
+from deniable.cli.main import main
+from deniable.client import Reporter
+from deniable.client.kinds import MetricSpec, parse_mechanism
+from deniable.client.memo import string_answer
+from deniable.client.open_domain import OpenDomainSketch
+from deniable.client.wire import encode_batch, new_batch_id
+from deniable.collector.server import CollectorProcess
+from deniable.core import keys
+from tests.conftest import OPEN_ENV
+
+pytestmark = pytest.mark.slow  # starts servers or processes: not in the fast lane
+
+METRICS = """\
+[metrics.crash_sig]
+kind = "open"
+epsilon = 4.0
+max_bytes = 8
+period = "day"
+"""
+TOP = {"oom": 11_200, "segv@0x1": 9_600, "npe:42": 8_000, "anr.main": 7_200, "abort()": 6_400,
+       "sigbus": 5_600, "é-crash": 5_200, "ui/hang": 4_800, "net:503": 4_400, "gc.pause": 4_000}
+TAIL = {f"t{i:05d}": 10 for i in range(1_360)}
+REAL_REPORTERS = 40  # of the "oom" devices
+
+
+@pytest.fixture(scope="module")
+def collector(redis_url: str, tmp_path_factory: pytest.TempPathFactory
+              ) -> Iterator[tuple[CollectorProcess, Path]]:
+    path = tmp_path_factory.mktemp("discovery-live") / "metrics.toml"
+    path.write_text(METRICS)
+    redis.Redis.from_url(redis_url).flushdb()
+    with CollectorProcess(redis_url, path, workers=2, env=OPEN_ENV) as process:
+        yield process, path
+
+
+def _catalogue_spec(url: str) -> MetricSpec:
+    doc = requests.get(f"{url}/v1/metrics", timeout=5).json()
+    entry = next(e for e in doc["metrics"] if e["name"] == "crash_sig")
+    return MetricSpec.from_document(entry, parse_mechanism(entry["mechanism"]))
+
+
+def test_the_known_top_10_is_discovered_and_nothing_else(collector, redis_url: str,  # type: ignore[no-untyped-def]
+                                                         capsys) -> None:
+    process, metrics_file = collector
+    spec = _catalogue_spec(process.url)
+    sketch = spec.mechanism
+    assert isinstance(sketch, OpenDomainSketch) and sketch.max_bytes == 8 and sketch.g == 56
+    population = {**TOP, **TAIL}
+    n = sum(population.values())
+    assert n == 80_000
+
+    for _ in range(REAL_REPORTERS):  # the real client, one device each
+        with Reporter(process.url, {"crash_sig": spec}, privacy_dir=":memory:",
+                      max_epsilon=4.0) as device:  # above the default ceiling, knowingly
+            device.report("crash_sig", "oom")
+            assert device.flush(30)
+
+    reports = []
+    for value, devices in population.items():
+        padded = spec.encode(value)
+        for _ in range(devices - (REAL_REPORTERS if value == "oom" else 0)):
+            cell = string_answer(os.urandom(32), "crash_sig", sketch.id, padded,  # type: ignore[arg-type]
+                                 sketch.perturb_padded)
+            reports.append(("crash_sig", sketch.id, cell))
+    with requests.Session() as session:
+        for first in range(0, len(reports), 1000):
+            answer = session.post(f"{process.url}/v1/reports", timeout=30,
+                                  json=encode_batch(new_batch_id(), reports[first:first + 1000]))
+            assert answer.status_code == 202, answer.text
+
+    # The counters: one day string of 4 x width bytes, n in slot 0; nothing per string.
+    client = redis.Redis.from_url(redis_url)
+    (key,) = client.keys(keys.OPEN_COUNTERS_PATTERN)
+    raw = client.get(key)
+    assert raw is not None and len(raw) == 4 * sketch.width
+    counters = np.frombuffer(raw, dtype=keys.COUNTER_DTYPE)
+    assert counters[0] == n and counters[1:].sum() == n
+
+    assert main(["report", "--redis-url", redis_url, "--metrics-file", str(metrics_file),
+                 "--metric", "crash_sig", "--format", "json",
+                 "--confidence", "0.9999999"]) == 0
+    (doc,) = json.loads(capsys.readouterr().out)["open"]
+    window = doc["periods"][0]
+    assert window["period"] == "window" and window["n"] == n
+    found = {f["string"]: f for f in window["found"]}
+    assert set(found) == set(TOP)
+    for string, f in found.items():
+        assert f["lower"] > 0
+    assert 0 < window["min_share"] < min(TOP.values()) / n
+    assert len(doc["periods"]) == 2  # the window and its one day
+
+    assert main(["report", "--redis-url", redis_url, "--metrics-file", str(metrics_file),
+                 "--metric", "crash_sig", "--confidence", "0.9999999"]) == 0
+    text = capsys.readouterr().out
+    assert "smallest discoverable share" in text and "'gc.pause'" in text

@@ -51,6 +51,9 @@ kind = "open"
 epsilon = 4.0
 max_bytes = 8
 period = "day"
+
+[metrics.dark_mode]
+epsilon = 1.0
 """
 TOP = {"oom": 11_200, "segv@0x1": 9_600, "npe:42": 8_000, "anr.main": 7_200, "abort()": 6_400,
        "sigbus": 5_600, "é-crash": 5_200, "ui/hang": 4_800, "net:503": 4_400, "gc.pause": 4_000}
@@ -128,3 +131,10 @@ def test_the_known_top_10_is_discovered_and_nothing_else(collector, redis_url: s
                  "--metric", "crash_sig", "--confidence", "0.9999999"]) == 0
     text = capsys.readouterr().out
     assert "smallest discoverable share" in text and "'gc.pause'" in text
+
+    # Every metric, one JSON document: the open one's discoveries under "open".
+    assert main(["report", "--redis-url", redis_url, "--metrics-file", str(metrics_file),
+                 "--format", "json", "--confidence", "0.9999999"]) == 0
+    both = json.loads(capsys.readouterr().out)
+    assert [m["metric"] for m in both["open"]] == ["crash_sig"]
+    assert "dark_mode" in json.dumps(both["metrics"])

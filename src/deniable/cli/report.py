@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from datetime import datetime
 from pathlib import Path
@@ -150,8 +151,8 @@ def _open_source(args: argparse.Namespace) -> Any:
 
 
 def _report_open(args: argparse.Namespace, source: Any, names: list[str], start: datetime,
-                 end: datetime) -> None:
-    """Print the discoveries of open-domain metrics (per UTC day and over the window)."""
+                 end: datetime) -> str:
+    """The discoveries of open-domain metrics (per UTC day and over the window), rendered."""
     from deniable.analysis.open_report import render_open, summarize_open
     from deniable.analysis.sources import SourceError
 
@@ -163,7 +164,28 @@ def _report_open(args: argparse.Namespace, source: Any, names: list[str], start:
         info, days, counters = source.open_counters(name, start, end)
         summaries.append(summarize_open(name, info.mechanism.id, days, counters,
                                         args.confidence))
-    sys.stdout.write(render_open(summaries, args.format))
+    return render_open(summaries, args.format)
+
+
+class _JoinedJSON:
+    """stdout for one JSON document: the other metrics' document gets the open metrics'
+    discoveries under ``open`` when it is written (the report writes it in one call)."""
+
+    def __init__(self, out: Any, open_docs: list[Any]) -> None:
+        self._out, self._open = out, open_docs
+
+    def write(self, text: str) -> int:
+        try:
+            doc = json.loads(text)
+        except ValueError:
+            return int(self._out.write(text))
+        if isinstance(doc, dict) and self._open is not None:
+            doc["open"], self._open = self._open, None
+            text = json.dumps(doc, indent=2) + "\n"
+        return int(self._out.write(text))
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._out, name)
 
 
 def _read(source: Any, name: str, start: datetime, end: datetime, version: int | None) -> Any:
@@ -217,6 +239,14 @@ def _version_hint(source: Any, counts: Any, start: datetime, end: datetime) -> s
 
 
 def run(args: argparse.Namespace) -> int:
+    saved = sys.stdout  # _run may wrap it to join the open metrics' JSON (``_JoinedJSON``)
+    try:
+        return _run(args)
+    finally:
+        sys.stdout = saved
+
+
+def _run(args: argparse.Namespace) -> int:
     from deniable.analysis import analyze, render_html, summarize
     from deniable.analysis.report import render, render_series
     from deniable.analysis.sources import default_range
@@ -236,10 +266,15 @@ def run(args: argparse.Namespace) -> int:
     names = args.metrics or sorted(known)
     opened = [n for n in names if n in known and getattr(known[n], "kind", "") == "open"]
     if opened:
-        _report_open(args, source, opened, start, end)
+        text = _report_open(args, source, opened, start, end)
         names = [n for n in names if n not in opened]
         if not names:
+            sys.stdout.write(text)
             return 0
+        if args.format == "json":  # one document: the open metrics under "open"
+            sys.stdout = _JoinedJSON(sys.stdout, json.loads(text)["open"])  # type: ignore[assignment]
+        else:
+            sys.stdout.write(text + ("\n" if args.format == "table" else ""))
     all_counts = []
     unknown = []
     for name in names:
@@ -262,8 +297,6 @@ def run(args: argparse.Namespace) -> int:
         if args.rolling:
             all_series = [rolling(ts, args.rolling) for ts in all_series]
         if args.format == "json" and histories:
-            import json
-
             from deniable.analysis.report import history_document, series_document
 
             sys.stdout.write(json.dumps({"series": [series_document(ts) for ts in all_series],

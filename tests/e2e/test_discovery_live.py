@@ -8,18 +8,17 @@ over HTTP; the others derive their permanent answer exactly as the client's priv
 (``memo.string_answer`` with a fresh 32-byte device secret each, ``LongitudinalGuard.
 perturb_string``'s own call), and are sent in batches of 1,000 in the client's wire format.
 
-False-failure rate (computed from the decoder's stated z, docs/discovery.md): od:8 at epsilon
-4 (g = 56, p ~ 0.498), 80,000 reports, 10,000 per level. The smallest top string holds 5 %:
-its standard error at one level is sqrt(pi (1 - pi) / 10,000) / (p - 1/g) <= 0.0042 (pi =
-0.042), so its share is >= 11.9 standard errors, and it must pass the Bonferroni threshold
-z <= 6.6 (1 - confidence = 1e-7 over at most 64 x 256 x 8 candidates): a margin >= 5.3
-standard errors, missed with probability < 1e-7 per string; at every level its prefix
-(share >= 5 %) must also beat the beam's noise (the 64th of at most 16,384 zero-share
-prefixes, none above 5.5 standard errors but with probability < 1e-6 / 10 per level... the
-margin is >= 6 standard errors: < 1e-9). Nothing outside the top 10 is shown: a string of
-share 0 only with probability <= 1e-7 (the Bonferroni bound); a tail string (share 0.0125 %,
-0.03 standard errors) at most that plus a negligible shift. Overall < 1e-6. The devices'
-secrets and coins are the system's (not seeded): the rate above is the test's real one.
+False-failure rate (from the decoder's stated z; docs/discovery.md): od:8 at epsilon 4 (g = 56,
+p = 0.498), 80,000 reports, 10,000 per level. At most 64 x 256 + 64 x 8 = 16,896 complete
+strings are tested, so z <= 6.78 (1 - confidence = 1e-7, Bonferroni). Each top string's pooled
+share is >= 14.5 standard errors (the 8-byte "é-crash", 6.5 %, one level: se 0.0045; the
+rarest, "gc", 5 %, pools 7 levels), a margin >= 7.7 over z: missed with probability < 1e-14.
+At every level each top prefix is >= 12 standard errors up; it leaves the beam of 64 only if
+it falls below 6 (< 1e-9 per string and level: < 1e-7 in all) or 40 of at most 16,384
+zero-share prefixes exceed 6 (expected count 3e-5 for one). Nothing outside the top 10 is
+shown: a share-0 string with probability <= 1e-7 (the Bonferroni bound); a tail string
+(0.0125 %, 0.03 standard errors) at most that plus a negligible shift. Overall < 1e-6. The
+devices' secrets and coins are the system's (not seeded): that rate is the test's real one.
 """
 from __future__ import annotations
 
@@ -56,7 +55,7 @@ period = "day"
 epsilon = 1.0
 """
 TOP = {"oom": 11_200, "segv@0x1": 9_600, "npe:42": 8_000, "anr.main": 7_200, "abort()": 6_400,
-       "sigbus": 5_600, "é-crash": 5_200, "ui/hang": 4_800, "net:503": 4_400, "gc.pause": 4_000}
+       "sigbus": 5_600, "é-crash": 5_200, "ui/hang": 4_800, "net:503": 4_400, "gc": 4_000}
 TAIL = {f"t{i:05d}": 10 for i in range(1_360)}
 REAL_REPORTERS = 40  # of the "oom" devices
 
@@ -130,7 +129,7 @@ def test_the_known_top_10_is_discovered_and_nothing_else(collector, redis_url: s
     assert main(["report", "--redis-url", redis_url, "--metrics-file", str(metrics_file),
                  "--metric", "crash_sig", "--confidence", "0.9999999"]) == 0
     text = capsys.readouterr().out
-    assert "smallest discoverable share" in text and "'gc.pause'" in text
+    assert "smallest discoverable share" in text and "'gc'" in text
 
     # Every metric, one JSON document: the open one's discoveries under "open".
     assert main(["report", "--redis-url", redis_url, "--metrics-file", str(metrics_file),

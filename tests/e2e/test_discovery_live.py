@@ -137,3 +137,10 @@ def test_the_known_top_10_is_discovered_and_nothing_else(collector, redis_url: s
     both = json.loads(capsys.readouterr().out)
     assert [m["metric"] for m in both["open"]] == ["crash_sig"]
     assert "dark_mode" in json.dumps(both["metrics"])
+
+
+def test_the_dashboard_says_where_an_open_metric_is_shown(collector) -> None:  # type: ignore[no-untyped-def]
+    process, _ = collector
+    answer = requests.get(f"{process.url}/dashboard/data", params={"metric": "crash_sig"},
+                          timeout=10)
+    assert answer.status_code == 422 and "deniable report" in answer.json()["detail"]

@@ -157,8 +157,12 @@ def _report_open(args: argparse.Namespace, source: Any, names: list[str], start:
     from deniable.analysis.sources import SourceError
 
     if not hasattr(source, "open_counters"):
-        raise SourceError(f"open-domain metrics ({', '.join(names)}) are read from Redis "
-                          "only for now: use --redis-url")
+        if args.metrics:
+            raise SourceError(f"open-domain metrics ({', '.join(names)}) are read from Redis "
+                              "only for now: use --redis-url")
+        print(f"deniable report: note: open-domain metrics ({', '.join(names)}) are read from "
+              "Redis only for now (--redis-url); left out", file=sys.stderr)
+        return render_open([], args.format)
     summaries = []
     for name in names:
         info, days, counters = source.open_counters(name, start, end)

@@ -81,6 +81,10 @@ def data() -> Response:
     if metric is None:
         raise APIError(404, f"no metric named {name!r} is registered",
                        parameters={"metric": "must name a registered metric"})
+    if keys.is_sparse(metric.mechanism.id):  # discovery is analysis' (numpy), not the server's
+        raise APIError(422, f"{name!r} is an open-domain metric: its discovered strings are in "
+                       "`deniable report --redis-url ...`, not in the dashboard yet",
+                       parameters={"metric": "must name a metric with per-slot estimates"})
     every = request.args.get("every", "day")
     if every not in GRANULARITIES:
         raise APIError(422, "'every' must be hour, day or week",

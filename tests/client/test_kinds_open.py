@@ -15,12 +15,14 @@ import json
 import unicodedata
 from collections.abc import Iterator
 from contextlib import contextmanager
+from fractions import Fraction
 
 import pytest
 
 from deniable.client import InvalidParameterError, Reporter
 from deniable.client.budget import Budget
 from deniable.client.kinds import MetricSpec
+from deniable.client.metrics import describe_metric, parse_catalogue
 from deniable.client.open_domain import OpenDomainSketch
 from deniable.client.wire import decode_batch
 from tests.servers import recording_collector
@@ -100,3 +102,20 @@ def test_a_refused_new_string_is_sent_as_a_paid_answer() -> None:
     assert len(sent) == 30
     assert set(sent[2:]) <= set(sent[:2])
     assert len(set(sent[2:])) == 1
+
+
+def test_the_catalogue_entry_round_trips_and_states_the_inner_channel() -> None:
+    spec = METRICS["crash_sig"]
+    entry = describe_metric("crash_sig", "", spec)
+    assert entry["kind"] == "open" and entry["max_bytes"] == 8 and entry["mechanism"] == SKETCH.id
+    assert (Fraction(entry["p1"]), Fraction(entry["q"])) == (SKETCH.p, SKETCH.q)
+    assert parse_catalogue({"metrics": [entry]}) == {"crash_sig": spec}
+
+
+def test_privacy_loss_of_an_open_metric() -> None:
+    with reporter() as (client, _):
+        loss = client.privacy_loss("crash_sig")
+    assert loss.one_report_epsilon == SKETCH.epsilon
+    assert loss.after(10) == SKETCH.epsilon      # memoized: ten reports repeat one answer
+    # Two strings' answers agree only on a shared level and seed: 1 - (p^2 + 9 q^2) / 512.
+    assert loss.p_answers_differ == 1 - (SKETCH.p ** 2 + 9 * SKETCH.q ** 2) / (8 * 64)

@@ -148,13 +148,13 @@ class PrivacyLoss:
     def p_yes_given_yes(self) -> Fraction:
         """P(report 1 | true 1) of one report, both layers composed (every kind: P1 of its
         ``channel``)."""
-        return self.layers.wire.channel[0]
+        return _channel(self.layers.wire)[0]
 
     @property
     def p_yes_given_no(self) -> Fraction:
         """P(report 1 | true 0) of one report, both layers composed (every kind: Q of its
         ``channel``)."""
-        return self.layers.wire.channel[1]
+        return _channel(self.layers.wire)[1]
 
     def after(self, n_reports: int) -> float:
         """The exact worst-case loss of ``n_reports`` reports of one value held constant
@@ -226,8 +226,22 @@ def _p_answers_differ(memo: AnyMechanism) -> Fraction:
         d, k, r, c = memo.d, memo.k, memo.r, math.comb
         return 1 - (c(d - 2, k - 2) * r * r + 2 * c(d - 2, k - 1) * r + c(d - 2, k)) / (
             c(d - 1, k - 1) * r + c(d - 1, k)) ** 2
+    if isinstance(memo, OpenDomainSketch):
+        # Two strings' answers: independent (level, seed, bucket) draws; they agree only on a
+        # shared level and seed (1 / (levels seeds)), most often when the two strings hash to
+        # one bucket there (p^2 + (g - 1) q^2): the smallest P(differ) over pairs.
+        p, q = memo.p, memo.q
+        return 1 - (p * p + (memo.g - 1) * q * q) / (memo.levels * memo.seeds)
     p1, q = memo.channel
     return p1 * (1 - q) + q * (1 - p1)
+
+
+def _channel(mechanism: AnyMechanism) -> tuple[Fraction, Fraction]:
+    """(P1, Q) of a counted slot; an open-domain sketch's is its inner GRR's (p, q): the
+    reported bucket given the level and seed drawn."""
+    if isinstance(mechanism, OpenDomainSketch):
+        return mechanism.p, mechanism.q
+    return mechanism.channel
 
 
 class _Route:

@@ -43,6 +43,7 @@ from deniable.client.errors import InvalidParameterError, UnknownMetricError, Wi
 from deniable.client.kinds import (KINDS, Mechanism, MetricSpec, family, is_mechanism, kind_of,
                                    kind_of_mechanism, parse_mechanism, spec_of_mechanism)
 from deniable.client.mechanism import ROUNDING_SLACK, log_ratio_exceeds
+from deniable.client.open_domain import OpenDomainSketch
 from deniable.client.period import DEFAULT_POLICY, POLICY_FIELDS, CollectionPolicy, parse_policy
 from deniable.client.wire import is_metric_name
 
@@ -80,6 +81,14 @@ project ships (rr:1/2:1/2, ε = ln 3; rr:3/4:1/2, ε = ln 7) and is in line with
 systems; docs/client.md, "The ε ceiling", says why."""
 
 
+def _channel(mechanism: Mechanism) -> tuple[Fraction, Fraction]:
+    """(P1, Q) each counted slot follows; an open-domain sketch states its inner GRR's (p, q):
+    the reported bucket given the level and seed drawn."""
+    if isinstance(mechanism, OpenDomainSketch):
+        return mechanism.p, mechanism.q
+    return tuple(mechanism.channel)  # type: ignore[return-value]
+
+
 def describe_metric(name: str, description: str, mechanism: Mechanism | MetricSpec,
                     policy: CollectionPolicy = DEFAULT_POLICY,
                     version: int | None = None) -> dict[str, Any]:
@@ -98,7 +107,7 @@ def describe_metric(name: str, description: str, mechanism: Mechanism | MetricSp
     assert not isinstance(chosen, MetricSpec)
     # An open-domain sketch's channel is its inner GRR's: P(the reported bucket is the true
     # one's) p, each other one q, given the level and seed drawn.
-    p1, q = chosen.channel if hasattr(chosen, "channel") else (chosen.p, chosen.q)  # type: ignore[union-attr]
+    p1, q = _channel(chosen)
     entry: dict[str, Any] = {"name": name, "description": description, "kind": chosen.kind}
     if spec is not None:
         entry.update(spec.describe())
@@ -213,7 +222,7 @@ def _entry_spec(i: int, name: str, entry: Mapping[str, Any]) -> MetricSpec:
     except (KeyError, TypeError, ValueError, ZeroDivisionError, InvalidParameterError) as exc:
         raise WireFormatError(f"metrics entry {i} is malformed: {exc}") from exc
     for stated in claims:
-        if stated != tuple(mechanism.channel):
+        if stated != _channel(mechanism):
             raise WireFormatError(
                 f"metric {name!r} states P1, Q = {stated[0]}, {stated[1]}, which do not match "
                 f"its mechanism {mechanism.id}")

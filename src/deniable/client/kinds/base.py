@@ -179,7 +179,7 @@ class Kind:
         """The unbiased estimate from ``ones`` perturbed ones (per slot) in ``n`` reports:
         a share in [0, 1] (before clipping) or a mean in the metric's unit. Plain arithmetic:
         floats or numpy arrays alike; ``n`` must be positive."""
-        p1, q = (float(x) for x in spec.mechanism.channel)
+        p1, q = (float(x) for x in spec.mechanism.channel)  # type: ignore[union-attr]
         return (ones / n - q) / (p1 - q)  # type: ignore[operator, no-any-return]
 
     def scale(self, spec: MetricSpec) -> tuple[float, float] | None:

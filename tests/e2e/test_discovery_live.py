@@ -32,6 +32,7 @@ import pytest
 import redis
 import requests
 
+from deniable.audit.privacy_scan import scan_redis
 from deniable.cli.main import main
 from deniable.client import Reporter
 from deniable.client.kinds import MetricSpec, parse_mechanism
@@ -112,6 +113,7 @@ def test_the_known_top_10_is_discovered_and_nothing_else(collector, redis_url: s
     assert raw is not None and len(raw) == 4 * sketch.width
     counters = np.frombuffer(raw, dtype=keys.COUNTER_DTYPE)
     assert counters[0] == n and counters[1:].sum() == n
+    assert scan_redis(client) == []  # the day string is in the key layout, expiring on the hour
 
     assert main(["report", "--redis-url", redis_url, "--metrics-file", str(metrics_file),
                  "--metric", "crash_sig", "--format", "json",

@@ -180,6 +180,11 @@ OPEN_COUNTERS_PATTERN = f"{PREFIX}:{{*}}:o:*"
 """SCAN pattern of every open-domain day string."""
 
 
+def parse_open_counters(key: str) -> tuple[str, str, str] | None:
+    """(metric, mechanism id, YYYYMMDD) of an open-domain day key; None for another key."""
+    return _parse_counter_key(key, "o", 8)
+
+
 COUNTERS_PATTERN = f"{PREFIX}:{{*}}:m:*"
 """SCAN pattern of every month counters string."""
 

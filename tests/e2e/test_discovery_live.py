@@ -128,6 +128,12 @@ def test_the_known_top_10_is_discovered_and_nothing_else(collector, redis_url: s
     assert 0 < window["min_share"] < min(TOP.values()) / n
     assert len(doc["periods"]) == 2  # the window and its one day
 
+    # Over HTTP (GET /v1/metrics/crash_sig/counts: day buckets of non-zero cells): the same.
+    assert main(["report", "--collector", process.url, "--metric", "crash_sig", "--format",
+                 "json", "--confidence", "0.9999999"]) == 0
+    (over_http,) = json.loads(capsys.readouterr().out)["open"]
+    assert over_http == doc
+
     assert main(["report", "--redis-url", redis_url, "--metrics-file", str(metrics_file),
                  "--metric", "crash_sig", "--confidence", "0.9999999"]) == 0
     text = capsys.readouterr().out

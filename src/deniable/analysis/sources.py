@@ -329,6 +329,30 @@ class HTTPSource:
                               f"not {info.mechanism.id}")
         return _counts_of(info, doc["buckets"])
 
+    def open_counters(self, metric: str, start: datetime | None = None,
+                      end: datetime | None = None) -> tuple[MetricInfo, list[int],
+                                                            NDArray[np.int64]]:
+        """``RedisSource.open_counters`` over HTTP: the collector's day buckets of an
+        open-domain metric (``cells``: its non-zero counters), as dense rows."""
+        info = self._active(metric)
+        if not keys.is_sparse(info.mechanism.id):
+            raise SourceError(f"metric {metric!r} is not an open-domain metric")
+        start, end = default_range(start, end)
+        doc = self._get(f"/v1/metrics/{metric}/counts",
+                        {"from": start.isoformat(), "to": end.isoformat()})
+        self._check_mechanism(info, doc)
+        width = keys.width(info.mechanism.id)
+        rows = np.zeros((len(doc["buckets"]), width), dtype=np.int64)
+        days = []
+        for i, bucket in enumerate(doc["buckets"]):
+            days.append(int(datetime.fromisoformat(bucket["start"]).timestamp()) // 86400)
+            rows[i, 0] = int(bucket["n"])
+            pairs = np.asarray(bucket["cells"], dtype=np.int64).reshape(-1, 2)
+            if pairs.size and (pairs[:, 0].min() < 1 or pairs[:, 0].max() >= width):
+                raise SourceError(f"{metric}: a cell outside [1, {width})")
+            rows[i, pairs[:, 0]] = pairs[:, 1]
+        return info, days, rows
+
     def dimensions(self, metric: str) -> Dimensions:
         """The metric's public dimensions, as the catalogue declares them (none if absent)."""
         info = self.metrics().get(metric)

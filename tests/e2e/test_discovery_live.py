@@ -78,7 +78,7 @@ def _catalogue_spec(url: str) -> MetricSpec:
 
 
 def test_the_known_top_10_is_discovered_and_nothing_else(collector, redis_url: str,  # type: ignore[no-untyped-def]
-                                                         capsys) -> None:
+                                                         capsys, tmp_path: Path) -> None:
     process, metrics_file = collector
     spec = _catalogue_spec(process.url)
     sketch = spec.mechanism
@@ -138,6 +138,14 @@ def test_the_known_top_10_is_discovered_and_nothing_else(collector, redis_url: s
                  "--metric", "crash_sig", "--confidence", "0.9999999"]) == 0
     text = capsys.readouterr().out
     assert "smallest discoverable share" in text and "'gc'" in text
+
+    # HTML: the open metric's section, escaped, in the same page as the other metrics'.
+    page = tmp_path / "report.html"
+    assert main(["report", "--redis-url", redis_url, "--metrics-file", str(metrics_file),
+                 "--confidence", "0.9999999", "--html", str(page)]) == 0
+    written = page.read_text(encoding="utf-8")
+    assert "<code>net:503</code>" in written and "dark_mode" in written
+    capsys.readouterr()
 
     # Every metric, one JSON document: the open one's discoveries under "open".
     assert main(["report", "--redis-url", redis_url, "--metrics-file", str(metrics_file),

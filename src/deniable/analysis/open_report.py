@@ -9,6 +9,7 @@ that reports every day counts once per day: the share is of reports, i.e. of dev
 from __future__ import annotations
 
 import csv
+import html
 import io
 import json
 from dataclasses import dataclass
@@ -21,7 +22,8 @@ from numpy.typing import NDArray
 from deniable.analysis.discovery import Discovery, discover
 from deniable.client.open_domain import OpenDomainSketch
 
-__all__ = ["OpenPeriod", "OpenSummary", "render_open", "summarize_open"]
+__all__ = ["OpenPeriod", "OpenSummary", "html_page", "render_open", "render_open_html",
+           "summarize_open"]
 
 
 @dataclass(frozen=True)
@@ -116,3 +118,32 @@ def render_open(summaries: list[OpenSummary], fmt: str = "table") -> str:
                              f"[{max(f.lower, 0):.2%}, {min(f.upper, 1):.2%}]")
         lines.append("")
     return "\n".join(lines)
+
+
+def render_open_html(summaries: list[OpenSummary]) -> str:
+    """An HTML section per open-domain metric: the window's and each day's discovered strings
+    as tables. Every string is escaped (it came from devices)."""
+    parts = []
+    for s in summaries:
+        parts.append(f'<section class="open"><h2>{html.escape(s.metric)} (open, '
+                     f"epsilon {s.epsilon:.3g})</h2><p>Strings whose share's lower bound is "
+                     f"above 0 at {s.confidence:.4g} family-wise confidence.</p>")
+        if s.window is None:
+            parts.append("<p>No reports in this range.</p>")
+        for period, d in _rows(s):
+            parts.append(f"<h3>{html.escape(period)}: {d.n:,} reports; smallest discoverable "
+                         f"share {d.min_share:.2%}</h3><table><thead><tr><th>string</th>"
+                         "<th>share</th><th>interval</th></tr></thead><tbody>")
+            parts.extend(f"<tr><td><code>{html.escape(f.string)}</code></td>"
+                         f"<td>{f.share:.2%}</td><td>[{max(f.lower, 0):.2%}, "
+                         f"{min(f.upper, 1):.2%}]</td></tr>" for f in d.found)
+            parts.append("</tbody></table>")
+        parts.append("</section>")
+    return "".join(parts)
+
+
+def html_page(body: str) -> str:
+    """A standalone page around ``render_open_html``'s sections."""
+    return ('<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
+            "<title>deniable report: open-domain metrics</title></head><body>"
+            f"{body}</body></html>\n")

@@ -152,23 +152,28 @@ def _open_source(args: argparse.Namespace) -> Any:
 
 def _report_open(args: argparse.Namespace, source: Any, names: list[str], start: datetime,
                  end: datetime) -> str:
-    """The discoveries of open-domain metrics (per UTC day and over the window), rendered."""
-    from deniable.analysis.open_report import render_open, summarize_open
-    from deniable.analysis.sources import SourceError
+    """The discoveries of open-domain metrics (per UTC day and over the window), rendered;
+    with ``--html``, also written to that file (after the other metrics' sections, if any)."""
+    from deniable.analysis.open_report import render_open, render_open_html, summarize_open
 
-    if not hasattr(source, "open_counters"):
-        if args.metrics:
-            raise SourceError(f"open-domain metrics ({', '.join(names)}) are read from Redis "
-                              "only for now: use --redis-url")
-        print(f"deniable report: note: open-domain metrics ({', '.join(names)}) are read from "
-              "Redis only for now (--redis-url); left out", file=sys.stderr)
-        return render_open([], args.format)
     summaries = []
     for name in names:
         info, days, counters = source.open_counters(name, start, end)
         summaries.append(summarize_open(name, info.mechanism.id, days, counters,
                                         args.confidence))
+    if args.html:
+        args.open_html = render_open_html(summaries)
     return render_open(summaries, args.format)
+
+
+def _write_html(args: argparse.Namespace, page: str) -> None:
+    """Write ``--html``, with the open metrics' section (if any) before the page's end."""
+    extra = getattr(args, "open_html", "")
+    if extra:
+        at = page.rfind("<script>")
+        page = page[:at] + extra + page[at:] if at >= 0 else page + extra
+    args.html.write_text(page, encoding="utf-8")
+    print(f"wrote {args.html}", file=sys.stderr)
 
 
 class _JoinedJSON:
@@ -274,6 +279,10 @@ def _run(args: argparse.Namespace) -> int:
         names = [n for n in names if n not in opened]
         if not names:
             sys.stdout.write(text)
+            if args.html:
+                from deniable.analysis.open_report import html_page
+
+                _write_html(args, html_page(args.open_html))
             return 0
         if args.format == "json":  # one document: the open metrics under "open"
             sys.stdout = _JoinedJSON(sys.stdout, json.loads(text)["open"])  # type: ignore[assignment]
@@ -330,11 +339,10 @@ def _run(args: argparse.Namespace) -> int:
         if args.changes:
             sys.stdout.write(changes_text(analysis))
         if args.html:
-            args.html.write_text(render_html(analysis.sections, analysis.comparisons,
-                                             breakdowns=analysis.breakdowns,
-                                             family=analysis.family,
-                                             histories=analysis.histories), encoding="utf-8")
-            print(f"wrote {args.html}", file=sys.stderr)
+            _write_html(args, render_html(analysis.sections, analysis.comparisons,
+                                          breakdowns=analysis.breakdowns,
+                                          family=analysis.family,
+                                          histories=analysis.histories))
     return 0
 
 

@@ -20,6 +20,7 @@ from fractions import Fraction
 import pytest
 
 from deniable.client import InvalidParameterError, Reporter
+from deniable.client.errors import WireFormatError
 from deniable.client.budget import Budget
 from deniable.client.kinds import MetricSpec
 from deniable.client.metrics import describe_metric, parse_catalogue
@@ -119,3 +120,25 @@ def test_privacy_loss_of_an_open_metric() -> None:
     assert loss.after(10) == SKETCH.epsilon      # memoized: ten reports repeat one answer
     # Two strings' answers agree only on a shared level and seed: 1 - (p^2 + 9 q^2) / 512.
     assert loss.p_answers_differ == 1 - (SKETCH.p ** 2 + 9 * SKETCH.q ** 2) / (8 * 64)
+
+
+@pytest.mark.parametrize(("cell", "problem"), [
+    (SKETCH.cells, "an open-domain report is an int in"), (-1, "an open-domain report is an int"),
+    (1.0, "an open-domain report is an int"), (True, "an open-domain report is an int"),
+    ("7", "an open-domain report is an int")])
+def test_the_wire_refuses_a_cell_outside_the_sketch(cell: object, problem: str) -> None:
+    registry = {"crash_sig": SKETCH.id}
+    doc = {"batch_id": "0" * 32, "reports": [
+        {"metric": "crash_sig", "mechanism": SKETCH.id, "cell": cell}]}
+    with pytest.raises(WireFormatError) as caught:
+        decode_batch(doc, registry)
+    assert [p.pointer for p in caught.value.problems] == ["/reports/0/cell"]
+    assert problem in caught.value.problems[0].detail
+
+
+def test_the_wire_sums_cells_sparsely() -> None:
+    registry = {"crash_sig": SKETCH.id}
+    reports = [{"metric": "crash_sig", "mechanism": SKETCH.id, "cell": c} for c in (5, 9, 5)]
+    batch = decode_batch({"batch_id": "1" * 32, "reports": reports}, registry)
+    assert batch.tallies["crash_sig"].counts == (3,)
+    assert batch.tallies["crash_sig"].cells == ((6, 2), (10, 1))

@@ -181,7 +181,8 @@ class _JoinedJSON:
     discoveries under ``open`` when it is written (the report writes it in one call)."""
 
     def __init__(self, out: Any, open_docs: list[Any]) -> None:
-        self._out, self._open = out, open_docs
+        self._out = out
+        self._open: list[Any] | None = open_docs
 
     def write(self, text: str) -> int:
         try:

@@ -66,9 +66,14 @@ def collector(redis_url: str, tmp_path_factory: pytest.TempPathFactory
               ) -> Iterator[tuple[CollectorProcess, Path]]:
     path = tmp_path_factory.mktemp("discovery-live") / "metrics.toml"
     path.write_text(METRICS)
-    redis.Redis.from_url(redis_url).flushdb()
-    with CollectorProcess(redis_url, path, workers=2, env=OPEN_ENV) as process:
-        yield process, path
+    client = redis.Redis.from_url(redis_url)
+    client.flushdb()
+    try:
+        with CollectorProcess(redis_url, path, workers=2, env=OPEN_ENV) as process:
+            yield process, path
+    finally:  # the session's redis-server is shared: leave no registry or counters behind
+        client.flushdb()
+        client.close()
 
 
 def _catalogue_spec(url: str) -> MetricSpec:

@@ -14,6 +14,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from deniable.client.kinds import kind_of
 from deniable.analysis.breakdown import NOT_STATED, Breakdown, cell_row
 from deniable.analysis import plain
 from deniable.analysis.report import (_p, _plain, category_text, estimate_text, flags,
@@ -96,8 +97,8 @@ def _fmt(x: float, numeric: bool) -> str:
 def breakdown_table(b: Breakdown) -> str:
     """One breakdown as an aligned table, then its comparisons and notes."""
     pct = f"{b.confidence:.0%}"
-    numeric = b.kind == "numeric"
-    categorical = b.kind in ("categorical", "histogram")
+    numeric = not kind_of(b.kind).percent
+    categorical = kind_of(b.kind).per_category
     if categorical:
         columns = [(b.by, "left"), ("category", "left"), ("n", "right"),
                    ("share (unbiased)", "right"), (f"{pct} CI per category", "right"),
@@ -178,7 +179,7 @@ def _short(label: str) -> str:
 def difference_text(c: Any, kind: str, metric: str = "") -> str:
     """A difference in plain words: "+5.5 points (+3.1 to +7.9)" for shares, "-201 ms
     (-344 to -59 ms)" for a numeric metric's mean."""
-    if kind == "numeric":
+    if not kind_of(kind).percent:
         return plain.mean(c.difference, c.ci_low, c.ci_high, plain.unit_of(metric or c.metric),
                           signed=True)
     return plain.share(c.difference, c.ci_low, c.ci_high, signed=True)
@@ -189,7 +190,7 @@ def plain_breakdown(b: Breakdown) -> str:
     mean in its unit; a categorical metric's share per category), the values that differ
     clearly, and what was suppressed and why."""
     pct = f"{b.confidence:.0%}".replace("%", " %")
-    categorical = b.kind in ("categorical", "histogram")
+    categorical = kind_of(b.kind).per_category
     columns = [(b.by, "left"), *([("category", "left")] if categorical else []),
                ("reports", "right"), (f"estimate ({pct} interval)", "right"), ("notes", "left")]
     rows: list[list[str]] = []

@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from deniable.client.kinds import kind_of
 from deniable.analysis import plain
 from deniable.analysis.compare import Comparison, correct
 
@@ -88,10 +89,10 @@ class ChangeLine:
 def _delta(c: Comparison, kind: str, metric: str) -> str:
     """"up 5.5 points (+3.1 to +7.9)", "down 201 ms (-344 to -59 ms)"."""
     direction = "up" if c.difference > 0 else "down"
-    if kind != "numeric" and plain.share(abs(c.difference), c.ci_low, c.ci_high, signed=True
+    if kind_of(kind).percent and plain.share(abs(c.difference), c.ci_low, c.ci_high, signed=True
                                          ).lstrip("+").startswith(("0 ", "0.0 ", "0.00 ")):
         direction = "by"  # rounds to nothing: no direction to name
-    if kind == "numeric":
+    if not kind_of(kind).percent:
         unit = plain.unit_of(metric)
         text = plain.mean(abs(c.difference), c.ci_low, c.ci_high, unit, signed=True)
         size, _, interval = text.partition(" (")
@@ -102,7 +103,7 @@ def _delta(c: Comparison, kind: str, metric: str) -> str:
 
 
 def _level(value: float, kind: str, metric: str, decimals: int) -> str:
-    if kind == "numeric":
+    if not kind_of(kind).percent:
         unit = plain.unit_of(metric)
         return plain.fixed(value, decimals) + (f" {unit}" if unit else "")
     return plain.percent(value, decimals)
@@ -119,7 +120,7 @@ def what_changed(comparisons: Sequence[Comparison]) -> list[ChangeLine]:
         kind = found[0].kind
         if found[0].category is None:
             c = found[0]
-            decimals = 0 if kind == "numeric" else 1
+            decimals = 0 if not kind_of(kind).percent else 1
             levels = (f", {_level(c.estimate_a, kind, metric, decimals)} to "
                       f"{_level(c.estimate_b, kind, metric, decimals)}")
             if c.significant:

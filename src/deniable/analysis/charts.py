@@ -7,6 +7,7 @@ import re
 
 import numpy as np
 
+from deniable.client.kinds import kind_of
 from deniable.analysis.estimate import Estimates
 from deniable.analysis.timeseries import TimeSeries
 
@@ -63,8 +64,8 @@ def series_svg(ts: TimeSeries, width_inches: float = 9.0, height_inches: float =
         if e.clipped.any():
             top.plot(x[e.clipped], e.estimate[e.clipped], "o", markerfacecolor="none",
                      color=FLAG, markersize=9, label="clipped to [0, 1]")
-    top.set_ylim(*y_limits(e, ts.kind == "numeric"))
-    top.set_ylabel("mean" if ts.kind == "numeric" else "share answering yes")
+    top.set_ylim(*y_limits(e, not kind_of(ts.kind).percent))
+    top.set_ylabel("mean" if not kind_of(ts.kind).percent else "share answering yes")
     top.grid(alpha=0.3)
     if has.any():
         top.legend(loc="upper left", fontsize=8, ncols=3, frameon=False)

@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from deniable.client.kinds import kind_of
 from deniable.analysis.sources import SourceError
 from deniable.analysis.timeseries import TimeSeries, series
 from deniable.client.mechanism import z_score
@@ -71,12 +72,13 @@ class History:
 
 def _same_scale(a: Any, b: Any) -> bool:
     """Whether two versions estimate the same thing on the same scale."""
-    if a.kind != b.kind:
+    kind = kind_of(a.kind)
+    if kind is not kind_of(b.kind) or kind.per_category:  # categories may differ by version
         return False
-    if a.kind == "numeric":
+    if not kind.percent:
         return (float(a.mechanism.lower), float(a.mechanism.upper)) == \
             (float(b.mechanism.lower), float(b.mechanism.upper))
-    return a.kind == "boolean"
+    return True
 
 
 def history(source: Any, metric: str, start: datetime, end: datetime,
@@ -86,7 +88,7 @@ def history(source: Any, metric: str, start: datetime, end: datetime,
     between versions). Reads each older version with ``source.counts(..., version=N)``."""
     current = source.counts(metric, start, end)
     info = current.metric
-    if info.kind not in ("boolean", "numeric") or not info.version or info.version < 2:
+    if kind_of(info.kind).per_category or not info.version or info.version < 2:
         return None
     parts, left_out = [series(current, granularity, start, end, confidence)], []
     for older in range(info.version - 1, 0, -1):
@@ -123,7 +125,7 @@ def _join(metric: str, kind: str, granularity: str, parts: list[TimeSeries],
     version = np.zeros(buckets, np.int64)
     lower, upper = ((float(parts[-1].metric.mechanism.lower),  # type: ignore[union-attr]
                      float(parts[-1].metric.mechanism.upper))  # type: ignore[union-attr]
-                    if kind == "numeric" else (0.0, 1.0))
+                    if not kind_of(kind).percent else (0.0, 1.0))
     ci_low[:], ci_high[:] = lower, upper
     z = z_score(confidence)
     for i in range(buckets):

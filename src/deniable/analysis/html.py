@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from deniable.client.kinds import kind_of
 from deniable.analysis import plain
 from deniable.analysis.bars import category_svg
 from deniable.analysis.compare import Comparison
@@ -333,7 +334,7 @@ def trend_svg(ts: TimeSeries, points: int = 30, width: int = 150, height: int = 
     xs, est, low, high = xs[has], est[has], low[has], high[has]
     line = _path(xs, est)
     band = _path(np.r_[xs, xs[::-1]], np.r_[high, low[::-1]]) + "z"
-    if ts.kind == "numeric":
+    if not kind_of(ts.kind).percent:
         top_label, bottom_label = plain.number(hi), plain.number(lo)
     else:
         top_label, bottom_label = plain.percent(hi), plain.percent(lo)
@@ -365,7 +366,7 @@ def _change(comparison: Comparison | None) -> str:
     arrow = ("\u25b2" if c.difference > 0 else "\u25bc") if c.significant else "\u2013"
     css = ' class="sig"' if c.significant else ""
     size = (plain.mean(c.difference, c.ci_low, c.ci_high, plain.unit_of(c.metric or c.label),
-                       signed=True) if c.kind == "numeric"
+                       signed=True) if not kind_of(c.kind).percent
             else plain.share(c.difference, c.ci_low, c.ci_high, signed=True))
     shown = size.partition(" (")[0]
     return (f'<td data-field="change"{css} data-significant="{int(c.significant)}" '
@@ -429,10 +430,10 @@ def _category_detail(section: MetricSection) -> str:
     assert cats is not None
     spec = section.series.metric.spec
     edges = tuple(plain.exact(float(e)) for e in spec.edges)
-    chart = category_svg(cats, histogram=s.kind == "histogram", edges=edges)
+    chart = category_svg(cats, histogram=kind_of(s.kind).buckets, edges=edges)
     pct = f"{cats.confidence:.0%}"
     trends = cats.d <= TREND_CATEGORIES and len(section.series) > 1
-    word = "bucket" if s.kind == "histogram" else "category"
+    word = kind_of(s.kind).slot_word
     plain_rows = "".join(
         f'<tr data-category="{html.escape(label)}"><td>{html.escape(label)}</td>'
         f'<td data-field="share" data-value="{plain.exact(float(cats.value[i]), 7)}">'
@@ -510,7 +511,7 @@ def _category_time_chart(section: MetricSection) -> str:
     order = np.argsort(-np.nan_to_num(cats.value, nan=-1.0))[:TIME_CHART_LINES]
     lines = [Line(cats.labels[j], np.where(has, pooled.unclipped[:, j], np.nan),
                   pooled.ci_low[:, j], pooled.ci_high[:, j]) for j in order]
-    word = "bucket" if section.summary.kind == "histogram" else "category"
+    word = kind_of(section.summary.kind).slot_word
     shown = "" if cats.d <= TIME_CHART_LINES else f" (the {TIME_CHART_LINES} largest)"
     pooled_note = "" if len(starts) == len(ts) else f", pooled into {len(starts)} stretches"
     chart = time_chart_svg(starts, ts.granularity if len(starts) == len(ts) else "day",
@@ -570,7 +571,7 @@ def _history_chart(h: Any) -> str:
     line = Line(f"versions {', '.join(str(v) for v in h.versions)}", h.estimate, h.ci_low,
                 h.ci_high)
     marks = [(i, f"version {b}") for i, _, b in h.changes]
-    if h.kind == "numeric":
+    if not kind_of(h.kind).percent:
         lower, upper = float(h.parts[-1].metric.mechanism.lower), \
             float(h.parts[-1].metric.mechanism.upper)
         values = [float(v) for v in np.r_[h.estimate, h.ci_low, h.ci_high][
@@ -581,7 +582,7 @@ def _history_chart(h: Any) -> str:
     else:
         axis, title = share_axis([line]), "share of devices answering yes (%)"
     chart = time_chart_svg(h.starts, h.granularity, [line], y_title=title,
-                           percent=h.kind != "numeric", axis=axis, marks=marks,
+                           percent=kind_of(h.kind).percent, axis=axis, marks=marks,
                            title="Across versions: each version's reports debiased with its "
                                  "own mechanism")
     notes = "; ".join(f"version {b} from {h.starts[i]:%Y-%m-%d %H:%M} UTC (was {a})"
@@ -598,7 +599,7 @@ def _section(section: MetricSection, policy_refs: dict[str, str], page_cuts: str
     first = ts.starts[0].isoformat() if len(ts) else ""
     if s.categories is not None:
         head = f"{s.kind}, {s.categories.d} categories, {s.n:,} reports"
-    elif s.kind == "numeric":
+    elif not kind_of(s.kind).percent:
         head = f"mean {html.escape(estimate_text(s))}"
     else:
         head = f"{html.escape(estimate_text(s))} <small>answer yes</small>"
@@ -614,7 +615,7 @@ def _section(section: MetricSection, policy_refs: dict[str, str], page_cuts: str
         unit = plain.unit_of(s.metric)
         bounds = (f' data-lower="{s.lower!r}" data-upper="{s.upper!r}"'
                   f' data-unit="{html.escape(unit)}" data-ytitle="mean{f" ({unit})" if unit else ""}'
-                  f' over devices"' if s.kind == "numeric" else
+                  f' over devices"' if not kind_of(s.kind).percent else
                   ' data-ytitle="share of devices answering yes (%)"')
         parts.append(f'<div class="chart" data-first="{first}" '
                      f'data-step="{int(ts.step.total_seconds())}" '
@@ -628,7 +629,7 @@ def _section(section: MetricSection, policy_refs: dict[str, str], page_cuts: str
     rolled = f" Rolling {ts.window} {ts.granularity}s." if ts.window > 1 else ""
     interval = "" if s.categories is not None else (
         f", {s.confidence:.0%} interval [{plain.number(s.ci_low, 5)}, "
-        f"{plain.number(s.ci_high, 5)}]" if s.kind == "numeric"
+        f"{plain.number(s.ci_high, 5)}]" if not kind_of(s.kind).percent
         else f", {s.confidence:.0%} interval [{s.ci_low:.4f}, {s.ci_high:.4f}]")
     detail = "" if s.categories is not None or not s.n else (
         f"; raw (perturbed) yes-rate {s.yes_rate:.4f} of {s.n:,} reports, unbiased estimate "
@@ -661,7 +662,7 @@ def _breakdowns(breakdowns: Sequence[Any]) -> str:
     for b in breakdowns:
         name = html.escape(b.metric)
         pct = f"{b.confidence:.0%}"
-        categorical = b.kind in ("categorical", "histogram")
+        categorical = kind_of(b.kind).per_category
         head = (f"<tr><th>{html.escape(b.by)}</th>" + ("<th>category</th>" if categorical
                                                         else "")
                 + f"<th>reports</th><th>estimate ({pct.replace('%', ' %')} interval)</th>"
@@ -797,6 +798,7 @@ def render_html(sections: Sequence[MetricSection], comparisons: Sequence[Compari
                      if sec.series.metric.mechanism.id == mechanism_id]
             shown = ", ".join(users[:12]) + (f" and {len(users) - 12} more" if len(users) > 12
                                              else "")
+            # A mechanism test (core's notes are per mechanism, not per kind).
             note = epsilon_note(mechanism, None) if isinstance(mechanism, RandomizedResponse) \
                 else kind_note(mechanism, None)
             parts.append(f'<p class="note"><b>{html.escape(mechanism_id)}</b> ({shown}): '

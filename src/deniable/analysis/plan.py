@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from deniable.client.kinds import kind_of
 from deniable.client.kinds import Mechanism
 from deniable.client.mechanism import RandomizedResponse, z_score
 from deniable.client.period import DEFAULT_POLICY, CollectionPolicy
@@ -127,11 +128,12 @@ def _for(mechanism: Mechanism, inner: Plan, metric: str | None, confidence: floa
     """A plan made on the slot channel, stated for ``mechanism`` (its id, epsilon, kind)."""
     import dataclasses
 
+    # A mechanism test: randomized response is its own slot channel, nothing to restate.
     if isinstance(mechanism, RandomizedResponse):
         return dataclasses.replace(inner, metric=metric)
     d = int(getattr(mechanism, "d", 0))
     units = f"[{float(mechanism.lower):g}, {float(mechanism.upper):g}]" \
-        if mechanism.kind == "numeric" else "share"  # type: ignore[union-attr]
+        if not kind_of(mechanism.kind).percent else "share"  # type: ignore[union-attr]
     return dataclasses.replace(
         inner, metric=metric, mechanism=mechanism.id, epsilon=mechanism.epsilon,
         confidence=confidence, margin=inner.margin * span, kind=mechanism.kind, categories=d,

@@ -20,6 +20,7 @@ import numpy as np
 from datetime import datetime
 from typing import Any
 
+from deniable.client.kinds import kind_of
 from deniable.analysis import plain
 from deniable.analysis.compare import Comparison
 from deniable.analysis.estimate import MetricSummary
@@ -73,9 +74,9 @@ def summary_row(summary: MetricSummary, *, projected: bool = False) -> dict[str,
     row = {k: _plain(v) for k, v in dataclasses.asdict(summary).items() if k != "categories"}
     row["flags"] = flags(summary)
     row["display"] = estimate_text(summary)  # the plain reading: "53 % (29–78 %)"
-    if summary.kind == "numeric":
+    if not kind_of(summary.kind).percent:
         row["unit"] = plain.unit_of(summary.metric)
-    if summary.kind == "numeric":  # the sum over the reports: n times the mean
+    if not kind_of(summary.kind).percent:  # the sum over the reports: n times the mean
         row["total"] = _number(summary.n * summary.unclipped) if summary.n else None
         row["total_low"] = summary.n * summary.ci_low if summary.n else None
         row["total_high"] = summary.n * summary.ci_high if summary.n else None
@@ -208,7 +209,7 @@ def estimate_text(s: MetricSummary) -> str:
     metric's mean in its unit, "812 ms (700–926 ms)"; "-" without reports."""
     if s.n == 0 or s.categories is not None:
         return "-"
-    if s.kind == "numeric":
+    if not kind_of(s.kind).percent:
         return plain.mean(s.estimate, s.ci_low, s.ci_high, plain.unit_of(s.metric))
     return plain.share(s.estimate, s.ci_low, s.ci_high)
 
@@ -220,7 +221,7 @@ def plain_flags(s: MetricSummary) -> str:
         notes.append("no reports in this range")
     elif s.wide:
         notes.append("too few reports to say much")
-    if s.n and s.clipped and s.kind != "numeric":
+    if s.n and s.clipped and kind_of(s.kind).percent:
         notes.append("near " + ("0 %" if s.unclipped < 0.5 else "100 %")
                      + " (noise pushed the raw estimate past it)")
     elif s.n and s.clipped:
@@ -293,7 +294,7 @@ def render_plain(summaries: Sequence[MetricSummary], title: str = "Deniable repo
     out = heading + "\n"
     if scalar:
         rows = [(s.metric + ("" if s.version is None or s.version == 1 else f" (v{s.version})"),
-                 f"{s.n:,}", "mean" if s.kind == "numeric" else "yes", estimate_text(s),
+                 f"{s.n:,}", kind_of(s.kind).slot_word, estimate_text(s),
                  plain_flags(s)) for s in scalar]
         out = text_table(heading, (("metric", "left"), ("reports", "right"),
                                    ("of", "left"), (f"estimate ({pct} interval)", "right"),
@@ -303,7 +304,7 @@ def render_plain(summaries: Sequence[MetricSummary], title: str = "Deniable repo
         if cats is None:
             continue
         simplex = cats.project_to_simplex() if projected and cats.n else None
-        columns = [("category" if s.kind == "categorical" else "bucket", "left"),
+        columns = [(kind_of(s.kind).slot_word, "left"),
                    (f"share of devices ({pct} interval)", "right")]
         if projected:
             columns.append(("drawn (BIASED)", "right"))
@@ -333,7 +334,7 @@ def _value(x: float, lower: float | None) -> str:
 
 def _what(s: MetricSummary) -> str:
     estimand_text = s.estimand or "share of devices"
-    if s.kind == "numeric":
+    if not kind_of(s.kind).percent:
         total = (f"; total over the {s.n:,} reports {plain.number(s.n * s.unclipped, 6)} "
                  f"[{plain.number(s.n * s.ci_low, 6)}, {plain.number(s.n * s.ci_high, 6)}]"
                  if s.n else "")
@@ -407,7 +408,7 @@ def series_rows(ts: TimeSeries) -> list[dict[str, Any]]:
     if ts.simultaneous is not None:
         return _category_series_rows(ts)
     lower, upper = (ts.metric.mechanism.lower, ts.metric.mechanism.upper) \
-        if ts.kind == "numeric" else (None, None)  # type: ignore[union-attr]
+        if not kind_of(ts.kind).percent else (None, None)  # type: ignore[union-attr]
     e = ts.estimates
     mechanism = ts.metric.mechanism
     partial = coverage_notes(ts.starts, ts.step.total_seconds(), ts.window, ts.range_start,
@@ -495,7 +496,7 @@ def series_document(ts: TimeSeries) -> dict[str, Any]:
            "confidence": ts.estimates.confidence, "kind": ts.kind}
     shared = ("metric", "version", "mechanism", "epsilon", "granularity", "window",
               "confidence", "range_from", "range_to", "kind")
-    if ts.kind == "numeric":
+    if not kind_of(ts.kind).percent:
         doc["lower"] = float(mechanism.lower)  # type: ignore[union-attr]
         doc["upper"] = float(mechanism.upper)  # type: ignore[union-attr]
     if ts.simultaneous is None:
@@ -653,7 +654,7 @@ def _plain_series(table: Any, ts: TimeSeries) -> None:
         n = int(e.n[i])
         shown = "-" if n == 0 else (
             plain.mean(float(e.estimate[i]), float(e.ci_low[i]), float(e.ci_high[i]), unit)
-            if ts.kind == "numeric" else
+            if not kind_of(ts.kind).percent else
             plain.share(float(e.estimate[i]), float(e.ci_low[i]), float(e.ci_high[i])))
         notes = ["no reports" if n == 0 else "too few reports to say much"
                  if bool(e.wide[i]) else ""]
@@ -703,14 +704,14 @@ class _Shown:
 
 
 def _lower(ts: TimeSeries) -> float | None:
-    return float(ts.metric.mechanism.lower) if ts.kind == "numeric" else None  # type: ignore[union-attr]
+    return float(ts.metric.mechanism.lower) if not kind_of(ts.kind).percent else None  # type: ignore[union-attr]
 
 
 def _spark(ts: TimeSeries) -> str:
     """The sparkline on an axis zoomed to the estimates (at least 10 points of [0, 1], or a
     tenth of a numeric metric's range), its ends printed beside it."""
     values = [float(v) if n else math.nan for v, n in zip(ts.estimates.estimate, ts.n)]
-    if ts.kind == "numeric":
+    if not kind_of(ts.kind).percent:
         lower, upper = (float(ts.metric.mechanism.lower),  # type: ignore[union-attr]
                         float(ts.metric.mechanism.upper))  # type: ignore[union-attr]
         low, high = zoomed_axis(values, lower, upper)
@@ -840,7 +841,7 @@ def render_history_table(h: Any) -> str:
         v = int(h.version[i])
         shown = "-" if not h.n[i] else (
             plain.mean(float(h.estimate[i]), float(h.ci_low[i]), float(h.ci_high[i]), unit)
-            if h.kind == "numeric" else
+            if not kind_of(h.kind).percent else
             plain.share(float(h.estimate[i]), float(h.ci_low[i]), float(h.ci_high[i])))
         rows.append([_label(start, h.granularity), f"{int(h.n[i]):,}",
                      "several" if v == MIXED else str(v) if v else "-", shown])

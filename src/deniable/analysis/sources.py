@@ -330,6 +330,30 @@ class HTTPSource:
                               f"not {info.mechanism.id}")
         return _counts_of(info, doc["buckets"])
 
+    def open_counters(self, metric: str, start: datetime | None = None,
+                      end: datetime | None = None) -> tuple[MetricInfo, list[int],
+                                                            NDArray[np.int64]]:
+        """``RedisSource.open_counters`` over HTTP: the collector's day buckets of an
+        open-domain metric (``cells``: its non-zero counters), as dense rows."""
+        info = self._active(metric)
+        if not keys.is_sparse(info.mechanism.id):
+            raise SourceError(f"metric {metric!r} is not an open-domain metric")
+        start, end = default_range(start, end)
+        doc = self._get(f"/v1/metrics/{metric}/counts",
+                        {"from": start.isoformat(), "to": end.isoformat()})
+        self._check_mechanism(info, doc)
+        width = keys.width(info.mechanism.id)
+        rows = np.zeros((len(doc["buckets"]), width), dtype=np.int64)
+        days = []
+        for i, bucket in enumerate(doc["buckets"]):
+            days.append(int(datetime.fromisoformat(bucket["start"]).timestamp()) // 86400)
+            rows[i, 0] = int(bucket["n"])
+            pairs = np.asarray(bucket["cells"], dtype=np.int64).reshape(-1, 2)
+            if pairs.size and (pairs[:, 0].min() < 1 or pairs[:, 0].max() >= width):
+                raise SourceError(f"{metric}: a cell outside [1, {width})")
+            rows[i, pairs[:, 0]] = pairs[:, 1]
+        return info, days, rows
+
     def dimensions(self, metric: str) -> Dimensions:
         """The metric's public dimensions, as the catalogue declares them (none if absent)."""
         info = self.metrics().get(metric)
@@ -662,6 +686,34 @@ class ReaderSource:
             months = self._reader.month_strings(metric, info.mechanism.id, first, end_hour)
         hours, values = decode_months(months, keys.width(info.mechanism.id), first, end_hour)
         return MetricCounts(info, hours, values=values)
+
+
+    def open_counters(self, metric: str, start: datetime | None = None,
+                      end: datetime | None = None) -> tuple[MetricInfo, list[int],
+                                                            NDArray[np.int64]]:
+        """An open-domain metric's day counters (``keys.open_counters``) over the UTC days
+        overlapping [start, end): (its MetricInfo, the days with reports (days since the
+        epoch), counters of shape (days, width): slot 0 = n, slot 1 + cell).
+
+        Raises:
+            SourceError: no such metric, or not an open-domain one.
+        """
+        from deniable.collector.store import open_day_strings
+
+        info, first, end_hour = self._current(metric, start, end)
+        if not keys.is_sparse(info.mechanism.id):
+            raise SourceError(f"metric {metric!r} is not an open-domain metric")
+        width = keys.width(info.mechanism.id)
+        days, rows = [], []
+        for day, raw in open_day_strings(self._store.client, metric, info.mechanism.id,
+                                         first // 24, -(-end_hour // 24)):
+            if raw is None:
+                continue
+            values = np.frombuffer(raw, dtype=keys.COUNTER_DTYPE)[:width].astype(np.int64)
+            if values[0]:
+                days.append(day)
+                rows.append(values)
+        return info, days, (np.stack(rows) if rows else np.zeros((0, width), np.int64))
 
 
 def _visible_hours(start: datetime | None, end: datetime | None,

@@ -74,6 +74,10 @@ from deniable.audit.exactness import (PERTURBING_MODULES, enumerate_coin, enumer
                                       float_random_uses, random_source_problems)
 from deniable.audit.traffic import Upload, capturing_collector, traffic_problems, uploaded_bits
 
+# The isinstance tests below are on mechanism families, not kinds: the audit checks each
+# family's exact distribution (GRR, OUE, subset selection, 1BitMean), and two kinds
+# (categorical, histogram) share three families; the subject's kind is its spec's.
+
 Mode = Literal["memoized", "instantaneous", "fresh"]
 DEFAULT_TRIALS = 100_000
 DEFAULT_REPEATS = 4

@@ -166,7 +166,8 @@ def _classify(key: str) -> str:
     """Which layout entry ``key`` is: counters, counters_v1, batch, batch_applied,
     batch_markers, registry, registry_gen, layout, api_key, api_key_index, rate_limit; or
     "unknown"."""
-    if keys.parse_counters(key) is not None or keys.parse_series_counters(key) is not None:
+    if keys.parse_counters(key) is not None or keys.parse_series_counters(key) is not None \
+            or keys.parse_open_counters(key) is not None:
         return "counters"  # a dimension series is counters too; its label is allow-listed
     if keys.parse_batch_markers(key) is not None:
         return "batch_markers"
@@ -261,7 +262,8 @@ def _values(client: redis.Redis | redis.cluster.RedisCluster, key: str,
     if kind_type == "string":
         raw = client.get(key)
         if raw is None or keys.parse_counters(key) is not None or \
-                keys.parse_series_counters(key) is not None:
+                keys.parse_series_counters(key) is not None or \
+                keys.parse_open_counters(key) is not None:
             return []
         return [raw.decode(errors="replace") if isinstance(raw, bytes) else str(raw)]
     if kind_type == "hash":

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from datetime import datetime
 from pathlib import Path
@@ -151,6 +152,54 @@ def _open_source(args: argparse.Namespace) -> Any:
     args.parser.error("name a source: --collector URL, or --redis-url URL")
 
 
+def _report_open(args: argparse.Namespace, source: Any, names: list[str], start: datetime,
+                 end: datetime) -> str:
+    """The discoveries of open-domain metrics (per UTC day and over the window), rendered;
+    with ``--html``, also written to that file (after the other metrics' sections, if any)."""
+    from deniable.analysis.open_report import render_open, render_open_html, summarize_open
+
+    summaries = []
+    for name in names:
+        info, days, counters = source.open_counters(name, start, end)
+        summaries.append(summarize_open(name, info.mechanism.id, days, counters,
+                                        args.confidence))
+    if args.html:
+        args.open_html = render_open_html(summaries)
+    return render_open(summaries, args.format)
+
+
+def _write_html(args: argparse.Namespace, page: str) -> None:
+    """Write ``--html``, with the open metrics' section (if any) before the page's end."""
+    extra = getattr(args, "open_html", "")
+    if extra:
+        at = page.rfind("<script>")
+        page = page[:at] + extra + page[at:] if at >= 0 else page + extra
+    args.html.write_text(page, encoding="utf-8")
+    print(f"wrote {args.html}", file=sys.stderr)
+
+
+class _JoinedJSON:
+    """stdout for one JSON document: the other metrics' document gets the open metrics'
+    discoveries under ``open`` when it is written (the report writes it in one call)."""
+
+    def __init__(self, out: Any, open_docs: list[Any]) -> None:
+        self._out = out
+        self._open: list[Any] | None = open_docs
+
+    def write(self, text: str) -> int:
+        try:
+            doc = json.loads(text)
+        except ValueError:
+            return int(self._out.write(text))
+        if isinstance(doc, dict) and self._open is not None:
+            doc["open"], self._open = self._open, None
+            text = json.dumps(doc, indent=2) + "\n"
+        return int(self._out.write(text))
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._out, name)
+
+
 def _read(source: Any, name: str, start: datetime, end: datetime, version: int | None) -> Any:
     from deniable.analysis.sources import SourceError
 
@@ -202,6 +251,14 @@ def _version_hint(source: Any, counts: Any, start: datetime, end: datetime) -> s
 
 
 def run(args: argparse.Namespace) -> int:
+    saved = sys.stdout  # _run may wrap it to join the open metrics' JSON (``_JoinedJSON``)
+    try:
+        return _run(args)
+    finally:
+        sys.stdout = saved
+
+
+def _run(args: argparse.Namespace) -> int:
     from deniable.analysis import analyze, render_html, summarize
     from deniable.analysis.report import render, render_series
     from deniable.analysis.sources import default_range
@@ -219,6 +276,21 @@ def run(args: argparse.Namespace) -> int:
     if args.by:
         return _run_by(args, source, known, start, end)
     names = args.metrics or sorted(known)
+    opened = [n for n in names if n in known and getattr(known[n], "kind", "") == "open"]
+    if opened:
+        text = _report_open(args, source, opened, start, end)
+        names = [n for n in names if n not in opened]
+        if not names:
+            sys.stdout.write(text)
+            if args.html:
+                from deniable.analysis.open_report import html_page
+
+                _write_html(args, html_page(args.open_html))
+            return 0
+        if args.format == "json":  # one document: the open metrics under "open"
+            sys.stdout = _JoinedJSON(sys.stdout, json.loads(text)["open"])  # type: ignore[assignment]
+        else:
+            sys.stdout.write(text + ("\n" if args.format == "table" else ""))
     all_counts = []
     unknown = []
     for name in names:
@@ -241,8 +313,6 @@ def run(args: argparse.Namespace) -> int:
         if args.rolling:
             all_series = [rolling(ts, args.rolling) for ts in all_series]
         if args.format == "json" and histories:
-            import json
-
             from deniable.analysis.report import history_document, series_document
 
             sys.stdout.write(json.dumps({"series": [series_document(ts) for ts in all_series],
@@ -272,11 +342,10 @@ def run(args: argparse.Namespace) -> int:
         if args.changes:
             sys.stdout.write(changes_text(analysis))
         if args.html:
-            args.html.write_text(render_html(analysis.sections, analysis.comparisons,
-                                             breakdowns=analysis.breakdowns,
-                                             family=analysis.family,
-                                             histories=analysis.histories), encoding="utf-8")
-            print(f"wrote {args.html}", file=sys.stderr)
+            _write_html(args, render_html(analysis.sections, analysis.comparisons,
+                                          breakdowns=analysis.breakdowns,
+                                          family=analysis.family,
+                                          histories=analysis.histories))
     return 0
 
 

@@ -70,14 +70,21 @@ from deniable.client.categorical import (MAX_UNIQUE_SHARE, UNIQUE_SHARE_DEVICES,
                                          KaryRandomizedResponse, SubsetSelection, UnaryEncoding,
                                          unique_share)
 from deniable.client.mechanism import RandomizedResponse
+from deniable.client.kinds import kind_of_mechanism
 from deniable.client.memo import (DEFAULT_GRID, Grid, ValueMechanism, alpha_threshold,
                                   check_grid, memo_answer, memo_bit, new_secret, spend_tag,
-                                  value_tag)
+                                  string_answer, string_tag, value_tag)
 from deniable.client.numeric import BitMean
+from deniable.client.open_domain import OpenDomainSketch
 from deniable.client.period import CollectionPolicy
 from deniable.client.pool import PerturbationPool
 from deniable.client.randomness import RandomBits
 from deniable.client.state import IN_MEMORY, StateDir
+
+# The isinstance tests below are on mechanism families, not kinds: the privacy layer's
+# mathematics (the boolean memo and its instantaneous layer, 1BitMean's alpha grid, the
+# categorical answers' uniqueness and change probability) is per mechanism. Which path a
+# metric's value takes is its kind's choice (``Kind.answer``, ``Kind.substitute``).
 
 log = logging.getLogger("deniable.client")
 
@@ -85,8 +92,8 @@ log = logging.getLogger("deniable.client")
 _MAX_IDENTITY_ROUTES = 4096
 _BOOLS = (False, True)
 _MECHANISMS = (RandomizedResponse, KaryRandomizedResponse, UnaryEncoding, SubsetSelection,
-               BitMean)
-AnyMechanism = RandomizedResponse | ValueMechanism
+               BitMean, OpenDomainSketch)
+AnyMechanism = RandomizedResponse | ValueMechanism | OpenDomainSketch
 _GUARDS: weakref.WeakSet[LongitudinalGuard] = weakref.WeakSet()
 
 
@@ -141,13 +148,13 @@ class PrivacyLoss:
     def p_yes_given_yes(self) -> Fraction:
         """P(report 1 | true 1) of one report, both layers composed (every kind: P1 of its
         ``channel``)."""
-        return self.layers.wire.channel[0]
+        return _channel(self.layers.wire)[0]
 
     @property
     def p_yes_given_no(self) -> Fraction:
         """P(report 1 | true 0) of one report, both layers composed (every kind: Q of its
         ``channel``)."""
-        return self.layers.wire.channel[1]
+        return _channel(self.layers.wire)[1]
 
     def after(self, n_reports: int) -> float:
         """The exact worst-case loss of ``n_reports`` reports of one value held constant
@@ -219,15 +226,30 @@ def _p_answers_differ(memo: AnyMechanism) -> Fraction:
         d, k, r, c = memo.d, memo.k, memo.r, math.comb
         return 1 - (c(d - 2, k - 2) * r * r + 2 * c(d - 2, k - 1) * r + c(d - 2, k)) / (
             c(d - 1, k - 1) * r + c(d - 1, k)) ** 2
+    if isinstance(memo, OpenDomainSketch):
+        # Two strings' answers: independent (level, seed, bucket) draws; they agree only on a
+        # shared level and seed (1 / (levels seeds)), most often when the two strings hash to
+        # one bucket there (p^2 + (g - 1) q^2): the smallest P(differ) over pairs.
+        p, q = memo.p, memo.q
+        return 1 - (p * p + (memo.g - 1) * q * q) / (memo.levels * memo.seeds)
     p1, q = memo.channel
     return p1 * (1 - q) + q * (1 - p1)
+
+
+def _channel(mechanism: AnyMechanism) -> tuple[Fraction, Fraction]:
+    """(P1, Q) of a counted slot; an open-domain sketch's is its inner GRR's (p, q): the
+    reported bucket given the level and seed drawn."""
+    if isinstance(mechanism, OpenDomainSketch):
+        return mechanism.p, mechanism.q
+    return mechanism.channel
 
 
 class _Route:
     """One (metric, wire mechanism): its layers, and this process's cache of the memoized
     answers already paid for (index = true bit; memory only, never written anywhere)."""
 
-    __slots__ = ("layers", "epsilon", "memo_bits", "memo_flags", "pools", "answers", "grid")
+    __slots__ = ("layers", "epsilon", "memo_bits", "memo_flags", "pools", "answers", "grid",
+                 "strings")
 
     def __init__(self, layers: Layers) -> None:
         self.layers = layers
@@ -240,6 +262,8 @@ class _Route:
         # Other kinds: category index or grid point -> the memoized answer (memory only).
         self.answers: dict[int, int] = {}
         self.grid: Grid | None = None  # numeric: alpha-point rounding, in integers
+        # Open-domain strings: ledger tag -> the memoized answer paid for (memory only).
+        self.strings: dict[str, int] = {}
 
 
 class LongitudinalGuard:
@@ -370,7 +394,7 @@ class LongitudinalGuard:
     def _build_layers(self, metric: str, mechanism: AnyMechanism) -> Layers:
         if metric in self._fresh:
             layers = Layers(wire=mechanism, memo=None, irr=None)
-        elif metric in self._irr and not isinstance(mechanism, RandomizedResponse):
+        elif metric in self._irr and not kind_of_mechanism(mechanism).layered:
             raise InvalidParameterError(
                 f"metric {metric!r} is {mechanism.kind} ({mechanism.id}): an instantaneous "
                 f"layer (irr) is defined for boolean metrics only. Report it memoized (the "
@@ -578,6 +602,45 @@ class LongitudinalGuard:
                     return paid
             answer = memo_answer(self._secret, metric, mechanism, key, self._grid)
             route.answers[key] = answer
+        return answer
+
+    def perturb_string(self, metric: str, mechanism: OpenDomainSketch, padded: bytes) -> int:
+        """The answer (a cell) to report for an open-domain metric's value, given as its
+        normalised, padded bytes (``open_domain.normalise``), which never leave this call.
+
+        Memoized by default: one permanent answer per distinct string (``memo.string_answer``),
+        paid once (its ledger tag is ``memo.string_tag``); fresh if the metric is. A new string
+        the cap or a budget refuses is reported as the paid answer with the lowest ledger tag
+        among those this process has sent (a rule that never reads the value; the tags are
+        HMACs, so the choice is uniform over the paid strings). With none in memory (a fresh
+        process) the refusal is raised, as for every kind before any answer is paid.
+
+        Raises:
+            BudgetExceededError, MetricCapError: as ``perturb``; nothing is spent.
+            InvalidParameterError: ``padded`` is not ``mechanism.max_bytes`` long, or an
+                instantaneous layer is declared for this metric.
+        """
+        if len(padded) != mechanism.max_bytes:
+            raise InvalidParameterError(
+                f"an open-domain value is normalised to {mechanism.max_bytes} bytes first")
+        route = self._route(metric, mechanism)
+        if route.layers.memo is None:
+            self._ledger.charge(metric, route.epsilon)
+            return mechanism.perturb_padded(padded, self._rng)
+        tag = string_tag(self._secret, metric, mechanism.id, padded)
+        answer = route.strings.get(tag)
+        if answer is not None:
+            return answer
+        if not self._ledger.is_paid(metric, tag):
+            try:
+                self._ledger.charge(metric, mechanism.epsilon, tag)
+            except BudgetExceededError:
+                if not route.strings:
+                    raise
+                return route.strings[min(route.strings)]
+        answer = string_answer(self._secret, metric, mechanism.id, padded,
+                               mechanism.perturb_padded)
+        route.strings[tag] = answer
         return answer
 
     def _nearest_paid_point(self, route: _Route, metric: str, mechanism: ValueMechanism,

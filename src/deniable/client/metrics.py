@@ -38,12 +38,12 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
-from deniable.client.categorical import KaryRandomizedResponse, SubsetSelection, UnaryEncoding
 from deniable.client.dimensions import NONE, Dimensions
 from deniable.client.errors import InvalidParameterError, UnknownMetricError, WireFormatError
-from deniable.client.kinds import KINDS, Mechanism, MetricSpec, family, parse_mechanism
-from deniable.client.mechanism import ROUNDING_SLACK, RandomizedResponse, log_ratio_exceeds
-from deniable.client.numeric import BitMean
+from deniable.client.kinds import (KINDS, Mechanism, MetricSpec, family, is_mechanism, kind_of,
+                                   kind_of_mechanism, parse_mechanism, spec_of_mechanism)
+from deniable.client.mechanism import ROUNDING_SLACK, log_ratio_exceeds
+from deniable.client.open_domain import OpenDomainSketch
 from deniable.client.period import DEFAULT_POLICY, POLICY_FIELDS, CollectionPolicy, parse_policy
 from deniable.client.wire import is_metric_name
 
@@ -62,7 +62,7 @@ AllDimensions = dict[str, Dimensions]
 AllPolicies = dict[str, CollectionPolicy]
 """name -> the collection policy a metric declares (memoization, instantaneous, period)."""
 SPEC_FIELDS = frozenset({"kind", "mechanism", "epsilon", "categories", "edges", "lower",
-                         "upper", "clamp"})
+                         "upper", "clamp", "max_bytes"})
 """The fields that declare what a metric asks and how (``MetricSpec.build``)."""
 DIMENSION_FIELDS = frozenset({"dimensions", "combinations"})
 """The fields that declare a metric's public dimensions (``table_dimensions``)."""
@@ -81,6 +81,14 @@ project ships (rr:1/2:1/2, ε = ln 3; rr:3/4:1/2, ε = ln 7) and is in line with
 systems; docs/client.md, "The ε ceiling", says why."""
 
 
+def _channel(mechanism: Mechanism) -> tuple[Fraction, Fraction]:
+    """(P1, Q) each counted slot follows; an open-domain sketch states its inner GRR's (p, q):
+    the reported bucket given the level and seed drawn."""
+    if isinstance(mechanism, OpenDomainSketch):
+        return mechanism.p, mechanism.q
+    return tuple(mechanism.channel)  # type: ignore[return-value]
+
+
 def describe_metric(name: str, description: str, mechanism: Mechanism | MetricSpec,
                     policy: CollectionPolicy = DEFAULT_POLICY,
                     version: int | None = None) -> dict[str, Any]:
@@ -97,13 +105,16 @@ def describe_metric(name: str, description: str, mechanism: Mechanism | MetricSp
     spec = mechanism if isinstance(mechanism, MetricSpec) else None
     chosen = spec.mechanism if spec is not None else mechanism
     assert not isinstance(chosen, MetricSpec)
-    p1, q = chosen.channel
+    # An open-domain sketch's channel is its inner GRR's: P(the reported bucket is the true
+    # one's) p, each other one q, given the level and seed drawn.
+    p1, q = _channel(chosen)
     entry: dict[str, Any] = {"name": name, "description": description, "kind": chosen.kind}
     if spec is not None:
         entry.update(spec.describe())
     entry["mechanism"] = chosen.id
-    if chosen.kind == "boolean":
-        entry["p_yes_given_yes"], entry["p_yes_given_no"] = str(p1), str(q)
+    names = kind_of(chosen.kind).channel_names
+    if names is not None:
+        entry[names[0]], entry[names[1]] = str(p1), str(q)
     entry["p1"], entry["q"] = str(p1), str(q)
     entry["epsilon"] = chosen.epsilon
     entry.update(policy.describe())
@@ -201,17 +212,17 @@ def _entry_spec(i: int, name: str, entry: Mapping[str, Any]) -> MetricSpec:
     """The spec of catalogue entry ``i``, checked against everything the entry states."""
     try:
         mechanism = parse_mechanism(entry["mechanism"])
-        kind = entry.get("kind", "boolean")
+        names = kind_of(entry.get("kind", "boolean")).channel_names
         claims = []  # a boolean entry states P1, Q under their historical names (required)
-        if kind == "boolean":
-            claims.append((Fraction(entry["p_yes_given_yes"]), Fraction(entry["p_yes_given_no"])))
-        if kind != "boolean" or "p1" in entry or "q" in entry:
+        if names is not None:
+            claims.append((Fraction(entry[names[0]]), Fraction(entry[names[1]])))
+        if names is None or "p1" in entry or "q" in entry:
             claims.append((Fraction(entry["p1"]), Fraction(entry["q"])))
         spec = MetricSpec.from_document(entry, mechanism)
     except (KeyError, TypeError, ValueError, ZeroDivisionError, InvalidParameterError) as exc:
         raise WireFormatError(f"metrics entry {i} is malformed: {exc}") from exc
     for stated in claims:
-        if stated != tuple(mechanism.channel):
+        if stated != _channel(mechanism):
             raise WireFormatError(
                 f"metric {name!r} states P1, Q = {stated[0]}, {stated[1]}, which do not match "
                 f"its mechanism {mechanism.id}")
@@ -280,11 +291,9 @@ def declared_spec(name: str, declared: object) -> MetricSpec:
     if isinstance(declared, Mapping):
         return _table_spec(name, declared)
     mechanism = parse_mechanism(declared) if isinstance(declared, str) else declared
-    if isinstance(mechanism, RandomizedResponse):
-        return MetricSpec("boolean", mechanism)
-    if isinstance(mechanism, BitMean):
-        return MetricSpec("numeric", mechanism)
-    if isinstance(mechanism, (KaryRandomizedResponse, UnaryEncoding, SubsetSelection)):
+    if is_mechanism(mechanism) and kind_of_mechanism(mechanism).bare:
+        return spec_of_mechanism(mechanism)
+    if is_mechanism(mechanism):
         raise InvalidParameterError(
             f"metric {name!r}: a categorical mechanism id does not name its categories; "
             f"declare it as MetricSpec.build('categorical', categories=[...], "
@@ -303,7 +312,8 @@ def _table_spec(name: str, table: Mapping[str, Any]) -> MetricSpec:
                                 epsilon=table.get("epsilon"),
                                 categories=table.get("categories", ()),
                                 edges=table.get("edges", ()), lower=table.get("lower"),
-                                upper=table.get("upper"), clamp=table.get("clamp", False))
+                                upper=table.get("upper"), clamp=table.get("clamp", False),
+                                max_bytes=table.get("max_bytes"))
     except InvalidParameterError as exc:
         raise InvalidParameterError(f"metric {name!r}: {exc}") from exc
 

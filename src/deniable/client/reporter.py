@@ -7,9 +7,9 @@
         r.report("startup_ms", 812.5)         # numeric: a number in the declared range
         r.report("dark_mode", True, dims={"platform": "ios"})  # public dimensions, in clear
 
-The true value is checked (``MetricSpec.encode``) and used once, inside ``_perturb``
-(booleans) or ``_perturb_value`` (every other kind); only the perturbed payload (a bit, a
-category index or an OUE bitset) is queued, stored, logged or sent. Neither ``Reporter()`` nor
+The true value is checked (``MetricSpec.encode``) and used once, inside ``_perturb`` (one
+path for every kind: the kind picks the privacy layer's rule); only the perturbed payload (a
+bit, a category index or an OUE bitset) is queued, stored, logged or sent. Neither ``Reporter()`` nor
 ``report()`` ever waits on the network: ``report()`` costs a few microseconds (group commit)
 and returns. A committer thread writes reports to SQLite, a sender thread uploads sealed
 batches, and a catalogue thread fetches ``GET /v1/metrics`` (see ``deniable.client.queue``,
@@ -29,7 +29,6 @@ from __future__ import annotations
 import atexit
 import json
 import logging
-import math
 import os
 import threading
 import time
@@ -51,13 +50,11 @@ from deniable.client.errors import (
 )
 from deniable.client.budget import DEFAULT_MAX_METRIC_EPSILON, Budget
 from deniable.client.catalogue import DEFAULT_CATALOGUE_REFRESH, CatalogueFetcher
-from deniable.client.categorical import BITSET_MECHANISMS
 from deniable.client.dimensions import (
     DIMENSION_NAME, NONE, DimensionError, Dimensions, check_stated)
-from deniable.client.kinds import Mechanism, MetricSpec
+from deniable.client.kinds import Mechanism, MetricSpec, payload
 from deniable.client.longitudinal import LongitudinalGuard, PrivacyLoss
 from deniable.client.mechanism import RandomizedResponse
-from deniable.client.memo import ValueMechanism
 from deniable.client.metrics import (
     DEFAULT_MAX_EPSILON,
     AllDimensions,
@@ -336,7 +333,7 @@ class Reporter:
         self._resolution = Resolution(usable={})
         # name -> (mechanism, its id, None for a boolean metric else its spec, its dimension
         # route or None if it declares no dimensions).
-        self._entries: dict[str, tuple[Mechanism, str, MetricSpec | None,
+        self._entries: dict[str, tuple[Mechanism, str, MetricSpec,
                                        _DimensionRoute | None]] = {}
         self._specs: Catalogue = {}
         self._dimensions: AllDimensions = {}
@@ -468,8 +465,7 @@ class Reporter:
             self._note(f"deniable: {why}")
         self._dimensions = {name: route.dimensions for name, route in routes.items()}
         self._specs = dict(resolution.usable)
-        self._entries = {name: (spec.mechanism, spec.mechanism.id,
-                                None if spec.kind == "boolean" else spec, routes.get(name))
+        self._entries = {name: (spec.mechanism, spec.mechanism.id, spec, routes.get(name))
                          for name, spec in resolution.usable.items()}
         self._resolution = resolution
 
@@ -556,20 +552,12 @@ class Reporter:
         mechanism, mechanism_id, spec, route = entry
         # Public dimensions first: a refused one spends nothing (no period, no budget).
         stated = "" if route is None and not dims else _stated_dims(metric, route, dims)
-        if spec is not None:
-            self._report_value(metric, mechanism, mechanism_id, spec, true_value, stated)
-            return
-        # A boolean metric: the constant-time path. One test for both values (a chain of
-        # `is True or is False` costs a false value one more step: a timing difference that
-        # `deniable audit` measures).
-        if true_value.__class__ is not bool and true_value not in (0, 1):
-            raise InvalidParameterError(
-                f"true_value must be a bool. Got a {type(true_value).__name__} instead.")
+        encoded = _encode(metric, spec, true_value)  # refused here: nothing kept or charged
         if self._periods is not None and not self._periods.admit(metric,
                                                                  self._policy(metric)):
             return  # one report per period: this period's is already queued
         try:
-            bit = self._perturb(metric, mechanism, true_value)  # type: ignore[arg-type]
+            answer = self._perturb(metric, spec, encoded)
         except MetricCapError:
             return  # counted in the privacy state (stats().cap_refused); the ledger warned
         except BudgetExceededError:
@@ -577,29 +565,7 @@ class Reporter:
                 self._periods.release(metric, self._policy(metric))
             self._queue.count_budget_refused()
             raise
-        self._put((metric, mechanism_id, bit, stated))
-
-    def _report_value(self, metric: str, mechanism: Mechanism, mechanism_id: str,
-                      spec: MetricSpec, true_value: object, stated: str) -> None:
-        """``report`` for the kinds beyond boolean: check the value at the call, then as a
-        boolean report (period, privacy layer, queue)."""
-        encoded = _encode(metric, spec, true_value)
-        if self._periods is not None and not self._periods.admit(metric,
-                                                                 self._policy(metric)):
-            return
-        try:
-            answer = self._perturb_value(metric, mechanism, encoded,  # type: ignore[arg-type]
-                                         ordered=spec.kind == "histogram")
-        except MetricCapError:
-            return
-        except BudgetExceededError:
-            if self._periods is not None:
-                self._periods.release(metric, self._policy(metric))
-            self._queue.count_budget_refused()
-            raise
-        payload: int | str = (mechanism.encode_bits(answer)
-                              if isinstance(mechanism, BITSET_MECHANISMS) else answer)
-        self._put((metric, mechanism_id, payload, stated))
+        self._put((metric, mechanism_id, payload(mechanism, answer), stated))
 
     def _not_routed(self, metric: str) -> None:
         """A report of a metric with no route: return for a withheld one (``report`` counts
@@ -617,25 +583,16 @@ class Reporter:
             f"(Reporter(metrics=...)) are reported, whatever the collector serves. Declared: "
             f"{sorted(self._declared)}. Nothing was reported.")
 
-    def _perturb(self, metric: str, mechanism: RandomizedResponse, true_value: bool) -> int:
-        """The one place a true value becomes a perturbed bit: the privacy layer.
-
-        Memoized by default (repeats of a value reveal nothing new), with the metric's
-        instantaneous layer and budget if it has them. May raise ``BudgetExceededError``,
-        which ``report()`` counts and lets propagate.
+    def _perturb(self, metric: str, spec: MetricSpec, value: bool | int | Fraction) -> int:
+        """The one place a true value (already encoded: a bool, a category index or an exact
+        number in range) becomes a perturbed answer: a bit, a GRR index, an OUE or SS
+        bitset (an int) or a 1BitMean bit. Memoized by default (booleans per value, with the
+        metric's instantaneous layer if it has one; categories per index; numbers by
+        alpha-point rounding), fresh if the metric is. A refused new answer is substituted
+        by the kind's rule (``Kind.substitute``). May raise ``BudgetExceededError``, which
+        ``report()`` counts and lets propagate.
         """
-        return self._guard.perturb(metric, mechanism, true_value)
-
-    def _perturb_value(self, metric: str, mechanism: ValueMechanism,
-                       value: int | Fraction, *, ordered: bool = False) -> int:
-        """The one place a categorical, histogram or numeric value (already encoded: a
-        category index or an exact number in range) becomes a perturbed answer: a GRR index,
-        an OUE bitset (an int) or a 1BitMean bit. Memoized by default (per category; numbers
-        by alpha-point rounding), fresh if the metric is. May raise ``BudgetExceededError``.
-        ``ordered``: a histogram's buckets, whose refused new bucket is sent as the nearest
-        paid one (as a number's grid point).
-        """
-        return self._guard.perturb_value(metric, mechanism, value, ordered=ordered)
+        return spec.kind_object.answer(self._guard, metric, spec.mechanism, value)
 
     def _policy(self, metric: str) -> CollectionPolicy:
         return self._policies.get(metric, DEFAULT_POLICY)
@@ -1005,34 +962,15 @@ def _stated_dims(metric: str, route: _DimensionRoute | None,
     return text
 
 
-def _encode(metric: str, spec: MetricSpec, value: object) -> int | Fraction:
+def _encode(metric: str, spec: MetricSpec, value: object) -> bool | int | Fraction:
     """``spec.encode(value)``, refused with a message that never shows the value (it is the
     secret): only its type, and what the metric takes."""
+    kind = spec.kind_object
     try:
-        encoded = spec.encode(value)
-        assert not isinstance(encoded, bool)  # not a boolean metric
-        return encoded
+        return kind.encode(spec, value)
     except InvalidParameterError:
         pass  # raised below, outside the handler: the original message is not chained
-    if spec.kind == "categorical":
-        shown = ", ".join(spec.categories[:8]) + (", ..." if len(spec.categories) > 8 else "")
-        why = (f"takes one of its declared categories ({shown}); the value given is not one"
-               if isinstance(value, str) else
-               f"takes one of its declared categories (a str). Got a {type(value).__name__}")
-    elif isinstance(value, bool) or not isinstance(value, (int, float, Fraction)):
-        why = (f"takes a number (int, float or Fraction). Got a {type(value).__name__}")
-    elif isinstance(value, float) and not math.isfinite(value):
-        why = "takes a finite number; NaN and infinities are refused"
-    else:
-        low, high = ((spec.edges[0], spec.edges[-1]) if spec.kind == "histogram" else
-                     (spec.mechanism.lower, spec.mechanism.upper))  # type: ignore[union-attr]
-        why = (f"takes a number in [{_text(low)}, {_text(high)}] and does not declare clamp; "
-               f"the value given lies outside")
-    raise InvalidParameterError(f"metric {metric!r} ({spec.kind}) {why}. Nothing was reported.")
-
-
-def _text(value: Fraction) -> str:
-    return str(value.numerator) if value.denominator == 1 else f"{float(value):g}"
+    raise InvalidParameterError(kind.refusal_message(metric, spec, value))
 
 
 def _close_all_at_exit() -> None:

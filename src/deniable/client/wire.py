@@ -9,7 +9,8 @@ A report carries its perturbed value in the one field its mechanism names
 (``deniable.client.kinds.payload_field``): ``"bit": 0 | 1`` for randomized response (``rr:``)
 and 1BitMean (``bm:``), ``"index": <0..d-1>`` for k-ary randomized response (``grr:``), and
 ``"bits": "<hex>"`` for unary encoding (``oue:``; bit i of the number is category i, written
-in exactly ceil(d / 4) lowercase hex digits). Clients that send only bits are unchanged.
+in exactly ceil(d / 4) lowercase hex digits), and ``"cell": <0..cells-1>`` for the open-domain
+sketch (``od:``; ``OpenDomainSketch.cell_of``). Clients that send only bits are unchanged.
 
 A report may also carry ``"dims": {"platform": "ios", ...}``: the metric's declared public
 dimensions (``deniable.client.dimensions``), in clear and from closed allow-lists; they are
@@ -59,7 +60,9 @@ BATCH_ID = re.compile(r"^[0-9a-f]{32}\Z")
 BATCH_FIELDS = frozenset({"batch_id", "reports"})
 REPORT_FIELDS = frozenset({"metric", "mechanism", "bit"})
 """The fields of a report whose mechanism sends a ``bit`` (``rr:`` and ``bm:``)."""
-PAYLOAD_FIELDS = ("bit", "index", "bits")
+PAYLOAD_FIELDS = ("bit", "index", "bits", "cell")
+SPARSE_FIELD = "cell"
+"""The payload field of the sparse mechanisms (``od:``): a batch sums them per touched slot."""
 DEFAULT_MAX_REPORTS = 1000
 """The default cap on reports per batch, for the client and the collector alike."""
 MAX_PROBLEMS = 50
@@ -124,6 +127,9 @@ class Tally:
     series: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
     """Per public-dimension series (``"platform=ios"``): the same counts for the reports that
     stated that value; empty when no report stated a dimension."""
+    cells: tuple[tuple[int, int], ...] = ()
+    """Sparse mechanisms (``od:``, whose width is 1 + levels x seeds x g): ``counts`` is
+    ``(n,)`` and the touched slots are (slot, count) pairs here, slot >= 1, ascending."""
 
     @property
     def n(self) -> int:
@@ -171,6 +177,7 @@ class Batch:
         A batch with nothing refused has the digest it had before lenient handling existed.
         """
         text = ";".join(f"{metric}|{t.mechanism}|" + "|".join(map(str, t.counts))
+                        + "".join(f"|{slot}:{by}" for slot, by in t.cells)
                         + "".join(f"|{label}=" + "/".join(map(str, counts))
                                   for label, counts in sorted(t.series.items()))
                         for metric, t in sorted(self.tallies.items()))
@@ -269,6 +276,7 @@ def decode_batch(doc: Any, registry: Mapping[str, str],
         return Batch(batch_id=batch_id, tallies=tallies, n_reports=len(reports))
 
     counts: dict[str, list[int]] = {}
+    cells: dict[str, Counter[int]] = {}  # sparse mechanisms: metric -> slot -> count
     by_series: dict[str, dict[str, list[int]]] = {}
     used: dict[str, str] = {}
     per_metric: Counter[str] = Counter()       # lenient: reports per metric name
@@ -319,6 +327,13 @@ def decode_batch(doc: Any, registry: Mapping[str, str],
         if problems.items or mine.items or metric in refusing:
             continue
         assert not isinstance(row, str)
+        if field == SPARSE_FIELD:  # row = (slot,): one report adds 1 to n and to its slot
+            _add(counts, metric, (1,))
+            cells.setdefault(metric, Counter())[row[0]] += 1
+            if labels:
+                mine.add(f"/reports/{i}/dims", "an open-domain metric takes no dims")
+                _refuse(refusing, metric, mine, own)
+            continue
         _add(counts, metric, row)
         for label in labels:
             _add(by_series.setdefault(metric, {}), label, row)
@@ -328,7 +343,8 @@ def decode_batch(doc: Any, registry: Mapping[str, str],
                for metric, found in refusing.items()}
     return Batch(batch_id=batch_id,
                  tallies={m: Tally(used[m], tuple(c),
-                                   {s: tuple(v) for s, v in by_series.get(m, {}).items()})
+                                   {s: tuple(v) for s, v in by_series.get(m, {}).items()},
+                                   tuple(sorted(cells[m].items())) if m in cells else ())
                           for m, c in counts.items() if m not in refused},
                  n_reports=len(reports), refused=refused)
 
@@ -396,7 +412,10 @@ def _row(payload: object, mechanism: str | None, field: str) -> tuple[int, ...] 
             return "must be the integer 0 or 1"
         return ()
     try:
-        return parse_mechanism(mechanism).counts_of(payload)
+        parsed = parse_mechanism(mechanism)
+        if field == SPARSE_FIELD:  # (the slot of the cell,): never a dense row of the width
+            return (1 + parsed.cell_of(payload),)  # type: ignore[union-attr]
+        return parsed.counts_of(payload)  # type: ignore[union-attr]
     except InvalidParameterError as exc:
         return str(exc)
 

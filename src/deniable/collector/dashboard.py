@@ -34,7 +34,7 @@ from typing import Any
 import orjson
 from flask import Blueprint, Flask, Response, current_app, render_template, request
 
-from deniable.client.kinds import MetricSpec
+from deniable.client.kinds import MetricSpec, kind_of
 from deniable.client.mechanism import RandomizedResponse
 from deniable.core import keys, rollup, window
 from deniable.collector.api import storage_guard
@@ -81,6 +81,10 @@ def data() -> Response:
     if metric is None:
         raise APIError(404, f"no metric named {name!r} is registered",
                        parameters={"metric": "must name a registered metric"})
+    if keys.is_sparse(metric.mechanism.id):  # discovery is analysis' (numpy), not the server's
+        raise APIError(422, f"{name!r} is an open-domain metric: its discovered strings are in "
+                       "`deniable report --redis-url ...`, not in the dashboard yet",
+                       parameters={"metric": "must name a metric with per-slot estimates"})
     every = request.args.get("every", "day")
     if every not in GRANULARITIES:
         raise APIError(422, "'every' must be hour, day or week",
@@ -95,7 +99,7 @@ def data() -> Response:
         return Response(orjson.dumps(body), mimetype="application/json")
     body = _data(metric, start, end, every, window_size)
     _add_history(body, metric, start, end, every, window_size,
-                 joined=body.get("kind") in ("boolean", "numeric"))
+                 joined=not kind_of(body["kind"]).per_category)
     return Response(orjson.dumps(body), mimetype="application/json")
 
 
@@ -131,11 +135,12 @@ def _add_history(body: dict[str, Any], metric: Metric, start: Any, end: Any, eve
     if not joined:
         return
     parts = []
+    kind = kind_of(body["kind"])
     for v in entry.versions:
-        if v.version == metric.version or v.spec.kind != body["kind"]:
+        if v.version == metric.version or v.spec.kind_object is not kind:
             continue
-        if v.spec.kind == "numeric" and (float(v.mechanism.lower), float(v.mechanism.upper)) \
-                != (body["lower"], body["upper"]):
+        scale = kind.scale(v.spec)  # a numeric version joins only with the same range
+        if scale is not None and scale != (body["lower"], body["upper"]):
             continue
         older = Metric(metric.name, metric.description, v.mechanism, metric.retention_days,
                        v.policy, v.version, v.spec, metric.dimensions)
@@ -182,13 +187,11 @@ def _data(metric: Metric, start: Any, end: Any, every: str, window_size: int
     confidence = 0.95
     starts = [keys.hour_start(h) for h in bucket_hours]
     partial = window.coverage_notes(starts, step * keys.HOUR_SECONDS, window_size, start, end)
-    if spec.kind in ("categorical", "histogram"):
+    if spec.kind_object.per_category:
         return _categorical(metric, spec, hours, sums, periods, starts, bucket_hours, step,
                             partial, every, window_size, start, end, confidence)
     channel = window.channel_rr(mechanism)
-    bounds: tuple[float, float] | None = None
-    if spec.kind == "numeric":
-        bounds = (float(mechanism.lower), float(mechanism.upper))  # type: ignore[union-attr]
+    bounds = spec.kind_object.scale(spec)
     buckets = []
     for i in range(count):
         e = window.window_estimate(channel, policy, ones[i], n[i], periods[i], confidence)
@@ -279,9 +282,8 @@ def breakdown() -> Response:
         read = store.month_strings_by_series(metric.name, mechanism.id, [None, *labels], first,
                                              end_hour)
     confidence = 0.95
-    categorical = spec.kind in ("categorical", "histogram")
-    bounds = ((float(mechanism.lower), float(mechanism.upper))  # type: ignore[union-attr]
-              if spec.kind == "numeric" else None)
+    categorical = spec.kind_object.per_category
+    bounds = spec.kind_object.scale(spec)
     cells, stated = [], 0
     total_n = sum(h.n for h in hour_counts(read[None], first, end_hour, mechanism.width))
     for label in labels:
@@ -337,6 +339,8 @@ def breakdown() -> Response:
 
 
 def _note(mechanism: Any, n: int, confidence: float) -> str:
+    # A mechanism test, not a kind test: core's two notes are per mechanism (epsilon_note
+    # explains randomized response and its layers; kind_note the categorical and 1BitMean).
     if isinstance(mechanism, RandomizedResponse):
         return epsilon_note(mechanism, n, confidence)
     return window.kind_note(mechanism, n, confidence)
@@ -347,10 +351,6 @@ def _spec(metric: Metric) -> MetricSpec:
     spec = getattr(metric, "spec", None)
     if isinstance(spec, MetricSpec):
         return spec
-    if isinstance(metric.mechanism, RandomizedResponse):
-        doc = metric.describe()
-        if "kind" not in doc or doc.get("kind") == "boolean":
-            return MetricSpec("boolean", metric.mechanism)
     try:
         return MetricSpec.from_document(metric.describe(), metric.mechanism)
     except Exception as exc:  # noqa: BLE001 - a registry entry without its declaration

@@ -150,9 +150,10 @@ SCHEMAS: dict[str, Any] = {
         "type": "object",
         "additionalProperties": False,
         "required": ["metric", "mechanism"],
-        "oneOf": [{"required": ["bit"]}, {"required": ["index"]}, {"required": ["bits"]}],
+        "oneOf": [{"required": ["bit"]}, {"required": ["index"]}, {"required": ["bits"]},
+                  {"required": ["cell"]}],
         "description": "one perturbed value, in the one field its mechanism names: bit "
-                       "(rr:, bm:), index (grr:) or bits (oue:)",
+                       "(rr:, bm:), index (grr:), bits (oue:) or cell (od:)",
         "properties": {
             "metric": {"type": "string", "pattern": "^[a-z][a-z0-9_]{0,63}$",
                        "description": "a registered metric (see GET /v1/metrics)"},
@@ -165,6 +166,9 @@ SCHEMAS: dict[str, Any] = {
             "bits": {"type": "string", "pattern": "^[0-9a-f]{1,256}$",
                      "description": "the perturbed bitset: bit i is category i, exactly "
                                     "ceil(d / 4) lowercase hex digits"},
+            "cell": {"type": "integer", "minimum": 0,
+                     "description": "the perturbed open-domain cell (level, seed, bucket), "
+                                    "below the mechanism's levels x seeds x g"},
             "dims": {"type": "object", "maxProperties": 3,
                      "additionalProperties": {"type": "string"},
                      "description": "public dimension values of the metric's declared "

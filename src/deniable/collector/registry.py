@@ -60,22 +60,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from deniable.client.categorical import KaryRandomizedResponse, SubsetSelection, UnaryEncoding
 from deniable.client.composition import split
 from deniable.client.dimensions import DIMENSION_NAME, NONE, Dimensions
 from deniable.client.errors import DeniableError, InvalidParameterError
-from deniable.client.kinds import KINDS, Mechanism, MetricSpec, parse_mechanism
-from deniable.client.mechanism import RandomizedResponse
+from deniable.client.kinds import (REGISTRY, Mechanism, MetricSpec, family, kind_of_mechanism,
+                                   parse_mechanism, spec_of_mechanism)
 from deniable.client.metrics import DIMENSION_FIELDS, SPEC_FIELDS, describe_metric
-from deniable.client.numeric import BitMean
 from deniable.client.period import DEFAULT_POLICY, CollectionPolicy, parse_policy
 from deniable.client.wire import is_metric_name
 
 _FIELDS = {"description", "retention_days", "memoization", "instantaneous", "period",
            *SPEC_FIELDS, *DIMENSION_FIELDS}
-_ONLY_FOR = {"categories": ("categorical",), "edges": ("histogram",), "lower": ("numeric",),
-             "upper": ("numeric",), "clamp": ("histogram", "numeric")}
-"""Fields that only some kinds take."""
+_ONLY_FOR = {name: tuple(k.name for k in REGISTRY.values() if name in k.declares)
+             for name in ("categories", "edges", "lower", "upper", "clamp", "max_bytes")}
+"""Fields that only some kinds take (from each kind's ``declares``)."""
 
 
 class RegistryError(DeniableError):
@@ -148,14 +146,11 @@ def spec_of(mechanism: Mechanism | MetricSpec) -> MetricSpec:
     """
     if isinstance(mechanism, MetricSpec):
         return mechanism
-    if isinstance(mechanism, RandomizedResponse):
-        return MetricSpec("boolean", mechanism)
-    if isinstance(mechanism, BitMean):
-        return MetricSpec("numeric", mechanism)
-    if isinstance(mechanism, (KaryRandomizedResponse, UnaryEncoding, SubsetSelection)):
-        raise InvalidParameterError(f"mechanism {mechanism.id} needs its declared categories "
-                                    "(register a MetricSpec)")
-    raise InvalidParameterError(f"not a mechanism: {mechanism!r}")
+    try:
+        family(getattr(mechanism, "id", None))  # type: ignore[arg-type]
+    except InvalidParameterError:
+        raise InvalidParameterError(f"not a mechanism: {mechanism!r}") from None
+    return spec_of_mechanism(mechanism)
 
 
 def declare(doc: Mapping[str, Any]) -> MetricSpec:
@@ -166,8 +161,8 @@ def declare(doc: Mapping[str, Any]) -> MetricSpec:
         InvalidParameterError: ``"<field>: <what is wrong>"``, naming the offending field.
     """
     kind = doc.get("kind", "boolean")
-    if kind not in KINDS:
-        raise InvalidParameterError(f"kind: must be one of {', '.join(KINDS)}")
+    if kind not in REGISTRY:
+        raise InvalidParameterError(f"kind: must be one of {', '.join(REGISTRY)}")
     for name, kinds in _ONLY_FOR.items():
         if name in doc and kind not in kinds:
             raise InvalidParameterError(f"{name}: a {kind} metric takes no {name} (only "
@@ -184,10 +179,9 @@ def declare(doc: Mapping[str, Any]) -> MetricSpec:
             or not math.isfinite(epsilon) or not 0 < epsilon <= MAX_EPSILON:
         raise InvalidParameterError(f"epsilon: must be a number of nats in (0, {MAX_EPSILON}]")
     categories, edges = doc.get("categories", ()), doc.get("edges", ())
-    if kind == "categorical" and "categories" not in doc:
-        raise InvalidParameterError("categories: a categorical metric declares its categories")
-    if kind == "histogram" and "edges" not in doc:
-        raise InvalidParameterError("edges: a histogram declares its bucket edges")
+    for name in REGISTRY[kind].requires:
+        if name in ("categories", "edges") and name not in doc:
+            raise InvalidParameterError(_REQUIRED[name])
     for name, value in (("categories", categories), ("edges", edges)):
         if not isinstance(value, (list, tuple)):
             raise InvalidParameterError(f"{name}: must be a list")
@@ -196,7 +190,7 @@ def declare(doc: Mapping[str, Any]) -> MetricSpec:
             raise InvalidParameterError(f"edges: edges[{i}] must be a number")
     for name in ("lower", "upper"):
         value = doc.get(name)
-        if kind == "numeric" and value is None:
+        if name in REGISTRY[kind].requires and value is None:
             raise InvalidParameterError(f"{name}: a numeric metric declares lower and upper")
         if value is not None and (isinstance(value, bool)
                                   or not isinstance(value, (int, float, str))):
@@ -207,7 +201,7 @@ def declare(doc: Mapping[str, Any]) -> MetricSpec:
     try:
         spec = MetricSpec.build(kind, mechanism=parsed, epsilon=epsilon, categories=categories,
                                 edges=edges, lower=doc.get("lower"), upper=doc.get("upper"),
-                                clamp=clamp)
+                                clamp=clamp, max_bytes=doc.get("max_bytes"))
     except InvalidParameterError as exc:
         raise InvalidParameterError(
             f"{_field_of(str(exc), kind, parsed)}: {_shorten(str(exc))}") from exc
@@ -234,8 +228,8 @@ def _shorten(text: str, limit: int = 300) -> str:
 MAX_EPSILON = 20.0
 """The largest epsilon (nats) a registration may ask for: e^20 is past any useful privacy."""
 
-_DECLARED = {"categorical": "categories", "histogram": "edges", "numeric": "lower",
-             "boolean": "mechanism"}
+_REQUIRED = {"categories": "categories: a categorical metric declares its categories",
+             "edges": "edges: a histogram declares its bucket edges"}
 
 
 def _field_of(message: str, kind: str, mechanism: Mechanism | None) -> str:
@@ -247,7 +241,8 @@ def _field_of(message: str, kind: str, mechanism: Mechanism | None) -> str:
     if message.startswith(("lower", "upper")):
         return message[:5]
     if "categor" in message or "edge" in message or "histogram" in message:
-        return _DECLARED[kind]
+        requires = REGISTRY[kind].requires  # the field the kind declares first
+        return requires[0] if requires else "mechanism"
     return "mechanism" if mechanism is not None else "epsilon"
 
 
@@ -316,12 +311,12 @@ def check_policy(mechanism: Mechanism, doc: Any) -> CollectionPolicy:
     """
     policy = parse_policy(doc)
     if policy.instantaneous is not None:
-        if not isinstance(mechanism, RandomizedResponse):
+        if not kind_of_mechanism(mechanism).layered:
             raise InvalidParameterError(
                 f"instantaneous: an instantaneous layer applies to boolean metrics only; "
                 f"a {mechanism.kind} metric ({mechanism.id}) is memoized or fresh")
         try:
-            split(mechanism, policy.instantaneous)
+            split(mechanism, policy.instantaneous)  # type: ignore[arg-type]
         except InvalidParameterError as exc:
             raise InvalidParameterError(f"instantaneous: {exc}") from exc
     return policy

@@ -264,6 +264,10 @@ class Store:
         hour = keys.hour_index(received_at)
         month = keys.month_of(hour)
         for metric, tally in batch.tallies.items():
+            if tally.cells:
+                script_keys.append(keys.open_counters(metric, tally.mechanism, hour // 24))
+                args.extend(_open_args(hour, retention_days[metric], tally))
+                continue
             for key, counts in _strings_of(metric, tally, month):
                 script_keys.append(key)
                 args.extend(_counter_args(month, hour, tally.mechanism, retention_days[metric],
@@ -309,7 +313,10 @@ class Store:
                 continue
             script_keys = [keys.batch_markers(metric, claim_expire_at)]
             script_args: list[str | int | bytes] = ["1", claim_expire_at, field]
-            for key, counts in _strings_of(metric, tally, month):
+            if tally.cells:
+                script_keys.append(keys.open_counters(metric, tally.mechanism, hour // 24))
+                script_args.extend(_open_args(hour, retention_days[metric], tally))
+            for key, counts in ([] if tally.cells else _strings_of(metric, tally, month)):
                 script_keys.append(key)
                 script_args.extend(_counter_args(month, hour, tally.mechanism,
                                                  retention_days[metric], counts))
@@ -559,6 +566,31 @@ def _counter_args(month: keys.Month, hour: int, mechanism_id: str, retention_day
     for slot, by in enumerate(increments):
         args.extend((first + slot, by))
     return args
+
+
+def _open_args(hour: int, retention_days: int, tally: Tally) -> list[str | int]:
+    """The ingest script's arguments for an open-domain tally (``Tally.cells``): its day
+    string's full size and expiry, then (slot, increment) pairs: slot 0 by n, each cell's."""
+    width = keys.width(tally.mechanism)
+    args: list[str | int] = [width * keys.COUNTER_BYTES,
+                             keys.open_counters_expire_at(hour // 24, retention_days),
+                             1 + len(tally.cells), 0, tally.n]
+    for slot, by in tally.cells:
+        if not 1 <= slot < width:
+            raise ValueError(f"{tally.mechanism} has slots [1, {width}). Got {slot}.")
+        args.extend((slot, by))
+    return args
+
+
+def open_day_strings(client: Any, metric: str, mechanism_id: str, first_day: int,
+                     end_day: int) -> list[tuple[int, bytes | None]]:
+    """The raw day strings of an open-domain metric version for days [first_day, end_day)
+    (days since the epoch), oldest first, in one pipelined round trip (None: no reports)."""
+    pipe = client.pipeline(transaction=False)
+    days = list(range(first_day, end_day))
+    for day in days:
+        pipe.get(keys.open_counters(metric, mechanism_id, day))
+    return list(zip(days, pipe.execute())) if days else []
 
 
 def _outcome(code: int) -> Outcome:

@@ -15,6 +15,12 @@ key                                                        type    holds
                                                                    value (``series`` =
                                                                    ``platform=ios``), or a declared
                                                                    combination of values; same expiry
+``dn:v1:{<metric>}:o:<mechanism id>:<YYYYMMDD>``           STRING  an open-domain metric (``od:``) for
+                                                                   one UTC day: ``width`` = 1 + cells
+                                                                   u32 counters (slot 0 = n reports,
+                                                                   slot 1 + cell), no hours; created at
+                                                                   full size; expires at the day's end
+                                                                   plus the metric's retention
 ``dn:v1:b:<batch id>``                                     STRING  the batch id's claim (idempotency):
                                                                    ``HMAC-SHA256(BATCH_SECRET, batch
                                                                    digest)`` (128 bits, hex), or ``1``
@@ -144,6 +150,39 @@ def counters(metric: str, mechanism_id: str, month: Month | int | datetime) -> s
     if not isinstance(month, Month):
         month = month_of(month)
     return f"{PREFIX}:{{{metric}}}:m:{mechanism_id}:{month.label}"
+
+
+DAY_FORMAT = "%Y%m%d"
+DAY_HOURS = 24
+
+
+def is_sparse(mechanism_id: str) -> bool:
+    """Whether a mechanism's reports each touch one of many counters (``od:``): such a
+    metric is counted per UTC day in one string (``open_counters``), not per hour."""
+    return kinds.payload_field(mechanism_id) == "cell"
+
+
+def open_counters(metric: str, mechanism_id: str, day: int) -> str:
+    """STRING: the ``width`` u32 counters of an open-domain metric version for one UTC day
+    (``day`` counted from the Unix epoch): slot 0 = n, slot 1 + cell. Bounded by the id
+    (4 x width bytes), whatever the number of distinct strings reported."""
+    label = datetime.fromtimestamp(day * 86400, timezone.utc).strftime(DAY_FORMAT)
+    return f"{PREFIX}:{{{metric}}}:o:{mechanism_id}:{label}"
+
+
+def open_counters_expire_at(day: int, retention_days: int) -> int:
+    """EXPIREAT (Unix s, on an hour boundary) of a day's open-domain counters: the day's end
+    plus the retention."""
+    return (day + 1 + retention_days) * 86400
+
+
+OPEN_COUNTERS_PATTERN = f"{PREFIX}:{{*}}:o:*"
+"""SCAN pattern of every open-domain day string."""
+
+
+def parse_open_counters(key: str) -> tuple[str, str, str] | None:
+    """(metric, mechanism id, YYYYMMDD) of an open-domain day key; None for another key."""
+    return _parse_counter_key(key, "o", 8)
 
 
 COUNTERS_PATTERN = f"{PREFIX}:{{*}}:m:*"

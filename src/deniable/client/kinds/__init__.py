@@ -1,0 +1,255 @@
+"""Metric kinds: what a metric asks, which mechanism answers it, and how a value is encoded.
+
+    spec = MetricSpec.build("categorical", epsilon=2.0,
+                            categories=["android", "ios", "windows", "macos", "linux", "other"])
+    spec.mechanism.id       # 'grr:6:...:<tag>', chosen by exact variance (spec.choice says why)
+    spec.encode("ios")      # 1: the index the mechanism perturbs
+
+One module per kind (boolean.py, categorical.py, histogram.py, numeric.py), each a ``Kind``
+object (base.py) registered once in ``REGISTRY``; ``kind_of(name)`` is how the rest of the code
+asks a kind instead of testing its name. Four kinds (ids in ``parse_mechanism``):
+
+==============  ====================================  =========================  ===========
+kind            the true value                        mechanism                  wire field
+==============  ====================================  =========================  ===========
+``boolean``     a bool                                ``rr:`` randomized resp.   ``bit``
+``categorical`` one of 2..1024 declared labels        ``grr:``, ``oue:`` or      ``index`` /
+                                                      ``ss:`` (subset select.)   ``bits``
+``histogram``   a number, put in declared buckets     ``grr:``, ``oue:`` or      as above
+                                                      ``ss:``
+``numeric``     a number in [lower, upper]            ``bm:`` 1BitMean           ``bit``
+==============  ====================================  =========================  ===========
+
+A category list (or a histogram's edges) is digested into the id's tag, so changing it makes
+a new mechanism id: a new metric version, counted apart. Values outside the declaration raise
+``InvalidParameterError`` at the call, unless the metric declares ``clamp`` (numbers only).
+"""
+from __future__ import annotations
+
+import dataclasses
+import functools
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Any, TypeGuard
+
+from deniable.client.errors import InvalidParameterError
+from deniable.client.kinds import boolean, categorical, histogram, numeric, open
+from deniable.client.kinds.base import Declaration, Family, Kind, Mechanism
+from deniable.client.kinds.base import number as _number
+from deniable.client.kinds.categorical import MAX_CATEGORY_LENGTH
+
+__all__ = ["KINDS", "MAX_CATEGORY_LENGTH", "REGISTRY", "Kind", "Mechanism", "MetricSpec",
+           "family", "is_mechanism", "kind_of", "kind_of_mechanism", "parse_mechanism",
+           "payload", "payload_field", "spec_of_mechanism", "width"]
+
+# The registry: the one table of kinds. A new kind is its module, imported above, and its
+# ``KIND`` here (the order is the order of ``KINDS`` in messages).
+REGISTRY: dict[str, Kind] = {k.name: k for k in (boolean.KIND, categorical.KIND, histogram.KIND,
+                                                   numeric.KIND, open.KIND)}
+KINDS = tuple(REGISTRY)
+_FAMILIES: dict[str, Family] = {f.prefix: f for k in REGISTRY.values() for f in k.families}
+_TYPES = tuple(f.type for f in _FAMILIES.values())
+_BARE: dict[str, Kind] = {}  # the kind of a bare mechanism id: the first that takes its family
+for _kind in REGISTRY.values():
+    for _family in _kind.families:
+        _BARE.setdefault(_family.prefix, _kind)
+
+
+def kind_of(name: str) -> Kind:
+    """The kind registered as ``name``.
+
+    Raises:
+        InvalidParameterError: a name no kind is registered as.
+    """
+    kind = REGISTRY.get(name) if isinstance(name, str) else None
+    if kind is None:
+        raise InvalidParameterError(f"kind must be one of {', '.join(KINDS)}. "
+                                    f"Got {name!r} instead.")
+    return kind
+
+
+def family(mechanism_id: str) -> str:
+    """The id's prefix: ``rr``, ``grr``, ``oue``, ``ss`` or ``bm`` (unchecked beyond that)."""
+    prefix = mechanism_id.split(":", 1)[0] if isinstance(mechanism_id, str) else ""
+    if prefix not in _FAMILIES:
+        raise InvalidParameterError(
+            f"mechanism id must start with one of {', '.join(sorted(_FAMILIES))} and ':'. "
+            f"Got {str(mechanism_id)[:80]!r} instead.")
+    return prefix
+
+
+@functools.lru_cache(maxsize=4096)
+def parse_mechanism(mechanism_id: str) -> Mechanism:
+    """The mechanism of a canonical id of any kind; non-canonical spellings are refused.
+
+    Raises:
+        InvalidParameterError: an id no kind accepts.
+    """
+    return _FAMILIES[family(mechanism_id)].parse(mechanism_id)
+
+
+def payload_field(mechanism_id: str) -> str:
+    """The wire field that carries a report's perturbed value: ``bit``, ``index`` or ``bits``."""
+    return _FAMILIES[family(mechanism_id)].field
+
+
+def width(mechanism_id: str) -> int:
+    """Counter slots per hour for a mechanism id (2, or d + 1 for categorical ones)."""
+    return _FAMILIES[family(mechanism_id)].width(mechanism_id)
+
+
+def payload(mechanism: Mechanism, answer: int) -> int | str:
+    """The wire value of a perturbed answer: the int itself, or a bitset as hex."""
+    if _FAMILIES[family(mechanism.id)].bitset:
+        return mechanism.encode_bits(answer)  # type: ignore[union-attr]
+    return answer
+
+
+def is_mechanism(value: object) -> TypeGuard[Mechanism]:
+    """Whether ``value`` is a mechanism of a registered family."""
+    return isinstance(value, _TYPES)
+
+
+def kind_of_mechanism(mechanism: Mechanism) -> Kind:
+    """The kind a bare mechanism reports (``categorical`` for the shared families)."""
+    return _BARE[family(mechanism.id)]
+
+
+def spec_of_mechanism(mechanism: Mechanism) -> MetricSpec:
+    """The spec of a bare mechanism whose kind needs no declaration (boolean, numeric).
+
+    Raises:
+        InvalidParameterError: a mechanism whose kind declares its categories or edges.
+    """
+    kind = kind_of_mechanism(mechanism)
+    if not kind.bare:
+        raise InvalidParameterError(
+            f"mechanism {mechanism.id} needs its declared categories (register a MetricSpec)")
+    return MetricSpec(kind.name, mechanism)
+
+
+@dataclass(frozen=True)
+class MetricSpec:
+    """What one metric version asks and how its reports are made: a value object that
+    delegates everything kind-specific to its ``Kind`` (``spec.kind_object``).
+
+    Attributes:
+        kind: ``boolean``, ``categorical``, ``histogram`` or ``numeric``.
+        mechanism: the mechanism every report follows.
+        categories: categorical: the labels, in order; histogram: the bucket labels.
+        edges: histogram: the bucket edges e_0 < ... < e_d; bucket i is [e_i, e_i+1), the
+            last one closed.
+        lower, upper: numeric: the declared range (also in the mechanism).
+        clamp: numbers outside the declaration are clamped into it instead of refused.
+        choice: why this mechanism was chosen (automatic choice), or "" if it was given.
+    """
+
+    kind: str
+    mechanism: Mechanism
+    categories: tuple[str, ...] = ()
+    edges: tuple[Fraction, ...] = ()
+    clamp: bool = False
+    choice: str = ""
+    _index: Mapping[str, int] = field(default_factory=dict, init=False, repr=False,
+                                      compare=False)
+
+    def __post_init__(self) -> None:
+        kind = kind_of(self.kind)
+        prefix = family(self.mechanism.id)
+        prefixes = tuple(f.prefix for f in kind.families)
+        if prefix not in prefixes:
+            raise InvalidParameterError(
+                f"a {self.kind} metric needs a {' or '.join(prefixes)} mechanism. "
+                f"Got {self.mechanism.id!r} instead.")
+        if not isinstance(self.clamp, bool):
+            raise InvalidParameterError(f"clamp must be true or false. Got {self.clamp!r}.")
+        if self.clamp and "clamp" not in kind.declares:
+            raise InvalidParameterError("clamp applies to histogram, numeric and open metrics only")
+        kind.check(self)
+
+    @property
+    def kind_object(self) -> Kind:
+        """The ``Kind`` this spec delegates to."""
+        return REGISTRY[self.kind]
+
+    # -- construction --------------------------------------------------------------------
+
+    @classmethod
+    def build(cls, kind: str = "boolean", *, mechanism: str | Mechanism | None = None,
+              epsilon: float | None = None, categories: Sequence[str] = (),
+              edges: Sequence[object] = (), lower: object = None, upper: object = None,
+              clamp: bool = False, max_bytes: int | None = None) -> MetricSpec:
+        """A spec from a declaration: either a ``mechanism`` (id or object) or an
+        ``epsilon`` (the mechanism is then chosen: GRR, OUE or SS by exact variance).
+
+        Raises:
+            InvalidParameterError: any part of the declaration that does not hold.
+        """
+        kind_ = kind_of(kind)
+        if (mechanism is None) == (epsilon is None):
+            raise InvalidParameterError("declare exactly one of mechanism and epsilon")
+        if isinstance(categories, str) or isinstance(edges, str):
+            raise InvalidParameterError("categories and edges must be lists")
+        exact_edges = tuple(_number(f"edges[{i}]", e) for i, e in enumerate(edges))
+        labels = tuple(categories) if "categories" in kind_.declares else ()
+        if "edges" in kind_.declares:
+            labels = histogram.bucket_labels(exact_edges)
+        if "lower" in kind_.declares:
+            if lower is None or upper is None:
+                raise InvalidParameterError(f"a {kind} metric declares lower and upper")
+        elif lower is not None or upper is not None:
+            raise InvalidParameterError(f"a {kind} metric takes no lower or upper")
+        if max_bytes is not None and "max_bytes" not in kind_.declares:
+            raise InvalidParameterError(f"a {kind} metric takes no max_bytes")
+        if max_bytes is not None and (isinstance(max_bytes, bool) or not isinstance(max_bytes, int)):
+            raise InvalidParameterError(f"max_bytes must be an int. Got {max_bytes!r} instead.")
+        declared = Declaration(labels, exact_edges, lower, upper, max_bytes)
+        choice = ""
+        if mechanism is not None:
+            chosen = parse_mechanism(mechanism) if isinstance(mechanism, str) else mechanism
+        else:
+            chosen, choice = kind_.choose(epsilon, declared)  # type: ignore[arg-type]
+        kind_.check_mechanism(chosen, declared)
+        return cls(kind, chosen, labels if "categories" in kind_.declares else (), exact_edges,
+                   clamp, choice)
+
+    @classmethod
+    def from_document(cls, doc: Mapping[str, Any], mechanism: Mechanism) -> MetricSpec:
+        """The spec of a catalogue entry (``describe()``'s fields) under its ``mechanism``."""
+        kind = doc.get("kind", "boolean")
+        spec = cls.build(kind, mechanism=mechanism,
+                         categories=doc.get("categories", ())
+                         if "categories" in kind_of(kind).declares else (),
+                         edges=doc.get("edges", ()), lower=doc.get("lower"),
+                         upper=doc.get("upper"), clamp=doc.get("clamp", False),
+                         max_bytes=doc.get("max_bytes"))
+        choice = doc.get("choice", "")
+        return dataclasses.replace(spec, choice=choice) if isinstance(choice, str) else spec
+
+    # -- use -----------------------------------------------------------------------------
+
+    @property
+    def labels(self) -> tuple[str, ...]:
+        """The label of each counted slot after ``n``: "yes", the categories, or "mean"."""
+        return self.kind_object.slot_labels(self)
+
+    def encode(self, value: object) -> bool | int | Fraction:
+        """The true value as the mechanism takes it: a bool, a category index, or an exact
+        number in range.
+
+        Raises:
+            InvalidParameterError: a value of the wrong type, an unknown category, NaN or an
+                infinity, or a number out of range (unless the metric clamps).
+        """
+        return self.kind_object.encode(self, value)
+
+    def describe(self) -> dict[str, Any]:
+        """The catalogue fields of this spec (``GET /v1/metrics``), JSON-ready."""
+        doc: dict[str, Any] = {"kind": self.kind}
+        doc.update(self.kind_object.describe(self))
+        if self.clamp:
+            doc["clamp"] = True
+        if self.choice:
+            doc["choice"] = self.choice
+        return doc

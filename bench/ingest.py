@@ -31,7 +31,7 @@ from pathlib import Path
 
 import redis
 
-from deniable.collector import keys
+from deniable.core import keys
 from deniable.collector.auth import create_key
 from deniable.collector.embedded import RedisServer, free_port
 from deniable.collector.server import CollectorProcess, default_config_file, default_workers

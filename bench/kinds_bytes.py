@@ -22,7 +22,7 @@ from datetime import datetime, timezone
 import redis
 
 from deniable.client.categorical import KaryRandomizedResponse, UnaryEncoding, domain_tag
-from deniable.collector import keys
+from deniable.core import keys
 from deniable.collector.embedded import RedisServer
 from deniable.collector.store import Store
 

@@ -4,7 +4,7 @@ Run as ``./dev bench storage`` (about two minutes at full size; ``--metrics 100 
 a quick look). In one run, on one private redis-server:
 
 1. builds the data set through the collector's own write path: ``Store.add_hours``, which is
-   the ingest Lua script (``collector/ingest.lua``) adding a whole year of hourly counts of
+   the ingest Lua script (``src/deniable/collector/ingest.lua``) adding a whole year of hourly counts of
    one metric in one script call (a claim per call, exactly as a batch);
 2. times ``analyze(RedisSource(url), granularity="day")`` (every metric's daily series, its
    whole-range estimate with its interval, and the Holm-corrected before/after changes) plus
@@ -64,7 +64,7 @@ from deniable.analysis.report import render_table
 from deniable.client.dimensions import Dimensions
 from deniable.client.kinds import MetricSpec
 from deniable.client.mechanism import RandomizedResponse
-from deniable.collector import keys
+from deniable.core import keys
 from deniable.collector.embedded import RedisServer
 from deniable.collector.store import Outcome, Store, connect
 

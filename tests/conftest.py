@@ -15,7 +15,7 @@ import pytest
 import redis
 from hypothesis import HealthCheck, settings
 
-from deniable.collector import keys
+from deniable.core import keys
 from deniable.collector.app import create_app
 from deniable.collector.embedded import RedisNotFoundError, RedisServer
 from deniable.collector.observability import REQUEST_LOGGER

@@ -82,7 +82,7 @@ def reports_for(variance_per_report: float, margin: float = 0.01) -> int:
 
 def categorical_price_rows() -> list[str]:
     """The categorical price table: reports for ±1 point at a category share of 0, 0.1 and 0.5,
-    under the mechanism the automatic choice makes (its exact variance, client/categorical.py)."""
+    under the mechanism the automatic choice makes (its exact variance, src/deniable/client/categorical.py)."""
     rows = []
     for d in (8, 64, 1024):
         for epsilon in (1, 2, 4):

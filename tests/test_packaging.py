@@ -62,12 +62,10 @@ def test_a_built_wheel_runs_the_client_with_nothing_but_requests(tmp_path: Path)
 
 @pytest.mark.slow
 def test_the_client_type_checks_strictly(tmp_path: Path) -> None:
-    # mypy cannot follow the editable install's import hook: lay the namespace out by hand.
-    (tmp_path / "deniable").mkdir()
-    (tmp_path / "deniable" / "client").symlink_to(ROOT / "client", target_is_directory=True)
+    # The src layout: mypy finds the package in src/ (the editable install's hook it cannot follow).
     done = subprocess.run(
         [sys.executable, "-m", "mypy", "--strict", "--namespace-packages",
          "--explicit-package-bases", "--cache-dir", str(tmp_path / ".mypy_cache"),
          "-p", "deniable.client"],
-        cwd=tmp_path, capture_output=True, text=True, env={**os.environ, "MYPYPATH": str(tmp_path)})
+        cwd=tmp_path, capture_output=True, text=True, env={**os.environ, "MYPYPATH": str(ROOT / "src")})
     assert done.returncode == 0, done.stdout[-3000:]

@@ -45,7 +45,7 @@ def test_the_sdist_builds_a_client_that_works(tmp_path: Path) -> None:
     with tarfile.open(sdist) as archive:
         names = {Path(n).relative_to(Path(n).parts[0]).as_posix() for n in archive.getnames()
                  if len(Path(n).parts) > 1}
-    assert {"client/py.typed", "collector/ingest.lua", "collector/templates/dashboard.html",
+    assert {"src/deniable/client/py.typed", "src/deniable/collector/ingest.lua", "src/deniable/collector/templates/dashboard.html",
             "pyproject.toml", "README.md"} <= names
     subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps",
                     "--no-build-isolation", "--target", str(tmp_path / "site"), str(sdist)],

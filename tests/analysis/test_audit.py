@@ -12,7 +12,7 @@ from math import comb
 import numpy as np
 import pytest
 
-from deniable.analysis.audit import (Audit, KindSubject, Subject, Upload, builtin_subjects,
+from deniable.audit.mechanisms import (Audit, KindSubject, Subject, Upload, builtin_subjects,
                                      check_kind_exact, client_device, enumerate_coin,
                                      enumerate_ones, exact_ratio, float_random_uses,
                                      traffic_problems)
@@ -465,7 +465,7 @@ def test_the_command_refuses_a_metrics_file_whose_declaration_does_not_match(
 @pytest.mark.slow
 def test_the_command_audits_the_kinds_a_collector_serves(
         capsys: pytest.CaptureFixture[str]) -> None:
-    from deniable.analysis.audit import capturing_collector
+    from deniable.audit.mechanisms import capturing_collector
     from deniable.client.kinds import MetricSpec
     spec = MetricSpec.build("categorical", epsilon=1.0, categories=["a", "b", "c", "d"])
     numeric = MetricSpec.build("numeric", epsilon=1.0, lower=-5, upper=5)

@@ -19,7 +19,7 @@ from deniable.analysis.sources import MetricCounts, MetricInfo, SourceError
 from deniable.client.dimensions import Dimensions
 from deniable.client.kinds import MetricSpec
 from deniable.client.wire import decode_batch, encode_batch
-from deniable.collector import keys
+from deniable.core import keys
 from deniable.collector.store import Store
 
 BOOLEAN = MetricSpec.build("boolean", mechanism="rr:1/2:1/2")
@@ -313,7 +313,7 @@ def test_a_small_cell_is_hidden_in_the_one_day_and_the_seven_day_view_alike() ->
 
 def test_the_device_count_is_the_busiest_period_in_python_and_numpy_alike() -> None:
     from deniable.client.period import CollectionPolicy
-    from deniable.collector.window import window_devices
+    from deniable.core.window import window_devices
 
     rng = np.random.default_rng(7)
     hours = np.sort(rng.choice(24 * 60, 300, replace=False)) + 24 * 20_000

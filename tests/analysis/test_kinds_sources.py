@@ -15,7 +15,7 @@ from deniable.analysis import HTTPSource, RedisSource, summarize
 from deniable.analysis.sources import SourceError, decode_months, spec_of
 from deniable.client.errors import InvalidParameterError
 from deniable.client.kinds import MetricSpec
-from deniable.collector import keys
+from deniable.core import keys
 from deniable.collector.live_registry import Entry
 from deniable.collector.store import Store
 from tests.conftest import put_counts

@@ -21,7 +21,7 @@ from deniable.analysis.window import bucket_periods, period_ids, periods_in, rol
 from deniable.client.kinds import MetricSpec
 from deniable.client.mechanism import RandomizedResponse
 from deniable.client.period import CollectionPolicy
-from deniable.collector import keys
+from deniable.core import keys
 
 UTC = timezone.utc
 POLICIES = [CollectionPolicy(period=p) for p in ("hour", "day", "week")] + \

@@ -33,7 +33,7 @@ from deniable.analysis import RedisSource, analyze
 from deniable.analysis.report import render_table
 from deniable.client.kinds import MetricSpec
 from deniable.client.period import DEFAULT_POLICY
-from deniable.collector import keys
+from deniable.core import keys
 from deniable.collector.store import Outcome, Store
 
 from bench.storage import kind_floor  # the numpy floor, as the bench measures it

@@ -2,7 +2,7 @@
 finite, the rest is checked against the definition draw for draw, and the system source's
 pooled outputs pass chi-square tests whose false-failure rate is below 1e-6.
 
-Exactness argument (client/categorical.py): a ``ByteCoin`` is 1 iff a uniform number read
+Exactness argument (src/deniable/client/categorical.py): a ``ByteCoin`` is 1 iff a uniform number read
 from bytes lies below p, so P(1) = p; each coin, keep decision, shift and fair bit reads its
 own bytes, so they are independent; everything else is a fixed function of them.
 """

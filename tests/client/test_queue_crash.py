@@ -19,7 +19,7 @@ import requests
 
 from deniable.client import Reporter
 from deniable.client.queue import DurableQueue
-from deniable.collector import keys
+from deniable.core import keys
 from tests.e2e.test_pipeline import counters
 
 pytestmark = pytest.mark.slow  # starts servers or processes: not in the fast lane

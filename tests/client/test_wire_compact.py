@@ -27,7 +27,7 @@ def in_client_order(report: object) -> object:
 
 
 def compact(doc: object) -> bytes:
-    """A body as the client writes it (client/queue.py)."""
+    """A body as the client writes it (src/deniable/client/queue.py)."""
     return json.dumps(doc, separators=(",", ":")).encode()
 
 

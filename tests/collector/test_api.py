@@ -8,7 +8,7 @@ import pytest
 import redis
 
 from deniable.client.wire import encode_batch, new_batch_id
-from deniable.collector import keys
+from deniable.core import keys
 from deniable.collector.app import create_app
 from deniable.collector.embedded import free_port
 from tests.conftest import hour_counts, put_counts, snapshot

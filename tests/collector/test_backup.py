@@ -18,7 +18,8 @@ import redis.cluster
 
 from deniable.cli.main import main
 from deniable.client.wire import encode_batch, new_batch_id
-from deniable.collector import auth, keys
+from deniable.collector import auth
+from deniable.core import keys
 from deniable.collector.app import create_app
 from deniable.collector.embedded import find_redis_server, free_port
 from tests.conftest import BATCH_SECRET, OPEN

@@ -18,7 +18,7 @@ from datetime import datetime, timezone
 import redis
 
 from deniable.client.wire import decode_batch, encode_batch, new_batch_id
-from deniable.collector import keys
+from deniable.core import keys
 from deniable.collector.store import Store
 
 METRICS = {"a": "rr:1/2:1/2", "b": "rr:1/2:1/2", "c": "rr:1/2:1/2", "d": "rr:1/2:1/2"}

@@ -12,7 +12,7 @@ import pytest
 import redis.cluster
 
 from deniable.client.wire import decode_batch, encode_batch, new_batch_id
-from deniable.collector import keys
+from deniable.core import keys
 from deniable.collector.embedded import RedisServer, find_redis_server, free_port
 from deniable.collector.store import Outcome, Store, _counter_args, connect
 from tests.conftest import BATCH_SECRET, hour_counts

@@ -2,7 +2,7 @@
 every route that works on one Redis works on a cluster, through HTTP, the CLI and RedisSource.
 
 Nothing here reads the counter layout: counts come from the API and from RedisSource, so these
-tests hold for whichever layout collector/keys.py defines.
+tests hold for whichever layout src/deniable/core/keys.py defines.
 """
 from __future__ import annotations
 
@@ -20,7 +20,8 @@ from deniable.analysis.sources import RedisSource
 from deniable.cli.main import main
 from deniable.client.categorical import UnaryEncoding, domain_tag
 from deniable.client.wire import encode_batch, new_batch_id
-from deniable.collector import auth, keys
+from deniable.collector import auth
+from deniable.core import keys
 from deniable.collector.server import CollectorProcess
 from deniable.collector.store import connect
 from tests.rediscluster import RedisClusterNodes

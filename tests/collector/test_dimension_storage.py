@@ -8,8 +8,8 @@ import redis
 
 from deniable.client.dimensions import Dimensions
 from deniable.client.wire import decode_batch, encode_batch, new_batch_id
-from deniable.collector import keys
-from deniable.collector.privacy_scan import scan_redis
+from deniable.core import keys
+from deniable.audit.privacy_scan import scan_redis
 from deniable.collector.store import Outcome, Store
 
 RR = "rr:1/2:1/2"

@@ -15,7 +15,7 @@ import pytest
 import redis
 
 from deniable.client.wire import encode_batch, new_batch_id
-from deniable.collector import keys
+from deniable.core import keys
 from deniable.collector.store import Store
 from tests.conftest import snapshot
 

@@ -16,7 +16,7 @@ import redis
 from deniable.client.dimensions import Dimensions
 from deniable.client.kinds import MetricSpec
 from deniable.client.wire import encode_batch, new_batch_id
-from deniable.collector import keys
+from deniable.core import keys
 from deniable.collector.app import create_app
 from deniable.collector.live_registry import Entry, LiveRegistry
 from deniable.collector.registry import (MAX_COMBINED_SERIES, RegistryError,

@@ -291,7 +291,7 @@ def test_an_over_bound_mechanism_already_in_the_registry_is_skipped_not_fatal(
     """A registry written by an older collector that accepted a 955-digit id: the metric is
     skipped (and logged); every other metric is still served and accepts reports."""
     from deniable.client.wire import encode_batch, new_batch_id
-    from deniable.collector import keys
+    from deniable.core import keys
 
     env = {**OPEN_ENV, "DENIABLE_REGISTRY_CACHE_SECONDS": "0"}  # read Redis every time
     with CollectorProcess(redis_url, metrics_file, workers=1, env=env) as live:

@@ -13,7 +13,7 @@ import redis
 from deniable.client.categorical import domain_tag
 from deniable.client.kinds import MetricSpec, parse_mechanism
 from deniable.client.wire import encode_batch, new_batch_id
-from deniable.collector import keys
+from deniable.core import keys
 from deniable.collector.live_registry import Entry
 from deniable.collector.registry import RegistryError, declare, load_metrics_file
 from tests.conftest import snapshot

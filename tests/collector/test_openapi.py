@@ -24,7 +24,7 @@ def test_every_route_is_documented_and_every_operation_is_routed(app) -> None:  
               for method in (rule.methods or set()) - AUTOMATIC_METHODS}
     documented = {(path, method) for path, operations in openapi.document()["paths"].items()
                   for method in operations}
-    assert served - documented == set(), "routes missing from collector/openapi.py"
+    assert served - documented == set(), "routes missing from src/deniable/collector/openapi.py"
     assert documented - served == set(), "documented operations that no route serves"
 
 

@@ -17,7 +17,7 @@ import redis
 import requests
 
 from deniable.client.wire import encode_batch, new_batch_id
-from deniable.collector import keys
+from deniable.core import keys
 from deniable.collector.app import create_app
 from deniable.collector.embedded import RedisServer, free_port
 from deniable.collector.server import CollectorProcess

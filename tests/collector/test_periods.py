@@ -1,4 +1,4 @@
-"""Hour indexes and period flooring, defined once (``collector/periods.py``): the same answers
+"""Hour indexes and period flooring, defined once (``src/deniable/core/periods.py``): the same answers
 as the datetime formulas they replaced (issue 28), on random times of many years, for one
 ``int`` and for numpy arrays alike, and the places that use them agree."""
 from __future__ import annotations
@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from deniable.client.period import CollectionPolicy
-from deniable.collector import keys, periods, rollup, window
+from deniable.core import keys, periods, rollup, window
 
 UTC = timezone.utc
 SPAN = {"hour": timedelta(hours=1), "day": timedelta(days=1), "week": timedelta(weeks=1)}

@@ -18,9 +18,9 @@ import requests
 
 from deniable.client import Reporter
 from deniable.client.wire import decode_batch, encode_batch, new_batch_id
-from deniable.collector import keys
+from deniable.core import keys
 from deniable.collector.auth import create_key
-from deniable.collector.privacy_scan import scan, scan_log_lines, scan_redis
+from deniable.audit.privacy_scan import scan, scan_log_lines, scan_redis
 from deniable.collector.server import CollectorProcess
 from deniable.collector.store import Store
 from tests.conftest import BATCH_SECRET

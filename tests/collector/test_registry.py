@@ -9,7 +9,8 @@ import pytest
 import redis
 
 from deniable.client.wire import encode_batch, new_batch_id
-from deniable.collector import auth, keys
+from deniable.collector import auth
+from deniable.core import keys
 from deniable.collector.app import create_app
 from tests.conftest import hour_counts, snapshot
 

@@ -6,7 +6,7 @@ from datetime import datetime, timezone
 import pytest
 import redis
 
-from deniable.collector.rollup import align, period_start
+from deniable.core.rollup import align, period_start
 from tests.conftest import put_counts
 
 X, X_MECH = "feature_x_enabled", "rr:1/2:1/2"

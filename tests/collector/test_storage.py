@@ -11,9 +11,9 @@ import redis
 
 from deniable.cli.main import main
 from deniable.client.wire import decode_batch, encode_batch, new_batch_id
-from deniable.collector import keys, rollup
+from deniable.core import keys, rollup
 from deniable.collector.app import create_app
-from deniable.collector.rollup import HourCount
+from deniable.core.rollup import HourCount
 from deniable.collector.store import CounterOverflowError, Outcome, Store
 from tests.conftest import OPEN, hour_counts, put_counts, snapshot
 

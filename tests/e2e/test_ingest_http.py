@@ -10,7 +10,7 @@ from collections.abc import Iterator
 import redis
 
 from deniable.client.wire import encode_batch, new_batch_id
-from deniable.collector import keys
+from deniable.core import keys
 from deniable.collector.server import CollectorProcess
 from tests.conftest import snapshot
 

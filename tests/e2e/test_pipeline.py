@@ -13,7 +13,7 @@ from deniable.analysis import HTTPSource, RedisSource, summarize
 from deniable.client import Reporter
 from deniable.client.randomness import SecureBits
 from deniable.client.wire import new_batch_id
-from deniable.collector import keys
+from deniable.core import keys
 from deniable.collector.server import CollectorProcess
 from deniable.collector.store import Store
 from tests.conftest import DECLARED, OPEN_ENV, snapshot

@@ -1,0 +1,1089 @@
+"""``deniable audit``: check every privacy claim of the client against the real code.
+
+    results = run_audit(builtin_subjects(), trials=100_000)
+    all(result.passed for result in results)
+
+Each ``Subject`` is a metric as a device reports it: its wire mechanism and how the device
+reports it (memoized, memoized with an instantaneous layer, or fresh coins). The claims come
+from the client itself (``LongitudinalGuard.privacy_loss``); the samples come from the
+client's privacy layer, one new simulated device (a new device secret from the OS CSPRNG)
+per trial, exactly the code ``Reporter.report`` runs; the timing and traffic checks run real
+``Reporter`` objects that upload over HTTP to a capturing server on loopback.
+
+Checks, per subject (docs/audit.md has the method and how to read the results):
+
+- ``epsilon``: a 95% (``Audit.confidence``) Clopper-Pearson lower bound on epsilon from one report of each of two
+  neighbouring inputs; passes when the claimed one-report epsilon is at least the bound.
+- ``distribution``: each input's observed P(report 1) is within 5 standard errors of the
+  exact probability the mechanism claims.
+- ``repeated``: k reports of one value against k of its neighbour, per device; the bound
+  must not exceed what the client states for k reports (one report's epsilon when memoized,
+  at most the long-run epsilon with an instantaneous layer, k times epsilon when fresh).
+- ``exact``: every layer's probabilities equal its id's fractions, and enumerating every
+  random word the sampler can draw gives exactly those probabilities.
+- ``no-float``: no module that perturbs imports a float random source or calls one.
+- ``randomness``: the random source is the OS CSPRNG, not an injected generator.
+- ``timing``: Welch's t over interleaved ``report()`` calls of the two values, compared within
+  each perturbed output (winsorized at the pooled 99th percentile); fails when |t| > 5 and
+  the means differ by more than 1%, in two runs in a row.
+- ``redis scan`` (with a Redis URL): what a collector holds identifies no batch's content and
+  times no write more finely than the hour.
+- ``traffic``: what leaves the device (request count, batch sizes, headers, bytes) does not
+  depend on the true values: each body is exactly the canonical encoding of its perturbed
+  reports, and both values' uploads look the same.
+
+Categorical, histogram and numeric metrics (``KindSubject``: GRR, OUE, 1BitMean) get the
+``epsilon`` check over their worst-case events, a ``distribution`` check (chi-square at a
+false-failure rate of 1e-6, or 5 standard errors for 1BitMean) and an ``exact`` check: the
+claimed likelihood ratio is the worst case of the output distributions the id defines, and
+the sampler's coin, enumerated over every byte it can read, has the id's probability.
+"""
+from __future__ import annotations
+
+import ast
+import dataclasses
+import importlib.util
+import json
+import logging
+import math
+import os
+import secrets
+import tempfile
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from fractions import Fraction
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any, Literal, Protocol
+
+from deniable.analysis.bounds import (chi_square_test, count_events, epsilon_lower_bound,
+                                      welch_t)
+from deniable.client import randomness
+from deniable.client.categorical import (BITSET_MECHANISMS, ByteCoin, KaryRandomizedResponse,
+                                         SubsetSelection, UnaryEncoding, domain_tag,
+                                         parse_categorical_id)
+from deniable.client.kinds import Mechanism, MetricSpec
+from deniable.client.longitudinal import LongitudinalGuard
+from deniable.client.mechanism import RandomizedResponse
+from deniable.client.metrics import describe_metric
+from deniable.client.numeric import BitMean
+from deniable.client.randomness import RandomBits, SecureBits
+from deniable.client.reporter import Reporter
+from deniable.client.state import IN_MEMORY
+from deniable.client.wire import encode_batch
+
+Mode = Literal["memoized", "instantaneous", "fresh"]
+DEFAULT_TRIALS = 100_000
+DEFAULT_REPEATS = 4
+DEFAULT_TIMING_CALLS = 100_000
+TIMING_T_LIMIT = 5.0
+TIMING_RELATIVE_LIMIT = 0.01
+DISTRIBUTION_SE_LIMIT = 5.0
+CHI_SQUARE_ALPHA = 1e-6
+"""False-failure rate of each chi-square distribution check (categorical kinds)."""
+DEFAULT_CONFIDENCE = 0.95
+"""The epsilon checks' confidence: a claim that is exactly right fails one of them in less
+than 1 run in 20 (Bonferroni is conservative: 3 of 1,500 runs of ``os_grr_ln5`` failed).
+Tests that need a correct mechanism to pass ask for 1 - 1e-6 (docs/audit.md)."""
+PERTURBING_MODULES = ("mechanism", "memo", "pool", "longitudinal", "randomness", "composition",
+                      "categorical", "numeric")
+"""The client modules on the path from a true value to a reported bit (scanned for floats)."""
+_FLOAT_RANDOM_CALLS = frozenset({"random", "uniform", "gauss", "normalvariate", "betavariate",
+                                 "expovariate", "triangular", "vonmisesvariate", "rand",
+                                 "random_sample", "SystemRandom"})
+_MAX_ENUMERATED_PATHS = 1 << 20
+_MAX_ENUMERATED_WORDS = 64
+_UNDECIDED_MASS = Fraction(1, 10 ** 9)
+_MIN_TIMING_STRATUM = 1000
+
+
+class Device(Protocol):
+    """One simulated device: turns a true value into a reported bit, as the client does."""
+
+    def __call__(self, true_value: bool) -> int: ...
+
+
+@dataclass(frozen=True)
+class Subject:
+    """One metric configuration under audit.
+
+    Attributes:
+        name: the label shown in the results (a metric name, or a built-in's name).
+        metric: the metric name the device reports under.
+        mechanism: the wire mechanism, as registered at the collector.
+        mode: how the device reports: memoized (the client's default), memoized with the
+            instantaneous layer ``irr``, or fresh coins every report.
+        irr: the instantaneous layer, for mode "instantaneous".
+    """
+
+    name: str
+    metric: str
+    mechanism: RandomizedResponse
+    mode: Mode = "memoized"
+    irr: RandomizedResponse | None = None
+
+    def guard(self, rng: RandomBits | None = None) -> LongitudinalGuard:
+        """A new device's privacy layer for this subject: a fresh secret, state in memory
+        (on purpose: each trial is a new device, so the client's warning is not logged)."""
+        with _simulated_devices():
+            return LongitudinalGuard(
+                IN_MEMORY, rng=rng, max_metric_epsilon=math.inf,
+                fresh={self.metric} if self.mode == "fresh" else (),
+                irr={self.metric: self.irr} if self.mode == "instantaneous" and self.irr
+                else None)
+
+    def reporter_options(self) -> dict[str, Any]:
+        """The Reporter options that give this subject's mode. The client's epsilon ceiling
+        is lifted: the audit checks the mechanism's claims whatever its epsilon."""
+        # Every call must reach the mechanism: the audit draws many reports on one device,
+        # so the one-report-per-period gate is off.
+        options: dict[str, Any] = {"max_epsilon": math.inf, "one_per_period": False}
+        if self.mode == "fresh":
+            options["fresh"] = {self.metric}
+        if self.mode == "instantaneous" and self.irr is not None:
+            options["irr"] = {self.metric: self.irr}
+        return options
+
+
+class _InMemoryWarning(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "privacy state is in memory only" not in record.getMessage()
+
+
+_IN_MEMORY_WARNING = _InMemoryWarning()
+
+
+@contextmanager
+def _simulated_devices() -> Iterator[None]:
+    """Simulated devices keep their state in memory by design: hold the client's warning."""
+    logger = logging.getLogger("deniable.client")
+    logger.addFilter(_IN_MEMORY_WARNING)
+    try:
+        yield
+    finally:
+        logger.removeFilter(_IN_MEMORY_WARNING)
+
+
+DeviceFactory = Callable[[Subject], Device]
+ReporterFactory = Callable[..., Any]
+
+
+def client_device(subject: Subject, rng: RandomBits | None = None) -> Device:
+    """A new device as the client builds it: ``Reporter.report`` calls exactly this guard's
+    ``perturb`` with the metric's wire mechanism (src/deniable/client/reporter.py ``_perturb``)."""
+    guard = subject.guard(rng)
+
+    def report(true_value: bool) -> int:
+        return guard.perturb(subject.metric, subject.mechanism, true_value)
+    return report
+
+
+OS_LABELS = ("android", "ios", "windows", "macos", "linux", "other")
+
+
+def builtin_subjects() -> list[Subject | KindSubject]:
+    """The mechanisms and modes the client ships: the audit's default subjects."""
+    two_coin = RandomizedResponse.from_id("rr:1/2:1/2")
+    ln7 = RandomizedResponse.from_id("rr:3/4:1/2")
+    return [
+        Subject("two_coin", "two_coin", two_coin),
+        Subject("two_coin_irr", "two_coin_irr", two_coin, "instantaneous", ln7),
+        Subject("two_coin_fresh", "two_coin_fresh", two_coin, "fresh"),
+        Subject("warner_ln7", "warner_ln7", ln7),
+        KindSubject.of("os_grr_ln5", MetricSpec.build(
+            "categorical", mechanism=f"grr:6:1/2:{domain_tag(OS_LABELS)}", categories=OS_LABELS)),
+        KindSubject.of("oue_d64_eps2", MetricSpec.build(
+            "categorical", mechanism=UnaryEncoding.from_epsilon(
+                2.0, 64, domain_tag([f"c{i}" for i in range(64)])),
+            categories=[f"c{i}" for i in range(64)])),
+        KindSubject.of("ss_d8_eps1", MetricSpec.build(
+            "categorical", epsilon=1.0, categories=[f"c{i}" for i in range(8)])),
+        KindSubject.of("bitmean_ln3", MetricSpec.build("numeric", mechanism="bm:1/4:0:1000",
+                                                       lower=0, upper=1000)),
+    ]
+
+
+def catalogue_subjects(catalogue: Mapping[str, RandomizedResponse | Mechanism | MetricSpec]
+                       ) -> list[Subject | KindSubject]:
+    """One subject per metric: a boolean one reported as the client does by default
+    (memoized); a categorical, histogram or numeric one by its mechanism's ``perturb``."""
+    subjects: list[Subject | KindSubject] = []
+    for name, entry in sorted(catalogue.items()):
+        spec = entry if isinstance(entry, MetricSpec) else None
+        mechanism = spec.mechanism if spec is not None else entry
+        if isinstance(mechanism, RandomizedResponse):
+            subjects.append(Subject(name, name, mechanism))
+        else:
+            assert not isinstance(mechanism, MetricSpec)
+            subjects.append(KindSubject(name, name, mechanism, spec))
+    return subjects
+
+
+KindMechanism = KaryRandomizedResponse | UnaryEncoding | SubsetSelection | BitMean
+
+
+@dataclass(frozen=True)
+class KindSubject:
+    """A categorical, histogram or numeric metric under audit: reports come from its
+    mechanism's ``perturb`` with the client's secure system source, fresh coins per report
+    (these kinds have no memoized layer yet).
+
+    Attributes:
+        name / metric: as for ``Subject``.
+        mechanism: a GRR, OUE or 1BitMean mechanism.
+        spec: the metric's declaration, if known (names its categories in the results).
+    """
+
+    name: str
+    metric: str
+    mechanism: KindMechanism
+    spec: MetricSpec | None = None
+
+    @classmethod
+    def of(cls, name: str, spec: MetricSpec) -> KindSubject:
+        mechanism = spec.mechanism
+        assert not isinstance(mechanism, RandomizedResponse)
+        return cls(name, name, mechanism, spec)
+
+    def inputs(self) -> list[Fraction | int]:
+        """The true values sampled: two categories (any two are neighbours, by symmetry), or
+        a numeric range's two ends and its midpoint."""
+        if isinstance(self.mechanism, BitMean):
+            low, high = self.mechanism.lower, self.mechanism.upper
+            return [low, high, (low + high) / 2]
+        return [0, 1]
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    """One check of one subject.
+
+    Attributes:
+        claim / bound / tightness: for epsilon checks, the claimed epsilon (nats), the
+            empirical lower bound (at ``Audit.confidence``, 95% by default), and bound / claim; None where a check has no epsilon.
+        passed: the verdict. A pass means the check could not refute the claim.
+        detail: what was measured, in words.
+        seconds: how long the check took.
+    """
+
+    subject: str
+    check: str
+    passed: bool
+    detail: str
+    claim: float | None = None
+    bound: float | None = None
+    seconds: float = 0.0
+
+    @property
+    def tightness(self) -> float | None:
+        if self.claim is None or self.bound is None or self.claim == 0:
+            return None
+        return self.bound / self.claim
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"subject": self.subject, "check": self.check, "passed": self.passed,
+                "claim": self.claim, "bound": self.bound, "tightness": self.tightness,
+                "detail": self.detail, "seconds": round(self.seconds, 3)}
+
+
+Progress = Callable[[str, int], None]
+"""progress(label, units done since the last call): the audit's progress reports."""
+
+
+def _no_progress(label: str, done: int) -> None:
+    pass
+
+
+@dataclass
+class Audit:
+    """Runs the checks. Every argument has the default the ``deniable audit`` command uses.
+
+    Args:
+        trials: one-report samples per neighbouring input (devices, for memoized modes).
+        repeats: k, reports per device in the repeated-reports check.
+        repeat_devices: devices per input in that check (default: trials // 10).
+        timing_calls: report() calls per value in the timing check.
+        device_factory: builds a simulated device for a subject; tests hand in broken ones.
+        reporter_factory: builds a Reporter (keyword arguments as Reporter's); tests hand in
+            broken ones.
+        rng: a random source to inject into every device and reporter (None: the client's
+            secure default). The randomness check fails for anything but the OS CSPRNG.
+        confidence: of the epsilon lower bounds (all of one check's bounds hold at once with
+            at least this probability, so a true claim fails with at most 1 - confidence).
+        progress: called as work advances.
+    """
+
+    trials: int = DEFAULT_TRIALS
+    repeats: int = DEFAULT_REPEATS
+    repeat_devices: int | None = None
+    timing_calls: int = DEFAULT_TIMING_CALLS
+    device_factory: Callable[[Subject, RandomBits | None], Device] = client_device
+    reporter_factory: ReporterFactory = Reporter
+    rng: RandomBits | None = None
+    confidence: float = DEFAULT_CONFIDENCE
+    progress: Progress = field(default=_no_progress)
+
+    def work(self, subjects: Sequence[Subject | KindSubject]) -> int:
+        """Units of work ``run`` will report through ``progress`` (for a progress bar)."""
+        devices = self.repeat_devices if self.repeat_devices is not None else self.trials // 10
+        units = 0
+        for subject in subjects:
+            if isinstance(subject, KindSubject):
+                units += len(subject.inputs()) * self.trials
+            else:
+                units += 2 * self.trials + 2 * devices + 2 * self.timing_calls
+        return units
+
+    def run(self, subjects: Sequence[Subject | KindSubject]) -> list[CheckResult]:
+        """Every check of every subject, in order."""
+        results: list[CheckResult] = [self.check_no_float(), self.check_randomness()]
+        for subject in subjects:
+            if isinstance(subject, KindSubject):
+                results.extend(self.check_kind_reports(subject))
+                results.append(check_kind_exact(subject))
+                continue
+            results.extend(self.check_one_report(subject))
+            results.append(self.check_repeated(subject))
+            results.append(self.check_exact(subject))
+            results.append(self.check_timing(subject))
+            results.append(self.check_traffic(subject))
+        return results
+
+    # -- sampling --------------------------------------------------------------------------
+
+    def _device(self, subject: Subject) -> Device:
+        return self.device_factory(subject, self.rng)
+
+    def _sample(self, subject: Subject, value: bool, devices: int, k: int) -> list[int]:
+        """Ones among k reports of ``value``, for each of ``devices`` new devices. Fresh
+        reporting draws independent coins per report, so one device serves every trial
+        when k == 1 (the same code path, much faster)."""
+        label = f"{subject.name}: {'yes' if value else 'no'}"
+        chunk = max(1, devices // 100)
+        out: list[int] = []
+        shared = self._device(subject) if subject.mode == "fresh" and k == 1 else None
+        for start in range(0, devices, chunk):
+            for _ in range(min(chunk, devices - start)):
+                device = shared or self._device(subject)
+                out.append(sum(device(value) for _ in range(k)))
+            self.progress(label, min(chunk, devices - start))
+        return out
+
+    def _claims(self, subject: Subject) -> tuple[float, float]:
+        """(one report's epsilon, k reports' epsilon), as the client states them."""
+        loss = subject.guard().privacy_loss(subject.metric, subject.mechanism)
+        return loss.one_report_epsilon, loss.after(self.repeats)
+
+    # -- the checks ------------------------------------------------------------------------
+
+    def check_one_report(self, subject: Subject) -> list[CheckResult]:
+        """The ``epsilon`` and ``distribution`` checks, from one report per trial."""
+        started = time.monotonic()
+        claim, _ = self._claims(subject)
+        yes = sum(self._sample(subject, True, self.trials, 1))
+        no = sum(self._sample(subject, False, self.trials, 1))
+        n = self.trials
+        bound = epsilon_lower_bound({"1": yes, "0": n - yes}, n,
+                                    {"1": no, "0": n - no}, n, self.confidence)
+        elapsed = time.monotonic() - started
+        epsilon = CheckResult(
+            subject.name, "epsilon", claim >= bound.epsilon,
+            f"{n:,} reports per input; most distinguishing output: {bound.event}",
+            claim, bound.epsilon, elapsed)
+        worst = 0.0
+        for ones, p in ((yes, subject.mechanism.p_yes_given_yes),
+                        (no, subject.mechanism.p_yes_given_no)):
+            se = math.sqrt(float(p * (1 - p)) / n)
+            worst = max(worst, abs(ones / n - float(p)) / se)
+        distribution = CheckResult(
+            subject.name, "distribution", worst <= DISTRIBUTION_SE_LIMIT,
+            f"P(1|yes) observed {yes / n:.5f} vs {float(subject.mechanism.p_yes_given_yes):.5f}, "
+            f"P(1|no) {no / n:.5f} vs {float(subject.mechanism.p_yes_given_no):.5f}; "
+            f"worst {worst:.1f} SE (limit {DISTRIBUTION_SE_LIMIT:g})")
+        return [epsilon, distribution]
+
+    def check_repeated(self, subject: Subject) -> CheckResult:
+        """k reports of one value per device against k of its neighbour."""
+        started = time.monotonic()
+        devices = self.repeat_devices if self.repeat_devices is not None else self.trials // 10
+        k = self.repeats
+        _, claim = self._claims(subject)
+        yes = count_events(self._sample(subject, True, devices, k), k)
+        no = count_events(self._sample(subject, False, devices, k), k)
+        bound = epsilon_lower_bound(yes, devices, no, devices, self.confidence)
+        return CheckResult(
+            subject.name, f"repeated x{k}", claim >= bound.epsilon,
+            f"{devices:,} devices per input, {k} reports each ({subject.mode}); most "
+            f"distinguishing: {bound.event}", claim, bound.epsilon, time.monotonic() - started)
+
+    def check_exact(self, subject: Subject) -> CheckResult:
+        """Every layer's probabilities are its id's fractions, and the sampler's outcomes
+        over every random word it can draw have exactly those probabilities."""
+        guard = subject.guard()
+        layers = guard.layers(subject.metric, subject.mechanism)
+        problems: list[str] = []
+        notes: list[str] = []
+        for label, layer in (("wire", layers.wire), ("memo", layers.memo), ("irr", layers.irr)):
+            if layer is None:
+                continue
+            parsed = RandomizedResponse.from_id(layer.id)
+            if (parsed.p_yes_given_yes, parsed.p_yes_given_no) != (layer.p_yes_given_yes,
+                                                                  layer.p_yes_given_no):
+                problems.append(f"{label} {layer.id}: probabilities differ from its id")
+            for true_bit, claimed in ((1, layer.p_yes_given_yes), (0, layer.p_yes_given_no)):
+                ones, unfinished = enumerate_ones(layer, true_bit)
+                if unfinished == 0 and ones != claimed:
+                    problems.append(f"{label} {layer.id}: P(1|{true_bit}) is {ones}, "
+                                    f"claimed {claimed}")
+                elif unfinished and not ones <= claimed <= ones + unfinished:
+                    problems.append(f"{label} {layer.id}: P(1|{true_bit}) lies in "
+                                    f"[{ones}, {ones + unfinished}], claimed {claimed}")
+                elif unfinished > _UNDECIDED_MASS:
+                    notes.append(f"{label}: {float(unfinished):.1e} of the draws not enumerated, "
+                                 f"left to the distribution check")
+                elif unfinished:
+                    notes.append(f"{label} within {float(unfinished):.1e}")
+        detail = "; ".join(problems) if problems else (
+            "exact over every random word" + (f" ({', '.join(sorted(set(notes)))})"
+                                              if notes else ""))
+        return CheckResult(subject.name, "exact", not problems, detail)
+
+    def check_no_float(self) -> CheckResult:
+        """No perturbing module imports or calls a float random source."""
+        findings = float_random_uses()
+        return CheckResult(
+            "client", "no-float", not findings,
+            "; ".join(findings) if findings else
+            f"no float random source in deniable.client.{{{','.join(PERTURBING_MODULES)}}}")
+
+    def check_randomness(self) -> CheckResult:
+        """The random source is the OS CSPRNG."""
+        problems = random_source_problems(self.rng)
+        return CheckResult(
+            "client", "randomness", not problems,
+            "; ".join(problems) if problems else
+            "os.urandom (the OS CSPRNG) for device secrets, coins and batch ids")
+
+    def check_timing(self, subject: Subject) -> CheckResult:
+        """report() takes no measurably different time for the two true values: a
+        difference must show in two runs in a row (one run of a busy machine can mislead).
+        """
+        first = self._timing_run(subject)
+        if first.passed:
+            return first
+        second = self._timing_run(subject)
+        return dataclasses.replace(
+            second, detail=f"{second.detail}; failed twice in a row (first: {first.detail})",
+            seconds=first.seconds + second.seconds)
+
+    def _timing_run(self, subject: Subject) -> CheckResult:
+        """One timing measurement (see ``check_timing``).
+
+        Only a dependence on the *true* value is a leak: the perturbed bit is sent anyway,
+        and it is correlated with the true value by design, so times are compared within
+        each perturbed output (read back, in call order, from the captured uploads). A
+        memoized device gives one fixed output per value, so the check uses a device whose
+        two memoized answers happen to agree.
+        """
+        calls = self.timing_calls
+        started = time.monotonic()
+        metric = subject.metric
+        with capturing_collector({metric: subject.mechanism}) as (url, uploads), \
+                tempfile.TemporaryDirectory() as root:
+            for attempt in range(64):
+                del uploads[:]
+                reporter = self.reporter_factory(
+                    url, {metric: subject.mechanism}, batch_size=1000,
+                    privacy_dir=os.path.join(root, str(attempt)), rng=self.rng,
+                    max_queued_reports=4 * calls + 10_000, **subject.reporter_options())
+                for _ in range(200):  # first reports pay the ledger; warm both values up
+                    reporter.report(metric, True)
+                    reporter.report(metric, False)
+                reporter.flush(timeout=30)
+                warm = uploaded_bits(uploads)
+                if subject.mode != "memoized" or warm[0] == warm[1]:
+                    break
+                reporter.close(timeout=10)
+            try:
+                values: list[bool] = []
+                times: list[int] = []
+                report, clock = reporter.report, time.perf_counter_ns
+                chunk = max(1, calls // 50)
+                for start in range(0, calls, chunk):
+                    order = secrets.randbits(chunk)
+                    for i in range(min(chunk, calls - start)):
+                        first = bool(order >> i & 1)
+                        for value in (first, not first):
+                            t0 = clock()
+                            report(metric, value)
+                            times.append(clock() - t0)
+                            values.append(value)
+                    self.progress(f"{subject.name}: timing", 2 * min(chunk, calls - start))
+                reporter.flush(timeout=60)
+            finally:
+                reporter.close(timeout=10)
+            outputs = uploaded_bits(uploads)[len(warm):]
+        if len(outputs) != len(values):
+            return CheckResult(subject.name, "timing", False,
+                               f"{len(values)} calls but {len(outputs)} reports uploaded",
+                               seconds=time.monotonic() - started)
+        # Preemption by other processes adds rare, huge delays to random calls of either
+        # value; winsorizing at the pooled 99th percentile keeps them from drowning a real
+        # difference (and cannot create one: the cap is the same for both values).
+        cap = sorted(times)[int(0.99 * (len(times) - 1))]
+        findings: list[str] = []
+        leaks = False
+        for output in (0, 1):
+            yes = [min(t, cap) for t, v, o in zip(times, values, outputs) if v and o == output]
+            no = [min(t, cap) for t, v, o in zip(times, values, outputs) if not v and o == output]
+            if min(len(yes), len(no)) < _MIN_TIMING_STRATUM:
+                continue
+            test = welch_t(yes, no)
+            mean = (test.mean_a + test.mean_b) / 2
+            relative = abs(test.difference) / mean if mean else 0.0
+            leaks |= abs(test.t) > TIMING_T_LIMIT and relative > TIMING_RELATIVE_LIMIT
+            findings.append(f"output {output}: yes {test.mean_a / 1000:.2f} us "
+                            f"({len(yes):,}), no {test.mean_b / 1000:.2f} us ({len(no):,}), "
+                            f"t = {test.t:+.1f}, {relative:.2%}")
+        if not findings:
+            return CheckResult(subject.name, "timing", False,
+                               "too few calls with the same output for both values",
+                               seconds=time.monotonic() - started)
+        return CheckResult(
+            subject.name, "timing", not leaks,
+            f"{calls:,} interleaved calls per value; " + "; ".join(findings) +
+            f" (fails if |t| > {TIMING_T_LIMIT:g} and > {TIMING_RELATIVE_LIMIT:.0%})",
+            seconds=time.monotonic() - started)
+
+    def check_traffic(self, subject: Subject, reports: int = 2500) -> CheckResult:
+        """Uploads of a device that reports only yes look like those of one that says no."""
+        started = time.monotonic()
+        seen: list[list[Upload]] = []
+        for value in (True, False):
+            with capturing_collector({subject.metric: subject.mechanism}) as (url, uploads), \
+                    tempfile.TemporaryDirectory() as state:
+                reporter = self.reporter_factory(
+                    url, {subject.metric: subject.mechanism}, batch_size=500,
+                    privacy_dir=state, rng=self.rng, **subject.reporter_options())
+                try:
+                    for _ in range(reports):
+                        reporter.report(subject.metric, value)
+                    reporter.flush(timeout=30)
+                finally:
+                    reporter.close(timeout=10)
+                seen.append(list(uploads))
+        problems = traffic_problems(seen[0], seen[1])
+        return CheckResult(
+            subject.name, "traffic", not problems,
+            "; ".join(problems[:3]) if problems else
+            f"{len(seen[0])} uploads per value: same sizes, headers and lengths; bodies are "
+            f"exactly their perturbed reports",
+            seconds=time.monotonic() - started)
+
+
+    # -- categorical, histogram and numeric kinds -------------------------------------
+
+    def _kind_samples(self, subject: KindSubject, value: Fraction | int) -> list[int]:
+        """``trials`` reports of ``value`` from the mechanism's ``perturb`` (fresh coins)."""
+        perturb = subject.mechanism.perturb
+        label = f"{subject.name}: {value}"
+        chunk = max(1, self.trials // 100)
+        out: list[int] = []
+        for start in range(0, self.trials, chunk):
+            size = min(chunk, self.trials - start)
+            out.extend(perturb(value, self.rng) for _ in range(size))  # type: ignore[arg-type]
+            self.progress(label, size)
+        return out
+
+    def check_kind_reports(self, subject: KindSubject) -> list[CheckResult]:
+        """The ``epsilon`` and ``distribution`` checks of a categorical or numeric metric.
+
+        ``epsilon``: a lower bound (at ``confidence``) from ``trials`` reports of each of two neighbouring
+        inputs, over the events that decide the worst case (GRR: the report is category 0,
+        1 or another; OUE: bits 0 and 1; 1BitMean: the bit, at the range's two ends).
+        ``distribution``: each input's outputs against the exact probabilities the id
+        claims: a chi-square test at a false-failure rate of 1e-6 (GRR: every category,
+        small ones pooled; OUE: every bit's count, and bits 0 and 1 jointly), or each
+        P(1 | x) within 5 standard errors (1BitMean).
+        """
+        started = time.monotonic()
+        mechanism, n = subject.mechanism, self.trials
+        samples = {value: self._kind_samples(subject, value) for value in subject.inputs()}
+        first, second = subject.inputs()[:2]
+        events = [kind_events(mechanism, samples[v]) for v in (first, second)]
+        bound = epsilon_lower_bound(events[0], n, events[1], n, self.confidence)
+        claim = mechanism.epsilon
+        epsilon = CheckResult(
+            subject.name, "epsilon", claim >= bound.epsilon,
+            f"{n:,} reports per input; most distinguishing output: {bound.event}",
+            claim, bound.epsilon, time.monotonic() - started)
+        passed, findings = True, []
+        for value, outputs in samples.items():
+            ok, text = kind_distribution(mechanism, value, outputs)
+            passed &= ok
+            findings.append(text)
+        distribution = CheckResult(subject.name, "distribution", passed, "; ".join(findings),
+                                   seconds=time.monotonic() - started)
+        return [epsilon, distribution]
+
+
+def kind_events(mechanism: KindMechanism, outputs: list[int]) -> dict[str, int]:
+    """How often each worst-case event occurred among one input's reports."""
+    n = len(outputs)
+    if isinstance(mechanism, KaryRandomizedResponse):
+        zero, one = outputs.count(0), outputs.count(1)
+        return {"report=0": zero, "report=1": one, "report other": n - zero - one}
+    if isinstance(mechanism, BITSET_MECHANISMS):
+        pairs = [0, 0, 0, 0]
+        for bits in outputs:
+            pairs[bits & 3] += 1
+        return {f"bit0={k & 1},bit1={k >> 1}": pairs[k] for k in range(4)}
+    ones = sum(outputs)
+    return {"bit=1": ones, "bit=0": n - ones}
+
+
+def _bit_counts(outputs: list[int], d: int) -> list[int]:
+    """How often each of d bits was set among bitsets (numpy's unpackbits, for speed)."""
+    import numpy as np
+    width = -(-d // 8)
+    raw = b"".join(bits.to_bytes(width, "little") for bits in outputs)
+    unpacked = np.unpackbits(np.frombuffer(raw, dtype=np.uint8).reshape(len(outputs), width),
+                             axis=1, bitorder="little")
+    return [int(c) for c in unpacked.sum(axis=0)[:d]]
+
+
+def kind_distribution(mechanism: KindMechanism, value: Fraction | int,
+                      outputs: list[int]) -> tuple[bool, str]:
+    """Whether one input's outputs fit the exact probabilities the id claims, and how."""
+    n = len(outputs)
+    if isinstance(mechanism, BitMean):
+        p = mechanism.p_one(Fraction(value))
+        ones = sum(outputs)
+        z = (ones / n - float(p)) / math.sqrt(float(p * (1 - p)) / n)
+        return (abs(z) <= DISTRIBUTION_SE_LIMIT,
+                f"P(1|{value}) observed {ones / n:.5f} vs {float(p):.5f} ({z:+.1f} SE)")
+    assert isinstance(value, int)
+    d = mechanism.d
+    if isinstance(mechanism, KaryRandomizedResponse):
+        p, q = mechanism.channel
+        counts = [0] * d
+        for j in outputs:
+            counts[j] += 1
+        observed = {f"={value}": counts[value]}
+        expected = {f"={value}": float(p)}
+        others = [j for j in range(d) if j != value]
+        # Pool the other categories into groups expected to hold >= 5 reports each.
+        per_group = max(1, math.ceil(5 / max(n * float(q), 1e-300)))
+        for g in range(0, len(others), per_group):
+            group = others[g:g + per_group]
+            key = f"={group[0]}" if len(group) == 1 else f"in {group[0]}..{group[-1]}"
+            observed[key] = sum(counts[j] for j in group)
+            expected[key] = float(q) * len(group)
+        test = chi_square_test(observed, expected)
+        ok = test.p_value >= CHI_SQUARE_ALPHA
+        return ok, (f"true {value}: P(own) observed {counts[value] / n:.5f} vs {float(p):.5f}; "
+                    f"chi-square {test.statistic:.1f} on {test.dof} dof, p = {test.p_value:.2g}"
+                    f" (worst cell {test.worst[0]}: {test.worst[1]:+.1f} SE)")
+    if isinstance(mechanism, SubsetSelection):
+        return _subset_distribution(mechanism, value, outputs)
+    half, q = mechanism.channel
+    bits = _bit_counts(outputs, d)
+    statistic = 0.0
+    worst = (0, 0.0)
+    for i, count in enumerate(bits):
+        p = float(half if i == value else q)
+        z = (count - n * p) / math.sqrt(n * p * (1 - p))
+        statistic += z * z
+        if abs(z) > abs(worst[1]):
+            worst = (i, z)
+    from deniable.analysis.bounds import chi_square_sf  # the bits are independent: dof = d
+    p_bits = chi_square_sf(statistic, d)
+    pairs = kind_events(mechanism, outputs)
+    joint = {}
+    for key in pairs:
+        b0, b1 = int(key[5]), int(key[12])
+        p0 = float(half if value == 0 else q)
+        p1 = float(half if value == 1 else q)
+        joint[key] = (p0 if b0 else 1 - p0) * (p1 if b1 else 1 - p1)
+    pair_test = chi_square_test(pairs, joint)
+    ok = min(p_bits, pair_test.p_value) >= CHI_SQUARE_ALPHA / 2
+    return ok, (f"true {value}: bit {value} observed {bits[value] / n:.5f} vs 0.5, others' mean "
+                f"{(sum(bits) - bits[value]) / (n * (d - 1)):.5f} vs {float(q):.5f}; per-bit "
+                f"chi-square p = {p_bits:.2g} (worst bit {worst[0]}: {worst[1]:+.1f} SE), "
+                f"bits 0 and 1 jointly p = {pair_test.p_value:.2g}")
+
+
+def exact_ratio(mechanism_id: str) -> Fraction:
+    """The worst-case likelihood ratio of a grr/oue/bm id, from its fractions alone: the
+    largest P(output | x) / P(output | x') over every output and every pair of inputs."""
+    if mechanism_id.startswith("bm:"):
+        bm = BitMean.from_id(mechanism_id)
+        ends = [bm.a, 1 - bm.a]  # P(1 | lower) = a, P(1 | upper) = 1 - a; linear between
+        return max(max(ends) / min(ends), max(1 - e for e in ends) / min(1 - e for e in ends))
+    if mechanism_id.startswith("ss:"):
+        # P(S | i) = w / Z with w = r if i is in S, else 1, and the same Z for every i (each
+        # input has C(d-1, k-1) subsets holding it): the ratio is r or 1/r or 1.
+        r = SubsetSelection.from_id(mechanism_id).r
+        return max(r, 1 / r)
+    prefix, d, probability, _ = parse_categorical_id(mechanism_id)
+    if prefix == "grr":
+        p, q = probability, (1 - probability) / (d - 1)
+        return max(p, q) / min(p, q)  # each output j: p under input j, q under any other
+    q, half = probability, Fraction(1, 2)
+    # Inputs i, i' differ only in how bits i and i' are drawn; every other bit cancels.
+    ratios = []
+    for bit_i in (0, 1):
+        for bit_other in (0, 1):
+            under_i = half * (q if bit_other else 1 - q)
+            under_other = (q if bit_i else 1 - q) * half
+            ratios.append(under_i / under_other)
+    return max(ratios)
+
+
+def check_kind_exact(subject: KindSubject) -> CheckResult:
+    """The claimed epsilon is exactly the worst case of the output distributions the id
+    defines, and the sampler's parts draw exactly the id's probabilities: each coin
+    (``ByteCoin``) over every byte it can read, GRR's other-category map, OUE's fair bit."""
+    mechanism = subject.mechanism
+    problems: list[str] = []
+    ratio = exact_ratio(mechanism.id)
+    if mechanism.likelihood_ratio != ratio:
+        problems.append(f"claims likelihood ratio {mechanism.likelihood_ratio}, the id's "
+                        f"distributions give {ratio}")
+    if not math.isclose(mechanism.epsilon, math.log(ratio), rel_tol=1e-12):
+        problems.append(f"claims epsilon {mechanism.epsilon}, ln of the id's ratio is "
+                        f"{math.log(ratio)}")
+    notes = [f"worst-case ratio {ratio} = e^{math.log(ratio):.6f}"]
+    if isinstance(mechanism, BitMean):
+        span = mechanism.upper - mechanism.lower
+        for x in (mechanism.lower, mechanism.upper, mechanism.lower + span / 3):
+            s = (x - mechanism.lower) / span
+            if mechanism.p_one(x) != mechanism.a + (1 - 2 * mechanism.a) * s:
+                problems.append(f"P(1|{x}) is {mechanism.p_one(x)}, not a + (1 - 2a) s")
+    else:
+        if isinstance(mechanism, SubsetSelection):
+            problems.extend(_subset_channel_problems(mechanism))
+        p = mechanism.p if isinstance(mechanism, KaryRandomizedResponse) else \
+            mechanism.q if isinstance(mechanism, UnaryEncoding) else mechanism.channel[0]
+        drawn, unread = enumerate_coin(p)
+        if not drawn <= p <= drawn + unread:
+            problems.append(f"its coin draws 1 with probability in [{drawn}, {drawn + unread}]"
+                            f", the id claims {p}")
+        notes.append(f"coin exact{'' if not unread else f' within {float(unread):.0e}'}")
+        if isinstance(mechanism, KaryRandomizedResponse) and mechanism.d <= 256:
+            m = mechanism.d - 1
+            limit = 256 - 256 % m
+            hits = Counter(1 + b % m for b in range(limit))
+            if set(hits.values()) != {limit // m} or set(hits) != set(range(1, mechanism.d)):
+                problems.append("the other-category map is not uniform")
+        if isinstance(mechanism, UnaryEncoding):
+            ones = sum(b >> 7 for b in range(256))
+            if ones != 128:
+                problems.append("the fair bit is not fair")
+    return CheckResult(subject.name, "exact", not problems,
+                       "; ".join(problems) if problems else "; ".join(notes))
+
+
+def _subset_weight(mechanism: SubsetSelection, value: int, b0: int, b1: int) -> Fraction:
+    """P(bits 0 and 1 of a subset are b0, b1 | true ``value``), counted from the definition
+    (P(S) = r or 1 over Z = C(d-1, k-1) r + C(d-1, k))."""
+    d, k, r = mechanism.d, mechanism.k, mechanism.r
+
+    def comb(n: int, m: int) -> int:
+        return math.comb(n, m) if 0 <= m <= n else 0
+    rest = k - b0 - b1  # members among the other d - 2 categories
+    if value in (0, 1):
+        weight = (r if (b0, b1)[value] else 1) * comb(d - 2, rest)
+    else:
+        weight = r * comb(d - 3, rest - 1) + comb(d - 3, rest)
+    return weight / (comb(d - 1, k - 1) * r + comb(d - 1, k))
+
+
+def _subset_channel_problems(mechanism: SubsetSelection) -> list[str]:
+    """The channel the mechanism debiases with against the counts of the definition."""
+    own = sum(_subset_weight(mechanism, 0, 1, b1) for b1 in (0, 1))
+    other = sum(_subset_weight(mechanism, 0, b0, 1) for b0 in (0, 1))
+    if mechanism.channel != (own, other):
+        return [f"claims channel {mechanism.channel}, the definition gives ({own}, {other})"]
+    return []
+
+
+def _subset_distribution(mechanism: SubsetSelection, value: int,
+                         outputs: list[int]) -> tuple[bool, str]:
+    """Subset selection: every report sets exactly k bits; each category's inclusion count
+    fits its marginal (P1 or Q; the bits are dependent, so Bonferroni over the d normal
+    tests); bits 0 and 1 jointly fit their exact probabilities (chi-square)."""
+    n, d = len(outputs), mechanism.d
+    p1, q = mechanism.channel
+    wrong_size = sum(bits.bit_count() != mechanism.k for bits in outputs)
+    bits = _bit_counts(outputs, d)
+    worst = (0, 0.0)
+    for i, count in enumerate(bits):
+        p = float(p1 if i == value else q)
+        z = (count - n * p) / math.sqrt(n * p * (1 - p))
+        if abs(z) > abs(worst[1]):
+            worst = (i, z)
+    p_bits = min(1.0, d * math.erfc(abs(worst[1]) / math.sqrt(2)))
+    pairs = kind_events(mechanism, outputs)
+    joint = {key: float(_subset_weight(mechanism, value, int(key[5]), int(key[12])))
+             for key in pairs}
+    pair_test = chi_square_test({k: v for k, v in pairs.items() if joint[k] > 0},
+                                {k: v for k, v in joint.items() if v > 0})
+    ok = not wrong_size and min(p_bits, pair_test.p_value) >= CHI_SQUARE_ALPHA / 2
+    return ok, (f"true {value}: {wrong_size} reports not of size {mechanism.k}; category "
+                f"{value} included {bits[value] / n:.5f} vs {float(p1):.5f}, others' mean "
+                f"{(sum(bits) - bits[value]) / (n * (d - 1)):.5f} vs {float(q):.5f}; per-"
+                f"category Bonferroni p = {p_bits:.2g} (worst {worst[0]}: {worst[1]:+.1f} SE), "
+                f"categories 0 and 1 jointly p = {pair_test.p_value:.2g}")
+
+
+def enumerate_coin(p: Fraction, levels: int = 6) -> tuple[Fraction, Fraction]:
+    """P(a ``ByteCoin(p)`` shows 1) over every byte sequence of at most ``levels`` bytes:
+    (probability of 1 among decided sequences, mass left undecided)."""
+    coin = ByteCoin(p)
+    ones, unread = Fraction(0), Fraction(0)
+    stack: list[tuple[int, ...]] = [()]
+    while stack:
+        prefix = stack.pop()
+        for b in range(256):
+            values = prefix + (b,)
+            served = list(values[1:])
+
+            def draw(k: int) -> bytes:
+                if len(served) < k:
+                    raise _NeedBits(8)
+                out = bytes(served[:k])
+                del served[:k]
+                return out
+            weight = Fraction(1, 256 ** len(values))
+            try:
+                mark = coin.decide(bytes(values[:1]), draw)
+            except _NeedBits:
+                if len(values) >= levels:
+                    unread += weight
+                else:
+                    stack.append(values)
+                continue
+            ones += weight * (mark == b"1")
+    return ones, unread
+
+
+def check_server(redis_url: str, log_lines: Sequence[str] = (),
+                 cluster: bool = False) -> CheckResult:
+    """What a collector holds: every Redis key, value and expiry, and the given log lines,
+    scanned for anything that identifies a batch's content or times a write more finely
+    than the hour (``deniable.audit.privacy_scan``)."""
+    from deniable.audit.privacy_scan import scan  # needs redis: only when asked for
+    started = time.monotonic()
+    findings = scan(redis_url, log_lines, cluster=cluster)
+    detail = ("; ".join(f"{f.kind} {f.where}: {f.problem}" for f in findings[:5])
+              + (f" (and {len(findings) - 5} more)" if len(findings) > 5 else "")
+              if findings else f"nothing identifies a batch or times a write finer than the "
+                               f"hour ({len(log_lines):,} log lines scanned)")
+    return CheckResult("server", "redis scan", not findings, detail,
+                       seconds=time.monotonic() - started)
+
+
+def run_audit(subjects: Sequence[Subject], **options: Any) -> list[CheckResult]:
+    """Run every check on ``subjects``; ``options`` are ``Audit``'s arguments."""
+    return Audit(**options).run(subjects)
+
+
+# -- exactness ---------------------------------------------------------------------------
+
+class _NeedBits(Exception):
+    def __init__(self, k: int) -> None:
+        self.k = k
+
+
+class _Script:
+    """A random source that replays chosen words, then asks for the next one."""
+
+    def __init__(self, words: tuple[tuple[int, int], ...]) -> None:
+        self._words = words
+        self._next = 0
+
+    def bits(self, k: int) -> int:
+        if self._next == len(self._words):
+            raise _NeedBits(k)
+        value, width = self._words[self._next]
+        if width != k:
+            raise AssertionError(f"the sampler asked for {k} bits, then {width}")
+        self._next += 1
+        return value
+
+
+def enumerate_ones(mechanism: RandomizedResponse, true_bit: int,
+                   max_paths: int = _MAX_ENUMERATED_PATHS,
+                   max_words: int = _MAX_ENUMERATED_WORDS) -> tuple[Fraction, Fraction]:
+    """P(report 1 | true_bit) over every sequence of random words ``perturb`` can draw.
+
+    Returns:
+        (probability of a 1 among the sequences that finished, probability of the sequences
+        not followed to the end): the exact probability lies in [first, first + second]. The
+        second is 0 when the sampler always stops within ``max_paths`` sequences of at most
+        ``max_words`` words, as every sampler of power-of-two denominators does; a rejection
+        sampler (other denominators) leaves the tiny mass of its longest rejection runs.
+    """
+    ones = Fraction(0)
+    unfinished = Fraction(0)
+    stack: list[tuple[tuple[int, int], ...]] = [()]
+    paths = 0
+    while stack:
+        words = stack.pop()
+        weight = Fraction(1, 1 << sum(width for _, width in words))
+        try:
+            output = mechanism.perturb(true_bit, _Script(words))
+        except _NeedBits as need:
+            if len(words) >= max_words or paths + (1 << need.k) > max_paths:
+                unfinished += weight
+                continue
+            paths += 1 << need.k
+            stack.extend(words + ((value, need.k),) for value in range(1 << need.k))
+            continue
+        if output not in (0, 1):
+            raise AssertionError(f"{mechanism.id} reported {output!r}, not a bit")
+        ones += weight * output
+    return ones, unfinished
+
+
+def float_random_uses(modules: Sequence[str] = PERTURBING_MODULES) -> list[str]:
+    """Imports of a float random source, or calls of one, in the perturbing client modules."""
+    findings: list[str] = []
+    for name in modules:
+        spec = importlib.util.find_spec(f"deniable.client.{name}")
+        if spec is None or spec.origin is None:
+            findings.append(f"deniable.client.{name} not found")
+            continue
+        tree = ast.parse(Path(spec.origin).read_text(), spec.origin)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                bad = [a.name for a in node.names if a.name.split(".")[0] in ("random", "numpy")]
+            elif isinstance(node, ast.ImportFrom):
+                bad = [node.module or ""] if (node.module or "").split(".")[0] in (
+                    "random", "numpy") else []
+            elif isinstance(node, ast.Call):
+                func = node.func
+                called = func.attr if isinstance(func, ast.Attribute) else (
+                    func.id if isinstance(func, ast.Name) else "")
+                bad = [f"{called}()"] if called in _FLOAT_RANDOM_CALLS else []
+            else:
+                continue
+            findings.extend(f"{name}.py:{node.lineno}: {b}" for b in bad)
+    return findings
+
+
+def random_source_problems(rng: RandomBits | None) -> list[str]:
+    """Why the random source in use is not the OS CSPRNG (empty when it is)."""
+    problems: list[str] = []
+    import posix  # the C function os.urandom must be
+    if os.urandom is not posix.urandom:
+        problems.append("os.urandom has been replaced")
+    system = randomness.SYSTEM_BITS
+    if getattr(system, "_read", None) is not os.urandom:
+        problems.append("the client's system source does not read os.urandom")
+    if rng is not None and not (isinstance(rng, SecureBits)
+                                and getattr(rng, "_read", None) is os.urandom):
+        problems.append(f"an injected random source ({type(rng).__name__}) is in use, "
+                        f"not the OS CSPRNG")
+    return problems
+
+
+# -- traffic ------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Upload:
+    """One POST a capturing collector received."""
+
+    body: bytes
+    headers: tuple[tuple[str, str], ...]
+
+
+def uploaded_bits(uploads: list[Upload]) -> list[int]:
+    """Every perturbed bit the capturing collector received, in the order sent (the
+    client's queue is first in, first out)."""
+    return [report["bit"] for upload in uploads for report in json.loads(upload.body)["reports"]]
+
+
+def traffic_problems(a: list[Upload], b: list[Upload]) -> list[str]:
+    """Differences between two devices' uploads that could reveal their true values."""
+    problems: list[str] = []
+    if len(a) != len(b):
+        problems.append(f"{len(a)} uploads for one value, {len(b)} for the other")
+    sizes: list[list[int]] = [[], []]
+    for side, uploads, out in (("yes", a, sizes[0]), ("no", b, sizes[1])):
+        for upload in uploads:
+            try:
+                doc = json.loads(upload.body)
+                reports = [(r["metric"], r["mechanism"], r["bit"]) for r in doc["reports"]]
+                canonical = json.dumps(encode_batch(doc["batch_id"], reports),
+                                       separators=(",", ":")).encode()
+            except (ValueError, KeyError, TypeError):
+                problems.append(f"a {side} upload is not a v1 batch")
+                break
+            if upload.body != canonical:
+                problems.append(f"a {side} upload carries more than its perturbed reports")
+                break
+            out.append(len(reports))
+    if sizes[0] != sizes[1]:
+        problems.append(f"batch sizes differ: {sizes[0][:5]}... vs {sizes[1][:5]}...")
+    headers = ({u.headers for u in a}, {u.headers for u in b})
+    if headers[0] != headers[1]:
+        problems.append("request headers differ between the two values")
+    lengths = ({len(u.body) for u in a}, {len(u.body) for u in b})
+    if lengths[0] != lengths[1]:
+        problems.append(f"body lengths differ: {sorted(lengths[0])} vs {sorted(lengths[1])}")
+    return problems
+
+
+@contextmanager
+def capturing_collector(catalogue: dict[str, RandomizedResponse]
+                        ) -> Iterator[tuple[str, list[Upload]]]:
+    """A loopback HTTP server that serves ``catalogue`` and keeps every batch it is sent.
+
+    Yields (its URL, the uploads received so far). Nothing is sent anywhere else.
+    """
+    uploads: list[Upload] = []
+    lock = threading.Lock()
+    document = json.dumps({"metrics": [describe_metric(name, "", mechanism)
+                                       for name, mechanism in catalogue.items()]}).encode()
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+        def _answer(self, status: int, body: bytes) -> None:
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def do_GET(self) -> None:
+            self._answer(200, document)
+
+        def do_POST(self) -> None:
+            body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+            headers = tuple(sorted((k.lower(), v) for k, v in self.headers.items()
+                                   if k.lower() not in ("content-length", "host")))
+            with lock:
+                uploads.append(Upload(body, headers))
+            self._answer(202, b'{"accepted":true}')
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, name="deniable-audit-capture",
+                              daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}", uploads
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=5)

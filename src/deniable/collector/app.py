@@ -1,0 +1,132 @@
+"""The collector's Flask application factory."""
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from flask import Flask, Response
+
+from deniable.collector import admin, api, auth, dashboard, headers, migrate, observability, openapi
+from deniable.core import keys
+from deniable.collector.cors import cors_in_front_of, parse_origins
+from deniable.collector.ingest import IngestEndpoint
+from deniable.collector.errors import CollectorError, problem_response, register_error_handlers
+from deniable.collector.live_registry import LiveRegistry
+from deniable.collector.proxy import client_address_app
+from deniable.collector.registry import load_metrics_file
+from deniable.collector.settings import DEFAULTS
+from deniable.collector.store import Store, connect
+
+
+def create_app(config: Mapping[str, Any] | None = None) -> Flask:
+    """Build a collector.
+
+    Args:
+        config: settings to use instead of the ``DENIABLE_*`` environment (see settings.py).
+
+    Raises:
+        CollectorError: no metrics file is configured, or it is invalid.
+    """
+    # An explicit instance path: Flask cannot derive one inside the deniable namespace package.
+    app = Flask("deniable.collector", instance_path=str(Path(__file__).parent / "instance"),
+                static_folder=None)  # no /static route: the collector serves no files
+    app.config.from_mapping(DEFAULTS)
+    if config is None:
+        app.config.from_prefixed_env("DENIABLE")
+    else:
+        app.config.update(config)
+    app.config["MAX_CONTENT_LENGTH"] = int(app.config["MAX_BODY_BYTES"])
+    # JSON log lines from the first one on (the start-up warnings below included).
+    observability.configure_logging(str(app.config.get("LOG_LEVEL", "INFO")),
+                                    float(app.config.get("LOG_REQUESTS_DELAY_SECONDS", 0)))
+    if not app.config["METRICS_FILE"]:
+        raise CollectorError("no metrics file: set DENIABLE_METRICS_FILE or --metrics-file")
+    metrics = load_metrics_file(app.config["METRICS_FILE"], int(app.config["RETENTION_DAYS"]))
+    client = connect(app.config["REDIS_URL"], float(app.config["REDIS_TIMEOUT_SECONDS"]),
+                     cluster=bool(app.config["REDIS_CLUSTER"]))
+    app.extensions["deniable.store"] = Store(
+        client, _text_or_none(app.config["BATCH_SECRET"]),
+        min_replicas=int(app.config["REDIS_MIN_REPLICAS"]),
+        replicas_timeout_seconds=float(app.config["REDIS_MIN_REPLICAS_TIMEOUT_SECONDS"]))
+    _init_security(app, client, metrics)
+    _check_layout(app, client)
+    recorder = observability.init_app(app)
+    app.register_blueprint(api.bp)
+    app.register_blueprint(admin.bp)
+    dashboard.init_app(app)
+    openapi.init_app(app)
+    headers.init_app(app)
+    register_error_handlers(app)
+    # The hot path runs in front of Flask; a trusted proxy's client address, in front of both.
+    wsgi: Any = IngestEndpoint(app, recorder).in_front_of(app.wsgi_app)
+    # Web pages of the allowed origins may call the ingest and registry routes (cors.py).
+    wsgi = cors_in_front_of(wsgi, parse_origins(app.config["CORS_ORIGINS"]))
+    wsgi = client_address_app(wsgi, int(app.config["PROXY_FIX_X_FOR"]))
+    app.wsgi_app = wsgi  # type: ignore[method-assign]
+    # The development server's request and error lines start with the client's address.
+    logging.getLogger("werkzeug").setLevel(logging.CRITICAL)
+
+    @app.get("/healthz")
+    def healthz() -> Response:
+        """Liveness: the process answers."""
+        return Response(b'{"status":"ok"}', mimetype="application/json")
+
+    @app.get("/readyz")
+    def readyz() -> Response:
+        """Readiness: every Redis master would take a write now (Store.write_refusals): not
+        when Redis is down, a read-only replica, full, refusing writes (MISCONF,
+        NOREPLICAS) or a cluster is down (CLUSTERDOWN)."""
+        if observability.check_redis(app.extensions["deniable.store"]):
+            return problem_response(503, "storage is unavailable",
+                                    headers={"Retry-After": str(app.config["RETRY_AFTER_SECONDS"])})
+        return Response(b'{"status":"ready"}', mimetype="application/json")
+
+    observability.start_series(app)  # every series an alert reads, at 0 from start-up
+    return app
+
+
+def _init_security(app: Flask, client: Any, metrics: Mapping[str, Any]) -> None:
+    """Auth, rate limits and the Redis metric registry (collector-security.md)."""
+    auth.init_app(app, client)
+    registry = LiveRegistry(client, metrics, app.config["REGISTRY_CACHE_SECONDS"])
+    app.extensions["deniable.registry"] = registry
+    try:
+        registry.sync_file()
+    except api.STORAGE_ERRORS as exc:
+        # Redis may come later: the registry syncs the file once it can read Redis.
+        app.logger.warning("metric registry not synced at start: %s", type(exc).__name__)
+
+
+def _check_layout(app: Flask, client: Any) -> None:
+    """Say loudly (an ERROR at start, ``deniable_unmigrated_counters`` 1, an alert) while
+    layout-1 counters are left: reads and reports undercount until ``deniable migrate`` has
+    moved them. Cheap once a Redis is known to hold none (``migrate.unmigrated``)."""
+    try:
+        left = migrate.unmigrated(client)
+    except api.STORAGE_ERRORS as exc:
+        app.logger.warning("counters layout not checked at start: %s", type(exc).__name__)
+        return
+    observability.set_unmigrated(left)
+    if not left:
+        return
+    app.logger.error("LAYOUT-1 COUNTERS ARE LEFT IN REDIS (hashes dn:v1:{<metric>}:c:...): "
+                     "counts, reports and the dashboard UNDERCOUNT until `deniable migrate` "
+                     "moves them. Run it now; it is safe while collectors take traffic.")
+
+    def recheck() -> None:
+        try:
+            done = client.get(keys.layout_marker()) == migrate.LAYOUT
+        except api.STORAGE_ERRORS:
+            return
+        if done:
+            observability.set_unmigrated(False)
+            app.extensions.pop("deniable.unmigrated", None)
+
+    app.extensions["deniable.unmigrated"] = recheck
+
+
+def _text_or_none(value: object) -> str | None:
+    """A secret setting as text (DENIABLE_* values arrive JSON-parsed: digits as a number)."""
+    return None if value is None or value == "" else str(value)

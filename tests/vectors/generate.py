@@ -46,7 +46,7 @@ from deniable.client.randomness import SecureBits
 from deniable.client.reporter import _DimensionRoute, _stated_dims
 from deniable.client.state import SECRET_FILE
 from deniable.client.wire import encode_batch
-from tests.vectors.open_domain import open_domain_entries
+from tests.vectors.open_section import open_domain_entries
 
 PATH = Path(__file__).with_name("vectors.json")
 

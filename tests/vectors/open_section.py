@@ -1,5 +1,5 @@
-"""The ``open_domain`` section of the shared test vectors (tests/vectors/vectors.json): the ``od:``
-(deniable.client.open_domain) as the Python client computes it, for the web client to match.
+"""The ``open_domain`` section of the shared test vectors (tests/vectors/vectors.json):
+the ``od:`` mechanism (deniable.client.open_domain) as the Python client computes it.
 
 - ``mechanisms``: canonical ids with their parameters, exact p, q and likelihood ratio, epsilon,
   levels, cells and counter width; ``invalid_ids``: spellings ``from_id`` refuses;

@@ -23,7 +23,7 @@
  */
 import {InvalidParameterError} from "./errors.js";
 import {cmp, div, frac, type Fraction, fracToString, sub, toNumber} from "./fraction.js";
-import {fractionField} from "./kinds.js";
+import {fractionField} from "./kinds/values.js";
 import {below, type RandomBits, SYSTEM_BITS} from "./random.js";
 import {sha256Hex} from "./sha256.js";
 
@@ -214,12 +214,13 @@ export class OpenDomainSketch {
   }
 
   /**
-   * The report (one cell in [0, cells)) for the true string `value`. Only the cell leaves: the
-   * string, its prefix and its true bucket do not.
+   * The report (one cell in [0, cells)) for the true string `value` (or its padded bytes, as
+   * `normalise` gives them). Only the cell leaves: the string, its prefix and its true bucket
+   * do not.
    * @throws InvalidParameterError a value `normalise` refuses.
    */
-  perturb(value: string | Uint8Array, rng: RandomBits = SYSTEM_BITS, clamp = false): number {
-    const padded = typeof value === "string" ? normalise(value, this.maxBytes, clamp) : value;
+  perturb(value: unknown, rng: RandomBits = SYSTEM_BITS, clamp = false): number {
+    const padded = value instanceof Uint8Array ? value : normalise(value, this.maxBytes, clamp);
     return this.perturbPadded(padded, rng);
   }
 

@@ -137,6 +137,8 @@ def test_normalise_nfc_utf8_pad_clamp_and_refusals() -> None:
     assert "secret" not in str(refused.value)  # the value is never echoed
     assert normalise("abcdéf", 5, clamp=True) == b"abcd\x00"  # never half a character
     assert normalise("abcdéf", 6, clamp=True) == "abcdé".encode()
+    with pytest.raises(InvalidParameterError):
+        normalise("日本", 2, clamp=True)  # no whole character fits
     for bad in ("", "a\x00b", "\ud800", b"bytes", 3):
         with pytest.raises(InvalidParameterError):
             normalise(bad, 8)

@@ -30,7 +30,8 @@ share 0 (shorter strings pool more levels and are seen smaller; all must also su
 beam at each earlier level, see docs/discovery.md).
 
 Cost: candidates x seeds hash evaluations per level, numpy uint64 (wrapping) arithmetic;
-independent of n. Memory: the counters (8 bytes x width) plus chunks of 16 MB.
+independent of n. Memory: the counters (8 bytes x width) plus chunks of 2**21 evaluations
+(about 70 MiB of numpy buffers at the peak, measured by bench/discovery.py).
 """
 from __future__ import annotations
 
@@ -47,7 +48,6 @@ from deniable.client.open_domain import OpenDomainSketch, decode_string, hash_co
 IntArray = NDArray[np.int64]
 FloatArray = NDArray[np.float64]
 _CHUNK = 1 << 21  # hash evaluations per numpy step (16 MB of uint64)
-_MASK32 = np.uint64(0xFFFFFFFF)
 
 
 @dataclass(frozen=True)

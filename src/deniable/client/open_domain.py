@@ -86,6 +86,9 @@ def normalise(value: object, max_bytes: int, clamp: bool = False) -> bytes:
         while cut > 0 and (data[cut] & 0xC0) == 0x80:  # never split a character
             cut -= 1
         data = data[:cut]
+        if not data:
+            raise InvalidParameterError(
+                f"the value's first character is longer than {max_bytes} UTF-8 bytes")
     return data + b"\x00" * (max_bytes - len(data))
 
 
@@ -202,13 +205,18 @@ class OpenDomainSketch:
         return sketch
 
     @classmethod
-    def from_epsilon(cls, epsilon: float, max_bytes: int = DEFAULT_MAX_BYTES, step: int = 1,
-                     seeds: int = DEFAULT_SEEDS, g: int | None = None) -> OpenDomainSketch:
+    def from_epsilon(cls, epsilon: float, max_bytes: int = DEFAULT_MAX_BYTES,
+                     step: int | None = None, seeds: int = DEFAULT_SEEDS, g: int | None = None
+                     ) -> OpenDomainSketch:
         """The sketch with g = e^epsilon + 1 (unless given) and the largest p = k / 2**32
-        whose exact epsilon is at most ``epsilon`` (``KaryRandomizedResponse.from_epsilon``)."""
+        whose exact epsilon is at most ``epsilon`` (``KaryRandomizedResponse.from_epsilon``).
+        ``step`` defaults to 1 byte per level, or one level of 2 bytes when ``max_bytes`` is 2
+        (the decoder then scores all 65,280 strings at once, with every device: measured
+        better than two levels of half the devices, docs/discovery.md)."""
         buckets = choose_g(float(epsilon)) if g is None else g
         grr = KaryRandomizedResponse.from_epsilon(epsilon, buckets, _GRR_TAG)
-        return cls(max_bytes, step, seeds, buckets, grr.p)
+        chosen = (2 if max_bytes == 2 else 1) if step is None else step
+        return cls(max_bytes, chosen, seeds, buckets, grr.p)
 
     # -- parameters ----------------------------------------------------------------------
 

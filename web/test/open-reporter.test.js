@@ -120,3 +120,28 @@ test("max_bytes in a declaration must match the id's, and clamp declares a cut",
               bare: ID}});
   return ok.close();
 });
+
+test("privacyLoss: P(two strings' answers differ) is at most the stated figure, reached " +
+     "when no bucket collides", async () => {
+  const {add, cmp, frac, mul, sub} = await import("../dist/fraction.js");
+  const {PrivacyLoss} = await import("../dist/all.js");
+  for (const id of [ID, "od:1:1:1:3:2/3", "od:2:1:2:4:1/2"]) {
+    const m = OpenDomainSketch.fromId(id);
+    const stated = new PrivacyLoss("s", m, true).pAnswersDiffer;
+    const strings = ["a", "b", "c", "d", "e", "f", "g", "h"].map((s) => normalise(s, m.maxBytes));
+    let reached = false;
+    for (const a of strings) {
+      for (const b of strings) {
+        if (a === b) continue;
+        let agree = frac(0n);
+        for (let cell = 0; cell < m.cells; cell++) {
+          agree = add(agree, mul(m.reportProbability(a, cell), m.reportProbability(b, cell)));
+        }
+        const differ = sub(frac(1n), agree);
+        assert.ok(cmp(differ, stated) <= 0, `${id}: a pair differs more than stated`);
+        reached ||= cmp(differ, stated) === 0;
+      }
+    }
+    if (m.levels * m.seeds === 1) assert.ok(reached, `${id}: some pair of 8 reaches the figure`);
+  }
+});

@@ -104,3 +104,10 @@ def test_counters_that_do_not_fit_are_refused() -> None:
             discover(sketch, bad)
     with pytest.raises(InvalidParameterError):
         discover(sketch, good, confidence=1.0)
+
+
+def test_no_reports_show_nothing_and_say_nothing_is_discoverable() -> None:
+    sketch = OpenDomainSketch.from_id("od:4:1:16:10:1/2")
+    result = discover(sketch, np.zeros(sketch.width, dtype=np.int64))
+    assert result.n == 0 and result.found == () and result.ranked == ()
+    assert result.min_share == math.inf

@@ -50,7 +50,7 @@ function fail(message: string): never {
  * The string as the mechanism takes it: NFC, UTF-8, NUL-padded to `maxBytes` bytes.
  * @throws InvalidParameterError not a string, empty, holds U+0000, not valid Unicode, or longer
  *   than `maxBytes` UTF-8 bytes after NFC (unless `clamp`: then cut at the last whole
- *   character). The message never shows the value: it is the secret.
+ *   character, refused if none fits). The message never shows the value: it is the secret.
  */
 export function normalise(value: unknown, maxBytes: number, clamp = false): Uint8Array {
   if (typeof value !== "string") {
@@ -68,6 +68,7 @@ export function normalise(value: unknown, maxBytes: number, clamp = false): Uint
     }
     length = maxBytes;
     while (length > 0 && (data[length]! & 0xc0) === 0x80) length--;  // never split a character
+    if (length === 0) fail(`the value's first character is longer than ${maxBytes} UTF-8 bytes`);
   }
   const padded = new Uint8Array(maxBytes);
   padded.set(data.subarray(0, length));

@@ -221,3 +221,37 @@ test("open_domain.json: normalisation, hash constants and buckets, ids, scripted
     assert.equal(m.perturb(v.value, script(v.draws)), v.cell, JSON.stringify(v.draws.slice(0, 4)));
   }
 });
+
+// Each check compares one count c of N independent reports (system source) with its exact
+// expectation N P: |c - N P| <= 6 sqrt(N P (1 - P)); one check fails by chance with
+// probability 1.97e-9 (normal approximation, N P (1 - P) >= 900 in each). 1 + 4 + 4 + 3 = 12
+// checks: a chance failure of the test with probability <= 2.4e-8.
+test("perturb's cells follow the mechanism: level and seed uniform, the true bucket with p", () => {
+  const m = OpenDomainSketch.fromId("od:4:1:4:3:1/2");
+  const padded = normalise("ab", 4);
+  const n = 60_000;
+  const levels = [0, 0, 0, 0];
+  const seeds = [0, 0, 0, 0];
+  const offsets = [0, 0, 0];  // reported bucket minus the true one, mod g
+  let hits = 0;
+  for (let i = 0; i < n; i++) {
+    const [level, seed, reported] = m.splitCell(m.perturb("ab"));
+    const truth = m.bucketOf(padded, level, seed);
+    levels[level]++;
+    seeds[seed]++;
+    offsets[(reported - truth + 3) % 3]++;
+    if (reported === truth) hits++;
+  }
+  let checks = 0;
+  const within = (count, p, what) => {
+    checks++;
+    const variance = n * p * (1 - p);
+    assert.ok(variance >= 900, what);
+    assert.ok(Math.abs(count - n * p) <= 6 * Math.sqrt(variance), `${what}: ${count} of ${n}`);
+  };
+  within(hits, 1 / 2, "true bucket");
+  levels.forEach((c, i) => within(c, 1 / 4, `level ${i}`));
+  seeds.forEach((c, i) => within(c, 1 / 4, `seed ${i}`));
+  offsets.forEach((c, i) => within(c, i === 0 ? 1 / 2 : 1 / 4, `offset ${i}`));
+  assert.equal(checks, 12);
+});

@@ -39,18 +39,25 @@ function memoCell(metric, value) {
   return sketch.perturbPadded(normalise(value, 8), new BlockBits(blocks));
 }
 
+/** The ledger tag of `value` (Python's memo.string_tag), derived here with node:crypto. */
+function tagOf(metric, value) {
+  return createHmac("sha256", SECRET).update(memoPrefix("tag", metric, ID))
+    .update(normalise(value, 8)).digest("hex").slice(0, 32);
+}
+
 async function run(options, calls) {
   const c = collectorLike(DOC);
   const server = await startServer(c.answer);
+  const store = new MemoryStore();
   try {
-    const r = new Reporter(server.url, {...quiet, metrics: DECLARED, store: new MemoryStore(),
+    const r = new Reporter(server.url, {...quiet, metrics: DECLARED, store,
                                         secret: fixedSecret(), ...options});
     assert.equal(await r.waitReady(5000), true);
     for (const value of calls) r.report("crash_sig", value);
     assert.equal(await r.flush(5000), true);
     const stats = r.stats();
     await r.close();
-    return {sent: c.counted(), stats};
+    return {sent: c.counted(), stats, ledger: JSON.stringify(await store.get("ledger") ?? {})};
   } finally {
     await server.close();
   }
@@ -102,9 +109,12 @@ test("a value the metric does not take throws, never shows it, and queues nothin
 
 test("past the cap, a new string is sent as the lowest-tag paid answer, never its own", async () => {
   // ln 2 per string, cap 1 nat: the first string is paid, every later new one refused.
-  const {sent} = await run({maxMetricEpsilon: 1}, ["first", "second", "third", "first"]);
+  const {sent, ledger} = await run({maxMetricEpsilon: 1}, ["first", "second", "third", "first"]);
   const first = memoCell("crash_sig", "first");
   assert.deepEqual(sent.map((x) => x.cell), [first, first, first, first]);
+  // The ledger names the paid string by its tag only (Python's string_tag), never the value.
+  assert.ok(ledger.includes(tagOf("crash_sig", "first")), ledger);
+  assert.ok(!ledger.includes(tagOf("crash_sig", "second")) && !ledger.includes("first"), ledger);
 });
 
 test("max_bytes in a declaration must match the id's, and clamp declares a cut", () => {

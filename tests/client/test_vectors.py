@@ -15,8 +15,9 @@ import pytest
 from deniable.client.errors import InvalidParameterError
 from deniable.client.mechanism import RandomizedResponse
 from deniable.client.memo import memo_bit
+from deniable.client.open_domain import OpenDomainSketch, bucket, hash_constants, normalise
 from deniable.client.wire import decode_batch, decode_compact_batch
-from tests.vectors.generate import PATH, generate, render
+from tests.vectors.generate import PATH, _source, generate, render
 
 VECTORS = json.loads(PATH.read_text())
 
@@ -205,3 +206,32 @@ def test_budget_vectors_replay_through_pythons_ledger() -> None:
             admitted = False
         assert admitted == entry["admitted"], entry
     assert {e["admitted"] for e in section["sequence"]} == {True, False}
+
+
+def test_open_domain_entries_hold_in_python() -> None:
+    section = VECTORS["open_domain"]
+    for entry in section["mechanisms"]:
+        m = OpenDomainSketch.from_id(entry["id"])
+        assert (str(m.p), str(m.q), str(m.likelihood_ratio), m.epsilon, m.width) == (
+            entry["p"], entry["q"], entry["likelihood_ratio"], entry["epsilon"], entry["width"])
+    for mechanism_id in section["invalid_ids"]:
+        with pytest.raises(InvalidParameterError):
+            OpenDomainSketch.from_id(mechanism_id)
+    for entry in section["normalise"]:
+        if entry["padded"] is None:
+            with pytest.raises(InvalidParameterError):
+                normalise(entry["value"], entry["max_bytes"], entry["clamp"])
+        else:
+            assert normalise(entry["value"], entry["max_bytes"], entry["clamp"]).hex() == \
+                entry["padded"]
+    for entry in section["hashes"]:
+        prefix = bytes.fromhex(entry["prefix"])
+        assert [f"{a:016x}" for a in hash_constants(entry["level"], entry["seed"],
+                                                   len(entry["constants"]))] == entry["constants"]
+        for g, expected in entry["buckets"].items():
+            assert bucket(prefix, entry["level"], entry["seed"], int(g)) == expected
+    for entry in section["perturb"]:
+        m = OpenDomainSketch.from_id(entry["mechanism"])
+        source = _source(entry["words"])
+        assert [m.perturb(v, source) for v in entry["values"]] == entry["cells"]
+        assert source._offset == 8 * len(entry["words"])  # every word read, none more

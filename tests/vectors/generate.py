@@ -46,6 +46,7 @@ from deniable.client.randomness import SecureBits
 from deniable.client.reporter import _DimensionRoute, _stated_dims
 from deniable.client.state import SECRET_FILE
 from deniable.client.wire import encode_batch
+from tests.vectors.open_section import open_domain_entries
 
 PATH = Path(__file__).with_name("vectors.json")
 
@@ -1091,6 +1092,7 @@ SECTIONS: dict[str, Callable[[random.Random], Any]] = {
     "instantaneous": instantaneous_entries,
     "unique_share": lambda rng: unique_share_entries(),
     "budgets": budget_entries,
+    "open_domain": lambda rng: open_domain_entries(rng, _words, _source),
 }
 
 

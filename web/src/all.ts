@@ -32,7 +32,7 @@ import {InvalidParameterError} from "./errors.js";
 import {KIND_TABLE} from "./kinds/table.js";
 import {
   alphaThreshold, type AnyMetric, type Declared, declareMetric, type KindDeclaration, KINDS,
-  MetricSpec, parseAllCatalogue,
+  memoPrefix, MetricSpec, parseAllCatalogue,
 } from "./kinds.js";
 import {declaredLayer, split} from "./layers.js";
 import {Rr} from "./mechanism.js";
@@ -56,6 +56,7 @@ export {
 } from "./kinds.js";
 export {DimensionError, type Dimensions} from "./dimensions.js";
 export {PrivacyLoss} from "./loss.js";
+export {OpenDomainSketch} from "./open.js";
 export {type Budget, BudgetExceededError} from "./budget.js";
 
 /** Public dimension values as an app states them: name -> value. */
@@ -179,6 +180,14 @@ class AllParts implements Parts<unknown, DimensionValues> {
     const metrics = {...options.metrics};
     for (const [name, declared] of Object.entries(metrics)) {
       if (declared?.constructor !== Object) continue;
+      const table = declared as MetricTable;
+      if (table.kind === "open" && "max_bytes" in table) {
+        // Checked against the id here (an open metric's id carries max_bytes), then left out:
+        // the default entry's policy check (declaration.ts) knows no such field.
+        declareMetric(name, table as unknown as Declared);
+        const {max_bytes: _b, ...rest} = table;
+        metrics[name] = rest;
+      }
       const layer = declaredLayer(name, declared as MetricTable);
       if (layer !== undefined) {
         if (options.fresh?.includes(name)) {
@@ -565,6 +574,7 @@ class AllParts implements Parts<unknown, DimensionValues> {
     const id = `${metric}\u0000${spec.id}`;
     const key = spec.memoKey(encoded, alpha);
     const answer = this.answers.get(id)?.get(key) ?? await spec.memoAnswer(r.secret, metric, key);
+    await this.seedTag(r, metric, spec, key);
     if (!await this.charge(r, metric, spec, key)) {
       const nearest = await this.paidInstead(r, metric, spec, key);
       if (nearest !== undefined) r.put(metric, spec.id, nearest, stated);
@@ -611,6 +621,16 @@ class AllParts implements Parts<unknown, DimensionValues> {
   private async paidInstead(r: Core, metric: string, spec: MetricSpec, key: number):
       Promise<Payload | undefined> {
     const known = this.answers.get(`${metric}\u0000${spec.id}`);
+    if (spec.kindOf.tagInput !== undefined) {
+      // Open: the paid answer with the lowest ledger tag this process holds (Python's
+      // perturb_string): uniform over the paid strings, and it never reads the value.
+      let best: [string, Payload] | undefined;
+      for (const [point, answer] of known ?? []) {
+        const tag = await r.tag(metric, spec, point);
+        if (best === undefined || tag < best[0]) best = [tag, answer];
+      }
+      return best?.[1];
+    }
     for (const point of spec.kindOf.instead(spec, key)) {
       const answer = known?.get(point);
       if (answer !== undefined) return answer;
@@ -621,6 +641,23 @@ class AllParts implements Parts<unknown, DimensionValues> {
       }
     }
     return undefined;
+  }
+
+  /**
+   * Put the ledger tag of `key` in the reporter's cache when `spec`'s kind derives it from its
+   * own input (open: the padded bytes, Python's memo.string_tag), so r.tag and r.charge use it.
+   */
+  private async seedTag(r: Core, metric: string, spec: MetricSpec, key: number): Promise<void> {
+    const input = spec.kindOf.tagInput?.(spec, key);
+    if (input === undefined) return;
+    const prefix = memoPrefix("tag", metric, spec.id);
+    const context = new Uint8Array(prefix.length + input.length);
+    context.set(prefix);
+    context.set(input, prefix.length);
+    const mac = new Uint8Array(await globalThis.crypto.subtle.sign("HMAC", r.secret!, context));
+    const tag = [...mac.subarray(0, 16)].map((b) => b.toString(16).padStart(2, "0")).join("");
+    (r as unknown as {tags: Map<string, string>}).tags.set(
+      `${metric}\u0000${spec.id}\u0000${key}`, tag);
   }
 
   private dropEarly(r: Core, metric: string, why: string): void {

@@ -26,13 +26,16 @@ import {RandomizedResponse, Rr} from "./mechanism.js";
 import {BlockBits, memoContext, OutOfBits} from "./memo.js";
 import {below, type RandomBits, SecureBits, SYSTEM_BITS} from "./random.js";
 import {
-  bucketLabels, checkCategories, declaredNumber, DEFAULT_GRID, domainTag, exactValue, fail, label,
+  bucketLabels, checkCategories, declaredNumber, DEFAULT_GRID, domainTag, exactValue, fail,
+  fractionField, label,
   MAX_CATEGORIES, MIN_CATEGORIES, show, typeOf,
 } from "./kinds/values.js";
-import type {Kind as KindModule, ValueKind} from "./kinds/kind.js";
+import type {Encoded, Kind as KindModule, ValueKind} from "./kinds/kind.js";
+import {OpenDomainSketch} from "./open.js";
 import {KIND_TABLE, kindNamed, type KindName, type ValueKindName} from "./kinds/table.js";
 import {isMetricName, type Payload} from "./wire.js";
 
+export {fractionField} from "./kinds/values.js";
 export {
   DEFAULT_GRID, domainTag, exactValue, MAX_CATEGORIES, MAX_CATEGORY_LENGTH, MIN_CATEGORIES,
 } from "./kinds/values.js";
@@ -53,29 +56,6 @@ const BM_ID = /^bm:([0-9/]{1,41}):(-?[0-9/]{1,42}):(-?[0-9/]{1,42})$/;
 
 
 // -- exact numbers --------------------------------------------------------------------------
-
-/**
- * One exact number of a mechanism id, as Python's `fraction_field`: `num/den` (or `num` where
- * `whole`), in lowest terms, denominator and numerator at most 2**64, negative only if `signed`.
- */
-export function fractionField(name: string, text: string, signed = false,
-                              whole = false): Fraction {
-  const match = /^(-?)([0-9]{1,20})(?:\/([0-9]{1,20}))?$/.exec(text);
-  if (match === null || (match[1] && !signed) || (match[3] === undefined && !whole)) {
-    fail(`${name} in a mechanism id must be ${whole ? "a number or " : ""}a fraction such as ` +
-         `'1/2'${signed ? ", maybe negative" : ""}. Got ${show(text)}.`);
-  }
-  const den = BigInt(match![3] ?? "1");
-  if (den === 0n || den > MAX_ID || BigInt(match![2]!) > MAX_ID) {
-    fail(`${name} in a mechanism id must have a denominator in [1, 2**64]. Got ${show(text)}.`);
-  }
-  const value = frac(BigInt(match![1]! + match![2]!), den);
-  if (fracToString(value) !== text) {
-    fail(`${name} in a mechanism id must be in lowest terms: '${fracToString(value)}'. ` +
-         `Got ${show(text)} instead.`);
-  }
-  return value;
-}
 
 // -- random bytes and exact coins ---------------------------------------------------------------
 
@@ -163,7 +143,7 @@ export class ByteCoin {
 /** What every mechanism of a kind beyond boolean offers. */
 export interface ValueMechanism {
   readonly id: string;
-  readonly kind: "categorical" | "numeric";
+  readonly kind: "categorical" | "numeric" | "open";
   /** (P1, Q): the channel each counted slot follows, exact. */
   readonly p1: Fraction;
   readonly q: Fraction;
@@ -171,7 +151,7 @@ export interface ValueMechanism {
   readonly likelihoodRatio: Fraction;
   readonly epsilon: number;
   /** The perturbed report as it travels (an index, a hex bitset or a bit). */
-  perturb(value: number | Fraction, rng?: RandomBits): Payload;
+  perturb(value: Encoded, rng?: RandomBits): Payload;
 }
 
 function checkSize(d: number): number {
@@ -416,7 +396,8 @@ export function parseValueMechanism(id: string): ValueMechanism {
   if (prefix === "oue") return UnaryEncoding.fromId(id);
   if (prefix === "ss") return SubsetSelection.fromId(id);
   if (prefix === "bm") return BitMean.fromId(id);
-  return fail(`mechanism id must start with one of bm, grr, oue, rr, ss and ':'. Got ${show(id)} instead.`);
+  if (prefix === "od") return OpenDomainSketch.fromId(id);
+  return fail(`mechanism id must start with one of bm, grr, od, oue, rr, ss and ':'. Got ${show(id)} instead.`);
 }
 
 /** Any mechanism by its id, boolean (rr:) included. */
@@ -436,6 +417,8 @@ export interface KindDeclaration {
   lower?: string | number;
   upper?: string | number;
   clamp?: boolean;
+  /** Open metrics: the longest string in UTF-8 bytes after NFC (the od: id carries it). */
+  max_bytes?: number;
 }
 
 /**
@@ -512,18 +495,18 @@ export class MetricSpec {
    * @throws InvalidParameterError wrong type, unknown category, NaN or infinite, out of range
    *   (unless the metric declares clamp).
    */
-  encode(value: unknown): number | Fraction {
+  encode(value: unknown): Encoded {
     return this.kindOf.encode(this, value);
   }
 
   /** A fresh perturbed report of an encoded value. */
-  perturb(encoded: number | Fraction, rng: RandomBits = SYSTEM_BITS): Payload {
+  perturb(encoded: Encoded, rng: RandomBits = SYSTEM_BITS): Payload {
     return this.mechanism.perturb(encoded, rng);
   }
 
   /** The memo key of an encoded value: the index, or the grid point a number rounds to
    * under the device's threshold `alpha` (α-point rounding, memo.memo_key). */
-  memoKey(encoded: number | Fraction, alpha: bigint, grid = DEFAULT_GRID): number {
+  memoKey(encoded: Encoded, alpha: bigint, grid = DEFAULT_GRID): number {
     return this.kindOf.memoKey(this, encoded, alpha, grid);
   }
 
@@ -587,7 +570,7 @@ export function alphaThreshold(secret: CryptoKey, metric: string): Promise<bigin
 
 /** memo.memo_value: the permanent answer for an encoded value, as the client derives it. */
 export async function memoValue(secret: CryptoKey, metric: string, spec: MetricSpec,
-                                encoded: number | Fraction, grid = DEFAULT_GRID): Promise<Payload> {
+                                encoded: Encoded, grid = DEFAULT_GRID): Promise<Payload> {
   const alpha = spec.kindOf.rounds ? await alphaThreshold(secret, metric) : 0n;
   return spec.memoAnswer(secret, metric, spec.memoKey(encoded, alpha, grid), grid);
 }

@@ -8,6 +8,7 @@
  */
 import {add, type Fraction, frac, fracToString, mul, sub, toNumber} from "./fraction.js";
 import {KaryRandomizedResponse, SubsetSelection, UnaryEncoding} from "./kinds.js";
+import {OpenDomainSketch} from "./open.js";
 import {repeatedLoss, split} from "./layers.js";
 import type {Rr} from "./mechanism.js";
 
@@ -79,6 +80,14 @@ function answersDiffer(m: Mechanism): Fraction {
   const sq = (x: Fraction): Fraction => mul(x, x);
   if (m instanceof KaryRandomizedResponse) {
     return sub(ONE, add(mul(frac(2n), mul(m.p, m.q)), mul(frac(BigInt(m.d - 2)), sq(m.q))));
+  }
+  if (m instanceof OpenDomainSketch) {
+    // Two strings' answers are independent draws: they agree only on the same (level, seed),
+    // probability 1 / (levels seeds), and then on the bucket: 2pq + (g - 2) q^2 where their
+    // buckets differ, p^2 + (g - 1) q^2 (larger) where they collide. The most they can differ
+    // (no collision at any level and seed):
+    const agree = add(mul(frac(2n), mul(m.p, m.q)), mul(frac(BigInt(m.g - 2)), sq(m.q)));
+    return sub(ONE, mul(agree, frac(1n, BigInt(m.levels * m.seeds))));
   }
   if (m instanceof UnaryEncoding) {
     const agree = add(sq(m.q), sq(sub(ONE, m.q)));

@@ -22,7 +22,7 @@ export const DEFAULT_MAX_REPORTS = 1000;
 
 /**
  * One queued report: (metric, mechanism id, perturbed value[, dims]): a bit (`rr:`, `bm:`), a
- * category index (`grr:`) or a bitset in lowercase hex (`oue:`, `ss:`), as
+ * category index (`grr:`), a cell (`od:`) or a bitset in lowercase hex (`oue:`, `ss:`), as
  * client/kinds.payload_field; its public dimension values, if it states any.
  */
 export type Item = readonly [metric: string, mechanism: string, value: Payload, dims?: Dims | null];
@@ -31,7 +31,7 @@ export type Item = readonly [metric: string, mechanism: string, value: Payload, 
  * the Python queue's dims_text keeps them), never empty (Python leaves an empty one out).
  */
 export type Dims = Readonly<Record<string, string>>;
-/** A perturbed value as it travels: a bit, a category index or a hex bitset. */
+/** A perturbed value as it travels: a bit, a category index, a cell or a hex bitset. */
 export type Payload = number | string;
 
 export function isMetricName(name: unknown): name is string {
@@ -55,9 +55,11 @@ export function newBatchId(): string {
  */
 export function encodeBatch(batchId: string, reports: Iterable<Item>): string {
   return JSON.stringify({batch_id: batchId, reports: Array.from(reports, ([metric, mechanism, value, dims]) => ({
-    // The payload field: "index" for grr: (the only id starting with g), "bits" for a hex
-    // bitset (oue:, ss:), "bit" otherwise (rr:, bm:).
-    metric, mechanism, [mechanism[0] === "g" ? "index" : typeof value == "string" ? "bits" : "bit"]: value,
+    // The payload field: "bits" for a hex bitset (oue:, ss:), "index" for grr: (the only id
+    // starting with g), "cell" for od: (the only one whose second letter is d), "bit"
+    // otherwise (rr:, bm:). Spelled to fit the default entry's size budget.
+    metric, mechanism, [typeof value == "string" ? "bits" : mechanism[0] === "g" ? "index"
+      : mechanism[1] === "d" ? "cell" : "bit"]: value,
     dims: dims || undefined,
   }))});
 }

@@ -44,12 +44,21 @@ export interface ValueKind extends Kind<MetricSpec> {
   /** Check a declaration's bounds (lower, upper) against `mechanism`. */
   bounds(d: Record<string, unknown>, mechanism: ValueMechanism): void;
   /** The true value as the mechanism takes it; never shows the value in an error. */
-  encode(spec: MetricSpec, value: unknown): number | Fraction;
+  encode(spec: MetricSpec, value: unknown): Encoded;
   /** The memo key of an encoded value under the device's threshold `alpha`. */
-  memoKey(spec: MetricSpec, encoded: number | Fraction, alpha: bigint, grid: number): number;
+  memoKey(spec: MetricSpec, encoded: Encoded, alpha: bigint, grid: number): number;
   /** The memo's HMAC input for `key` (after its prefix), and the value perturbed for it. */
-  memoInput(spec: MetricSpec, key: number, grid: number): [Uint8Array, number | Fraction];
+  memoInput(spec: MetricSpec, key: number, grid: number): [Uint8Array, Encoded];
+  /**
+   * The ledger tag's HMAC input for `key` (after its prefix), for a kind whose keys are not
+   * the value itself (open: the padded bytes); absent: tags.ts's (the index or grid point).
+   * Such a kind's refused value is sent as the paid answer with the lowest tag (all.ts).
+   */
+  tagInput?(spec: MetricSpec, key: number): Uint8Array;
 }
+
+/** A true value as a mechanism takes it: an index, an exact number or padded bytes (open). */
+export type Encoded = number | Fraction | Uint8Array;
 
 /** Memo keys 0..last by distance from `key`, the lower first on a tie (histogram, numeric). */
 export function nearest(key: number, last: number): number[] {

@@ -8,12 +8,14 @@ import {histogram} from "./histogram.js";
 import type {RandomizedResponse} from "../mechanism.js";
 import type {Kind, ValueKind} from "./kind.js";
 import {numeric} from "./numeric.js";
+import {open} from "./open.js";
 
 export const KIND_TABLE = {
   boolean,
   categorical,
   histogram,
   numeric,
+  open,
 } as const satisfies Readonly<Record<string, Kind<RandomizedResponse> | ValueKind>>;
 
 /** A registered kind's name. */

@@ -119,3 +119,28 @@ export function numberIn(value: unknown, low: Fraction, high: Fraction, clamp: b
   }
   return cmp(number, low) < 0 ? low : high;
 }
+
+const MAX_ID = 1n << 64n;
+
+/**
+ * One exact number of a mechanism id, as Python's `fraction_field`: `num/den` (or `num` where
+ * `whole`), in lowest terms, denominator and numerator at most 2**64, negative only if `signed`.
+ */
+export function fractionField(name: string, text: string, signed = false,
+                              whole = false): Fraction {
+  const match = /^(-?)([0-9]{1,20})(?:\/([0-9]{1,20}))?$/.exec(text);
+  if (match === null || (match[1] && !signed) || (match[3] === undefined && !whole)) {
+    fail(`${name} in a mechanism id must be ${whole ? "a number or " : ""}a fraction such as ` +
+         `'1/2'${signed ? ", maybe negative" : ""}. Got ${show(text)}.`);
+  }
+  const den = BigInt(match![3] ?? "1");
+  if (den === 0n || den > MAX_ID || BigInt(match![2]!) > MAX_ID) {
+    fail(`${name} in a mechanism id must have a denominator in [1, 2**64]. Got ${show(text)}.`);
+  }
+  const value = frac(BigInt(match![1]! + match![2]!), den);
+  if (fracToString(value) !== text) {
+    fail(`${name} in a mechanism id must be in lowest terms: '${fracToString(value)}'. ` +
+         `Got ${show(text)} instead.`);
+  }
+  return value;
+}

@@ -842,14 +842,16 @@ def _check_verify(verify: Verify, insecure_skip_verify: bool) -> bool | str:
     if verify is False:
         if insecure_skip_verify is not True:
             raise InvalidParameterError(
-                "verify=False sends without checking the collector's certificate, so anyone "
-                "on the path can read and change the traffic. Give verify the path of your "
-                "CA bundle instead, or also pass insecure_skip_verify=True if you mean it.")
+                "Connection(verify=False) sends without checking the collector's certificate, "
+                "so anyone on the path can read and change the traffic. Give verify the path "
+                "of your CA bundle instead, or also set insecure_skip_verify=True if you mean "
+                "it.")
         log.warning("deniable: TLS certificate verification is OFF (insecure_skip_verify)")
         return False
     if insecure_skip_verify:
         raise InvalidParameterError(
-            f"insecure_skip_verify=True goes with verify=False only. Got verify={verify!r}.")
+            f"Connection(insecure_skip_verify=True) goes with verify=False only. "
+            f"Got verify={verify!r} instead.")
     if verify is True:
         return True
     if not isinstance(verify, (str, os.PathLike)):

@@ -192,7 +192,8 @@ class Reporter:
             (``deniable.client.config.LEGACY_KEYWORDS``).
 
     Every field of the four objects is documented in ``deniable.client.config`` and
-    docs/client.md, "Configuration".
+    docs/client.md, "Configuration". ``reporter.storage``, ``.delivery``, ``.privacy`` and
+    ``.connection`` are the objects in use (deprecated keywords applied).
 
     Raises:
         InvalidParameterError: an option out of range, an invalid declared catalogue, a

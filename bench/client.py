@@ -31,7 +31,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from deniable.client import Reporter
+from deniable.client import Delivery, Privacy, Reporter, Storage
 from deniable.client.mechanism import DEFAULT
 from deniable.client.pool import PerturbationPool
 
@@ -136,10 +136,10 @@ def reporter_rate(folder: Path, *, durability: str, to_file: bool, threads: int,
                   n: int) -> tuple[float, float]:
     """(report() calls/s seen by the app's threads, reports/s committed to the queue)."""
     path = folder / f"q-{durability}-{threads}-{time.monotonic_ns()}.db" if to_file else None
-    reporter = Reporter(UNREACHABLE, metrics=METRICS, queue_path=path, durability=durability,
-                        batch_size=1000, backoff=60, max_backoff=60,
-                        max_queued_reports=10_000_000,
-                        one_per_period=False)  # every call reaches the queue
+    reporter = Reporter(UNREACHABLE, metrics=METRICS, queue_path=path,
+                        storage=Storage(durability=durability, max_queued_reports=10_000_000),
+                        delivery=Delivery(batch_size=1000, backoff=60, max_backoff=60),
+                        privacy=Privacy(one_per_period=False))  # every call reaches the queue
     try:
         per_thread = n // threads
         report = reporter.report

@@ -16,7 +16,7 @@ import logging
 import tempfile
 import time
 
-from deniable.client import Reporter
+from deniable.client import Privacy, Reporter, Storage
 from deniable.client.period import DEFAULT_POLICY, PeriodGate
 
 URL = "http://127.0.0.1:9"  # nothing listens: uploads fail and back off
@@ -37,9 +37,11 @@ def main(argv: list[str] | None = None) -> int:
     best = {"gate off: every call queued": 0.0, "gate on: extra calls (no-ops)": 0.0,
             "PeriodGate.admit alone": 0.0}
     with tempfile.TemporaryDirectory() as tmp:
-        off = Reporter(URL, metrics={"m": "rr:1/2:1/2"}, one_per_period=False,
-                       max_queued_reports=10 * args.calls, privacy_dir=f"{tmp}/off")
-        on = Reporter(URL, metrics={"m": "rr:1/2:1/2"}, privacy_dir=f"{tmp}/on")
+        off = Reporter(URL, metrics={"m": "rr:1/2:1/2"},
+                       storage=Storage(max_queued_reports=10 * args.calls,
+                                       privacy_dir=f"{tmp}/off"),
+                       privacy=Privacy(one_per_period=False))
+        on = Reporter(URL, metrics={"m": "rr:1/2:1/2"}, storage=Storage(privacy_dir=f"{tmp}/on"))
         on.report("m", True)  # the day's one report; the rest are no-ops
         gate = PeriodGate(f"{tmp}/gate")
         gate.admit("m", DEFAULT_POLICY)

@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from deniable.client import Storage
 from deniable.client.budget import Budget
 from deniable.client.longitudinal import LongitudinalGuard
 from deniable.client.mechanism import DEFAULT, RandomizedResponse
@@ -78,7 +79,7 @@ def reporter_starts(rounds: int) -> None:
                 state = str(Path(tmp) / f"s{i}") if name == "persistent state dir" \
                     else ":memory:"
                 start = time.perf_counter()
-                reporter = Reporter(url, metrics=metrics, privacy_dir=state)
+                reporter = Reporter(url, metrics=metrics, storage=Storage(privacy_dir=state))
                 built = time.perf_counter()
                 reporter.report("m0", True)  # the first report of a value: paid, written
                 firsts[name].append(time.perf_counter() - built)

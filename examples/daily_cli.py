@@ -14,7 +14,7 @@ import os
 import sys
 from pathlib import Path
 
-from deniable.client import Reporter, Stats
+from deniable.client import Connection, Delivery, Reporter, Stats
 
 METRICS = {
     "dark_mode": {"mechanism": "rr:3/4:1/2"},
@@ -27,9 +27,9 @@ def run(collector_url: str, data_dir: Path, dark_mode: bool, token: str | None =
     """Report today's values and return the reporter's last stats."""
     with Reporter(collector_url, metrics=METRICS, token=token,
                   queue_path=data_dir / "deniable.db",  # kept for the next run if offline
-                  close_timeout=1.0,      # the `with` block waits at most 1 s for the upload
-                  exit_timeout=0.5,       # the exit hook, for a reporter left open
-                  timeout=(1.0, 2.0),     # connect and read timeouts of each request
+                  delivery=Delivery(close_timeout=1.0,  # the `with` block waits at most 1 s
+                                    exit_timeout=0.5),  # the exit hook, for a reporter left open
+                  connection=Connection(timeout=(1.0, 2.0)),  # connect and read timeouts
                   ) as reporter:
         reporter.report("dark_mode", dark_mode)
         reporter.report("feature_x_enabled", True)

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 import redis
 
-from deniable.client import Reporter
+from deniable.client import Privacy, Reporter, Storage
 from deniable.collector.server import CollectorProcess
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -70,8 +70,8 @@ def seed(url: str, token: str, metrics: Path) -> None:
     values = {"feature_x_enabled": [True, False, False], "dark_mode": [True, False],
               "notifications_on": [True], "os": ["android", "ios", "linux"],
               "crashes_per_week": [0, 1, 3], "startup_ms": [400.0, 900.0]}
-    with Reporter(url, metrics=metrics, token=token, one_per_period=False,
-                  fresh=set(values), privacy_dir=":memory:") as reporter:
+    with Reporter(url, metrics=metrics, token=token, storage=Storage(privacy_dir=":memory:"),
+                  privacy=Privacy(one_per_period=False, fresh=set(values))) as reporter:
         for i in range(300):
             for metric, choices in values.items():
                 dims = ({"app_version": ["2.3", "2.4"][i % 2], "platform": "android"}

@@ -19,7 +19,7 @@ from deniable.analysis import HTTPSource
 from deniable.cli.sources import RedisSource
 from deniable.analysis.breakdown import breakdown
 from deniable.cli.main import main
-from deniable.client import Reporter
+from deniable.client import Delivery, Privacy, Reporter, Storage
 from deniable.collector.server import CollectorProcess
 from tests.analysis.test_breakdown import RANGE
 from tests.conftest import OPEN_ENV
@@ -46,9 +46,10 @@ def collector(redis_url: str, tmp_path_factory: pytest.TempPathFactory
     with CollectorProcess(redis_url, path, workers=1, env=OPEN_ENV) as process:
         for version, n in (("2.3", N), ("2.4", N), ("2.5", 60), (None, 25)):
             device = {"app_version": version} if version else {}
-            with Reporter(process.url, path, dimensions=device, privacy_dir=IN_MEMORY,
-                          one_per_period=False, fresh={"adoption_e2e"},
-                          batch_size=250) as reporter:
+            with Reporter(process.url, path, dimensions=device,
+                          storage=Storage(privacy_dir=IN_MEMORY), delivery=Delivery(batch_size=250),
+                          privacy=Privacy(one_per_period=False,
+                                          fresh={"adoption_e2e"})) as reporter:
                 share = TRUTH.get(version or "", 0.5)
                 for i in range(n):
                     reporter.report("adoption_e2e", i % 100 < share * 100)

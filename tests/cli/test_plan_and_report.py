@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from deniable.cli.main import main
-from deniable.client import Reporter
+from deniable.client import Delivery, Privacy, Reporter
 
 
 def test_plan_by_epsilon_and_by_n(capsys: pytest.CaptureFixture[str]) -> None:
@@ -34,8 +34,8 @@ def test_plan_for_every_registered_metric(live_collector, capsys) -> None:  # ty
 
 def test_report_series_csv_and_html(live_collector, metrics_file, redis_client,  # type: ignore[no-untyped-def]
                                     tmp_path: Path, capsys) -> None:
-    with Reporter(live_collector.url, metrics_file, one_per_period=False,
-                  batch_size=500) as reporter:
+    with Reporter(live_collector.url, metrics_file, delivery=Delivery(batch_size=500),
+                  privacy=Privacy(one_per_period=False)) as reporter:
         for i in range(1_000):
             reporter.report("dark_mode", i % 2 == 0)
     assert main(["report", "--collector", live_collector.url, "--metric", "dark_mode",

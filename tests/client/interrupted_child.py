@@ -7,7 +7,7 @@ from __future__ import annotations
 import signal
 import sys
 
-from deniable.client import Reporter
+from deniable.client import Connection, Delivery, Privacy, Reporter, Storage
 
 
 armed = False
@@ -21,8 +21,10 @@ def interrupt(signum: int, frame: object) -> None:
         raise KeyboardInterrupt
 
 
-reporter = Reporter("http://127.0.0.1:9", one_per_period=False, metrics={"dark_mode": "rr:3/4:1/2"},
-                    batch_size=50, commit_interval=0.001, timeout=(0.05, 0.05))
+reporter = Reporter("http://127.0.0.1:9", storage=Storage(commit_interval=0.001),
+                    delivery=Delivery(batch_size=50), privacy=Privacy(one_per_period=False),
+                    connection=Connection(timeout=(0.05, 0.05)),
+                    metrics={"dark_mode": "rr:3/4:1/2"})
 signal.signal(signal.SIGALRM, interrupt)
 interrupted = 0
 signal.setitimer(signal.ITIMER_REAL, 0.0003, 0.0003)

@@ -14,7 +14,7 @@ import sys
 import threading
 import time
 
-from deniable.client import Reporter
+from deniable.client import Connection, Delivery, Privacy, Reporter, Storage
 
 METRICS = {"feature_x_enabled": "rr:1/2:1/2", "dark_mode": "rr:3/4:1/2"}
 
@@ -35,10 +35,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--exit-without-close", action="store_true")
     args = parser.parse_args(argv)
 
-    reporter = Reporter(args.url, one_per_period=False, metrics=METRICS, queue_path=args.queue,
-                        durability=args.durability, batch_size=args.batch_size,
-                        max_batch_age=args.max_batch_age, backoff=0.1, max_backoff=1.0,
-                        close_timeout=args.close_timeout, timeout=(1.0, 3.0))
+    reporter = Reporter(args.url, storage=Storage(durability=args.durability),
+                        delivery=Delivery(batch_size=args.batch_size,
+                                          max_batch_age=args.max_batch_age, backoff=0.1,
+                                          max_backoff=1.0, close_timeout=args.close_timeout),
+                        privacy=Privacy(one_per_period=False),
+                        connection=Connection(timeout=(1.0, 3.0)), metrics=METRICS,
+                        queue_path=args.queue)
     lock = threading.Lock()
     returned = [0]
 

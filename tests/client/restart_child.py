@@ -15,7 +15,7 @@ import argparse
 import os
 import sys
 
-from deniable.client import Reporter
+from deniable.client import Connection, Delivery, Privacy, Reporter
 
 METRICS = {"feature_x_enabled": "rr:1/2:1/2", "dark_mode": "rr:3/4:1/2"}
 
@@ -23,8 +23,9 @@ METRICS = {"feature_x_enabled": "rr:1/2:1/2", "dark_mode": "rr:3/4:1/2"}
 def one_run(url: str) -> bool:
     # The one-report-per-period gate is off: every run must send, to show its memoized answer
     # (with the gate, the state's period record would keep all but the first run of the day).
-    reporter = Reporter(url, metrics=METRICS, backoff=0.05, timeout=(2.0, 5.0),
-                        one_per_period=False)
+    reporter = Reporter(url, metrics=METRICS, delivery=Delivery(backoff=0.05),
+                        privacy=Privacy(one_per_period=False),
+                        connection=Connection(timeout=(2.0, 5.0)))
     for _ in range(2):
         reporter.report("feature_x_enabled", True)
         reporter.report("dark_mode", False)

@@ -10,7 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from deniable.client import InvalidParameterError, Reporter, UnknownMetricError
+from deniable.client import (
+    Delivery,
+    InvalidParameterError,
+    Privacy,
+    Reporter,
+    Storage,
+    UnknownMetricError,
+)
 from deniable.client.categorical import domain_tag
 from deniable.client.errors import WireFormatError
 from deniable.client.kinds import MetricSpec
@@ -77,8 +84,8 @@ def test_a_reporter_keeps_reporting_beside_served_entries_of_unknown_kinds() -> 
                  describe_metric("os", "OS", GRR),
                  {"name": "words", "kind": "sketch", "mechanism": "cms:1024:3"})
     with recording_collector(doc) as (url, recorder):
-        with Reporter(url, {"dark_mode": DARK, "os": GRR}, one_per_period=False,
-                      privacy_dir=":memory:") as reporter:
+        with Reporter(url, {"dark_mode": DARK, "os": GRR}, storage=Storage(privacy_dir=":memory:"),
+                      privacy=Privacy(one_per_period=False)) as reporter:
             wait_for(lambda: reporter.catalogue_fetched)
             reporter.report("dark_mode", True)
             reporter.report("os", "ios")
@@ -97,7 +104,7 @@ def test_the_ceiling_and_the_floor_apply_to_every_kind() -> None:
     resolution = resolve({"os": GRR, "loud": LOUD, "load": LOAD}, None, DEFAULT_MAX_EPSILON)
     assert set(resolution.usable) == {"os", "load"} and "max_epsilon" in resolution.withheld["loud"]
     with pytest.raises(InvalidParameterError, match="above max_epsilon"):
-        Reporter("http://127.0.0.1:9", {"loud": LOUD}, privacy_dir=":memory:")
+        Reporter("http://127.0.0.1:9", {"loud": LOUD}, storage=Storage(privacy_dir=":memory:"))
     # The floor: a served OUE at ln 3 replaces a declared GRR at ln 3 (not above it); a served
     # mechanism above the declared one does not; nor does another question under the name.
     assert GRR.mechanism.epsilon == pytest.approx(OUE.mechanism.epsilon)
@@ -151,7 +158,8 @@ mechanism = "cms:1024:3"
                                                 "load": LOAD}
     assert set(skipped) == {"words"}
     with recording_collector(served()) as (url, _):
-        with Reporter(url, path, one_per_period=False, privacy_dir=":memory:") as reporter:
+        with Reporter(url, path, storage=Storage(privacy_dir=":memory:"),
+                      privacy=Privacy(one_per_period=False)) as reporter:
             reporter.report("words", "x")
             assert reporter.stats().withheld == 1
             reporter.report("os", "android")
@@ -165,8 +173,8 @@ def test_a_served_instantaneous_policy_is_ignored_for_a_declared_categorical_met
         "instantaneous", RandomizedResponse.from_id("rr:3/4:1/2")))
     with recording_collector(served(entry, describe_metric("dark", "D", DARK.mechanism))) \
             as (url, _):
-        with Reporter(url, {"os": GRR}, one_per_period=False,
-                      privacy_dir=":memory:") as reporter:
+        with Reporter(url, {"os": GRR}, storage=Storage(privacy_dir=":memory:"),
+                      privacy=Privacy(one_per_period=False)) as reporter:
             wait_for(lambda: reporter.catalogue_fetched)
             assert reporter.stats().withheld_metrics == {}
             assert reporter.stats().ignored_served == {"os": 1}  # its memoization
@@ -230,12 +238,14 @@ def test_a_cached_catalogue_of_every_kind_serves_an_offline_restart(tmp_path: Pa
     queue = tmp_path / "q.db"
     declared = {"os": OUE, "load": LOAD}
     with recording_collector(doc) as (url, _):
-        with Reporter(url, declared, queue_path=queue, one_per_period=False) as reporter:
+        with Reporter(url, declared, queue_path=queue,
+                      privacy=Privacy(one_per_period=False)) as reporter:
             wait_for(lambda: reporter.catalogue_fetched)
     # Offline, the cached catalogue still moves os to the served GRR (the same question, an
     # epsilon no larger); the sketch it serves is not declared, so it is not reported.
-    with Reporter("http://127.0.0.1:9", declared, queue_path=queue, one_per_period=False,
-                  close_timeout=0) as offline:
+    with Reporter("http://127.0.0.1:9", declared, queue_path=queue,
+                  delivery=Delivery(close_timeout=0),
+                  privacy=Privacy(one_per_period=False)) as offline:
         assert not offline.catalogue_fetched
         assert offline.specs == {"os": GRR, "load": LOAD}
         offline.report("os", "windows")

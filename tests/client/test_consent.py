@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from deniable.client import PrivacyStateError, QueueError, Reporter
+from deniable.client import Delivery, Privacy, PrivacyStateError, QueueError, Reporter
 from deniable.client.errors import InvalidParameterError
 from tests.e2e.test_pipeline import counters
 
@@ -28,7 +28,7 @@ def test_disabling_deletes_the_queue_and_the_state_and_nothing_more_is_sent(
     queue, state = tmp_path / "q.db", tmp_path / "q.db.privacy"
     # Reports stay pending (large batches, long age) until the switch.
     reporter = Reporter(live_collector.url, metrics=METRICS, queue_path=queue,
-                        batch_size=1000, max_batch_age=3600)
+                        delivery=Delivery(batch_size=1000, max_batch_age=3600))
     reporter.report("dark_mode", True)
     reporter.report("feature_x_enabled", False)
     reporter._queue.commit()  # noqa: SLF001 - on disk, as after a while
@@ -81,7 +81,7 @@ def test_a_reporter_constructed_disabled_leaves_no_state(
 def test_a_report_racing_the_switch_never_brings_the_state_back(tmp_path: Path) -> None:
     queue, state = tmp_path / "q.db", tmp_path / "q.db.privacy"
     reporter = Reporter("http://127.0.0.1:9", metrics=METRICS, queue_path=queue,
-                        one_per_period=False, fresh={"dark_mode"})
+                        privacy=Privacy(one_per_period=False, fresh={"dark_mode"}))
     started, stop = threading.Event(), threading.Event()
     raced: list[BaseException] = []
 

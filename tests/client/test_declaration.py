@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from deniable.cli.main import main
-from deniable.client import Reporter, UnknownMetricError
+from deniable.client import Delivery, Privacy, Reporter, Storage, UnknownMetricError
 from deniable.client.metrics import DECLARATION_FIELDS, SERVED_PARTS, load_metrics_file
 from deniable.collector.registry import load_metrics_file as collector_metrics_file
 from tests.client.test_sender import wait_for
@@ -28,8 +28,8 @@ EXAMPLE = ROOT / "deploy" / "metrics.example.toml"
 @pytest.mark.parametrize("case", VECTORS, ids=[c["about"] for c in VECTORS])
 def test_the_reporter_resolves_each_vector_as_stated(case: dict) -> None:  # type: ignore[type-arg]
     with recording_collector(case["catalogue"]) as (url, _):
-        with Reporter(url, case["declared"], privacy_dir=":memory:",
-                      max_epsilon=case["max_epsilon"]) as reporter:
+        with Reporter(url, case["declared"], storage=Storage(privacy_dir=":memory:"),
+                      privacy=Privacy(max_epsilon=case["max_epsilon"])) as reporter:
             wait_for(lambda: reporter.catalogue_fetched)
             expect = case["expect"]
             assert {n: m.id for n, m in reporter.metrics.items()} == {
@@ -67,8 +67,10 @@ def test_the_converter_prints_the_web_clients_declaration(tmp_path: Path, capsys
     assert printed["feature_x_enabled"]["dimensions"]["platform"]["values"] == [
         "android", "ios", "web"]
     # One file serves both: the JSON declares exactly what the file declares.
-    with Reporter("http://127.0.0.1:9", EXAMPLE, privacy_dir=":memory:") as from_file, \
-            Reporter("http://127.0.0.1:9", printed, privacy_dir=":memory:") as from_json:
+    with Reporter("http://127.0.0.1:9", EXAMPLE,
+                  storage=Storage(privacy_dir=":memory:")) as from_file, \
+            Reporter("http://127.0.0.1:9", printed,
+                     storage=Storage(privacy_dir=":memory:")) as from_json:
         assert from_file.specs == from_json.specs
         assert from_file.dimensions == from_json.dimensions
         from_file.close(timeout=0)
@@ -104,8 +106,8 @@ def test_ignored_served_parts_are_warned_about_once_per_metric_without_values(ca
     doc = {"metrics": [describe_metric("flag", "F", RandomizedResponse.from_id("rr:1/2:1/2"),
                                        CollectionPolicy("fresh", period="hour"))]}
     with recording_collector(doc) as (url, recorder):
-        with Reporter(url, {"flag": "rr:1/2:1/2"}, privacy_dir=":memory:",
-                      catalogue_refresh=0.05) as reporter:
+        with Reporter(url, {"flag": "rr:1/2:1/2"}, storage=Storage(privacy_dir=":memory:"),
+                      delivery=Delivery(catalogue_refresh=0.05)) as reporter:
             wait_for(lambda: recorder.paths.count("/v1/metrics") >= 4)  # several refreshes
             reporter.report("flag", True)
             assert reporter.stats().ignored_served == {"flag": 2}

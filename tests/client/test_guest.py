@@ -11,7 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from deniable.client import InvalidParameterError, RandomizedResponse, Reporter, UnknownMetricError
+from deniable.client import (
+    Delivery,
+    InvalidParameterError,
+    Privacy,
+    RandomizedResponse,
+    Reporter,
+    UnknownMetricError,
+)
 from deniable.client.errors import UploadError, WireFormatError
 from deniable.client.kinds import MetricSpec
 from deniable.client.metrics import (DEFAULT_MAX_EPSILON, coerce_catalogue, describe_metric,
@@ -75,12 +82,16 @@ def test_a_declared_mechanism_is_a_floor_and_a_more_private_one_is_taken() -> No
 def test_max_epsilon_must_be_a_positive_number() -> None:
     for bad in (0, -1.0, float("nan"), "2", True):
         with pytest.raises(InvalidParameterError, match="max_epsilon"):
-            Reporter("http://127.0.0.1:9", METRICS, max_epsilon=bad, one_per_period=False)  # type: ignore[arg-type]
+            Reporter("http://127.0.0.1:9", METRICS,
+                     privacy=Privacy(max_epsilon=bad,
+                                     one_per_period=False))  # type: ignore[arg-type]
     with pytest.raises(InvalidParameterError, match="catalogue_refresh"):
-        Reporter("http://127.0.0.1:9", METRICS, catalogue_refresh=0, one_per_period=False)
+        Reporter("http://127.0.0.1:9", METRICS, delivery=Delivery(catalogue_refresh=0),
+                 privacy=Privacy(one_per_period=False))
     with pytest.raises(InvalidParameterError, match="above max_epsilon"):
-        Reporter("http://127.0.0.1:9", {"x": HUGE}, one_per_period=False)
-    Reporter("http://127.0.0.1:9", {"x": HUGE}, max_epsilon=math.inf, one_per_period=False).close(timeout=0)
+        Reporter("http://127.0.0.1:9", {"x": HUGE}, privacy=Privacy(one_per_period=False))
+    Reporter("http://127.0.0.1:9", {"x": HUGE},
+             privacy=Privacy(max_epsilon=math.inf, one_per_period=False)).close(timeout=0)
 
 
 def test_the_collectors_metrics_toml_file_declares_metrics(tmp_path: Path) -> None:
@@ -103,7 +114,8 @@ def test_declared_metrics_report_before_any_catalogue_and_undeclared_ones_raise(
         tmp_path: Path) -> None:
     with stalled_listener() as url:
         started = time.monotonic()
-        reporter = Reporter(url, METRICS, queue_path=tmp_path / "q.db", one_per_period=False)
+        reporter = Reporter(url, METRICS, queue_path=tmp_path / "q.db",
+                            privacy=Privacy(one_per_period=False))
         assert time.monotonic() - started < 1.0  # local work only; the read timeout is 10 s
         for i in range(5):
             reporter.report("feature_x_enabled", i % 2 == 0)
@@ -123,7 +135,8 @@ def test_declared_metrics_report_before_any_catalogue_and_undeclared_ones_raise(
 def test_a_reporter_that_declares_nothing_reports_nothing(caplog) -> None:
     caplog.set_level(logging.WARNING, logger="deniable.client")
     with recording_collector(CATALOGUE) as (url, recorder):
-        with Reporter(url, batch_size=1, one_per_period=False) as reporter:
+        with Reporter(url, delivery=Delivery(batch_size=1),
+                      privacy=Privacy(one_per_period=False)) as reporter:
             wait_for(lambda: reporter.catalogue_fetched)
             assert reporter.metrics == {}  # the catalogue adds no metric
             for metric in ("dark_mode", "feature_x_enabled", "not_registered"):
@@ -150,7 +163,8 @@ def test_status_kinds() -> None:
 @pytest.mark.parametrize("status", [401, 403, 404, 415])
 def test_configuration_answers_keep_the_batch_queued(status: int) -> None:
     with recording_collector(CATALOGUE, [(status, {})] * 2) as (url, recorder):
-        with Reporter(url, METRICS, batch_size=1, backoff=0.5, one_per_period=False) as reporter:
+        with Reporter(url, METRICS, delivery=Delivery(batch_size=1, backoff=0.5),
+                      privacy=Privacy(one_per_period=False)) as reporter:
             reporter._sender._rand = Largest()  # each wait its bound: 0.5 s, then 1 s
             reporter.report("feature_x_enabled", True)
             wait_for(lambda: reporter.last_error is not None)  # the first answer is in
@@ -166,7 +180,8 @@ def test_configuration_answers_keep_the_batch_queued(status: int) -> None:
 @pytest.mark.parametrize("status", [400, 409, 413, 422])
 def test_a_dead_lettered_batch_can_be_retried_unchanged(status: int) -> None:
     with recording_collector(CATALOGUE, [(status, {})]) as (url, recorder):
-        with Reporter(url, METRICS, batch_size=2, one_per_period=False) as reporter:
+        with Reporter(url, METRICS, delivery=Delivery(batch_size=2),
+                      privacy=Privacy(one_per_period=False)) as reporter:
             reporter.report("feature_x_enabled", True)
             reporter.report("feature_x_enabled", False)
             assert reporter.flush(timeout=10) is True
@@ -249,7 +264,8 @@ def test_flush_keeps_its_deadline_while_another_thread_holds_the_queue_file(
     """A slow SQLite write elsewhere (a loaded disk) must not hold flush() past its deadline."""
     import threading
     with stalled_listener() as url:
-        reporter = Reporter(url, METRICS, queue_path=tmp_path / "q.db", one_per_period=False)
+        reporter = Reporter(url, METRICS, queue_path=tmp_path / "q.db",
+                            privacy=Privacy(one_per_period=False))
         for i in range(20):
             reporter.report("feature_x_enabled", i % 2 == 0)
         queue = reporter._queue
@@ -272,6 +288,6 @@ def test_flush_keeps_its_deadline_while_another_thread_holds_the_queue_file(
             holder.join()
         reporter.close(timeout=0)
     with Reporter("http://127.0.0.1:9", METRICS, queue_path=tmp_path / "q.db",
-                  one_per_period=False) as again:
+                  privacy=Privacy(one_per_period=False)) as again:
         assert again.stats().queued == 20  # nothing was lost by giving up
         again.close(timeout=0)

@@ -22,7 +22,7 @@ from fractions import Fraction
 
 import pytest
 
-from deniable.client import InvalidParameterError
+from deniable.client import InvalidParameterError, Privacy, Storage
 from deniable.client.categorical import (MAX_UNIQUE_SHARE, UNIQUE_SHARE_DEVICES,
                                          KaryRandomizedResponse, SubsetSelection,
                                          UnaryEncoding, choose_categorical, unique_share)
@@ -234,8 +234,8 @@ def test_the_reporter_withholds_a_served_identifying_metric_and_reports_the_rest
         # question at the same epsilon, which the declaration lets it choose.
         declared = {name: {"kind": "categorical", "categories": labels, "epsilon": 2.0}
                     for name in ("wide", "narrow")}
-        with Reporter(url, metrics=declared, one_per_period=False,
-                      privacy_dir=":memory:") as reporter:
+        with Reporter(url, metrics=declared, storage=Storage(privacy_dir=":memory:"),
+                      privacy=Privacy(one_per_period=False)) as reporter:
             wait_for(lambda: reporter.catalogue_fetched)
             assert "single this device out" in reporter.stats().withheld_metrics["wide"]
             assert set(reporter.metrics) == {"narrow"}

@@ -14,7 +14,7 @@ from fractions import Fraction
 
 import pytest
 
-from deniable.client import BudgetExceededError
+from deniable.client import BudgetExceededError, Privacy, Storage
 from deniable.client.budget import Budget, DEFAULT_MAX_METRIC_EPSILON
 from deniable.client.longitudinal import LongitudinalGuard
 from deniable.client.memo import Grid, alpha_threshold, memo_answer, value_tag
@@ -97,8 +97,8 @@ def test_a_drifting_histogram_value_keeps_reporting_through_the_reporter() -> No
     spec = MetricSpec.build("histogram", epsilon=1.0, edges=list(range(0, 10001, 500)))
     with recording_collector({"metrics": [describe_metric("startup", "S", spec)]}) \
             as (url, recorder):
-        with Reporter(url, metrics={"startup": spec}, one_per_period=False,
-                      privacy_dir=":memory:") as reporter:
+        with Reporter(url, metrics={"startup": spec}, storage=Storage(privacy_dir=":memory:"),
+                      privacy=Privacy(one_per_period=False)) as reporter:
             for day in range(DAYS):
                 reporter.report("startup", 1000 + 200 * day)
             assert reporter.flush(10) is True

@@ -6,7 +6,7 @@ from datetime import datetime, timezone
 
 import pytest
 
-from deniable.client import InvalidParameterError, Reporter
+from deniable.client import InvalidParameterError, Privacy, Reporter, Storage
 from deniable.client.errors import BudgetExceededError
 from deniable.client.mechanism import DEFAULT, RandomizedResponse
 from deniable.client.metrics import describe_metric, parse_policies
@@ -77,7 +77,8 @@ def test_a_released_period_stays_open(tmp_path) -> None:
 def test_the_reporter_sends_one_report_per_period_and_counts_extra_calls(tmp_path) -> None:
     catalogue = {"metrics": [describe_metric("feature_x_enabled", "X", DEFAULT)]}
     with recording_collector(catalogue) as (url, recorder):
-        with Reporter(url, {"feature_x_enabled": DEFAULT}, privacy_dir=tmp_path) as reporter:
+        with Reporter(url, {"feature_x_enabled": DEFAULT},
+                      storage=Storage(privacy_dir=tmp_path)) as reporter:
             for _ in range(100):
                 reporter.report("feature_x_enabled", True)
             assert reporter.flush() is True
@@ -98,7 +99,8 @@ def test_a_budget_refusal_leaves_the_period_open(tmp_path) -> None:
             return super()._perturb(metric, mechanism, true_value)
 
     with recording_collector(catalogue) as (url, _):
-        with Budgeted(url, {"feature_x_enabled": DEFAULT}, privacy_dir=tmp_path) as reporter:
+        with Budgeted(url, {"feature_x_enabled": DEFAULT},
+                      storage=Storage(privacy_dir=tmp_path)) as reporter:
             with pytest.raises(BudgetExceededError):
                 reporter.report("feature_x_enabled", True)
             refuse[0] = False
@@ -118,7 +120,8 @@ def test_the_reporter_follows_the_declaration_never_the_registry(tmp_path) -> No
     declared = {"a": WIRE, "b": WIRE, "c": WIRE,
                 "d": {"mechanism": WIRE.id, "memoization": "fresh", "period": "hour"}}
     with recording_collector(catalogue) as (url, _):
-        with Reporter(url, declared, irr={"c": LAYER}, privacy_dir=tmp_path) as reporter:
+        with Reporter(url, declared, storage=Storage(privacy_dir=tmp_path),
+                      privacy=Privacy(irr={"c": LAYER})) as reporter:
             wait_for(lambda: reporter.catalogue_fetched)
             guard = reporter._guard
             assert guard.layers("a", WIRE).memo == WIRE              # memoized, as declared
@@ -134,8 +137,9 @@ def test_the_reporter_follows_the_declaration_never_the_registry(tmp_path) -> No
 
 def test_policies_in_code_override_the_declaration_table() -> None:
     declared = {"a": {"mechanism": WIRE.id, "period": "week"}}
-    with Reporter("http://127.0.0.1:9", declared, privacy_dir=":memory:",
-                  policies={"a": CollectionPolicy("fresh", period="hour")}) as reporter:
+    policies = {"a": CollectionPolicy("fresh", period="hour")}
+    with Reporter("http://127.0.0.1:9", declared, storage=Storage(privacy_dir=":memory:"),
+                  privacy=Privacy(policies=policies)) as reporter:
         assert reporter._policy("a") == CollectionPolicy("fresh", period="hour")
         assert reporter._guard.layers("a", WIRE).memo is None
         reporter.close(timeout=0)

@@ -17,7 +17,7 @@ import pytest
 import redis
 import requests
 
-from deniable.client import Reporter
+from deniable.client import Privacy, Reporter
 from deniable.client.queue import DurableQueue
 from deniable.core import keys
 from tests.e2e.test_pipeline import counters
@@ -128,7 +128,7 @@ def test_a_restarted_app_resends_the_same_batch_ids_and_each_counts_once(
                            headers={"Content-Type": "application/json"})
     assert answer.status_code == 202
     # The restarted app sends every sealed batch under its stored id, the first one again.
-    with Reporter(live_collector.url, one_per_period=False,
+    with Reporter(live_collector.url, privacy=Privacy(one_per_period=False),
                   metrics=METRICS, queue_path=path) as reporter:
         assert reporter.flush(timeout=20) is True
         ledger = reporter.ledger()

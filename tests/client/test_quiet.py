@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from deniable.client import LOGGER_NAME, QueueError, Reporter
+from deniable.client import LOGGER_NAME, Privacy, QueueError, Reporter
 from deniable.collector.embedded import free_port
 
 SAMPLE = Path(__file__).resolve().parents[2] / "examples" / "daily_cli.py"
@@ -49,8 +49,8 @@ def test_the_client_logger_has_a_null_handler() -> None:
 
 def test_stats_after_close_are_the_last_stats(tmp_path: Path) -> None:
     dead = f"http://127.0.0.1:{free_port()}"
-    reporter = Reporter(dead, metrics={"dark_mode": "rr:3/4:1/2"}, one_per_period=False,
-                        queue_path=tmp_path / "q.db")
+    reporter = Reporter(dead, metrics={"dark_mode": "rr:3/4:1/2"},
+                        privacy=Privacy(one_per_period=False), queue_path=tmp_path / "q.db")
     for _ in range(3):
         reporter.report("dark_mode", True)
     assert reporter.close(timeout=0.2) is False

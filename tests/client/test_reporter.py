@@ -11,7 +11,15 @@ from pathlib import Path
 
 import pytest
 
-from deniable.client import InvalidParameterError, Reporter, UnknownMetricError
+from deniable.client import (
+    Connection,
+    Delivery,
+    InvalidParameterError,
+    Privacy,
+    Reporter,
+    Storage,
+    UnknownMetricError,
+)
 from deniable.client.errors import BudgetExceededError, QueueError
 from deniable.client.randomness import SYSTEM_BITS
 from deniable.client.stats import Stats
@@ -43,7 +51,8 @@ def wait_until(predicate, timeout: float = 10.0) -> None:  # type: ignore[no-unt
 
 def test_only_declared_metrics_are_reported_and_at_once() -> None:
     with recording_collector(CATALOGUE) as (url, recorder):
-        with Reporter(url, {"dark_mode": "rr:3/4:1/2"}, one_per_period=False) as reporter:
+        with Reporter(url, {"dark_mode": "rr:3/4:1/2"},
+                      privacy=Privacy(one_per_period=False)) as reporter:
             reporter.report("dark_mode", True)  # before any catalogue: queued at once
             assert reporter.stats().queued == 1
             wait_until(lambda: reporter.catalogue_fetched)
@@ -60,8 +69,9 @@ def test_the_bytes_sent_carry_perturbed_bits_only() -> None:
     # With the truth coin forced to "lie" and the forced coin to "no", every fresh report of
     # a true "yes" goes out as 0: the wire must show the perturbed bit, not the true value.
     with recording_collector(CATALOGUE) as (url, recorder):
-        with Reporter(url, DECLARED, one_per_period=False,
-                      rng=FixedBits(0b11), fresh={"feature_x_enabled"}) as reporter:
+        with Reporter(url, DECLARED,
+                      privacy=Privacy(one_per_period=False, fresh={"feature_x_enabled"}),
+                      rng=FixedBits(0b11)) as reporter:
             assert reporter.wait_ready(10)
             for _ in range(5):
                 reporter.report("feature_x_enabled", True)
@@ -75,8 +85,8 @@ def test_the_bytes_sent_carry_perturbed_bits_only() -> None:
 
 def test_requests_carry_no_identifiers_or_cookies() -> None:
     with recording_collector(CATALOGUE) as (url, recorder):
-        with Reporter(url, DECLARED, one_per_period=False,
-                      batch_size=1) as reporter:  # every report is its own request
+        with Reporter(url, DECLARED, delivery=Delivery(batch_size=1),  # a request per report
+                      privacy=Privacy(one_per_period=False)) as reporter:
             assert reporter.wait_ready(10)
             reporter.report("feature_x_enabled", True)
             reporter.report("feature_x_enabled", False)
@@ -90,7 +100,8 @@ def test_requests_carry_no_identifiers_or_cookies() -> None:
 
 def test_batches_upload_when_full_and_on_flush() -> None:
     with recording_collector(CATALOGUE) as (url, recorder):
-        reporter = Reporter(url, DECLARED, one_per_period=False, batch_size=3)
+        reporter = Reporter(url, DECLARED, delivery=Delivery(batch_size=3),
+                            privacy=Privacy(one_per_period=False))
         assert reporter.wait_ready(10)
         for _ in range(7):
             reporter.report("dark_mode", False)
@@ -112,7 +123,8 @@ def test_batches_upload_when_full_and_on_flush() -> None:
 @pytest.mark.slow
 def test_a_partial_batch_is_sent_when_its_oldest_report_is_old_enough() -> None:
     with recording_collector(CATALOGUE) as (url, recorder):
-        with Reporter(url, DECLARED, one_per_period=False, batch_size=100, max_batch_age=0.3) as reporter:
+        with Reporter(url, DECLARED, delivery=Delivery(batch_size=100, max_batch_age=0.3),
+                      privacy=Privacy(one_per_period=False)) as reporter:
             assert reporter.wait_ready(10)
             started = time.monotonic()
             reporter.report("dark_mode", True)
@@ -124,8 +136,9 @@ def test_a_partial_batch_is_sent_when_its_oldest_report_is_old_enough() -> None:
 
 def test_report_never_waits_for_the_network() -> None:
     # Nobody listens on this port: report() must still return at once, queueing everything.
-    with Reporter("http://127.0.0.1:9", one_per_period=False, metrics={"dark_mode": "rr:3/4:1/2"},
-                  batch_size=10) as reporter:
+    with Reporter("http://127.0.0.1:9", delivery=Delivery(batch_size=10),
+                  privacy=Privacy(one_per_period=False),
+                  metrics={"dark_mode": "rr:3/4:1/2"}) as reporter:
         started = time.perf_counter()
         for _ in range(1_000):
             reporter.report("dark_mode", True)
@@ -138,7 +151,7 @@ def test_report_never_waits_for_the_network() -> None:
 
 def test_report_after_close_is_refused() -> None:
     with recording_collector(CATALOGUE) as (url, _):
-        reporter = Reporter(url, DECLARED, one_per_period=False)
+        reporter = Reporter(url, DECLARED, privacy=Privacy(one_per_period=False))
         assert reporter.wait_ready(10)
         reporter.close()
         with pytest.raises(QueueError, match="closed"):
@@ -176,16 +189,17 @@ def test_the_queue_file_keeps_the_cached_catalogue_for_offline_starts(tmp_path) 
     served = {"metrics": [describe_metric("dark_mode", "Dark", private)]}
     queue = tmp_path / "q.db"
     with recording_collector(served) as (url, _):
-        first = Reporter(url, DECLARED, one_per_period=False, queue_path=queue)
+        first = Reporter(url, DECLARED, privacy=Privacy(one_per_period=False), queue_path=queue)
         wait_until(lambda: first.metrics["dark_mode"] == private)
         first.close()
-    with Reporter(url, DECLARED, one_per_period=False, queue_path=queue,
-                  timeout=(0.2, 0.2)) as reporter:
+    with Reporter(url, DECLARED, privacy=Privacy(one_per_period=False),
+                  connection=Connection(timeout=(0.2, 0.2)), queue_path=queue) as reporter:
         assert reporter.metrics["dark_mode"] == private
         reporter.close(timeout=0)
     # Nothing cached, the collector gone: the declared metrics are reported all the same.
-    with Reporter(url, DECLARED, one_per_period=False,
-                  queue_path=tmp_path / "fresh.db", timeout=(0.2, 0.2)) as reporter:
+    with Reporter(url, DECLARED, privacy=Privacy(one_per_period=False),
+                  connection=Connection(timeout=(0.2, 0.2)),
+                  queue_path=tmp_path / "fresh.db") as reporter:
         reporter.report("dark_mode", True)
         stats = reporter.stats()
         assert (stats.queued, stats.not_ready) == (1, 0)
@@ -195,7 +209,7 @@ def test_the_queue_file_keeps_the_cached_catalogue_for_offline_starts(tmp_path) 
 
 def test_unknown_metrics_and_values_are_refused_without_echoing_the_value() -> None:
     with recording_collector(CATALOGUE) as (url, _):
-        with Reporter(url, DECLARED, one_per_period=False) as reporter:
+        with Reporter(url, DECLARED, privacy=Privacy(one_per_period=False)) as reporter:
             assert reporter.wait_ready(10)
             with pytest.raises(UnknownMetricError, match="not_registered"):
                 reporter.report("not_registered", True)
@@ -206,17 +220,18 @@ def test_unknown_metrics_and_values_are_refused_without_echoing_the_value() -> N
             assert "sensitive" not in str(info.value)
             assert reporter.stats().queued == 0
         with pytest.raises(InvalidParameterError):
-            Reporter(url, DECLARED, one_per_period=False, batch_size=0)
+            Reporter(url, DECLARED, delivery=Delivery(batch_size=0),
+                     privacy=Privacy(one_per_period=False))
 
 
 def test_metrics_can_be_given_in_code() -> None:
     with recording_collector(CATALOGUE) as (url, _):
-        with Reporter(url, one_per_period=False,
+        with Reporter(url, privacy=Privacy(one_per_period=False),
                       metrics={"feature_x_enabled": "rr:1/2:1/2"}) as reporter:
             assert reporter.ready  # at once: declared metrics need no catalogue fetch first
             assert reporter.metrics == {"feature_x_enabled": DEFAULT}
         with pytest.raises(InvalidParameterError):
-            Reporter(url, one_per_period=False, metrics={"Bad Name": DEFAULT})
+            Reporter(url, privacy=Privacy(one_per_period=False), metrics={"Bad Name": DEFAULT})
 
 
 def bodies_reports(recorder) -> list[dict]:  # type: ignore[no-untyped-def]
@@ -229,8 +244,9 @@ def test_many_threads_report_at_once_and_every_report_arrives_once(
         durability: str, tmp_path) -> None:
     n_threads, per_thread = (8, 2_500) if durability == "group" else (4, 250)
     with recording_collector(CATALOGUE) as (url, recorder):
-        with Reporter(url, DECLARED, one_per_period=False, batch_size=100, queue_path=tmp_path / "q.db",
-                      durability=durability) as reporter:  # type: ignore[arg-type]
+        with Reporter(url, DECLARED, storage=Storage(durability=durability),
+                      delivery=Delivery(batch_size=100), privacy=Privacy(one_per_period=False),
+                      queue_path=tmp_path / "q.db") as reporter:  # type: ignore[arg-type]
             assert reporter.wait_ready(10)
             def work(t: int) -> None:
                 for i in range(per_thread):
@@ -260,7 +276,8 @@ def test_a_forked_child_gets_its_own_sender_and_its_own_randomness(
         queue_file: bool, tmp_path) -> None:
     with recording_collector(CATALOGUE) as (url, recorder):
         path = tmp_path / "q.db" if queue_file else None
-        reporter = Reporter(url, DECLARED, one_per_period=False, batch_size=7, queue_path=path)
+        reporter = Reporter(url, DECLARED, delivery=Delivery(batch_size=7),
+                            privacy=Privacy(one_per_period=False), queue_path=path)
         assert reporter.wait_ready(10)
         for _ in range(10):
             reporter.report("feature_x_enabled", True)  # some sent, some still buffered

@@ -13,7 +13,14 @@ from pathlib import Path
 
 import pytest
 
-from deniable.client import BudgetExceededError, DimensionError, InvalidParameterError, Reporter
+from deniable.client import (
+    BudgetExceededError,
+    DimensionError,
+    InvalidParameterError,
+    Privacy,
+    Reporter,
+    Storage,
+)
 from deniable.client.budget import Budget
 from deniable.client.dimensions import Dimensions
 from deniable.client.kinds import MetricSpec
@@ -53,11 +60,12 @@ def sent_reports(recorder) -> list[dict]:  # type: ignore[no-untyped-def]
     return [r for body in recorder.bodies for r in json.loads(body)["reports"]]
 
 
-def reporter(url: str, **options: object) -> Reporter:
+def reporter(url: str, privacy: Privacy = Privacy(one_per_period=False),  # noqa: B008
+             **options: object) -> Reporter:
     """A Reporter that has fetched the catalogue (one report per call unless told)."""
-    options.setdefault("one_per_period", False)
     options.setdefault("metrics", DECLARED)
-    r = Reporter(url, privacy_dir=IN_MEMORY, **options)  # type: ignore[arg-type]
+    r = Reporter(url, storage=Storage(privacy_dir=IN_MEMORY), privacy=privacy,
+                 **options)  # type: ignore[arg-type]
     wait_for(lambda: r.catalogue_fetched)
     return r
 
@@ -104,7 +112,7 @@ def test_a_refused_dimension_raises_naming_it_and_nothing_is_queued(
     value = "ios" if metric == "os" else True
     valid = None if metric == "feature_x_enabled" else {"platform": "ios"}
     with recording_collector(CATALOGUE) as (url, recorder):
-        with reporter(url, one_per_period=True) as r:
+        with reporter(url, privacy=Privacy()) as r:
             with pytest.raises(DimensionError) as raised:
                 r.report(metric, value, dims=dims)
             assert raised.value.field == field and repr(field) in str(raised.value)
@@ -122,8 +130,9 @@ def test_a_refused_dimension_raises_naming_it_and_nothing_is_queued(
 
 def test_a_refused_dimension_spends_no_privacy_budget() -> None:
     with recording_collector(CATALOGUE) as (url, _):
-        with reporter(url, fresh={"dark_mode"},
-                      budgets={"dark_mode": Budget.for_reports(1, math.log(3))}) as r:
+        budgets = {"dark_mode": Budget.for_reports(1, math.log(3))}
+        with reporter(url, privacy=Privacy(one_per_period=False, fresh={"dark_mode"},
+                                           budgets=budgets)) as r:
             with pytest.raises(DimensionError):
                 r.report("dark_mode", True, dims={"platform": "web"})
             r.report("dark_mode", True, dims={"platform": "ios"})  # the one report budgeted
@@ -153,7 +162,7 @@ def test_a_refused_device_wide_value_is_said_once_and_raised_at_each_report(
 @pytest.mark.parametrize("dimensions", [{"platform": 3}, {"App Version": "2.4"}, ["ios"]])
 def test_device_wide_values_must_be_names_to_strings(dimensions: object) -> None:
     with pytest.raises(InvalidParameterError):
-        Reporter("http://127.0.0.1:9", metrics={"m": RR}, privacy_dir=IN_MEMORY,
+        Reporter("http://127.0.0.1:9", metrics={"m": RR}, storage=Storage(privacy_dir=IN_MEMORY),
                  dimensions=dimensions)  # type: ignore[arg-type]
 
 
@@ -202,7 +211,8 @@ def test_declared_metrics_may_declare_dimensions_in_code_and_in_the_metrics_file
                 assert r.flush(10)
         assert [x["dims"] for x in sent_reports(recorder)] == [{"platform": "other"}] * 2
     with pytest.raises(InvalidParameterError, match="dark_mode"):
-        Reporter("http://127.0.0.1:9", privacy_dir=IN_MEMORY, metrics={"dark_mode": {
+        Reporter("http://127.0.0.1:9", storage=Storage(privacy_dir=IN_MEMORY),
+                 metrics={"dark_mode": {
             "mechanism": RR, "dimensions": {"platform": {"values": []}}}})
 
 

@@ -24,7 +24,14 @@ from itertools import product
 
 import pytest
 
-from deniable.client import BudgetExceededError, InvalidParameterError, Reporter
+from deniable.client import (
+    BudgetExceededError,
+    Delivery,
+    InvalidParameterError,
+    Privacy,
+    Reporter,
+    Storage,
+)
 from deniable.client.budget import Budget
 from deniable.client.categorical import KaryRandomizedResponse, UnaryEncoding, domain_tag
 from deniable.client.kinds import MetricSpec
@@ -53,9 +60,9 @@ def reporter(**options: object) -> Iterator[tuple[Reporter, list[bytes]]]:
     """A Reporter with METRICS declared, uploading to a recording collector; yields it and
     the POSTed bodies (complete once the block ends)."""
     with recording_collector({"metrics": []}) as (url, recorder):
-        options = {"one_per_period": False, "privacy_dir": ":memory:", "batch_size": 1000,
-                   **options}
-        with Reporter(url, METRICS, **options) as client:  # type: ignore[arg-type]
+        privacy = Privacy(**{"one_per_period": False, **options})  # type: ignore[arg-type]
+        with Reporter(url, METRICS, storage=Storage(privacy_dir=":memory:"),
+                      delivery=Delivery(batch_size=1000), privacy=privacy) as client:
             yield client, recorder.bodies
             assert client.flush(60)
 
@@ -137,8 +144,10 @@ def fresh_reports() -> Sent:
             sent[metric] = {}
             for value in values:
                 recorder.bodies.clear()
-                with Reporter(url, METRICS, one_per_period=False, fresh=set(FRESH_CASES),
-                              privacy_dir=":memory:", batch_size=1000) as client:
+                with Reporter(url, METRICS, storage=Storage(privacy_dir=":memory:"),
+                              delivery=Delivery(batch_size=1000),
+                              privacy=Privacy(one_per_period=False,
+                                              fresh=set(FRESH_CASES))) as client:
                     for _ in range(n):
                         client.report(metric, value)
                     assert client.flush(60)
@@ -214,8 +223,9 @@ def test_averaging_k_memoized_reports_guesses_no_better_than_one_and_fresh_ones_
         for mode in hits:
             for _ in range(devices):  # a Reporter with its own device secret each
                 recorder.bodies.clear()
-                with Reporter(url, {"os": GRR}, one_per_period=False, privacy_dir=":memory:",
-                              fresh={"os"} if mode == "fresh" else ()) as client:
+                with Reporter(url, {"os": GRR}, storage=Storage(privacy_dir=":memory:"),
+                              privacy=Privacy(one_per_period=False,
+                                              fresh={"os"} if mode == "fresh" else ())) as client:
                     for _ in range(k):
                         client.report("os", "ios")
                     assert client.flush(10)
@@ -332,5 +342,5 @@ def test_booleans_keep_their_path_and_wire_bytes() -> None:
 
 def test_an_instantaneous_layer_is_refused_for_other_kinds() -> None:
     with pytest.raises(InvalidParameterError, match="boolean metrics only"):
-        Reporter("http://127.0.0.1:9", {"os": GRR}, irr={"os": "rr:3/4:1/2"},
-                 privacy_dir=":memory:")
+        Reporter("http://127.0.0.1:9", {"os": GRR}, storage=Storage(privacy_dir=":memory:"),
+                 privacy=Privacy(irr={"os": "rr:3/4:1/2"}))

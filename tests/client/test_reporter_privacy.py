@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from deniable.client import BudgetExceededError, Reporter
+from deniable.client import BudgetExceededError, Privacy, Reporter
 from deniable.client.budget import Budget
 from deniable.client.mechanism import DEFAULT, RandomizedResponse
 from deniable.client.metrics import describe_metric
@@ -25,7 +25,7 @@ def sent_bits(recorder, metric: str) -> list[int]:  # type: ignore[no-untyped-de
 
 def test_repeats_of_a_value_send_the_same_memoized_answer_by_default() -> None:
     with recording_collector(CATALOGUE) as (url, recorder):
-        with Reporter(url, DECLARED, one_per_period=False) as reporter:
+        with Reporter(url, DECLARED, privacy=Privacy(one_per_period=False)) as reporter:
             for _ in range(50):
                 reporter.report("feature_x_enabled", True)
                 reporter.report("dark_mode", False)
@@ -41,7 +41,8 @@ def test_memoized_answers_survive_a_restart_beside_the_queue(tmp_path: Path) -> 
     answers = []
     with recording_collector(CATALOGUE) as (url, recorder):
         for _ in range(3):  # three app runs
-            with Reporter(url, DECLARED, one_per_period=False, queue_path=queue) as reporter:
+            with Reporter(url, DECLARED, privacy=Privacy(one_per_period=False),
+                          queue_path=queue) as reporter:
                 for _ in range(20):
                     reporter.report("dark_mode", True)
             answers.append(set(sent_bits(recorder, "dark_mode")))
@@ -53,8 +54,9 @@ def test_memoized_answers_survive_a_restart_beside_the_queue(tmp_path: Path) -> 
 def test_fresh_metrics_spend_their_budget_and_refusals_are_counted() -> None:
     with recording_collector(CATALOGUE) as (url, recorder):
         budget = Budget.for_reports(3, DEFAULT.epsilon)
-        with Reporter(url, DECLARED, one_per_period=False, fresh={"feature_x_enabled"},
-                      budgets={"feature_x_enabled": budget}) as reporter:
+        with Reporter(url, DECLARED,
+                      privacy=Privacy(one_per_period=False, fresh={"feature_x_enabled"},
+                                      budgets={"feature_x_enabled": budget})) as reporter:
             for _ in range(3):
                 reporter.report("feature_x_enabled", True)
             with pytest.raises(BudgetExceededError):
@@ -65,8 +67,9 @@ def test_fresh_metrics_spend_their_budget_and_refusals_are_counted() -> None:
 
 def test_an_instantaneous_layer_keeps_the_wire_mechanism_exact() -> None:
     with recording_collector(CATALOGUE) as (url, recorder):
-        with Reporter(url, DECLARED, one_per_period=False,
-                      irr={"feature_x_enabled": "rr:3/4:1/2"}) as reporter:
+        with Reporter(url, DECLARED,
+                      privacy=Privacy(one_per_period=False,
+                                      irr={"feature_x_enabled": "rr:3/4:1/2"})) as reporter:
             for _ in range(2000):
                 reporter.report("feature_x_enabled", True)
             loss = reporter.privacy_loss("feature_x_enabled")

@@ -8,7 +8,7 @@ from email.utils import formatdate
 
 import pytest
 
-from deniable.client import Reporter, UploadError
+from deniable.client import Delivery, Privacy, Reporter, UploadError
 from deniable.client.mechanism import DEFAULT
 from deniable.client.metrics import describe_metric
 from deniable.client.transport import Transport, parse_retry_after
@@ -38,8 +38,8 @@ def wait_for(predicate, timeout: float = 10.0) -> None:  # type: ignore[no-untyp
 def test_retry_after_is_honoured_and_the_same_bytes_are_resent(status: int) -> None:
     answers = [(status, {"Retry-After": "1"})]
     with recording_collector(CATALOGUE, answers) as (url, recorder):
-        with Reporter(url, one_per_period=False,
-                      metrics=METRICS, batch_size=5, backoff=0.01) as reporter:
+        with Reporter(url, delivery=Delivery(batch_size=5, backoff=0.01),
+                      privacy=Privacy(one_per_period=False), metrics=METRICS) as reporter:
             for _ in range(5):
                 reporter.report("feature_x_enabled", True)
             wait_for(lambda: reporter.stats().sent == 5)
@@ -51,8 +51,8 @@ def test_retry_after_is_honoured_and_the_same_bytes_are_resent(status: int) -> N
 @pytest.mark.slow
 def test_a_flush_does_not_cut_a_retry_after_short() -> None:
     with recording_collector(CATALOGUE, [(503, {"Retry-After": "1"})]) as (url, recorder):
-        with Reporter(url, one_per_period=False,
-                      metrics=METRICS, batch_size=1, backoff=0.01) as reporter:
+        with Reporter(url, delivery=Delivery(batch_size=1, backoff=0.01),
+                      privacy=Privacy(one_per_period=False), metrics=METRICS) as reporter:
             reporter.report("feature_x_enabled", True)
             wait_for(lambda: len(recorder.bodies) == 1)
             assert reporter.flush(timeout=5) is True
@@ -63,8 +63,8 @@ def test_a_flush_does_not_cut_a_retry_after_short() -> None:
 def test_retries_back_off_exponentially() -> None:
     answers = [(500, {}), (502, {}), (504, {})]
     with recording_collector(CATALOGUE, answers) as (url, recorder):
-        reporter = Reporter(url, one_per_period=False,
-                            metrics=METRICS, batch_size=1, backoff=0.1, max_backoff=10)
+        reporter = Reporter(url, delivery=Delivery(batch_size=1, backoff=0.1, max_backoff=10),
+                            privacy=Privacy(one_per_period=False), metrics=METRICS)
         reporter._sender._rand = Largest()
         reporter.report("feature_x_enabled", False)
         wait_for(lambda: len(recorder.bodies) == 4)
@@ -77,15 +77,15 @@ def test_retries_back_off_exponentially() -> None:
 
 def test_the_default_delays_come_from_the_system_csprng() -> None:
     with recording_collector(CATALOGUE) as (url, _):
-        with Reporter(url, one_per_period=False, metrics=METRICS) as reporter:
+        with Reporter(url, privacy=Privacy(one_per_period=False), metrics=METRICS) as reporter:
             assert type(reporter._sender._rand) is random.SystemRandom
 
 
 @pytest.mark.slow
 def test_upload_jitter_delays_the_first_upload_after_idle() -> None:
     with recording_collector(CATALOGUE) as (url, recorder):
-        reporter = Reporter(url, one_per_period=False,
-                            metrics=METRICS, batch_size=1, upload_jitter=0.5)
+        reporter = Reporter(url, delivery=Delivery(batch_size=1, upload_jitter=0.5),
+                            privacy=Privacy(one_per_period=False), metrics=METRICS)
         reporter._sender._rand = Largest()
         sealed_at = time.monotonic()
         reporter.report("feature_x_enabled", True)
@@ -99,8 +99,8 @@ def test_a_batch_of_refused_metrics_is_kept_per_metric_and_the_queue_moves_on(
     # "not_registered" is a valid name the collector does not know: its whole batch is
     # refused (422 with a "refused" member), and the reports are kept, not dead-lettered.
     metrics = {"not_registered": "rr:1/2:1/2", "feature_x_enabled": "rr:1/2:1/2"}
-    with Reporter(live_collector.url, one_per_period=False,
-                  metrics=metrics, batch_size=3) as reporter:
+    with Reporter(live_collector.url, delivery=Delivery(batch_size=3),
+                  privacy=Privacy(one_per_period=False), metrics=metrics) as reporter:
         for _ in range(3):
             reporter.report("not_registered", True)
         for _ in range(3):
@@ -122,7 +122,8 @@ def test_a_batch_of_refused_metrics_is_kept_per_metric_and_the_queue_moves_on(
 
 def test_a_batch_the_collector_refuses_whole_is_dead_lettered() -> None:
     with recording_collector(CATALOGUE, [(400, {})]) as (url, recorder):
-        with Reporter(url, one_per_period=False, metrics=METRICS, batch_size=2) as reporter:
+        with Reporter(url, delivery=Delivery(batch_size=2), privacy=Privacy(one_per_period=False),
+                      metrics=METRICS) as reporter:
             for _ in range(4):
                 reporter.report("feature_x_enabled", True)
             assert reporter.flush(timeout=10) is True

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from deniable.client import IN_MEMORY, InvalidParameterError, Reporter
+from deniable.client import IN_MEMORY, InvalidParameterError, Privacy, Reporter, Storage
 from deniable.client.longitudinal import LongitudinalGuard
 from deniable.client.mechanism import DEFAULT, RandomizedResponse
 from deniable.client.memo import memo_bit
@@ -101,8 +101,8 @@ def test_reporters_of_one_app_share_one_state(_private_data_home: Path) -> None:
     with recording_collector(CATALOGUE) as (url, recorder):
         # The one-report-per-period gate is off (it is shared too: with it, one report a day
         # in all), so that every call shows the answer the shared memo gives.
-        first, second = (Reporter(url, metrics=METRICS, one_per_period=False),
-                         Reporter(url, metrics=METRICS, one_per_period=False))
+        first, second = (Reporter(url, metrics=METRICS, privacy=Privacy(one_per_period=False)),
+                         Reporter(url, metrics=METRICS, privacy=Privacy(one_per_period=False)))
         for _ in range(20):
             first.report("feature_x_enabled", True)
             second.report("feature_x_enabled", True)
@@ -142,7 +142,7 @@ def test_in_memory_state_is_asked_for_by_name_and_warned_about(
     assert len(warnings) == restarts
     assert "last only as long as this process" in warnings[0].getMessage()
     with recording_collector(CATALOGUE) as (url, _):
-        Reporter(url, metrics=METRICS, privacy_dir=IN_MEMORY).close()
+        Reporter(url, metrics=METRICS, storage=Storage(privacy_dir=IN_MEMORY)).close()
     assert not (_private_data_home / "deniable").exists()  # nothing written anywhere
 
 

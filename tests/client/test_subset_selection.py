@@ -22,7 +22,14 @@ from typing import Any
 
 import pytest
 
-from deniable.client import InvalidParameterError, Reporter, WireFormatError
+from deniable.client import (
+    Delivery,
+    InvalidParameterError,
+    Privacy,
+    Reporter,
+    Storage,
+    WireFormatError,
+)
 from deniable.client.categorical import (KaryRandomizedResponse, SubsetSelection,
                                          UnaryEncoding, choose_categorical, domain_tag,
                                          unique_share, MAX_UNIQUE_SHARE,
@@ -340,9 +347,9 @@ SS = MetricSpec.build("categorical", categories=FRUIT,
 @contextmanager
 def reporter(**options: object) -> Iterator[tuple[Reporter, list[bytes]]]:
     with recording_collector({"metrics": []}) as (url, recorder):
-        options = {"one_per_period": False, "privacy_dir": ":memory:", "batch_size": 1000,
-                   **options}
-        with Reporter(url, {"fruit": SS}, **options) as client:  # type: ignore[arg-type]
+        privacy = Privacy(**{"one_per_period": False, **options})  # type: ignore[arg-type]
+        with Reporter(url, {"fruit": SS}, storage=Storage(privacy_dir=":memory:"),
+                      delivery=Delivery(batch_size=1000), privacy=privacy) as client:
             yield client, recorder.bodies
             assert client.flush(60)
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import requests
 
-from deniable.client import Reporter
+from deniable.client import Delivery, Privacy, Reporter
 from deniable.client.wire import encode_batch, new_batch_id
 from deniable.collector.server import CollectorProcess
 from tests.rediscluster import RedisClusterNodes
@@ -108,9 +108,10 @@ def run_through_a_failover(redis_cluster: RedisClusterNodes, collector: Collecto
     stop_reporting = threading.Event()
     handed = 0
     # One Reporter stands in for a stream of devices: every call is sent (no period gate).
-    with Reporter(collector.url, METRICS, queue_path=tmp_path / "queue.db", batch_size=50,
-                  max_batch_age=0.05, backoff=0.05, max_backoff=1.0,
-                  one_per_period=False) as reporter:
+    with Reporter(collector.url, METRICS, queue_path=tmp_path / "queue.db",
+                  delivery=Delivery(batch_size=50, max_batch_age=0.05, backoff=0.05,
+                                    max_backoff=1.0),
+                  privacy=Privacy(one_per_period=False)) as reporter:
 
         def report() -> None:
             nonlocal handed

@@ -18,7 +18,7 @@ import requests
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from deniable.client import Reporter
+from deniable.client import Privacy, Reporter
 from deniable.collector.auth import create_key
 from deniable.collector.server import CollectorProcess
 from tests.conftest import OPEN_ENV, snapshot
@@ -262,8 +262,8 @@ def test_mechanism_ids_are_bounded_at_2_to_the_64_on_the_collector(
     ingest = create_key(redis_client, "ingest", app="wide").secret
     time.sleep(1.5)  # every worker's registry cache (1 s here) has seen the new metric
     with Reporter(live_secure_collector.url, {"wide_metric": edge}, token=ingest,
-                  fresh={"wide_metric"},
-                  one_per_period=False) as reporter:  # 20 draws, not 20 devices
+                  privacy=Privacy(fresh={"wide_metric"},
+                                  one_per_period=False)) as reporter:  # 20 draws, not 20 devices
         for _ in range(20):
             reporter.report("wide_metric", True)
         assert reporter.flush(timeout=10)

@@ -16,7 +16,7 @@ import pytest
 import redis
 import requests
 
-from deniable.client import Reporter
+from deniable.client import Delivery, Privacy, Reporter
 from deniable.client.wire import decode_batch, encode_batch, new_batch_id
 from deniable.core import keys
 from deniable.collector.auth import create_key
@@ -41,8 +41,8 @@ def test_after_real_traffic_the_scan_finds_nothing(redis_url: str, metrics_file:
     headers = {"X-Forwarded-For": CLIENT_IP, "User-Agent": "secret-agent/1.0"}
     with CollectorProcess(redis_url, metrics_file, workers=2, env=env) as collector:
         # Traffic of many devices from one Reporter: every call is sent (no period gate).
-        with Reporter(collector.url, metrics_file, token=ingest, batch_size=50,
-                      one_per_period=False) as reporter:
+        with Reporter(collector.url, metrics_file, token=ingest, delivery=Delivery(batch_size=50),
+                      privacy=Privacy(one_per_period=False)) as reporter:
             for i in range(400):
                 reporter.report(X, i % 3 == 0)
                 reporter.report(DARK, i % 5 == 0)

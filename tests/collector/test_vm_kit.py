@@ -27,7 +27,7 @@ from pathlib import Path
 import pytest
 import requests
 
-from deniable.client import Reporter
+from deniable.client import Connection, Delivery, Privacy, Reporter
 from deniable.client.wire import encode_batch, new_batch_id
 from deniable.collector.server import CollectorProcess
 from tests.client.test_sender import wait_for
@@ -201,8 +201,9 @@ def test_the_real_client_over_tls_with_a_private_ca_counts_exactly(
         requests.get(f"{url}/healthz", timeout=5)
     monkeypatch.delenv("REQUESTS_CA_BUNDLE", raising=False)  # only verify= trusts the CA
     # One Reporter stands in for many devices: every call is sent (no period gate).
-    with Reporter(url, DECLARED, batch_size=100, verify=str(tls.ca),
-                  one_per_period=False) as reporter:
+    with Reporter(url, DECLARED, delivery=Delivery(batch_size=100),
+                  privacy=Privacy(one_per_period=False),
+                  connection=Connection(verify=str(tls.ca))) as reporter:
         wait_for(lambda: reporter.catalogue_fetched)  # fetched over TLS through nginx
         for i in range(1_000):
             reporter.report("feature_x_enabled", i % 10 == 0)

@@ -8,7 +8,7 @@ import pytest
 import requests
 
 from deniable.cli.main import main
-from deniable.client import Reporter
+from deniable.client import Delivery, Privacy, Reporter
 from deniable.collector import auth
 from deniable.collector.server import CollectorProcess
 from tests.client.test_sender import wait_for
@@ -35,8 +35,8 @@ def test_an_app_reports_with_its_key_and_an_analyst_reads_with_theirs(
         assert keyless.stats().key_refused and not keyless.catalogue_fetched
         assert "401" in (keyless.last_error or "")
         keyless.close(timeout=0)
-    with Reporter(url, DECLARED, one_per_period=False, token=ingest.secret,
-                  batch_size=100) as reporter:
+    with Reporter(url, DECLARED, delivery=Delivery(batch_size=100),
+                  privacy=Privacy(one_per_period=False), token=ingest.secret) as reporter:
         for i in range(300):
             reporter.report(X, i % 3 == 0)
     # The leaked-ingest-key case: it cannot read counts.

@@ -31,7 +31,7 @@ import pytest
 import redis
 import requests
 
-from deniable.client import Reporter
+from deniable.client import Delivery, Privacy, Reporter, Storage
 from deniable.client.budget import DEFAULT_MAX_METRIC_EPSILON
 from deniable.client.longitudinal import LongitudinalGuard
 from deniable.collector import auth
@@ -107,8 +107,9 @@ def test_past_the_cap_a_changed_boolean_is_not_told_by_silence(
 
     def run(i: int, j: int, value: bool) -> tuple[int, int]:
         before = observed(url, read, version(j).id)
-        with Reporter(url, {METRIC: DECLARED}, token=ingest, privacy_dir=states[i],
-                      batch_size=10, one_per_period=False) as reporter:
+        with Reporter(url, {METRIC: DECLARED}, token=ingest, storage=Storage(privacy_dir=states[i]),
+                      delivery=Delivery(batch_size=10),
+                      privacy=Privacy(one_per_period=False)) as reporter:
             wait_for(lambda: reporter.metrics[METRIC] == version(j))
             reporter.report(METRIC, value)
             assert reporter.flush(timeout=10)

@@ -18,7 +18,14 @@ import pytest
 import requests
 
 from deniable.cli.main import main
-from deniable.client import InvalidParameterError, Reporter, UnknownMetricError
+from deniable.client import (
+    Connection,
+    Delivery,
+    InvalidParameterError,
+    Privacy,
+    Reporter,
+    UnknownMetricError,
+)
 from deniable.collector import auth
 from tests.netfaults import (closed_port_url, make_private_ca, slow_proxy, stalled_listener,
                              tls_proxy)
@@ -85,7 +92,8 @@ def test_a_stalled_collector_never_blocks_the_app_and_nothing_is_lost(
         # local work only, creating the SQLite file: a network wait would be the 10 s read
         # timeout against this listener.)
         fresh, took = timed(lambda: Reporter(stalled, token=keys.ingest.secret,
-                                             queue_path=tmp_path / "fresh.db", one_per_period=False))
+                                             queue_path=tmp_path / "fresh.db",
+                                             privacy=Privacy(one_per_period=False)))
         assert took < 1.0
         with pytest.raises(UnknownMetricError):
             fresh.report(X, True)                # not declared: never reported
@@ -93,7 +101,8 @@ def test_a_stalled_collector_never_blocks_the_app_and_nothing_is_lost(
         assert timed(lambda: fresh.close(timeout=0.5))[1] < 0.5 + DEADLINE_SLACK
 
         reporter, took = timed(lambda: Reporter(stalled, DECLARED, token=keys.ingest.secret,
-                                                queue_path=queue, batch_size=10, one_per_period=False))
+                                                queue_path=queue, delivery=Delivery(batch_size=10),
+                                                privacy=Privacy(one_per_period=False)))
         assert took < 1.0 and reporter.ready
         for i in range(45):
             reporter.report(X if i % 3 else DARK, i % 2 == 0)
@@ -107,7 +116,8 @@ def test_a_stalled_collector_never_blocks_the_app_and_nothing_is_lost(
         assert drained is False and took < 0.5 + DEADLINE_SLACK
     # The network is back: the same queue file delivers everything, exactly once.
     url = live_secure_collector.url
-    with Reporter(url, DECLARED, token=keys.ingest.secret, queue_path=queue, one_per_period=False) as back:
+    with Reporter(url, DECLARED, token=keys.ingest.secret, queue_path=queue,
+                  privacy=Privacy(one_per_period=False)) as back:
         at_start = back.stats()  # its sender starts at once: some may be sent already
         assert at_start.queued + at_start.sent == 45 and at_start.dead_lettered == 0
         assert back.flush(timeout=20) is True
@@ -119,7 +129,9 @@ def test_a_closed_port_first_launch_keeps_the_declared_reports(
     keys, queue = Keys(redis_client), tmp_path / "q.db"
     closed = closed_port_url()
     reporter, took = timed(lambda: Reporter(closed, DECLARED, token=keys.ingest.secret,
-                                            queue_path=queue, batch_size=5, backoff=0.05, one_per_period=False))
+                                            queue_path=queue,
+                                            delivery=Delivery(batch_size=5, backoff=0.05),
+                                            privacy=Privacy(one_per_period=False)))
     assert took < 1.0
     for i in range(12):
         reporter.report(DARK, i % 4 == 0)
@@ -130,7 +142,8 @@ def test_a_closed_port_first_launch_keeps_the_declared_reports(
     assert drained is False and took < 0.4 + DEADLINE_SLACK
 
     url = live_secure_collector.url
-    with Reporter(url, DECLARED, token=keys.ingest.secret, queue_path=queue, one_per_period=False) as back:
+    with Reporter(url, DECLARED, token=keys.ingest.secret, queue_path=queue,
+                  privacy=Privacy(one_per_period=False)) as back:
         assert back.flush(timeout=20) is True
         assert_exactly_once(url, keys, back.ledger(), {DARK: 12})
 
@@ -141,7 +154,8 @@ def test_a_slow_collector_abandoned_at_the_deadline_still_counts_once(
     url = live_secure_collector.url
     with slow_proxy(port_of(url), delay=0.8) as slow:
         reporter = Reporter(slow, DECLARED, token=keys.ingest.secret, queue_path=queue,
-                            batch_size=10, timeout=(2.0, 5.0), one_per_period=False)
+                            delivery=Delivery(batch_size=10), privacy=Privacy(one_per_period=False),
+                            connection=Connection(timeout=(2.0, 5.0)))
         for i in range(30):
             reporter.report(X, i % 5 == 0)
         # A request is in flight at each deadline: flush and close give it up on time.
@@ -152,7 +166,8 @@ def test_a_slow_collector_abandoned_at_the_deadline_still_counts_once(
         time.sleep(1.0)  # the abandoned request reaches the collector and is counted there
         # The slow path still works for a patient app.
         with Reporter(slow, DECLARED, token=keys.ingest.secret, queue_path=queue,
-                      timeout=(2.0, 5.0), one_per_period=False) as patient:
+                      privacy=Privacy(one_per_period=False),
+                      connection=Connection(timeout=(2.0, 5.0))) as patient:
             for i in range(10):
                 patient.report(X, True)
             assert patient.flush(timeout=30) is True
@@ -183,7 +198,7 @@ def test_the_atexit_hook_keeps_its_deadline_against_a_stalled_collector(tmp_path
     assert times["exited"] - times["leaving"] < 0.5 + DEADLINE_SLACK
     for i in range(2):  # nothing lost: the reports wait in each queue file
         with Reporter(closed_port_url(), {"dark_mode": "rr:3/4:1/2"},
-                      queue_path=tmp_path / f"q{i}", one_per_period=False) as left:
+                      queue_path=tmp_path / f"q{i}", privacy=Privacy(one_per_period=False)) as left:
             assert left.stats().queued == 3
             left.close(timeout=0)
 
@@ -194,7 +209,8 @@ def test_a_revoked_key_keeps_the_data_until_a_valid_key_delivers_it_once(
         live_secure_collector, redis_client, redis_url, tmp_path: Path, capsys) -> None:
     keys, queue, url = Keys(redis_client), tmp_path / "q.db", live_secure_collector.url
     reporter = Reporter(url, DECLARED, token=keys.ingest.secret, queue_path=queue,
-                        batch_size=10, backoff=0.05, one_per_period=False)
+                        delivery=Delivery(batch_size=10, backoff=0.05),
+                        privacy=Privacy(one_per_period=False))
     for i in range(20):
         reporter.report(X, i % 2 == 0)
     assert reporter.flush(timeout=20) is True
@@ -214,7 +230,8 @@ def test_a_revoked_key_keeps_the_data_until_a_valid_key_delivers_it_once(
 
     # The app gets a valid key: the same queue file delivers every batch, exactly once.
     second = auth.create_key(redis_client, "ingest", "shop")
-    reporter = Reporter(url, DECLARED, token=second.secret, queue_path=queue, backoff=0.05, one_per_period=False)
+    reporter = Reporter(url, DECLARED, token=second.secret, queue_path=queue,
+                        delivery=Delivery(backoff=0.05), privacy=Privacy(one_per_period=False))
     assert reporter.flush(timeout=20) is True
     assert not reporter.stats().key_refused and reporter.last_error is None
     # And a key replaced while running: set_token.
@@ -259,8 +276,9 @@ def test_a_huge_epsilon_in_the_catalogue_is_never_used(
 
     # The declared mechanism is the floor, and the collector still accepts it (an unretired
     # earlier version of the metric).
-    with Reporter(url, DECLARED, token=keys.ingest.secret, batch_size=10,
-                  catalogue_refresh=0.1, one_per_period=False) as reporter:
+    with Reporter(url, DECLARED, token=keys.ingest.secret,
+                  delivery=Delivery(batch_size=10, catalogue_refresh=0.1),
+                  privacy=Privacy(one_per_period=False)) as reporter:
         wait_for(lambda: DARK in reporter.stats().floored_metrics)
         assert reporter.metrics[DARK].id == DARK_MECH
         assert reporter.privacy_loss(DARK).one_report_epsilon == pytest.approx(math.log(7))
@@ -279,14 +297,16 @@ def test_a_huge_epsilon_in_the_catalogue_is_never_used(
 def test_the_ceiling_can_be_raised_or_lowered_by_the_app(
         live_secure_collector, redis_client) -> None:
     keys, url = Keys(redis_client), live_secure_collector.url
-    with Reporter(url, {X: "rr:1/2:1/2"}, token=keys.ingest.secret, max_epsilon=1.5,
-                  one_per_period=False) as strict:
+    with Reporter(url, {X: "rr:1/2:1/2"}, token=keys.ingest.secret,
+                  privacy=Privacy(max_epsilon=1.5, one_per_period=False)) as strict:
         wait_for(lambda: strict.catalogue_fetched)
         assert set(strict.metrics) == {X}  # the served dark_mode (ln 7) is not declared
         strict.close(timeout=0)
     with pytest.raises(InvalidParameterError, match="max_epsilon"):
-        Reporter(url, DECLARED, max_epsilon=1.5, one_per_period=False)   # declaring above it is a programming error
-    with Reporter(url, DECLARED, token=keys.ingest.secret, one_per_period=False) as default:
+        # Declaring above it is a programming error.
+        Reporter(url, DECLARED, privacy=Privacy(max_epsilon=1.5, one_per_period=False))
+    with Reporter(url, DECLARED, token=keys.ingest.secret,
+                  privacy=Privacy(one_per_period=False)) as default:
         assert set(default.metrics) == {X, DARK}    # ln 3 and ln 7 pass the default ln 9
         default.close(timeout=0)
 
@@ -303,7 +323,8 @@ def test_tls_with_a_private_ca(live_secure_collector, redis_client, tmp_path: Pa
         # The default trust store does not know the private CA: the failure names itself,
         # and the reports stay queued.
         reporter = Reporter(https, DECLARED, token=keys.ingest.secret, queue_path=queue,
-                            batch_size=5, backoff=0.05, one_per_period=False)
+                            delivery=Delivery(batch_size=5, backoff=0.05),
+                            privacy=Privacy(one_per_period=False))
         for i in range(10):
             reporter.report(X, i % 2 == 1)
         wait_for(lambda: reporter.last_error is not None)
@@ -312,7 +333,8 @@ def test_tls_with_a_private_ca(live_secure_collector, redis_client, tmp_path: Pa
         # The process-wide REQUESTS_CA_BUNDLE cannot replace the bundle the app gives.
         monkeypatch.setenv("REQUESTS_CA_BUNDLE", str(other.ca_pem))
         with Reporter(https, DECLARED, token=keys.ingest.secret, queue_path=queue,
-                      verify=ca.ca_pem, one_per_period=False) as trusted:
+                      privacy=Privacy(one_per_period=False),
+                      connection=Connection(verify=ca.ca_pem)) as trusted:
             assert trusted.stats().queued == 10
             for i in range(5):
                 trusted.report(DARK, True)
@@ -322,20 +344,24 @@ def test_tls_with_a_private_ca(live_secure_collector, redis_client, tmp_path: Pa
 
 def test_verify_false_needs_an_explicit_insecure_flag(tmp_path: Path) -> None:
     with pytest.raises(InvalidParameterError, match="insecure_skip_verify"):
-        Reporter("https://127.0.0.1:9", DECLARED, verify=False, one_per_period=False)
+        Reporter("https://127.0.0.1:9", DECLARED, privacy=Privacy(one_per_period=False),
+                 connection=Connection(verify=False))
     with pytest.raises(InvalidParameterError, match="verify=False"):
-        Reporter("https://127.0.0.1:9", DECLARED, insecure_skip_verify=True, one_per_period=False)
+        Reporter("https://127.0.0.1:9", DECLARED, privacy=Privacy(one_per_period=False),
+                 connection=Connection(insecure_skip_verify=True))
     with pytest.raises(InvalidParameterError, match="does not exist"):
-        Reporter("https://127.0.0.1:9", DECLARED, verify=tmp_path / "missing.pem", one_per_period=False)
-    insecure = Reporter("https://127.0.0.1:9", DECLARED, verify=False,
-                        insecure_skip_verify=True, one_per_period=False)
+        Reporter("https://127.0.0.1:9", DECLARED, privacy=Privacy(one_per_period=False),
+                 connection=Connection(verify=tmp_path / "missing.pem"))
+    insecure = Reporter("https://127.0.0.1:9", DECLARED, privacy=Privacy(one_per_period=False),
+                        connection=Connection(verify=False, insecure_skip_verify=True))
     insecure.close(timeout=0)
 
 
 def test_the_collectors_metrics_file_can_declare_the_metrics(
         live_secure_collector, redis_client, metrics_file: Path) -> None:
     keys, url = Keys(redis_client), live_secure_collector.url
-    with Reporter(url, metrics_file, token=keys.ingest.secret, one_per_period=False) as reporter:
+    with Reporter(url, metrics_file, token=keys.ingest.secret,
+                  privacy=Privacy(one_per_period=False)) as reporter:
         assert reporter.ready and {m: r.id for m, r in reporter.metrics.items()} == DECLARED
         for _ in range(7):
             reporter.report(DARK, False)

@@ -29,7 +29,7 @@ import requests
 
 from deniable.analysis import HTTPSource, series
 from deniable.analysis.timeseries import floor
-from deniable.client import Reporter
+from deniable.client import Delivery, Privacy, Reporter
 from deniable.collector.auth import create_key
 from deniable.collector.server import CollectorProcess
 
@@ -197,9 +197,10 @@ def test_dashboard_renders_the_analysis_numbers_in_chromium(
     with CollectorProcess(redis_url, metrics_file, workers=1, env=env) as collector:
         for i, day in enumerate(days):
             clock.write_text(str(day * 86400))
-            with Reporter(collector.url, metrics_file, one_per_period=False, batch_size=1000,
-                          token=ingest, fresh={"feature_x_enabled", "dark_mode"}
-                          ) as reporter:  # many devices
+            with Reporter(collector.url, metrics_file, delivery=Delivery(batch_size=1000),
+                          privacy=Privacy(one_per_period=False,
+                                          fresh={"feature_x_enabled", "dark_mode"}),
+                          token=ingest) as reporter:  # many devices
                 for k in range(400 * (i + 1)):
                     reporter.report("feature_x_enabled", k % (i + 2) == 0)
                     reporter.report("dark_mode", k % 3 == 0)

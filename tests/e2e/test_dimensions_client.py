@@ -14,7 +14,7 @@ import pytest
 import redis
 import requests
 
-from deniable.client import Reporter
+from deniable.client import Delivery, Privacy, Reporter, Storage
 from deniable.client.dimensions import DimensionError
 from deniable.client.state import IN_MEMORY
 from deniable.collector.server import CollectorProcess
@@ -92,9 +92,10 @@ def test_reporters_with_dimensions_give_exact_per_value_counts(
     by_kind: dict[str, dict[str | None, Counter[str]]] = {
         kind: defaultdict(Counter) for kind in KINDS}
     for device, per_call, n in DEVICES:
-        with Reporter(url, DECLARED, dimensions=device, privacy_dir=IN_MEMORY,
-                      one_per_period=False, fresh={"dark_mode", *KINDS},
-                      batch_size=25) as reporter:
+        with Reporter(url, DECLARED, dimensions=device, storage=Storage(privacy_dir=IN_MEMORY),
+                      delivery=Delivery(batch_size=25),
+                      privacy=Privacy(one_per_period=False,
+                                      fresh={"dark_mode", *KINDS})) as reporter:
             for i in range(n):
                 reporter.report("dark_mode", i % 3 == 0, dims=per_call)
                 platform = {"platform": per_call["platform"]} if per_call else None

@@ -34,7 +34,7 @@ import pytest
 import redis
 import requests
 
-from deniable.client import InvalidParameterError, Reporter
+from deniable.client import Delivery, InvalidParameterError, Privacy, Reporter, Storage
 from deniable.client.longitudinal import LongitudinalGuard
 from deniable.client.mechanism import RandomizedResponse
 from deniable.collector import auth
@@ -118,7 +118,7 @@ def test_narrow_domains_and_decoys_leave_sending_independent_of_the_value(
         hostile: tuple[CollectorProcess, Path, dict[str, dict[str, str]], str], tmp_path: Path) -> None:
     collector, metrics, keys, ingest = hostile
     url = collector.url
-    declared = Reporter(url, metrics, privacy_dir=":memory:")
+    declared = Reporter(url, metrics, storage=Storage(privacy_dir=":memory:"))
     os_id, startup_id = (declared.specs[m].mechanism.id for m in ("os", "startup_ms"))
     declared.close(timeout=0)
     # Ten devices: two per label; start-up times one in each of ten 625 ms bands.
@@ -132,8 +132,8 @@ def test_narrow_domains_and_decoys_leave_sending_independent_of_the_value(
     for body in decoys:
         decoy_ids.append((body["name"], publish(url, keys, body)))
         for i, (state, label, startup) in enumerate(devices):
-            with Reporter(url, metrics, token=ingest, privacy_dir=state,
-                          one_per_period=False) as reporter:
+            with Reporter(url, metrics, token=ingest, storage=Storage(privacy_dir=state),
+                          privacy=Privacy(one_per_period=False)) as reporter:
                 wait_for(lambda: reporter.catalogue_fetched)
                 assert reporter.stats().ignored_served[str(body["name"])] >= 1
                 for metric, value in (("os", label), ("startup_ms", startup)):
@@ -194,7 +194,8 @@ def test_served_fresh_and_hourly_policies_change_nothing_on_the_device(
     for d in range(DEVICES):
         value = d % 2 == 0
         state = tmp_path / f"device{d}"
-        with Reporter(url, metrics, token=ingest, privacy_dir=state, batch_size=50) as reporter:
+        with Reporter(url, metrics, token=ingest, storage=Storage(privacy_dir=state),
+                      delivery=Delivery(batch_size=50)) as reporter:
             wait_for(lambda: reporter.metrics["hourly_flag"] == SERVED)  # the version id only
             assert reporter.stats().ignored_served == {"hourly_flag": 2}  # memoization, period
             now = [monday]
@@ -228,8 +229,8 @@ def test_a_widened_dimension_list_never_carries_the_exact_build(
         "dimensions": {"app_version": {"values": candidates, "other": True}}}, status=200)
     device = {"app_version": "2.4.1177"}  # on the operator's list, not on the app's
     state = tmp_path / "device"
-    with Reporter(url, metrics, token=ingest, privacy_dir=state, dimensions=device,
-                  one_per_period=False) as reporter:
+    with Reporter(url, metrics, token=ingest, storage=Storage(privacy_dir=state),
+                  privacy=Privacy(one_per_period=False), dimensions=device) as reporter:
         wait_for(lambda: reporter.catalogue_fetched)
         assert reporter.stats().ignored_served == {"build_flag": 1}  # its dimensions
         assert reporter.dimensions["build_flag"].get("app_version").values == tuple(BUILDS)  # type: ignore[union-attr]

@@ -43,7 +43,7 @@ import pytest
 import redis
 import requests
 
-from deniable.client import Reporter
+from deniable.client import Privacy, Reporter, Storage
 from deniable.client.budget import DEFAULT_MAX_METRIC_EPSILON
 from deniable.client.categorical import (MAX_UNIQUE_SHARE, UnaryEncoding, domain_tag,
                                          unique_share)
@@ -146,7 +146,7 @@ def shipped(url: str, read: dict[str, str], work: Path) -> Path:
 def test_an_identifying_version_gets_no_report_from_any_device_whatever_its_value(
         hostile: tuple[str, Path, dict[str, str], dict[str, str], str], tmp_path: Path) -> None:
     url, metrics, admin, read, ingest = hostile
-    declared = Reporter(url, metrics, privacy_dir=":memory:")
+    declared = Reporter(url, metrics, storage=Storage(privacy_dir=":memory:"))
     wide_id, flag_id = (declared.specs[m].mechanism.id for m in ("wide", "flag"))
     chosen = declared.specs["wide"].mechanism
     declared.close(timeout=0)
@@ -162,8 +162,8 @@ def test_an_identifying_version_gets_no_report_from_any_device_whatever_its_valu
     python_sent = []
     for i, value in enumerate(values):
         state = tmp_path / f"device{i}"
-        with Reporter(url, metrics, token=ingest, privacy_dir=state,
-                      one_per_period=False) as reporter:
+        with Reporter(url, metrics, token=ingest, storage=Storage(privacy_dir=state),
+                      privacy=Privacy(one_per_period=False)) as reporter:
             wait_for(lambda: reporter.catalogue_fetched and "wide" not in reporter.metrics)
             assert "single this device out" in reporter.stats().withheld_metrics["wide"]
             for _ in range(2):
@@ -308,7 +308,7 @@ def test_node_batches_keep_call_order_whether_or_not_an_answer_is_new(
 def test_a_drifting_number_past_the_cap_reports_every_day(
         hostile: tuple[str, Path, dict[str, str], dict[str, str], str], tmp_path: Path) -> None:
     url, metrics, admin, read, ingest = hostile
-    declared = Reporter(url, metrics, privacy_dir=":memory:")
+    declared = Reporter(url, metrics, storage=Storage(privacy_dir=":memory:"))
     declared_id = declared.specs["startup_ms"].mechanism.id
     declared.close(timeout=0)
     days, drift, devices = 12, 150, 6
@@ -329,8 +329,8 @@ def test_a_drifting_number_past_the_cap_reports_every_day(
         row = []
         for i, state in enumerate(states):
             before = counts(url, read, "startup_ms", current)[0]
-            with Reporter(url, metrics, token=ingest, privacy_dir=state,
-                          one_per_period=False) as reporter:
+            with Reporter(url, metrics, token=ingest, storage=Storage(privacy_dir=state),
+                          privacy=Privacy(one_per_period=False)) as reporter:
                 wait_for(lambda: reporter.metrics["startup_ms"].id == current)
                 reporter.report("startup_ms", min(starts[i] + drift * day, 10000))
                 assert reporter.flush(timeout=10)

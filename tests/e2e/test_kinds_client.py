@@ -12,7 +12,7 @@ from deniable.analysis import HTTPSource
 from deniable.cli.sources import RedisSource
 from deniable.analysis.categorical import estimate_categories
 from deniable.analysis.numeric import estimate_mean
-from deniable.client import Reporter
+from deniable.client import Delivery, Privacy, Reporter
 from deniable.client.errors import InvalidParameterError
 from deniable.collector.server import CollectorProcess
 from tests.conftest import OPEN_ENV
@@ -75,8 +75,8 @@ def test_every_kind_travels_from_the_client_to_an_honest_estimate(kinds_collecto
     startup = [draw.uniform(200, 1800) for _ in range(REPORTS)]
     crashes = [draw.choice([0, 0, 0, 1, 3, 7, 2000]) for _ in range(REPORTS)]
     menu = [f"item_{min(63, int(draw.expovariate(0.2)))}" for _ in range(REPORTS)]
-    with Reporter(collector.url, metrics_path, one_per_period=False,
-                  batch_size=500) as reporter:
+    with Reporter(collector.url, metrics_path, delivery=Delivery(batch_size=500),
+                  privacy=Privacy(one_per_period=False)) as reporter:
         for i in range(REPORTS):
             reporter.report("os", true_os[i])
             reporter.report("startup_ms", startup[i])

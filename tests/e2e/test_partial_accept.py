@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from deniable.client import Reporter
+from deniable.client import Delivery, Privacy, Reporter
 from deniable.collector.server import CollectorProcess
 from tests.conftest import OPEN_ENV
 from tests.e2e.test_pipeline import counters
@@ -50,8 +50,9 @@ def test_the_valid_metrics_of_a_batch_are_counted_and_the_mismatched_one_is_kept
     app_metrics = tmp_path / "app.toml"
     app_metrics.write_text(COLLECTOR % "1.0")  # os at epsilon 1: not what the collector has
     queue = tmp_path / "queue.db"
-    with Reporter(collector.url, metrics=app_metrics, queue_path=queue, one_per_period=False,
-                  batch_size=3 * N) as reporter:
+    with Reporter(collector.url, metrics=app_metrics, queue_path=queue,
+                  delivery=Delivery(batch_size=3 * N),
+                  privacy=Privacy(one_per_period=False)) as reporter:
         for i in range(N):
             reporter.report("dark_mode", True)
             reporter.report("os", "ios")
@@ -75,7 +76,7 @@ def test_the_valid_metrics_of_a_batch_are_counted_and_the_mismatched_one_is_kept
     (tmp_path / "collector.toml").write_text(COLLECTOR % "1.0")
     collector.start()
     with Reporter(collector.url, metrics=app_metrics, queue_path=queue,
-                  one_per_period=False) as reporter:
+                  privacy=Privacy(one_per_period=False)) as reporter:
         deadline = time.monotonic() + 15
         while reporter.stats().refused and time.monotonic() < deadline:
             time.sleep(0.05)

@@ -11,7 +11,7 @@ import requests
 
 from deniable.analysis import HTTPSource, summarize
 from deniable.cli.sources import RedisSource
-from deniable.client import Reporter
+from deniable.client import Connection, Delivery, Privacy, Reporter
 from deniable.client.randomness import SecureBits
 from deniable.client.wire import new_batch_id
 from deniable.core import keys
@@ -37,8 +37,8 @@ def counters(redis_client: redis.Redis) -> dict[str, tuple[int, int]]:
 
 
 def test_counters_equal_exactly_what_the_client_sent(live_collector, redis_client) -> None:
-    with Reporter(live_collector.url, DECLARED, one_per_period=False,
-                  batch_size=100) as reporter:
+    with Reporter(live_collector.url, DECLARED, delivery=Delivery(batch_size=100),
+                  privacy=Privacy(one_per_period=False)) as reporter:
         for i in range(2_500):
             reporter.report("feature_x_enabled", i % 10 == 0)
             reporter.report("dark_mode", i % 2 == 0)
@@ -89,9 +89,10 @@ def test_a_retry_after_a_lost_response_reuses_the_batch_id(live_collector, redis
     # The first two POSTs reach the collector and are applied, but their answers are lost;
     # the client times out and retries the same batch id, which is counted once.
     with response_dropping_proxy(live_collector.port, drop_first=2) as proxy_url:
-        reporter = Reporter(proxy_url, one_per_period=False,
-                            metrics={"feature_x_enabled": "rr:1/2:1/2"},
-                            batch_size=50, timeout=(1.0, 1.0), backoff=0.05)
+        reporter = Reporter(proxy_url, delivery=Delivery(batch_size=50, backoff=0.05),
+                            privacy=Privacy(one_per_period=False),
+                            connection=Connection(timeout=(1.0, 1.0)),
+                            metrics={"feature_x_enabled": "rr:1/2:1/2"})
         for _ in range(50):
             reporter.report("feature_x_enabled", True)
         assert reporter.close(timeout=15) is True
@@ -102,10 +103,11 @@ def test_a_retry_after_a_lost_response_reuses_the_batch_id(live_collector, redis
 def test_a_failed_upload_stays_queued_and_is_retried_with_the_same_batch_id(
         redis_url: str, metrics_file: Path, redis_client, tmp_path: Path) -> None:
     collector = CollectorProcess(redis_url, metrics_file, workers=1, env=OPEN_ENV)
-    reporter = Reporter(collector.url, one_per_period=False,
-                        metrics={"dark_mode": "rr:3/4:1/2"}, batch_size=1000,
-                        queue_path=tmp_path / "queue.db", timeout=(0.5, 0.5), backoff=0.05,
-                        max_backoff=0.2)
+    reporter = Reporter(collector.url,
+                        delivery=Delivery(batch_size=1000, backoff=0.05, max_backoff=0.2),
+                        privacy=Privacy(one_per_period=False),
+                        connection=Connection(timeout=(0.5, 0.5)),
+                        metrics={"dark_mode": "rr:3/4:1/2"}, queue_path=tmp_path / "queue.db")
     for _ in range(40):
         reporter.report("dark_mode", False)
     assert reporter.flush(timeout=0.5) is False  # nobody is listening yet
@@ -123,8 +125,8 @@ def test_a_failed_upload_stays_queued_and_is_retried_with_the_same_batch_id(
 def test_analysis_reads_the_same_counts_over_http_and_from_redis(
         live_collector, redis_client, redis_url: str, metrics_file: Path) -> None:
     # One reporter plays 4,000 devices: fresh coins per report, as 4,000 memoized devices.
-    with Reporter(live_collector.url, metrics_file, one_per_period=False,
-                  batch_size=500, fresh={"feature_x_enabled"}) as reporter:
+    with Reporter(live_collector.url, metrics_file, delivery=Delivery(batch_size=500),
+                  privacy=Privacy(one_per_period=False, fresh={"feature_x_enabled"})) as reporter:
         for i in range(4_000):
             reporter.report("feature_x_enabled", i % 4 == 0)
     over_http = summarize(HTTPSource(live_collector.url).counts("feature_x_enabled"))

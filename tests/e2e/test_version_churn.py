@@ -27,7 +27,7 @@ import pytest
 import redis
 import requests
 
-from deniable.client import Reporter
+from deniable.client import Delivery, Privacy, Reporter, Storage
 from deniable.client.budget import DEFAULT_MAX_METRIC_EPSILON
 from deniable.client.errors import MetricCapError
 from deniable.client.longitudinal import LongitudinalGuard
@@ -117,8 +117,9 @@ def test_25_published_versions_reach_no_device_past_its_cap(
         for i, (state, value) in enumerate(devices):
             # The period gate is off: each version is reported on the same day (and a repeat
             # shows the memoized answer is free).
-            with Reporter(url, {METRIC: DECLARED}, token=ingest, privacy_dir=state,
-                          batch_size=10, one_per_period=False) as reporter:
+            with Reporter(url, {METRIC: DECLARED}, token=ingest, storage=Storage(privacy_dir=state),
+                          delivery=Delivery(batch_size=10),
+                          privacy=Privacy(one_per_period=False)) as reporter:
                 # The catalogue's new version, once fetched in the background.
                 wait_for(lambda: reporter.metrics[METRIC] == version(j))
                 reporter.report(METRIC, value)

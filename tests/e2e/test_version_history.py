@@ -24,6 +24,7 @@ from deniable.analysis import HTTPSource
 from deniable.analysis.history import history
 from deniable.analysis.timeseries import floor
 from deniable.cli.demo import _population_reporter
+from deniable.client import Delivery, Storage
 from deniable.collector.server import CollectorProcess
 from tests.analysis.test_charts_browser import _look
 from tests.conftest import OPEN_ENV
@@ -39,8 +40,8 @@ DAY = 86_400
 def _report(url: str, clock: Path, days: tuple[int, ...], share: float, tmp: Path,
             mechanism: str) -> None:
     # The app of each release declares the mechanism that release reports under.
-    reporter = _population_reporter(DEVICES, url, batch_size=500, privacy_dir=tmp,
-                                    metrics={METRIC: mechanism})
+    reporter = _population_reporter(DEVICES, url, delivery=Delivery(batch_size=500),
+                                    storage=Storage(privacy_dir=tmp), metrics={METRIC: mechanism})
     try:
         assert reporter.wait_ready(30)  # type: ignore[attr-defined]
         for day in days:

@@ -63,6 +63,7 @@ from deniable.analysis.bounds import (chi_square_test, count_events, epsilon_low
 from deniable.client.categorical import (BITSET_MECHANISMS, KaryRandomizedResponse,
                                          SubsetSelection, UnaryEncoding, domain_tag,
                                          parse_categorical_id)
+from deniable.client.config import Delivery, Privacy, Storage
 from deniable.client.kinds import Mechanism, MetricSpec
 from deniable.client.longitudinal import LongitudinalGuard
 from deniable.client.mechanism import RandomizedResponse
@@ -130,17 +131,15 @@ class Subject:
                 irr={self.metric: self.irr} if self.mode == "instantaneous" and self.irr
                 else None)
 
-    def reporter_options(self) -> dict[str, Any]:
-        """The Reporter options that give this subject's mode. The client's epsilon ceiling
-        is lifted: the audit checks the mechanism's claims whatever its epsilon."""
+    def reporter_privacy(self) -> Privacy:
+        """The Reporter's privacy options that give this subject's mode. The client's epsilon
+        ceiling is lifted: the audit checks the mechanism's claims whatever its epsilon."""
         # Every call must reach the mechanism: the audit draws many reports on one device,
         # so the one-report-per-period gate is off.
-        options: dict[str, Any] = {"max_epsilon": math.inf, "one_per_period": False}
-        if self.mode == "fresh":
-            options["fresh"] = {self.metric}
-        if self.mode == "instantaneous" and self.irr is not None:
-            options["irr"] = {self.metric: self.irr}
-        return options
+        return Privacy(max_epsilon=math.inf, one_per_period=False,
+                       fresh={self.metric} if self.mode == "fresh" else (),
+                       irr=({self.metric: self.irr}
+                            if self.mode == "instantaneous" and self.irr is not None else {}))
 
 
 class _InMemoryWarning(logging.Filter):
@@ -491,9 +490,10 @@ class Audit:
             for attempt in range(64):
                 del uploads[:]
                 reporter = self.reporter_factory(
-                    url, {metric: subject.mechanism}, batch_size=1000,
-                    privacy_dir=os.path.join(root, str(attempt)), rng=self.rng,
-                    max_queued_reports=4 * calls + 10_000, **subject.reporter_options())
+                    url, {metric: subject.mechanism}, rng=self.rng,
+                    storage=Storage(privacy_dir=os.path.join(root, str(attempt)),
+                                    max_queued_reports=4 * calls + 10_000),
+                    delivery=Delivery(batch_size=1000), privacy=subject.reporter_privacy())
                 for _ in range(200):  # first reports pay the ledger; warm both values up
                     reporter.report(metric, True)
                     reporter.report(metric, False)
@@ -561,8 +561,9 @@ class Audit:
             with capturing_collector({subject.metric: subject.mechanism}) as (url, uploads), \
                     tempfile.TemporaryDirectory() as state:
                 reporter = self.reporter_factory(
-                    url, {subject.metric: subject.mechanism}, batch_size=500,
-                    privacy_dir=state, rng=self.rng, **subject.reporter_options())
+                    url, {subject.metric: subject.mechanism}, rng=self.rng,
+                    storage=Storage(privacy_dir=state), delivery=Delivery(batch_size=500),
+                    privacy=subject.reporter_privacy())
                 try:
                     for _ in range(reports):
                         reporter.report(subject.metric, value)

@@ -51,6 +51,7 @@ from types import FrameType
 from typing import Any
 
 from deniable.cli.options import positive_int
+from deniable.client.config import Delivery, Privacy, Storage
 from deniable.client.errors import DeniableError
 
 class DemoError(DeniableError):
@@ -76,7 +77,8 @@ def _population_reporter(devices: int, *args: object, **kwargs: object) -> objec
 
     class Population(Reporter):
         def __init__(self) -> None:
-            super().__init__(*args, one_per_period=False, **kwargs)  # type: ignore[arg-type]
+            super().__init__(*args, privacy=Privacy(one_per_period=False),  # type: ignore[arg-type]
+                             **kwargs)
             self.device = 0
             self._seed = new_secret()
             self._answers: dict[str, np.ndarray] = {}
@@ -457,9 +459,10 @@ def run(args: argparse.Namespace) -> int:
 
             # One Reporter stands in for the whole population; each simulated device keeps
             # its own secret and memoized answers (the default policy), see above.
-            reporter: Any = _population_reporter(args.devices, collector.url, metrics_file,
-                                                 batch_size=args.batch_size,
-                                                 privacy_dir=Path(tmp) / "privacy")
+            reporter: Any = _population_reporter(
+                args.devices, collector.url, metrics_file,
+                delivery=Delivery(batch_size=args.batch_size),
+                storage=Storage(privacy_dir=Path(tmp) / "privacy"))
             interrupts.deferred = True
             try:
                 with Progress(*columns, console=console, transient=False) as progress:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 
 from deniable.client.budget import Budget
+from deniable.client.config import Connection, Delivery, Privacy, Storage
 from deniable.client.dimensions import DimensionError, Dimensions
 from deniable.client.errors import (
     BudgetExceededError,
@@ -48,7 +49,9 @@ logging.getLogger(LOGGER_NAME).addHandler(logging.NullHandler())
 __all__ = [
     "Budget",
     "BudgetExceededError",
+    "Connection",
     "DeniableError",
+    "Delivery",
     "DimensionError",
     "Dimensions",
     "Estimate",
@@ -58,12 +61,14 @@ __all__ = [
     "LongitudinalGuard",
     "MetricCapError",
     "MetricSpec",
+    "Privacy",
     "PrivacyStateError",
     "QueueError",
     "RandomizedResponse",
     "Reporter",
     "SecureBits",
     "Stats",
+    "Storage",
     "UnknownMetricError",
     "UploadError",
     "WireFormatError",

@@ -33,12 +33,12 @@ import os
 import threading
 import time
 import weakref
-from collections.abc import Collection, Mapping
+from collections.abc import Mapping
 from dataclasses import replace
 from fractions import Fraction
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, Unpack
 
 from deniable.client.errors import (
     BudgetExceededError,
@@ -48,15 +48,26 @@ from deniable.client.errors import (
     QueueError,
     UnknownMetricError,
 )
-from deniable.client.budget import DEFAULT_MAX_METRIC_EPSILON, Budget
-from deniable.client.catalogue import DEFAULT_CATALOGUE_REFRESH, CatalogueFetcher
+from deniable.client.config import (
+    DEFAULT_CONNECTION,
+    DEFAULT_DELIVERY,
+    DEFAULT_PRIVACY,
+    DEFAULT_STORAGE,
+    Connection,
+    Delivery,
+    LegacyOptions,
+    Options,
+    Privacy,
+    Storage,
+    merge_legacy,
+)
+from deniable.client.catalogue import CatalogueFetcher
 from deniable.client.dimensions import (
     DIMENSION_NAME, NONE, DimensionError, Dimensions, check_stated)
 from deniable.client.kinds import Mechanism, MetricSpec, payload
 from deniable.client.longitudinal import LongitudinalGuard, PrivacyLoss
 from deniable.client.mechanism import RandomizedResponse
 from deniable.client.metrics import (
-    DEFAULT_MAX_EPSILON,
     AllDimensions,
     AllPolicies,
     Catalogue,
@@ -73,34 +84,20 @@ from deniable.client.metrics import (
 from deniable.client.period import (
     DEFAULT_POLICY, CollectionPolicy, PeriodGate, follow_policies)
 from deniable.client.queue import (
-    DEFAULT_COMMIT_INTERVAL,
-    DEFAULT_MAX_BATCH_AGE,
-    DEFAULT_MAX_QUEUE_AGE,
-    DEFAULT_MAX_QUEUED_REPORTS,
     DurableQueue,
-    Durability,
     dims_text,
 )
 from deniable.client.randomness import RandomBits
 from deniable.client.sender import (
-    DEFAULT_BACKOFF,
-    DEFAULT_MAX_BACKOFF,
-    DEFAULT_MAX_CONFIG_BACKOFF,
     Sender,
 )
 from deniable.client.state import IN_MEMORY, StateDir, default_state_dir, origin_namespace
 from deniable.client.stats import DeadLetter, LedgerEntry, Stats
-from deniable.client.transport import DEFAULT_TIMEOUT, Transport, Verify
+from deniable.client.transport import Transport, Verify
 from deniable.client.wire import is_metric_name
 
 log = logging.getLogger("deniable.client")
 
-DEFAULT_BATCH_SIZE = 100
-DEFAULT_CLOSE_TIMEOUT = 10.0
-"""Seconds ``close()`` and the context manager wait for uploads."""
-DEFAULT_EXIT_TIMEOUT = 2.0
-"""Seconds the atexit hook waits for uploads (all open reporters together): short, so an
-offline app still exits promptly."""
 _CATALOGUE_META = "catalogue"
 _PERIODS_FILE = "periods.json"
 """The PeriodGate's file in the privacy directory (deniable.client.period), erased with it."""
@@ -150,7 +147,7 @@ class Reporter:
     contract**: only the ``metrics`` the app declares are reported, each under its declared
     kind, domain, ε ceiling, memoization, period and public dimensions, from the first
     ``report()`` on (no catalogue needed). The collector's catalogue, fetched (and refreshed
-    every ``catalogue_refresh`` seconds) on a background thread and cached in the queue file,
+    every ``Delivery.catalogue_refresh`` seconds) on a background thread and cached in the queue file,
     may only move a declared metric to another registered version of the same question with
     an ε no larger; whatever else it states is ignored, counted in ``stats().ignored_served``
     and warned about once per metric (docs/client.md, "The declaration is the contract").
@@ -167,65 +164,15 @@ class Reporter:
             collector registers with a larger epsilon is never used. If omitted, nothing is
             declared and nothing is reported: ``report()`` raises UnknownMetricError for
             every metric (the served catalogue never adds a metric).
-        batch_size: reports per uploaded batch, in [1, 1000].
+        token: an ingest key, if the collector requires one (``set_token`` replaces it).
         queue_path: the SQLite queue file, e.g. in the app's private data directory. None
             (the default) keeps the queue in memory: fast, but a crash loses what is queued.
-        durability: ``"group"`` (default): ``report()`` returns at once and a crash loses at
-            most the last ``commit_interval`` seconds of reports. ``"sync"``: ``report()``
-            returns once the report is committed (and fsynced); a crash loses nothing.
-        commit_interval: seconds of the group-commit window.
-        max_batch_age: seconds before a partial batch is sealed and sent.
-        max_queued_reports: cap on queued reports; the oldest batches are dropped beyond it.
-        max_queue_age: seconds a report may wait in the queue before it is dropped.
-        upload_jitter: upper bound, in seconds, of a random delay before uploading after idle.
-        backoff: seconds of the first retry's backoff bound (doubling, full jitter).
-        max_backoff: cap on one retry wait after a network failure, 429 or 5xx, in seconds.
-        max_config_backoff: cap on one retry wait after a refused key (401/403), a TLS
-            failure or another configuration error (404, 405, ...), in seconds.
-        close_timeout: seconds ``close()`` and ``with`` wait for uploads.
-        exit_timeout: seconds the atexit hook waits for the uploads of every reporter left
-            open, together.
-        timeout: (connect, read) timeouts in seconds for every request.
-        token: an ingest key, if the collector requires one (``set_token`` replaces it).
-        verify: TLS verification as ``requests`` takes it: True (the default CA store), the
-            path of a CA bundle (PEM) or directory, e.g. your private CA's; or False, which is
-            refused unless ``insecure_skip_verify`` is True as well.
-        insecure_skip_verify: set True, with ``verify=False``, to send without checking the
-            collector's certificate: anyone on the path can then read and change the traffic.
-            For tests on a throwaway certificate only.
-        max_epsilon: the epsilon ceiling, in nats: no report is ever sent under a mechanism
-            whose one-report epsilon exceeds it (default ln 9 ~ 2.2, docs/client.md). A
-            served mechanism above it is never used; a declared one is refused here.
-        catalogue_refresh: seconds between catalogue fetches after a success.
-        privacy_dir: directory of the on-device privacy state: the device secret behind the
-            memoized answers and the budget ledger (docs/privacy.md). By default
-            ``<queue_path>.privacy`` beside a queue file; without one, the per-user data
-            directory, one per collector (``deniable.client.state.default_state_dir``, e.g.
-            ``~/.local/share/deniable/<collector host>``), shared by every Reporter of that
-            collector. ``":memory:"`` (``state.IN_MEMORY``) keeps it in memory: memoized
-            answers and budgets then last one process (a warning says so).
-        budgets: metric -> Budget (epsilon per period). A report that would exceed its
-            metric's budget raises BudgetExceededError. Metrics without one are not capped.
-        irr: metric -> an instantaneous layer (a RandomizedResponse or its id) that
-            re-perturbs the memoized answer on every report, as RAPPOR's IRR does. Boolean
-            metrics only: for another kind it is refused here (``InvalidParameterError``).
-        fresh: metrics reported with fresh coins on every report instead of a memoized
-            answer (each report then costs its full epsilon; use with a budget). Numeric
-            metrics are memoized by alpha-point rounding to a grid of 33 points unless fresh
-            (deniable.client.memo).
-        max_metric_epsilon: cap, in nats, on what one metric name's memoized answers may
-            cost over every version (mechanism) ever reported; past it a value needing a
-            new answer is sent as a paid one, or not at all while none is paid (a warning,
-            ``stats().cap_refused``; ``report``). Default ln 81;
-            ``math.inf`` turns it off (docs/privacy.md).
-        rng: the random-bit source; the secure system source unless a test injects one.
-        policies: metric -> CollectionPolicy, over the one its declaration table states (the
-            default is memoized, one report per day). ``fresh`` and ``irr`` override its
-            memoization. The collector's served policy is never followed.
-        one_per_period: send at most one report per metric per period (the first; later
-            calls are no-ops counted in ``stats().period_skipped``). False reports every
-            call: only for load tests, or one Reporter standing in for many simulated
-            devices; estimates are then shares of reports, not of devices.
+        storage: ``Storage``: the privacy state's directory, durability, queue limits.
+        delivery: ``Delivery``: batching, retries and backoff, catalogue refresh, how long
+            ``close()`` and the exit hook wait.
+        privacy: ``Privacy``: the epsilon ceiling, budgets, per-metric caps, collection
+            policies, fresh coins, instantaneous layers, one report per period.
+        connection: ``Connection``: timeouts and TLS verification.
         dimensions: device-wide public dimension values, e.g. ``{"app_version": "2.4",
             "platform": "android"}``: attached, in clear (NOT protected by local DP), to
             each report of a metric that declares that dimension, and to no other. A value
@@ -235,53 +182,51 @@ class Reporter:
         enabled: the user's consent, as the app keeps it: False is ``set_enabled(False)``
             from the start (nothing is collected, no privacy state is created, and what an
             earlier run left is deleted). See ``set_enabled``.
+        rng: the random-bit source; the secure system source unless a test injects one.
+        **legacy: the 25 keyword arguments the four objects replace (``batch_size=``,
+            ``max_epsilon=``, ...): deprecated, kept for one release. Each warns
+            (``DeprecationWarning``) and overrides the same field of its object
+            (``deniable.client.config.LEGACY_KEYWORDS``).
+
+    Every field of the four objects is documented in ``deniable.client.config`` and
+    docs/client.md, "Configuration". ``reporter.storage``, ``.delivery``, ``.privacy`` and
+    ``.connection`` are the objects in use (deprecated keywords applied).
 
     Raises:
         InvalidParameterError: an option out of range, an invalid declared catalogue, a
-            declared mechanism above ``max_epsilon``, or ``dimensions`` that are not a
+            declared mechanism above ``Privacy.max_epsilon``, or ``dimensions`` that are not a
             mapping of dimension names to str values.
         QueueError: the queue file cannot be opened.
+        TypeError: a keyword argument ``Reporter`` does not take.
     """
 
     def __init__(self, collector_url: str,
                  metrics: Declared | str | os.PathLike[str] | None = None, *,
-                 batch_size: int = DEFAULT_BATCH_SIZE,
-                 queue_path: str | os.PathLike[str] | None = None,
-                 durability: Durability = "group",
-                 commit_interval: float = DEFAULT_COMMIT_INTERVAL,
-                 max_batch_age: float = DEFAULT_MAX_BATCH_AGE,
-                 max_queued_reports: int = DEFAULT_MAX_QUEUED_REPORTS,
-                 max_queue_age: float = DEFAULT_MAX_QUEUE_AGE,
-                 upload_jitter: float = 0.0,
-                 backoff: float = DEFAULT_BACKOFF, max_backoff: float = DEFAULT_MAX_BACKOFF,
-                 max_config_backoff: float = DEFAULT_MAX_CONFIG_BACKOFF,
-                 close_timeout: float = DEFAULT_CLOSE_TIMEOUT,
-                 exit_timeout: float = DEFAULT_EXIT_TIMEOUT,
-                 timeout: tuple[float, float] = DEFAULT_TIMEOUT,
                  token: str | None = None,
-                 verify: Verify = True,
-                 insecure_skip_verify: bool = False,
-                 max_epsilon: float = DEFAULT_MAX_EPSILON,
-                 catalogue_refresh: float = DEFAULT_CATALOGUE_REFRESH,
-                 privacy_dir: str | os.PathLike[str] | None = None,
-                 budgets: Mapping[str, Budget] | None = None,
-                 irr: Mapping[str, RandomizedResponse | str] | None = None,
-                 fresh: Collection[str] = (),
-                 rng: RandomBits | None = None,
-                 max_metric_epsilon: float = DEFAULT_MAX_METRIC_EPSILON,
-                 policies: Mapping[str, CollectionPolicy] | None = None,
-                 one_per_period: bool = True,
+                 queue_path: str | os.PathLike[str] | None = None,
+                 storage: Storage = DEFAULT_STORAGE,
+                 delivery: Delivery = DEFAULT_DELIVERY,
+                 privacy: Privacy = DEFAULT_PRIVACY,
+                 connection: Connection = DEFAULT_CONNECTION,
                  dimensions: Mapping[str, str] | None = None,
-                 enabled: bool = True) -> None:
+                 enabled: bool = True,
+                 rng: RandomBits | None = None,
+                 **legacy: Unpack[LegacyOptions]) -> None:
+        options = merge_legacy(Options(storage, delivery, privacy, connection), legacy)
+        storage, delivery, privacy = options.storage, options.delivery, options.privacy
+        connection = options.connection
+        self.storage, self.delivery, self.privacy = storage, delivery, privacy
+        self.connection = connection
         self.collector_url = collector_url
-        self.batch_size = batch_size
-        self.close_timeout = close_timeout
-        self.exit_timeout = exit_timeout
-        self.max_epsilon = check_max_epsilon(max_epsilon)
+        self.batch_size = delivery.batch_size
+        self.close_timeout = delivery.close_timeout
+        self.exit_timeout = delivery.exit_timeout
+        self.max_epsilon = check_max_epsilon(privacy.max_epsilon)
         self._rng = rng
-        self._timeout = timeout
+        self._timeout = connection.timeout
         self._token = token
-        self._verify = _check_verify(verify, insecure_skip_verify)
+        self._verify = _check_verify(connection.verify,
+                                     connection.insecure_skip_verify)
         self._declared_skipped: dict[str, str] = {}  # declared tables of unknown kinds
         self._device_dims = _check_device_dimensions(dimensions)
         self._declared_dims: AllDimensions = {}
@@ -290,32 +235,37 @@ class Reporter:
                                              self._declared_dims, declared_policies)
         # Each declared metric's policy: its table's, or the app's policies=, else the default.
         self._policies: dict[str, CollectionPolicy] = {
-            **declared_policies, **(policies or {})}
-        self._queue = DurableQueue(queue_path, durability=durability, batch_size=batch_size,
-                                   commit_interval=commit_interval, max_batch_age=max_batch_age,
-                                   max_queued_reports=max_queued_reports,
-                                   max_queue_age=max_queue_age, on_sealed=self._on_sealed)
+            **declared_policies, **privacy.policies}
+        self._queue = DurableQueue(queue_path, durability=storage.durability,
+                                   batch_size=delivery.batch_size,
+                                   commit_interval=storage.commit_interval,
+                                   max_batch_age=delivery.max_batch_age,
+                                   max_queued_reports=storage.max_queued_reports,
+                                   max_queue_age=storage.max_queue_age, on_sealed=self._on_sealed)
         try:
             self._sender_options: dict[str, Any] = dict(
-                backoff=backoff, max_backoff=max_backoff,
-                max_config_backoff=max_config_backoff, upload_jitter=upload_jitter)
+                backoff=delivery.backoff, max_backoff=delivery.max_backoff,
+                max_config_backoff=delivery.max_config_backoff,
+                upload_jitter=delivery.upload_jitter)
             self._fetcher_options: dict[str, Any] = dict(
-                refresh=catalogue_refresh, backoff=backoff, max_backoff=max_backoff,
-                max_config_backoff=max_config_backoff)
+                refresh=delivery.catalogue_refresh, backoff=delivery.backoff,
+                max_backoff=delivery.max_backoff, max_config_backoff=delivery.max_config_backoff)
             self._sender = Sender(self._queue, self._new_transport, **self._sender_options)
             self._fetcher = CatalogueFetcher(self._new_transport, self._on_catalogue_document,
                                              **self._fetcher_options)
+            privacy_dir = storage.privacy_dir
             if privacy_dir is None:
                 privacy_dir = (f"{os.fspath(queue_path)}.privacy" if queue_path is not None
                                else default_state_dir(origin_namespace(collector_url)))
             self._privacy_dir = privacy_dir
-            self._one_per_period = one_per_period
+            self._one_per_period = privacy.one_per_period
             self._periods = self._new_periods()
             # fresh= and irr= name metrics; the others follow their declared memoization.
-            all_fresh, all_irr = follow_policies(self._declared, self._policies, fresh,
-                                                 dict(irr or {}))
+            all_fresh, all_irr = follow_policies(self._declared, self._policies,
+                                                 privacy.fresh, dict(privacy.irr))
             self._guard_options: dict[str, Any] = dict(
-                budgets=budgets, fresh=all_fresh, rng=rng, max_metric_epsilon=max_metric_epsilon,
+                budgets=privacy.budgets, fresh=all_fresh, rng=rng,
+                max_metric_epsilon=privacy.max_metric_epsilon,
                 irr={name: (layer if isinstance(layer, RandomizedResponse)
                             else RandomizedResponse.from_id(layer))
                      for name, layer in all_irr.items()})
@@ -340,7 +290,7 @@ class Reporter:
         self._dimension_problems: dict[str, str] = {}
         self._noted: set[str] = set()           # log lines already written once
         self._apply(self._resolve(self._cached_catalogue()))
-        self._put = self._queue.put_sync if durability == "sync" else self._queue.put
+        self._put = self._queue.put_sync if storage.durability == "sync" else self._queue.put
         self._closed = False
         self._close_lock = threading.Lock()
         self._last_stats: Stats | None = None  # taken by close(), served by stats() after
@@ -850,14 +800,16 @@ def _check_verify(verify: Verify, insecure_skip_verify: bool) -> bool | str:
     if verify is False:
         if insecure_skip_verify is not True:
             raise InvalidParameterError(
-                "verify=False sends without checking the collector's certificate, so anyone "
-                "on the path can read and change the traffic. Give verify the path of your "
-                "CA bundle instead, or also pass insecure_skip_verify=True if you mean it.")
+                "Connection(verify=False) sends without checking the collector's certificate, "
+                "so anyone on the path can read and change the traffic. Give verify the path "
+                "of your CA bundle instead, or also set insecure_skip_verify=True if you mean "
+                "it.")
         log.warning("deniable: TLS certificate verification is OFF (insecure_skip_verify)")
         return False
     if insecure_skip_verify:
         raise InvalidParameterError(
-            f"insecure_skip_verify=True goes with verify=False only. Got verify={verify!r}.")
+            f"Connection(insecure_skip_verify=True) goes with verify=False only. "
+            f"Got verify={verify!r} instead.")
     if verify is True:
         return True
     if not isinstance(verify, (str, os.PathLike)):

@@ -10,13 +10,13 @@ from flask import Flask, Response
 
 from deniable.collector import admin, api, auth, dashboard, headers, migrate, observability, openapi
 from deniable.core import keys
-from deniable.collector.cors import cors_in_front_of, parse_origins
+from deniable.collector.cors import cors_in_front_of
 from deniable.collector.ingest import IngestEndpoint
 from deniable.collector.errors import CollectorError, problem_response, register_error_handlers
 from deniable.collector.live_registry import LiveRegistry
 from deniable.collector.proxy import client_address_app
 from deniable.collector.registry import load_metrics_file
-from deniable.collector.settings import DEFAULTS
+from deniable.collector.settings import DEFAULTS, Settings
 from deniable.collector.store import Store, connect
 
 
@@ -25,9 +25,11 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
 
     Args:
         config: settings to use instead of the ``DENIABLE_*`` environment (see settings.py).
+            The app reads them as a typed ``Settings`` (``app.extensions["deniable.settings"]``).
 
     Raises:
-        CollectorError: no metrics file is configured, or it is invalid.
+        CollectorError: no metrics file is configured, or it is invalid; a setting does not
+            convert to its type (naming its variable).
     """
     # An explicit instance path: Flask cannot derive one inside the deniable namespace package.
     app = Flask("deniable.collector", instance_path=str(Path(__file__).parent / "instance"),
@@ -37,20 +39,21 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
         app.config.from_prefixed_env("DENIABLE")
     else:
         app.config.update(config)
-    app.config["MAX_CONTENT_LENGTH"] = int(app.config["MAX_BODY_BYTES"])
+    settings = Settings.from_config(app.config)
+    app.extensions["deniable.settings"] = settings
+    app.config["MAX_CONTENT_LENGTH"] = settings.limits.max_body_bytes
     # JSON log lines from the first one on (the start-up warnings below included).
-    observability.configure_logging(str(app.config.get("LOG_LEVEL", "INFO")),
-                                    float(app.config.get("LOG_REQUESTS_DELAY_SECONDS", 0)))
-    if not app.config["METRICS_FILE"]:
+    observability.configure_logging(settings.observability.log_level,
+                                    settings.observability.log_requests_delay_seconds)
+    if not settings.metrics.metrics_file:
         raise CollectorError("no metrics file: set DENIABLE_METRICS_FILE or --metrics-file")
-    metrics = load_metrics_file(app.config["METRICS_FILE"], int(app.config["RETENTION_DAYS"]))
-    client = connect(app.config["REDIS_URL"], float(app.config["REDIS_TIMEOUT_SECONDS"]),
-                     cluster=bool(app.config["REDIS_CLUSTER"]))
+    metrics = load_metrics_file(settings.metrics.metrics_file, settings.metrics.retention_days)
+    stored = settings.redis
+    client = connect(stored.url, stored.timeout_seconds, cluster=stored.cluster)
     app.extensions["deniable.store"] = Store(
-        client, _text_or_none(app.config["BATCH_SECRET"]),
-        min_replicas=int(app.config["REDIS_MIN_REPLICAS"]),
-        replicas_timeout_seconds=float(app.config["REDIS_MIN_REPLICAS_TIMEOUT_SECONDS"]))
-    _init_security(app, client, metrics)
+        client, settings.security.batch_secret, min_replicas=stored.min_replicas,
+        replicas_timeout_seconds=stored.min_replicas_timeout_seconds)
+    _init_security(app, client, metrics, settings.metrics.registry_cache_seconds)
     _check_layout(app, client)
     recorder = observability.init_app(app)
     app.register_blueprint(api.bp)
@@ -62,8 +65,8 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     # The hot path runs in front of Flask; a trusted proxy's client address, in front of both.
     wsgi: Any = IngestEndpoint(app, recorder).in_front_of(app.wsgi_app)
     # Web pages of the allowed origins may call the ingest and registry routes (cors.py).
-    wsgi = cors_in_front_of(wsgi, parse_origins(app.config["CORS_ORIGINS"]))
-    wsgi = client_address_app(wsgi, int(app.config["PROXY_FIX_X_FOR"]))
+    wsgi = cors_in_front_of(wsgi, settings.security.cors_origins)
+    wsgi = client_address_app(wsgi, settings.security.proxy_fix_x_for)
     app.wsgi_app = wsgi  # type: ignore[method-assign]
     # The development server's request and error lines start with the client's address.
     logging.getLogger("werkzeug").setLevel(logging.CRITICAL)
@@ -80,17 +83,18 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
         NOREPLICAS) or a cluster is down (CLUSTERDOWN)."""
         if observability.check_redis(app.extensions["deniable.store"]):
             return problem_response(503, "storage is unavailable",
-                                    headers={"Retry-After": str(app.config["RETRY_AFTER_SECONDS"])})
+                                    headers={"Retry-After": str(stored.retry_after_seconds)})
         return Response(b'{"status":"ready"}', mimetype="application/json")
 
     observability.start_series(app)  # every series an alert reads, at 0 from start-up
     return app
 
 
-def _init_security(app: Flask, client: Any, metrics: Mapping[str, Any]) -> None:
+def _init_security(app: Flask, client: Any, metrics: Mapping[str, Any],
+                   registry_cache_seconds: float) -> None:
     """Auth, rate limits and the Redis metric registry (collector-security.md)."""
     auth.init_app(app, client)
-    registry = LiveRegistry(client, metrics, app.config["REGISTRY_CACHE_SECONDS"])
+    registry = LiveRegistry(client, metrics, registry_cache_seconds)
     app.extensions["deniable.registry"] = registry
     try:
         registry.sync_file()
@@ -125,8 +129,3 @@ def _check_layout(app: Flask, client: Any) -> None:
             app.extensions.pop("deniable.unmigrated", None)
 
     app.extensions["deniable.unmigrated"] = recheck
-
-
-def _text_or_none(value: object) -> str | None:
-    """A secret setting as text (DENIABLE_* values arrive JSON-parsed: digits as a number)."""
-    return None if value is None or value == "" else str(value)

@@ -22,6 +22,7 @@ from deniable.collector.observability import REQUEST_LOGGER
 from deniable.collector.server import CollectorProcess
 from deniable.collector.store import Store, decode_counters
 from tests.rediscluster import redis_cluster  # noqa: F401 (a session fixture: the Redis Cluster)
+from tests.servers import BATCH_SECRET, OPEN, OPEN_ENV  # noqa: F401 (re-exported to tests)
 
 METRICS_TOML = """\
 [metrics.feature_x_enabled]
@@ -97,12 +98,6 @@ settings.register_profile("deniable", deadline=None,
                           suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile("deniable")
 
-BATCH_SECRET = "test-batch-secret"
-"""The batch-record HMAC key of the tests' collectors (a reused batch id answers 409)."""
-OPEN = {"AUTH": "off", "RATE_LIMIT_IP_PER_SECOND": 0, "RATE_LIMIT_KEY_PER_SECOND": 0,
-        "BATCH_SECRET": BATCH_SECRET}
-"""Settings of an open collector: dev mode (no keys) and no rate limits."""
-OPEN_ENV = {f"DENIABLE_{k}": str(v) for k, v in OPEN.items()}
 
 
 @pytest.fixture()

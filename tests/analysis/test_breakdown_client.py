@@ -13,7 +13,6 @@ import json
 from collections.abc import Iterator
 
 import pytest
-import redis
 
 from deniable.analysis import HTTPSource, RedisSource
 from deniable.analysis.breakdown import breakdown
@@ -21,7 +20,7 @@ from deniable.cli.main import main
 from deniable.client import Reporter
 from deniable.collector.server import CollectorProcess
 from tests.analysis.test_breakdown import RANGE
-from tests.conftest import OPEN_ENV
+from tests.servers import collector_with_metrics
 
 pytestmark = pytest.mark.skipif("dimensions" not in inspect.signature(Reporter).parameters,
                                 reason="this client has no public dimensions yet")
@@ -40,12 +39,11 @@ def collector(redis_url: str, tmp_path_factory: pytest.TempPathFactory
               ) -> Iterator[CollectorProcess]:
     from deniable.client.state import IN_MEMORY
 
-    path = tmp_path_factory.mktemp("bd-client") / "metrics.toml"
-    path.write_text(METRICS)
-    with CollectorProcess(redis_url, path, workers=1, env=OPEN_ENV) as process:
+    with collector_with_metrics(redis_url, METRICS, tmp_path_factory.mktemp("bd-client"),
+                                workers=1, flush=True) as process:
         for version, n in (("2.3", N), ("2.4", N), ("2.5", 60), (None, 25)):
             device = {"app_version": version} if version else {}
-            with Reporter(process.url, path, dimensions=device, privacy_dir=IN_MEMORY,
+            with Reporter(process.url, process.metrics_file, dimensions=device, privacy_dir=IN_MEMORY,
                           one_per_period=False, fresh={"adoption_e2e"},
                           batch_size=250) as reporter:
                 share = TRUTH.get(version or "", 0.5)
@@ -53,7 +51,6 @@ def collector(redis_url: str, tmp_path_factory: pytest.TempPathFactory
                     reporter.report("adoption_e2e", i % 100 < share * 100)
                 assert reporter.flush(30)
         yield process
-    redis.Redis.from_url(redis_url).flushdb()  # leave no metrics behind for other modules
 
 
 @pytest.mark.slow

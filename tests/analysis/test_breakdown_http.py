@@ -7,7 +7,6 @@ import json
 from collections.abc import Iterator
 
 import pytest
-import redis
 import requests
 
 from deniable.analysis import HTTPSource, RedisSource
@@ -16,7 +15,7 @@ from deniable.analysis.sources import SourceError
 from deniable.client.wire import encode_batch, new_batch_id
 from deniable.collector.server import CollectorProcess
 from tests.analysis.test_breakdown import RANGE, rr_share
-from tests.conftest import OPEN_ENV
+from tests.servers import collector_with_metrics
 
 RR = "rr:1/2:1/2"
 METRICS = f"""\
@@ -50,9 +49,8 @@ WARNER = "rr:3/4:1/2"
 @pytest.fixture(scope="module")
 def collector(redis_url: str, tmp_path_factory: pytest.TempPathFactory
               ) -> Iterator[CollectorProcess]:
-    path = tmp_path_factory.mktemp("bd-http") / "metrics.toml"
-    path.write_text(METRICS)
-    with CollectorProcess(redis_url, path, workers=1, env=OPEN_ENV) as process:
+    with collector_with_metrics(redis_url, METRICS, tmp_path_factory.mktemp("bd-http"),
+                                workers=1, flush=True) as process:
         _post(process.url, [("adopt_http", RR, 1, {"app_version": "2.3", "platform": "ios"})]
               * 80 + [("adopt_http", RR, 0, {"app_version": "2.3", "platform": "ios"})] * 20
               + [("adopt_http", RR, 0, {"app_version": "2.4", "platform": "android"})] * 100
@@ -62,7 +60,6 @@ def collector(redis_url: str, tmp_path_factory: pytest.TempPathFactory
         os_id = next(m["mechanism"] for m in mechanism["metrics"] if m["name"] == "os_http")
         _post(process.url, [("os_http", os_id, 1, {"platform": "ios"})] * 120)
         yield process
-    redis.Redis.from_url(redis_url).flushdb()  # leave no metrics behind for other modules
 
 
 def _post(url: str, reports: list[tuple]) -> None:  # type: ignore[type-arg]

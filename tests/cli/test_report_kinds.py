@@ -62,7 +62,7 @@ def collector(redis_url: str, tmp_path_factory: pytest.TempPathFactory
     except (RegistryError, Exception) as exc:  # noqa: BLE001 - a collector without kinds yet
         pytest.skip(f"this collector's metrics file has no kinds yet: {exc}")
     with collector_with_metrics(redis_url, METRICS, tmp_path_factory.mktemp("report-kinds"),
-                                workers=1) as process:
+                                workers=1, flush=True) as process:
         yield process, Path(process.metrics_file)
 
 

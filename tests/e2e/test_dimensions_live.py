@@ -51,7 +51,7 @@ values = {json.dumps(PLATFORMS)}
 def collector(redis_url: str, tmp_path_factory: pytest.TempPathFactory
               ) -> Iterator[CollectorProcess]:
     with collector_with_metrics(redis_url, METRICS, tmp_path_factory.mktemp("dims-live"),
-                                workers=2) as process:
+                                workers=2, flush=True) as process:
         yield process
 
 

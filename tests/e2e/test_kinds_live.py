@@ -50,7 +50,7 @@ epsilon = 1.0
 def collector(redis_url: str, tmp_path_factory: pytest.TempPathFactory
               ) -> Iterator[CollectorProcess]:
     with collector_with_metrics(redis_url, METRICS, tmp_path_factory.mktemp("kinds-live"),
-                                workers=2) as process:
+                                workers=2, flush=True) as process:
         yield process
 
 

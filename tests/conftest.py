@@ -4,8 +4,11 @@ Tests never touch the machine's shared Redis on port 6379 and never use a Redis 
 """
 from __future__ import annotations
 
+import fcntl
+import hashlib
 import logging
 import secrets
+import tempfile
 import tomllib
 from collections.abc import Iterator
 from datetime import datetime, timezone
@@ -22,6 +25,10 @@ from deniable.collector.observability import REQUEST_LOGGER
 from deniable.collector.server import CollectorProcess
 from deniable.collector.store import Store, decode_counters
 from tests.rediscluster import redis_cluster  # noqa: F401 (a session fixture: the Redis Cluster)
+from tests.servers import BATCH_SECRET, OPEN, OPEN_ENV  # noqa: F401 (re-exported to tests)
+
+ROOT = Path(__file__).resolve().parent.parent
+"""The source tree."""
 
 METRICS_TOML = """\
 [metrics.feature_x_enabled]
@@ -97,12 +104,6 @@ settings.register_profile("deniable", deadline=None,
                           suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile("deniable")
 
-BATCH_SECRET = "test-batch-secret"
-"""The batch-record HMAC key of the tests' collectors (a reused batch id answers 409)."""
-OPEN = {"AUTH": "off", "RATE_LIMIT_IP_PER_SECOND": 0, "RATE_LIMIT_KEY_PER_SECOND": 0,
-        "BATCH_SECRET": BATCH_SECRET}
-"""Settings of an open collector: dev mode (no keys) and no rate limits."""
-OPEN_ENV = {f"DENIABLE_{k}": str(v) for k, v in OPEN.items()}
 
 
 @pytest.fixture()
@@ -142,6 +143,21 @@ def live_secure_collector(redis_url: str, metrics_file: Path) -> Iterator[Collec
            "DENIABLE_BATCH_SECRET": BATCH_SECRET}
     with CollectorProcess(redis_url, metrics_file, workers=2, env=env) as collector:
         yield collector
+
+
+@pytest.fixture()
+def source_tree_build() -> Iterator[None]:
+    """Hold the lock of builds in the source tree (setuptools writes src/deniable.egg-info and
+    build/ there): a test that builds the wheel or the sdist from the tree asks for this, so
+    two pytest-xdist workers never build at once. The lock is released if the process dies."""
+    tree = hashlib.sha256(str(ROOT).encode()).hexdigest()[:12]
+    lock = Path(tempfile.gettempdir()) / f"deniable-build-{tree}.lock"
+    with lock.open("a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def snapshot(client: redis.Redis) -> dict[bytes, bytes]:

@@ -30,7 +30,7 @@ def test_hold(redis_server, live_collector, tmp_path):
     masters = [live_collector.process.pid, nginx.process.pid]
     workers = [int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit()
                and _ppid(p) in masters]
-    pids = [redis_server.process.pid, *masters, *workers]
+    pids = [os.getpid(), redis_server.process.pid, *masters, *workers]
     Path(os.environ["HOLD_PIDS"]).write_text(" ".join(map(str, pids)))
     time.sleep(600)
 
@@ -51,8 +51,12 @@ def alive(pid: int) -> bool:
     return state not in ("Z", "X")
 
 
+@pytest.mark.parametrize("workers", [[], ["-n", "1"]], ids=["one-process", "xdist"])
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM], ids=["SIGKILL", "SIGTERM"])
-def test_a_killed_run_leaves_no_redis_collector_or_nginx_running(tmp_path: Path, sig: int) -> None:
+def test_a_killed_run_leaves_no_redis_collector_or_nginx_running(tmp_path: Path, sig: int,
+                                                                 workers: list[str]) -> None:
+    """Under pytest-xdist (./dev test) the signal goes to the controller: its worker, which
+    started the servers, must die too, and they with it."""
     (tmp_path / "conftest.py").write_text("from tests.conftest import *  # noqa: F403\n")
     (tmp_path / "test_hold.py").write_text(HOLDING_TEST)
     (tmp_path / "pytest.ini").write_text("[pytest]\n")
@@ -62,7 +66,7 @@ def test_a_killed_run_leaves_no_redis_collector_or_nginx_running(tmp_path: Path,
     log = tmp_path / "run.log"
     with log.open("wb") as out:
         run = subprocess.Popen([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                                str(tmp_path / "test_hold.py")],
+                                *workers, str(tmp_path / "test_hold.py")],
                                cwd=tmp_path, env=env, stdin=subprocess.DEVNULL,
                                stdout=out, stderr=subprocess.STDOUT)
     try:
@@ -72,7 +76,8 @@ def test_a_killed_run_leaves_no_redis_collector_or_nginx_running(tmp_path: Path,
         assert pids_file.exists(), f"the held run never started: {log.read_text()[-2000:]}"
         time.sleep(0.2)  # the file is written in one call; let it be complete
         pids.extend(int(p) for p in pids_file.read_text().split())
-        assert len(pids) >= 6  # redis-server, gunicorn and its 2 workers, nginx and its worker
+        assert len(pids) >= 7  # pytest (or its xdist worker), redis-server, gunicorn and its 2
+        # workers, nginx and its worker
         assert all(alive(pid) for pid in pids)
         run.send_signal(sig)
         run.wait(timeout=30)

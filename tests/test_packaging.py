@@ -24,7 +24,8 @@ def test_the_client_imports_nothing_heavy() -> None:
 
 
 @pytest.mark.slow
-def test_a_built_wheel_runs_the_client_with_nothing_but_requests(tmp_path: Path) -> None:
+def test_a_built_wheel_runs_the_client_with_nothing_but_requests(
+        tmp_path: Path, source_tree_build: None) -> None:
     wheels = tmp_path / "wheels"
     subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps",
                     "--no-build-isolation", "-w", str(wheels), str(ROOT)],

@@ -38,7 +38,8 @@ def test_one_version_everywhere() -> None:
 
 
 @pytest.mark.slow
-def test_the_sdist_builds_a_client_that_works(tmp_path: Path) -> None:
+def test_the_sdist_builds_a_client_that_works(
+        tmp_path: Path, source_tree_build: None) -> None:
     subprocess.run([sys.executable, "-m", "build", "--no-isolation", "--sdist", "--outdir",
                     str(tmp_path / "dist"), str(ROOT)], check=True, capture_output=True)
     [sdist] = (tmp_path / "dist").glob("deniable-*.tar.gz")
@@ -73,7 +74,10 @@ def test_the_npm_tarball_installs_into_an_empty_project(tmp_path: Path) -> None:
     if not (web / "dist" / "index.js").is_file():
         pytest.fail("web/dist is not built: run the web client's build (./dev test does)")
     npm = shutil.which("npm") or pytest.fail("npm is needed: ./dev test installs it")
-    packed = subprocess.run([npm, "pack", "--silent", "--pack-destination", str(tmp_path)],
+    # --ignore-scripts: pack the dist/ that ./dev test built; npm's `prepare` would rebuild it in place
+    # under tests reading it in parallel (tests/e2e/test_web_install.py covers `prepare`).
+    packed = subprocess.run([npm, "pack", "--silent", "--ignore-scripts", "--pack-destination",
+                             str(tmp_path)],
                             cwd=web, check=True, capture_output=True, text=True)
     tarball = tmp_path / packed.stdout.strip().splitlines()[-1]
     project = tmp_path / "app"

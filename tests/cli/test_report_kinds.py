@@ -19,7 +19,7 @@ from deniable.client.kinds import MetricSpec, parse_mechanism
 from deniable.client.randomness import SecureBits
 from deniable.client.wire import encode_batch, new_batch_id
 from deniable.collector.server import CollectorProcess
-from tests.conftest import OPEN_ENV
+from tests.servers import collector_with_metrics
 
 pytestmark = pytest.mark.slow  # starts servers or processes: not in the fast lane
 
@@ -55,14 +55,15 @@ def collector(redis_url: str, tmp_path_factory: pytest.TempPathFactory
               ) -> Iterator[tuple[CollectorProcess, Path]]:
     from deniable.collector.registry import RegistryError, load_metrics_file
 
-    path = tmp_path_factory.mktemp("report-kinds") / "metrics.toml"
-    path.write_text(METRICS)
+    probe = tmp_path_factory.mktemp("report-kinds-probe") / "metrics.toml"
+    probe.write_text(METRICS)
     try:
-        load_metrics_file(path)
+        load_metrics_file(probe)
     except (RegistryError, Exception) as exc:  # noqa: BLE001 - a collector without kinds yet
         pytest.skip(f"this collector's metrics file has no kinds yet: {exc}")
-    with CollectorProcess(redis_url, path, workers=1, env=OPEN_ENV) as process:
-        yield process, path
+    with collector_with_metrics(redis_url, METRICS, tmp_path_factory.mktemp("report-kinds"),
+                                workers=1, flush=True) as process:
+        yield process, Path(process.metrics_file)
 
 
 def _send(url: str) -> Counter[str]:

@@ -11,14 +11,13 @@ from collections import Counter, defaultdict
 from collections.abc import Iterator
 
 import pytest
-import redis
 import requests
 
 from deniable.client import Delivery, Privacy, Reporter, Storage
 from deniable.client.dimensions import DimensionError
 from deniable.client.state import IN_MEMORY
 from deniable.collector.server import CollectorProcess
-from tests.conftest import OPEN_ENV
+from tests.servers import collector_with_metrics
 from tests.e2e.test_dimensions_live import counts, summed
 
 pytestmark = pytest.mark.slow  # starts servers or processes: not in the fast lane
@@ -77,12 +76,9 @@ DEVICES = [
 @pytest.fixture(scope="module")
 def collector(redis_url: str, tmp_path_factory: pytest.TempPathFactory
               ) -> Iterator[CollectorProcess]:
-    redis.Redis.from_url(redis_url).flushdb()  # exact counts: no other module's reports
-    path = tmp_path_factory.mktemp("dims-client") / "metrics.toml"
-    path.write_text(METRICS)
-    with CollectorProcess(redis_url, path, workers=2, env=OPEN_ENV) as process:
+    with collector_with_metrics(redis_url, METRICS, tmp_path_factory.mktemp("dims-client"),
+                                workers=2, flush=True) as process:
         yield process
-    redis.Redis.from_url(redis_url).flushdb()  # leave no metrics behind for other modules
 
 
 def test_reporters_with_dimensions_give_exact_per_value_counts(

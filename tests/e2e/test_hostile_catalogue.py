@@ -40,6 +40,7 @@ from deniable.client.mechanism import RandomizedResponse
 from deniable.collector import auth
 from deniable.collector.server import CollectorProcess
 from tests.client.test_sender import wait_for
+from tests.servers import collector_with_metrics
 
 OS = ["android", "ios", "windows", "macos", "linux"]
 BUILDS = ["2.3", "2.4", "2.5"]
@@ -74,11 +75,10 @@ def hostile(redis_url: str, redis_client: redis.Redis, tmp_path: Path
     """A collector with auth on (keys cached), its registry re-read on every request (a
     published version shows at once); the metrics file (which the apps declare too), the
     headers of an admin and a read key, and an ingest key."""
-    path = tmp_path / "metrics.toml"
-    path.write_text(METRICS)
     env = {"DENIABLE_AUTH_CACHE_SECONDS": "60", "DENIABLE_REGISTRY_CACHE_SECONDS": "0",
            "DENIABLE_RATE_LIMIT_IP_PER_SECOND": "0", "DENIABLE_RATE_LIMIT_KEY_PER_SECOND": "0"}
-    with CollectorProcess(redis_url, path, workers=1, env=env) as collector:
+    with collector_with_metrics(redis_url, METRICS, tmp_path, workers=1, env=env) as collector:
+        path = Path(collector.metrics_file)
         admin = {"Authorization": f"Bearer {auth.create_key(redis_client, 'admin').secret}"}
         read = {"Authorization": f"Bearer {auth.create_key(redis_client, 'read').secret}"}
         ingest = auth.create_key(redis_client, "ingest", "app").secret

@@ -50,9 +50,9 @@ from deniable.client.categorical import (MAX_UNIQUE_SHARE, UnaryEncoding, domain
 from deniable.client.longitudinal import LongitudinalGuard
 from deniable.client.numeric import BitMean
 from deniable.collector import auth
-from deniable.collector.server import CollectorProcess
 from tests.client.test_sender import wait_for
 from tests.e2e.test_web_client import WEB, node, web_declarations
+from tests.servers import collector_with_metrics
 
 pytestmark = pytest.mark.slow
 
@@ -89,17 +89,14 @@ def hostile(redis_url: str, redis_client: redis.Redis, tmp_path: Path
     """A collector with auth on, registry and keys re-read on every request (a published
     version shows at once): its url, the metrics file (the apps declare it too), admin and
     read headers, and an ingest key."""
-    redis_client.flushdb()
-    path = tmp_path / "metrics.toml"
-    path.write_text(METRICS)
     env = {"DENIABLE_AUTH_CACHE_SECONDS": "0", "DENIABLE_REGISTRY_CACHE_SECONDS": "0",
            "DENIABLE_RATE_LIMIT_IP_PER_SECOND": "0", "DENIABLE_RATE_LIMIT_KEY_PER_SECOND": "0"}
-    with CollectorProcess(redis_url, path, workers=2, env=env) as collector:
-        yield (collector.url, path,
+    with collector_with_metrics(redis_url, METRICS, tmp_path, workers=2, env=env,
+                                flush=True) as collector:
+        yield (collector.url, Path(collector.metrics_file),
                {"Authorization": f"Bearer {auth.create_key(redis_client, 'admin').secret}"},
                {"Authorization": f"Bearer {auth.create_key(redis_client, 'read').secret}"},
                auth.create_key(redis_client, "ingest", "app").secret)
-    redis_client.flushdb()
 
 
 def publish(url: str, admin: dict[str, str], body: dict[str, Any]) -> str:

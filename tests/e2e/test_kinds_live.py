@@ -20,6 +20,7 @@ from deniable.client.randomness import SecureBits
 from deniable.client.wire import encode_batch, new_batch_id
 from deniable.collector.server import CollectorProcess
 from tests.conftest import OPEN_ENV, snapshot
+from tests.servers import collector_with_metrics
 
 pytestmark = pytest.mark.slow  # starts servers or processes: not in the fast lane
 
@@ -48,9 +49,8 @@ epsilon = 1.0
 @pytest.fixture(scope="module")
 def collector(redis_url: str, tmp_path_factory: pytest.TempPathFactory
               ) -> Iterator[CollectorProcess]:
-    path = tmp_path_factory.mktemp("kinds-live") / "metrics.toml"
-    path.write_text(METRICS)
-    with CollectorProcess(redis_url, path, workers=2, env=OPEN_ENV) as process:
+    with collector_with_metrics(redis_url, METRICS, tmp_path_factory.mktemp("kinds-live"),
+                                workers=2, flush=True) as process:
         yield process
 
 

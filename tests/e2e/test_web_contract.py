@@ -44,6 +44,7 @@ from deniable.collector import auth
 from deniable.collector.server import CollectorProcess
 from tests.e2e.test_version_churn import version
 from tests.e2e.test_web_client import WEB, node, web_declarations
+from tests.servers import collector_with_metrics
 
 pytestmark = pytest.mark.slow
 
@@ -96,14 +97,11 @@ def test_the_tolerance() -> None:
 def collector(redis_url: str, redis_client: redis.Redis, tmp_path: Path
               ) -> Iterator[CollectorProcess]:
     """Auth on; registry and keys re-read on every request, so a new version shows at once."""
-    redis_client.flushdb()
-    path = tmp_path / "metrics.toml"
-    path.write_text(METRICS)
     env = {"DENIABLE_AUTH_CACHE_SECONDS": "0", "DENIABLE_REGISTRY_CACHE_SECONDS": "0",
            "DENIABLE_RATE_LIMIT_IP_PER_SECOND": "0", "DENIABLE_RATE_LIMIT_KEY_PER_SECOND": "0"}
-    with CollectorProcess(redis_url, path, workers=2, env=env) as process:
+    with collector_with_metrics(redis_url, METRICS, tmp_path, workers=2, env=env,
+                                flush=True) as process:
         yield process
-    redis_client.flushdb()
 
 
 def units(epsilon: float) -> int:

@@ -18,7 +18,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import redis
 import requests
 
 from deniable.client.kinds import MetricSpec, parse_mechanism
@@ -26,7 +25,7 @@ from deniable.client.mechanism import RandomizedResponse
 from deniable.client.memo import memo_bit, memo_value
 from deniable.client.state import StateDir
 from deniable.collector.server import CollectorProcess
-from tests.conftest import OPEN_ENV
+from tests.servers import collector_with_metrics
 from tests.e2e.test_dimensions_client import DEVICES, METRICS, PLATFORMS, VERSIONS
 from tests.e2e.test_dimensions_live import counts, summed
 from tests.e2e.test_web_client import WEB, node, web_declarations
@@ -41,12 +40,9 @@ OS = ["android", "ios", "windows"]  # the categories of METRICS' os
 @pytest.fixture(scope="module")
 def collector(redis_url: str, tmp_path_factory: pytest.TempPathFactory
               ) -> Iterator[CollectorProcess]:
-    redis.Redis.from_url(redis_url).flushdb()  # exact counts: no other module's reports
-    path = tmp_path_factory.mktemp("web-dims") / "metrics.toml"
-    path.write_text(METRICS)
-    with CollectorProcess(redis_url, path, workers=2, env=OPEN_ENV) as process:
+    with collector_with_metrics(redis_url, METRICS, tmp_path_factory.mktemp("web-dims"),
+                                workers=2, flush=True) as process:
         yield process
-    redis.Redis.from_url(redis_url).flushdb()  # leave no metrics behind for other modules
 
 
 def test_node_reports_with_dimensions_give_exact_per_series_counts(

@@ -17,14 +17,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import redis
 
 from deniable.client.composition import split
 from deniable.client.mechanism import RandomizedResponse
 from deniable.client.memo import memo_bit, spend_tag
 from deniable.client.state import SECRET_FILE
 from deniable.collector.server import CollectorProcess
-from tests.conftest import OPEN_ENV
+from tests.servers import collector_with_metrics
 from tests.e2e.test_web_client import WEB, node
 from tests.e2e.test_web_kinds import summed_counts
 
@@ -46,10 +45,8 @@ REPORTS = 400
 @pytest.fixture(scope="module")
 def collector(redis_url: str, tmp_path_factory: pytest.TempPathFactory
               ) -> Iterator[CollectorProcess]:
-    redis.Redis.from_url(redis_url).flushdb()
-    path = tmp_path_factory.mktemp("web-irr") / "metrics.toml"
-    path.write_text(METRICS)
-    with CollectorProcess(redis_url, path, workers=2, env=OPEN_ENV) as process:
+    with collector_with_metrics(redis_url, METRICS, tmp_path_factory.mktemp("web-irr"),
+                                workers=2, flush=True) as process:
         yield process
 
 

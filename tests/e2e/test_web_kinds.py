@@ -16,7 +16,6 @@ from fractions import Fraction
 from pathlib import Path
 
 import pytest
-import redis
 import requests
 
 from deniable.client.categorical import BITSET_MECHANISMS, UnaryEncoding, domain_tag
@@ -25,7 +24,7 @@ from deniable.client.mechanism import RandomizedResponse
 from deniable.client.memo import memo_key, memo_value, spend_tag, value_tag
 from deniable.client.state import StateDir
 from deniable.collector.server import CollectorProcess
-from tests.conftest import OPEN_ENV
+from tests.servers import collector_with_metrics
 from tests.e2e.test_web_client import WEB, node, web_declarations
 
 pytestmark = pytest.mark.slow
@@ -71,10 +70,8 @@ mechanism = "rr:3/4:1/2"
 @pytest.fixture(scope="module")
 def collector(redis_url: str, tmp_path_factory: pytest.TempPathFactory
               ) -> Iterator[CollectorProcess]:
-    redis.Redis.from_url(redis_url).flushdb()  # its catalogue holds only METRICS' metrics
-    path = tmp_path_factory.mktemp("web-kinds") / "metrics.toml"
-    path.write_text(METRICS)
-    with CollectorProcess(redis_url, path, workers=2, env=OPEN_ENV) as process:
+    with collector_with_metrics(redis_url, METRICS, tmp_path_factory.mktemp("web-kinds"),
+                                workers=2, flush=True) as process:
         yield process
 
 

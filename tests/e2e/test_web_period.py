@@ -14,11 +14,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import redis
 import requests
 
 from deniable.collector.server import CollectorProcess
-from tests.conftest import OPEN_ENV
+from tests.servers import collector_with_metrics
 from tests.e2e.test_web_client import WEB, node
 
 pytestmark = pytest.mark.slow
@@ -38,10 +37,8 @@ WEDNESDAY = 20_418  # 2025-11-26 as a Unix day number (its ISO week runs Monday 
 @pytest.fixture(scope="module")
 def collector(redis_url: str, tmp_path_factory: pytest.TempPathFactory
               ) -> Iterator[CollectorProcess]:
-    redis.Redis.from_url(redis_url).flushdb()
-    path = tmp_path_factory.mktemp("web-period") / "metrics.toml"
-    path.write_text(METRICS)
-    with CollectorProcess(redis_url, path, workers=2, env=OPEN_ENV) as process:
+    with collector_with_metrics(redis_url, METRICS, tmp_path_factory.mktemp("web-period"),
+                                workers=2, flush=True) as process:
         yield process
 
 

@@ -94,7 +94,14 @@ def _population_reporter(devices: int, *args: object, **kwargs: object) -> objec
                 self._secrets[self.device] = secret
             return secret
 
-        def _perturb(self, metric: str, mechanism: object, true_value: bool) -> int:
+        def _perturb(self, metric: str, spec: Any, value: Any) -> int:
+            """This device's memoized answer to an encoded value (the Reporter's one path):
+            a bool's memoized bit, else a category's or number's memoized answer."""
+            if value.__class__ is bool:
+                return self._perturb_bit(metric, spec.mechanism, value)
+            return self._perturb_value(metric, spec.mechanism, value)
+
+        def _perturb_bit(self, metric: str, mechanism: object, true_value: bool) -> int:
             answers = self._answers.get(metric)
             if answers is None:
                 answers = self._answers.setdefault(metric, np.full((devices, 2), -1, np.int8))
@@ -105,12 +112,10 @@ def _population_reporter(devices: int, *args: object, **kwargs: object) -> objec
                 answers[self.device, int(true_value)] = bit
             return bit
 
-        def _perturb_value(self, metric: str, mechanism: Any, value: Any, *,
-                           ordered: bool = False) -> int:
+        def _perturb_value(self, metric: str, mechanism: Any, value: Any) -> int:
             """A category index or an exact number: this device's memoized answer, keyed as
             the client keys it (the category, or the number's alpha-point grid point). The
-            demo's devices have no cap, so ``ordered`` (the nearest-paid substitute) never
-            applies."""
+            demo's devices have no cap, so no paid-answer substitute applies."""
             device = self.device
             last = self._keys.get((metric, device))
             if last is not None and last[0] == value:

@@ -198,8 +198,8 @@ class OpenDomainSketch:
         numbers = [match.group(i) for i in range(1, 5)]
         if any(str(int(text)) != text for text in numbers):
             raise InvalidParameterError(f"numbers must have no leading zeros. Got {mechanism_id!r}.")
-        sketch = cls(*(int(text) for text in numbers),
-                     p=fraction_field("p", match.group(5)))  # type: ignore[misc]
+        max_bytes, step, seeds, g = (int(text) for text in numbers)
+        sketch = cls(max_bytes, step, seeds, g, p=fraction_field("p", match.group(5)))
         if sketch.id != mechanism_id:
             raise InvalidParameterError(f"not canonical: {mechanism_id!r} (is {sketch.id!r})")
         return sketch

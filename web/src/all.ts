@@ -27,12 +27,12 @@
  * Everything else (queue, sender, the rules) is the same Reporter's.
  */
 import {DIMENSION_NAME, DimensionError, Dimensions, NONE} from "./dimensions.js";
-import {FIELDS} from "./declaration.js";
+import {FIELDS, openFresh} from "./declaration.js";
 import {InvalidParameterError} from "./errors.js";
 import {KIND_TABLE} from "./kinds/table.js";
 import {
   alphaThreshold, type AnyMetric, type Declared, declareMetric, type KindDeclaration, KINDS,
-  memoPrefix, MetricSpec, parseAllCatalogue,
+  MetricSpec, parseAllCatalogue,
 } from "./kinds.js";
 import {declaredLayer, split} from "./layers.js";
 import {Rr} from "./mechanism.js";
@@ -181,6 +181,9 @@ class AllParts implements Parts<unknown, DimensionValues> {
     for (const [name, declared] of Object.entries(metrics)) {
       if (declared?.constructor !== Object) continue;
       const table = declared as MetricTable;
+      if (table.kind === "open" || String(table.mechanism).startsWith("od:")) {
+        openFresh(name, table as unknown as Record<string, unknown>);
+      }
       if (table.kind === "open" && "max_bytes" in table) {
         // Checked against the id here (an open metric's id carries max_bytes), then left out:
         // the default entry's policy check (declaration.ts) knows no such field.
@@ -574,7 +577,6 @@ class AllParts implements Parts<unknown, DimensionValues> {
     const id = `${metric}\u0000${spec.id}`;
     const key = spec.memoKey(encoded, alpha);
     const answer = this.answers.get(id)?.get(key) ?? await spec.memoAnswer(r.secret, metric, key);
-    await this.seedTag(r, metric, spec, key);
     if (!await this.charge(r, metric, spec, key)) {
       const nearest = await this.paidInstead(r, metric, spec, key);
       if (nearest !== undefined) r.put(metric, spec.id, nearest, stated);
@@ -621,16 +623,6 @@ class AllParts implements Parts<unknown, DimensionValues> {
   private async paidInstead(r: Core, metric: string, spec: MetricSpec, key: number):
       Promise<Payload | undefined> {
     const known = this.answers.get(`${metric}\u0000${spec.id}`);
-    if (spec.kindOf.tagInput !== undefined) {
-      // Open: the paid answer with the lowest ledger tag this process holds (Python's
-      // perturb_string): uniform over the paid strings, and it never reads the value.
-      let best: [string, Payload] | undefined;
-      for (const [point, answer] of known ?? []) {
-        const tag = await r.tag(metric, spec, point);
-        if (best === undefined || tag < best[0]) best = [tag, answer];
-      }
-      return best?.[1];
-    }
     for (const point of spec.kindOf.instead(spec, key)) {
       const answer = known?.get(point);
       if (answer !== undefined) return answer;
@@ -641,23 +633,6 @@ class AllParts implements Parts<unknown, DimensionValues> {
       }
     }
     return undefined;
-  }
-
-  /**
-   * Put the ledger tag of `key` in the reporter's cache when `spec`'s kind derives it from its
-   * own input (open: the padded bytes, Python's memo.string_tag), so r.tag and r.charge use it.
-   */
-  private async seedTag(r: Core, metric: string, spec: MetricSpec, key: number): Promise<void> {
-    const input = spec.kindOf.tagInput?.(spec, key);
-    if (input === undefined) return;
-    const prefix = memoPrefix("tag", metric, spec.id);
-    const context = new Uint8Array(prefix.length + input.length);
-    context.set(prefix);
-    context.set(input, prefix.length);
-    const mac = new Uint8Array(await globalThis.crypto.subtle.sign("HMAC", r.secret!, context));
-    const tag = [...mac.subarray(0, 16)].map((b) => b.toString(16).padStart(2, "0")).join("");
-    (r as unknown as {tags: Map<string, string>}).tags.set(
-      `${metric}\u0000${spec.id}\u0000${key}`, tag);
   }
 
   private dropEarly(r: Core, metric: string, why: string): void {

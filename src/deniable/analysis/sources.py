@@ -705,7 +705,8 @@ class ReaderSource:
             raise SourceError(f"metric {metric!r} is not an open-domain metric")
         width = keys.width(info.mechanism.id)
         days, rows = [], []
-        for day, raw in open_day_strings(self._store.client, metric, info.mechanism.id,
+        for day, raw in open_day_strings(self._reader._store.client,  # type: ignore[attr-defined]
+                                         metric, info.mechanism.id,
                                          first // 24, -(-end_hour // 24)):
             if raw is None:
                 continue

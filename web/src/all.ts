@@ -27,7 +27,7 @@
  * Everything else (queue, sender, the rules) is the same Reporter's.
  */
 import {DIMENSION_NAME, DimensionError, Dimensions, NONE} from "./dimensions.js";
-import {FIELDS, openFresh} from "./declaration.js";
+import {FIELDS} from "./declaration.js";
 import {InvalidParameterError} from "./errors.js";
 import {KIND_TABLE} from "./kinds/table.js";
 import {
@@ -182,7 +182,7 @@ class AllParts implements Parts<unknown, DimensionValues> {
       if (declared?.constructor !== Object) continue;
       const table = declared as MetricTable;
       if (table.kind === "open" || String(table.mechanism).startsWith("od:")) {
-        openFresh(name, table as unknown as Record<string, unknown>);
+        openFresh(name, table);
       }
       if (table.kind === "open" && "max_bytes" in table) {
         // Checked against the id here (an open metric's id carries max_bytes), then left out:
@@ -228,6 +228,9 @@ class AllParts implements Parts<unknown, DimensionValues> {
     if (budgets.size > 0) {
       void r.initialised.then(() => r.store.get<BudgetLedger>(BUDGETS_KEY))
         .then((read) => { this.spending = {...read, ...this.spending}; }, () => undefined);
+    }
+    for (const [name, m] of r.declared.metrics) {
+      if (isFresh(r, name, m)) Object.assign(r.declared.policies.get(name)!, {memoization: "fresh"});
     }
     for (const [name, layer] of irrs) {
       Object.assign(r.declared.policies.get(name)!, {memoization: "instantaneous", irr: layer.id});
@@ -314,11 +317,11 @@ class AllParts implements Parts<unknown, DimensionValues> {
     }
     const encoded = spec.encode(trueValue);  // throws for a value the metric does not take
     if (r.skipped(metric)) return;
-    if (r.fresh.has(metric) && r.waiting) {
+    if (isFresh(r, metric, spec) && r.waiting) {
       this.wait(r, metric, trueValue, dims);
       return;
     }
-    if (r.fresh.has(metric)) {
+    if (isFresh(r, metric, spec)) {
       this.putFresh(r, metric, spec, spec.perturb(encoded, r.rng), stated, true);
       return;
     }
@@ -341,7 +344,7 @@ class AllParts implements Parts<unknown, DimensionValues> {
    */
   privacyLoss(r: Core, metric: string): PrivacyLoss {
     const m = lookup(r.catalogue, metric) as unknown as AnyMetric;
-    return new PrivacyLoss(metric, m instanceof MetricSpec ? m.mechanism : m, !r.fresh.has(metric),
+    return new PrivacyLoss(metric, m instanceof MetricSpec ? m.mechanism : m, !isFresh(r, metric, m),
                            this.irrs.get(metric));
   }
 
@@ -564,7 +567,7 @@ class AllParts implements Parts<unknown, DimensionValues> {
       return;
     }
     if (r.skipped(metric)) return;
-    if (r.fresh.has(metric)) {
+    if (isFresh(r, metric, spec)) {
       this.putFresh(r, metric, spec, spec.perturb(encoded, r.rng), stated, false);
       return;
     }
@@ -659,7 +662,7 @@ class AllParts implements Parts<unknown, DimensionValues> {
     for (const why of Object.values(this.problems(r))) r.once(why, `${why}`);
     if (r.secret === undefined) return;
     for (const [metric, m] of this.metricsMap(r)) {
-      if (r.fresh.has(metric)) continue;
+      if (isFresh(r, metric, m)) continue;
       if (m instanceof MetricSpec) {
         if (m.kindOf.rounds && !this.alphas.has(metric)) {
           this.alphas.set(metric, await alphaThreshold(r.secret, metric));
@@ -682,6 +685,25 @@ class AllParts implements Parts<unknown, DimensionValues> {
 
 /** The Reporter of every metric kind (see the module doc and ../reporter.ts): the default
  * entry's Reporter given AllParts. */
+/** Fresh coins for `metric`: declared or chosen fresh, or an open metric (always; open.ts). */
+function isFresh(r: Core, metric: string, m: unknown): boolean {
+  return r.fresh.has(metric) || (m as {kind?: unknown} | undefined)?.kind === "open";
+}
+
+/**
+ * An open metric always draws fresh coins (kinds/open.ts): a declared memoization other than
+ * fresh, or an instantaneous layer, is refused, naming the field.
+ */
+function openFresh(name: string, table: MetricTable): void {
+  for (const f of ["memoization", "instantaneous"] as const) {
+    const v = table[f] ?? null;
+    if (v !== null && (f === "instantaneous" || v !== "fresh")) {
+      throw new InvalidParameterError(`metric '${name}': ${f}: an open metric always draws fresh ` +
+        "coins: a memoized cell is unique to ~75 % of devices holding the same string");
+    }
+  }
+}
+
 export class Reporter extends Core<unknown, DimensionValues> {
   private readonly all: AllParts;
 

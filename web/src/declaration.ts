@@ -64,29 +64,12 @@ export function declare<M>(metrics: Record<string, unknown> | undefined,
         `Got ${JSON.stringify(name)} instead.`);
     }
     const table = value?.constructor === Object ? value as Record<string, unknown> : undefined;
+    found.policies.set(name, table ? policy(name, table) : DEFAULT_POLICY);
     const metric = make(name, value);
-    let p = table ? policy(name, table) : DEFAULT_POLICY;
-    if ((metric as {kind?: unknown}).kind === "open") p = {...p, memoization: openFresh(name, table)};
-    found.policies.set(name, p);
     if (typeof metric === "string") found.other.set(name, metric);
     else found.metrics.set(name, metric);
   }
   return found;
-}
-
-/**
- * An open metric always draws fresh coins (kinds/open.ts): a declared memoization other than
- * fresh, or an instantaneous layer, is refused. Returns "fresh".
- */
-export function openFresh(name: string, table?: Record<string, unknown>): "fresh" {
-  for (const field of ["memoization", "instantaneous"]) {
-    const v = table?.[field] ?? null;
-    if (v !== null && !(field === "memoization" && v === "fresh")) {
-      throw new InvalidParameterError(`metric '${name}': ${field}: an open metric always draws ` +
-        "fresh coins: a memoized cell is unique to ~75 % of devices holding the same string");
-    }
-  }
-  return "fresh";
 }
 
 /** One table's fields and collection policy, checked as the metrics file's. */

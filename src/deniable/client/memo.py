@@ -46,7 +46,6 @@ from deniable.client.categorical import KaryRandomizedResponse, SubsetSelection,
 from deniable.client.errors import InvalidParameterError, PrivacyStateError
 from deniable.client.mechanism import RandomizedResponse
 from deniable.client.numeric import BitMean
-from deniable.client.randomness import RandomBits
 
 # The isinstance tests below are on the mechanism, not the kind: a 1BitMean answer is keyed
 # by its grid point, every categorical mechanism's by the index.

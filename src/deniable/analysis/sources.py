@@ -515,6 +515,12 @@ class CounterReader(Protocol):
         """``month_strings`` of many (metric, mechanism id) pairs, in one round trip."""
         ...
 
+    def open_day_strings(self, metric: str, mechanism_id: str, first_day: int,
+                         end_day: int) -> list[tuple[int, bytes | None]]:
+        """An open-domain metric version's raw day strings for days [first_day, end_day)
+        (days since the epoch), oldest first (None: no reports)."""
+        ...
+
     def month_strings_by_series(self, metric: str, mechanism_id: str, labels: Sequence[str],
                                 first_hour: int, end_hour: int) -> dict[str, MonthStrings]:
         """``month_strings`` of many series of one metric version, in one round trip."""
@@ -698,16 +704,13 @@ class ReaderSource:
         Raises:
             SourceError: no such metric, or not an open-domain one.
         """
-        from deniable.collector.store import open_day_strings
-
         info, first, end_hour = self._current(metric, start, end)
         if not keys.is_sparse(info.mechanism.id):
             raise SourceError(f"metric {metric!r} is not an open-domain metric")
         width = keys.width(info.mechanism.id)
         days, rows = [], []
-        for day, raw in open_day_strings(self._reader._store.client,  # type: ignore[attr-defined]
-                                         metric, info.mechanism.id,
-                                         first // 24, -(-end_hour // 24)):
+        for day, raw in self._reader.open_day_strings(metric, info.mechanism.id,
+                                                      first // 24, -(-end_hour // 24)):
             if raw is None:
                 continue
             values = np.frombuffer(raw, dtype=keys.COUNTER_DTYPE)[:width].astype(np.int64)

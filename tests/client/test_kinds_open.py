@@ -2,12 +2,11 @@
 (to a recording collector), read back from what was POSTed.
 
 - a declared ``kind = "open"`` metric takes a string and sends one ``cell`` in [0, cells);
-- memoized: one string always gives the same cell (the memo is keyed by the normalised
-  bytes, so an NFD spelling of the same text gives the same cell); fresh: the cell varies;
+- always fresh (the kind defines it): two reports of one string are independent draws, and a
+  table declaring a memoized or instantaneous open metric is refused;
 - refused values (not a str, too long without clamp, NUL) never reach the wire nor the ledger,
   and the message never echoes the value;
-- the budget's substitution: once the budget refuses a new string, the paid answer with the
-  lowest ledger tag is sent (an already-sent cell), never a fresh draw.
+- past the budget a new and an already-reported string are dropped alike (nothing stands in).
 """
 from __future__ import annotations
 
@@ -20,11 +19,12 @@ from fractions import Fraction
 import pytest
 
 from deniable.client import InvalidParameterError, Reporter
-from deniable.client.errors import WireFormatError
+from deniable.client.errors import BudgetExceededError, WireFormatError
 from deniable.client.budget import Budget
 from deniable.client.kinds import MetricSpec
-from deniable.client.metrics import describe_metric, parse_catalogue
+from deniable.client.metrics import coerce_catalogue, describe_metric, parse_catalogue
 from deniable.client.open_domain import OpenDomainSketch
+from deniable.client.period import CollectionPolicy
 from deniable.client.wire import decode_batch
 from tests.servers import recording_collector
 
@@ -43,12 +43,19 @@ def reporter(**options: object) -> Iterator[tuple[Reporter, list[bytes]]]:
             assert client.flush(60)
 
 
+def load_table(doc: dict[str, dict[str, dict[str, str]]]) -> dict[str, CollectionPolicy]:
+    """The policies a metrics table declares, as the Reporter reads them."""
+    policies: dict[str, CollectionPolicy] = {}
+    coerce_catalogue(doc["metrics"], None, policies)
+    return policies
+
+
 def cells(bodies: list[bytes], metric: str) -> list[int]:
     return [r["cell"] for body in bodies for r in json.loads(body)["reports"]
             if r["metric"] == metric]
 
 
-def test_a_declared_open_metric_reports_one_cell_per_string_and_memoizes_it() -> None:
+def test_a_declared_open_metric_reports_one_cell_per_report() -> None:
     with reporter() as (client, bodies):
         for _ in range(5):
             client.report("crash_sig", "NPE@x")
@@ -56,13 +63,25 @@ def test_a_declared_open_metric_reports_one_cell_per_string_and_memoizes_it() ->
         client.report("crash_sig", "café")
     sent = cells(bodies, "crash_sig")
     assert len(sent) == 7 and all(0 <= c < SKETCH.cells for c in sent)
-    assert len(set(sent[:5])) == 1      # memoized: one permanent answer per string
-    assert sent[5] == sent[6]           # keyed by the normalised bytes
     registry = {name: spec.mechanism.id for name, spec in METRICS.items()}
     batch = decode_batch(json.loads(bodies[0]), registry)   # the collector's validation
     tally = batch.tallies["crash_sig"]
     assert tally.counts == (7,) and sum(by for _, by in tally.cells) == 7
     assert all(slot == 1 + c for (slot, _), c in zip(tally.cells, sorted(set(sent))))
+
+
+def test_two_reports_of_one_string_from_one_device_are_independent_draws() -> None:
+    # The default (no fresh option, no declared policy): an open metric is fresh all the same.
+    with reporter() as (client, bodies):
+        for _ in range(40):
+            client.report("crash_sig", "NPE@x")
+        assert client.privacy_loss("crash_sig").after(2) == 2 * SKETCH.epsilon
+    sent = cells(bodies, "crash_sig")
+    # A memo would repeat one cell 40 times. Fresh: P(two draws agree) <= 1/(levels seeds)
+    # + (p^2 + 9 q^2) <= 1/512, so P(all 40 equal) < 1e-100; P(>= 20 of 39 consecutive
+    # pairs equal) < C(39,20) 512^-20 < 1e-42.
+    assert len(sent) == 40 and len(set(sent)) > 1
+    assert sum(a == b for a, b in zip(sent, sent[1:])) < 20
 
 
 def test_fresh_reports_vary_and_stay_in_range() -> None:
@@ -89,20 +108,43 @@ def test_clamp_cuts_a_long_string_at_a_character_boundary() -> None:
         client.report("domain", "example.org")      # 11 bytes: cut to 8
         client.report("domain", "example.")         # the same 8 bytes
     sent = cells(bodies, "domain")
-    assert len(sent) == 2 and sent[0] == sent[1]
+    assert len(sent) == 2 and all(0 <= c < SKETCH.cells for c in sent)
+    spec = METRICS["domain"]
+    assert spec.kind_object.encode(spec, "example.org") == b"example."
 
 
-def test_a_refused_new_string_is_sent_as_a_paid_answer() -> None:
+def test_past_the_budget_a_new_and_a_reported_string_are_dropped_alike() -> None:
     budget = {"crash_sig": Budget(epsilon=SKETCH.epsilon * 2.5, period=10 ** 9)}
     with reporter(budgets=budget) as (client, bodies):
-        for i in range(2):
-            client.report("crash_sig", f"sig{i}")
-        for i in range(2, 30):
-            client.report("crash_sig", f"sig{i}")   # refused by the budget: a paid answer
-    sent = cells(bodies, "crash_sig")
-    assert len(sent) == 30
-    assert set(sent[2:]) <= set(sent[:2])
-    assert len(set(sent[2:])) == 1
+        client.report("crash_sig", "sig0")
+        client.report("crash_sig", "sig1")          # the budget now holds 0.5 report
+        refusals = []
+        for value in ("sig0", "sig2", "sig1"):    # reported before, new, reported before
+            with pytest.raises(BudgetExceededError) as caught:
+                client.report("crash_sig", value)
+            refusals.append(caught.value.args[0])
+    assert len(cells(bodies, "crash_sig")) == 2
+    assert len(set(refusals)) == 1                 # the same refusal whatever the value
+
+
+@pytest.mark.parametrize(("table", "field"), [
+    ({"memoization": "memoized"}, "memoization"),
+    ({"memoization": "instantaneous", "instantaneous": "rr:3/4:1/4"}, "memoization"),
+    ({"instantaneous": "rr:3/4:1/4"}, "instantaneous"),
+])
+def test_a_table_declaring_a_memoized_open_metric_is_refused(table: dict[str, str],
+                                                             field: str) -> None:
+    doc = {"metrics": {"crash_sig": {"kind": "open", "mechanism": SKETCH.id, **table}}}
+    with pytest.raises(InvalidParameterError, match=f"{field}:.*always draws fresh coins"):
+        load_table(doc)
+
+
+def test_an_open_table_is_fresh_unstated_or_stated() -> None:
+    for table in ({}, {"memoization": "fresh", "period": "week"}):
+        doc = {"metrics": {"crash_sig": {"kind": "open", "mechanism": SKETCH.id, **table}}}
+        policy = load_table(doc)["crash_sig"]
+        assert policy.memoization == "fresh" and policy.instantaneous is None
+        assert policy.period == table.get("period", "day")
 
 
 def test_the_catalogue_entry_round_trips_and_states_the_inner_channel() -> None:
@@ -117,9 +159,8 @@ def test_privacy_loss_of_an_open_metric() -> None:
     with reporter() as (client, _):
         loss = client.privacy_loss("crash_sig")
     assert loss.one_report_epsilon == SKETCH.epsilon
-    assert loss.after(10) == SKETCH.epsilon      # memoized: ten reports repeat one answer
-    # Two strings' answers agree only on a shared level and seed: 1 - (p^2 + 9 q^2) / 512.
-    assert loss.p_answers_differ == 1 - (SKETCH.p ** 2 + 9 * SKETCH.q ** 2) / (8 * 64)
+    assert loss.after(10) == 10 * SKETCH.epsilon  # fresh: every report is charged
+    assert loss.p_answers_differ is None         # no memoized answer to compare
 
 
 @pytest.mark.parametrize(("cell", "problem"), [

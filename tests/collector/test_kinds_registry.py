@@ -115,6 +115,11 @@ def test_the_catalogue_states_each_kind_its_declaration_and_the_choice(http) -> 
     ('kind = "ordinal"\nepsilon = 1.0', "kind"),
     ('categories = ["a", "b"]\nmechanism = "rr:1/2:1/2"', "categories"),
     ('mechanism = "grr:2:3/4:00000000"', "mechanism"),
+    # An open metric always draws fresh coins: a declared memo or layer is refused.
+    ('kind = "open"\nmechanism = "od:8:1:64:10:1/2"\nmemoization = "memoized"', "memoization"),
+    ('kind = "open"\nepsilon = 2.0\nmemoization = "instantaneous"\n'
+     'instantaneous = "rr:3/4:1/4"', "memoization"),
+    ('kind = "open"\nepsilon = 2.0\ninstantaneous = "rr:3/4:1/4"', "instantaneous"),
 ])
 def test_a_bad_declaration_in_the_file_names_its_metric_and_field(tmp_path: Path, toml: str,
                                                                   field: str) -> None:
@@ -133,6 +138,16 @@ def test_an_instantaneous_layer_is_refused_for_other_kinds_naming_the_field() ->
                                       "instantaneous": "rr:1/2:1/2"})
     # Memoized and fresh collection are every kind's.
     assert check_policy(spec.mechanism, {"memoization": "fresh"}).memoization == "fresh"
+
+
+def test_an_open_metric_is_fresh_unstated_and_refuses_a_declared_memo() -> None:
+    from deniable.collector.registry import check_policy
+
+    sketch = declare({"kind": "open", "epsilon": 2.0}).mechanism
+    assert check_policy(sketch, {}).memoization == "fresh"
+    assert check_policy(sketch, {"memoization": "fresh", "period": "week"}).period == "week"
+    with pytest.raises(Exception, match="^memoization: .*always draws fresh coins"):
+        check_policy(sketch, {"memoization": "memoized"})
 
 
 # -- the admin API -------------------------------------------------------------------------
@@ -241,6 +256,7 @@ def test_the_same_mechanism_with_another_declaration_is_409_naming_the_field(
     ({"name": "m", "kind": 3, "epsilon": 1.0}, "/kind"),
     ({"name": "m", "kind": "categorical", "categories": ["a", "b", "c"], "epsilon": 1.0,
       "memoization": "instantaneous", "instantaneous": "rr:1/2:1/2"}, "/instantaneous"),
+    ({"name": "m", "kind": "open", "epsilon": 2.0, "memoization": "memoized"}, "/memoization"),
 ])
 def test_bad_declarations_are_422_naming_the_field_and_change_nothing(
         http, redis_client: redis.Redis, body: dict, pointer: str) -> None:  # type: ignore[no-untyped-def]

@@ -4,9 +4,10 @@ through the real client code, and ``deniable report --redis-url`` discovering th
 and nothing else.
 
 The devices: 40 are real ``Reporter`` instances (in-memory privacy state, one each) that send
-over HTTP; the others derive their permanent answer exactly as the client's privacy layer does
-(``memo.string_answer`` with a fresh 32-byte device secret each, ``LongitudinalGuard.
-perturb_string``'s own call), and are sent in batches of 1,000 in the client's wire format.
+over HTTP; the others draw their answer exactly as the client's privacy layer does (an open
+metric is always fresh: ``sketch.perturb_padded`` with the secure rng ``SecureBits``,
+``LongitudinalGuard.perturb_string``'s own call and law), and are sent in batches of 1,000 in
+the client's wire format.
 
 False-failure rate (from the decoder's stated z; docs/discovery.md): od:8 at epsilon 4 (g = 56,
 p = 0.498), 80,000 reports, 10,000 per level. At most 64 x 256 + 64 x 8 = 16,896 complete
@@ -18,12 +19,11 @@ it falls below 6 (< 1e-9 per string and level: < 1e-7 in all) or 40 of at most 1
 zero-share prefixes exceed 6 (expected count 3e-5 for one). Nothing outside the top 10 is
 shown: a share-0 string with probability <= 1e-7 (the Bonferroni bound); a tail string
 (0.0125 %, 0.03 standard errors) at most that plus a negligible shift. Overall < 1e-6. The
-devices' secrets and coins are the system's (not seeded): that rate is the test's real one.
+devices' coins are the system's (not seeded): that rate is the test's real one.
 """
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -36,8 +36,8 @@ from deniable.audit.privacy_scan import scan_redis
 from deniable.cli.main import main
 from deniable.client import Reporter
 from deniable.client.kinds import MetricSpec, parse_mechanism
-from deniable.client.memo import string_answer
 from deniable.client.open_domain import OpenDomainSketch
+from deniable.client.randomness import SecureBits
 from deniable.client.wire import encode_batch, new_batch_id
 from deniable.collector.server import CollectorProcess
 from deniable.core import keys
@@ -99,11 +99,11 @@ def test_the_known_top_10_is_discovered_and_nothing_else(collector, redis_url: s
             assert device.flush(30)
 
     reports = []
+    rng = SecureBits()
     for value, devices in population.items():
         padded = spec.encode(value)
         for _ in range(devices - (REAL_REPORTERS if value == "oom" else 0)):
-            cell = string_answer(os.urandom(32), "crash_sig", sketch.id, padded,  # type: ignore[arg-type]
-                                 sketch.perturb_padded)
+            cell = sketch.perturb_padded(padded, rng)  # type: ignore[arg-type]
             reports.append(("crash_sig", sketch.id, cell))
     with requests.Session() as session:
         for first in range(0, len(reports), 1000):

@@ -32,7 +32,7 @@ import {InvalidParameterError} from "./errors.js";
 import {KIND_TABLE} from "./kinds/table.js";
 import {
   alphaThreshold, type AnyMetric, type Declared, declareMetric, type KindDeclaration, KINDS,
-  memoPrefix, MetricSpec, parseAllCatalogue,
+  MetricSpec, parseAllCatalogue,
 } from "./kinds.js";
 import {declaredLayer, split} from "./layers.js";
 import {Rr} from "./mechanism.js";
@@ -181,6 +181,9 @@ class AllParts implements Parts<unknown, DimensionValues> {
     for (const [name, declared] of Object.entries(metrics)) {
       if (declared?.constructor !== Object) continue;
       const table = declared as MetricTable;
+      if (table.kind === "open" || String(table.mechanism).startsWith("od:")) {
+        openFresh(name, table);
+      }
       if (table.kind === "open" && "max_bytes" in table) {
         // Checked against the id here (an open metric's id carries max_bytes), then left out:
         // the default entry's policy check (declaration.ts) knows no such field.
@@ -225,6 +228,9 @@ class AllParts implements Parts<unknown, DimensionValues> {
     if (budgets.size > 0) {
       void r.initialised.then(() => r.store.get<BudgetLedger>(BUDGETS_KEY))
         .then((read) => { this.spending = {...read, ...this.spending}; }, () => undefined);
+    }
+    for (const [name, m] of r.declared.metrics) {
+      if (isFresh(r, name, m)) Object.assign(r.declared.policies.get(name)!, {memoization: "fresh"});
     }
     for (const [name, layer] of irrs) {
       Object.assign(r.declared.policies.get(name)!, {memoization: "instantaneous", irr: layer.id});
@@ -311,11 +317,11 @@ class AllParts implements Parts<unknown, DimensionValues> {
     }
     const encoded = spec.encode(trueValue);  // throws for a value the metric does not take
     if (r.skipped(metric)) return;
-    if (r.fresh.has(metric) && r.waiting) {
+    if (isFresh(r, metric, spec) && r.waiting) {
       this.wait(r, metric, trueValue, dims);
       return;
     }
-    if (r.fresh.has(metric)) {
+    if (isFresh(r, metric, spec)) {
       this.putFresh(r, metric, spec, spec.perturb(encoded, r.rng), stated, true);
       return;
     }
@@ -338,7 +344,7 @@ class AllParts implements Parts<unknown, DimensionValues> {
    */
   privacyLoss(r: Core, metric: string): PrivacyLoss {
     const m = lookup(r.catalogue, metric) as unknown as AnyMetric;
-    return new PrivacyLoss(metric, m instanceof MetricSpec ? m.mechanism : m, !r.fresh.has(metric),
+    return new PrivacyLoss(metric, m instanceof MetricSpec ? m.mechanism : m, !isFresh(r, metric, m),
                            this.irrs.get(metric));
   }
 
@@ -561,7 +567,7 @@ class AllParts implements Parts<unknown, DimensionValues> {
       return;
     }
     if (r.skipped(metric)) return;
-    if (r.fresh.has(metric)) {
+    if (isFresh(r, metric, spec)) {
       this.putFresh(r, metric, spec, spec.perturb(encoded, r.rng), stated, false);
       return;
     }
@@ -574,7 +580,6 @@ class AllParts implements Parts<unknown, DimensionValues> {
     const id = `${metric}\u0000${spec.id}`;
     const key = spec.memoKey(encoded, alpha);
     const answer = this.answers.get(id)?.get(key) ?? await spec.memoAnswer(r.secret, metric, key);
-    await this.seedTag(r, metric, spec, key);
     if (!await this.charge(r, metric, spec, key)) {
       const nearest = await this.paidInstead(r, metric, spec, key);
       if (nearest !== undefined) r.put(metric, spec.id, nearest, stated);
@@ -621,16 +626,6 @@ class AllParts implements Parts<unknown, DimensionValues> {
   private async paidInstead(r: Core, metric: string, spec: MetricSpec, key: number):
       Promise<Payload | undefined> {
     const known = this.answers.get(`${metric}\u0000${spec.id}`);
-    if (spec.kindOf.tagInput !== undefined) {
-      // Open: the paid answer with the lowest ledger tag this process holds (Python's
-      // perturb_string): uniform over the paid strings, and it never reads the value.
-      let best: [string, Payload] | undefined;
-      for (const [point, answer] of known ?? []) {
-        const tag = await r.tag(metric, spec, point);
-        if (best === undefined || tag < best[0]) best = [tag, answer];
-      }
-      return best?.[1];
-    }
     for (const point of spec.kindOf.instead(spec, key)) {
       const answer = known?.get(point);
       if (answer !== undefined) return answer;
@@ -641,23 +636,6 @@ class AllParts implements Parts<unknown, DimensionValues> {
       }
     }
     return undefined;
-  }
-
-  /**
-   * Put the ledger tag of `key` in the reporter's cache when `spec`'s kind derives it from its
-   * own input (open: the padded bytes, Python's memo.string_tag), so r.tag and r.charge use it.
-   */
-  private async seedTag(r: Core, metric: string, spec: MetricSpec, key: number): Promise<void> {
-    const input = spec.kindOf.tagInput?.(spec, key);
-    if (input === undefined) return;
-    const prefix = memoPrefix("tag", metric, spec.id);
-    const context = new Uint8Array(prefix.length + input.length);
-    context.set(prefix);
-    context.set(input, prefix.length);
-    const mac = new Uint8Array(await globalThis.crypto.subtle.sign("HMAC", r.secret!, context));
-    const tag = [...mac.subarray(0, 16)].map((b) => b.toString(16).padStart(2, "0")).join("");
-    (r as unknown as {tags: Map<string, string>}).tags.set(
-      `${metric}\u0000${spec.id}\u0000${key}`, tag);
   }
 
   private dropEarly(r: Core, metric: string, why: string): void {
@@ -684,7 +662,7 @@ class AllParts implements Parts<unknown, DimensionValues> {
     for (const why of Object.values(this.problems(r))) r.once(why, `${why}`);
     if (r.secret === undefined) return;
     for (const [metric, m] of this.metricsMap(r)) {
-      if (r.fresh.has(metric)) continue;
+      if (isFresh(r, metric, m)) continue;
       if (m instanceof MetricSpec) {
         if (m.kindOf.rounds && !this.alphas.has(metric)) {
           this.alphas.set(metric, await alphaThreshold(r.secret, metric));
@@ -707,6 +685,25 @@ class AllParts implements Parts<unknown, DimensionValues> {
 
 /** The Reporter of every metric kind (see the module doc and ../reporter.ts): the default
  * entry's Reporter given AllParts. */
+/** Fresh coins for `metric`: declared or chosen fresh, or an open metric (always; open.ts). */
+function isFresh(r: Core, metric: string, m: unknown): boolean {
+  return r.fresh.has(metric) || (m as {kind?: unknown} | undefined)?.kind === "open";
+}
+
+/**
+ * An open metric always draws fresh coins (kinds/open.ts): a declared memoization other than
+ * fresh, or an instantaneous layer, is refused, naming the field.
+ */
+function openFresh(name: string, table: MetricTable): void {
+  for (const f of ["memoization", "instantaneous"] as const) {
+    const v = table[f] ?? null;
+    if (v !== null && (f === "instantaneous" || v !== "fresh")) {
+      throw new InvalidParameterError(`metric '${name}': ${f}: an open metric always draws fresh ` +
+        "coins: a memoized cell is unique to ~75 % of devices holding the same string");
+    }
+  }
+}
+
 export class Reporter extends Core<unknown, DimensionValues> {
   private readonly all: AllParts;
 

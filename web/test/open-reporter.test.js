@@ -1,14 +1,12 @@
 // Open metrics (kind "open", od:) through deniable-client/all's Reporter against a loopback
-// collector: memoized answers keyed by the padded bytes, the wire field "cell", fresh reports,
-// refusals, the cap's substitution, and the declaration's max_bytes.
+// collector: always fresh (no memo: a declared memoization is refused), the wire field "cell",
+// refusals, past the budget every value dropped alike, and the declaration's max_bytes.
 import assert from "node:assert/strict";
-import {createHmac} from "node:crypto";
 import {test} from "node:test";
 
 import {InvalidParameterError, MemoryStore, OpenDomainSketch, Reporter} from "../dist/all.js";
 import {collectorLike, startServer} from "./helpers.js";
-import {memoPrefix} from "../dist/kinds.js";
-import {BlockBits, importSecret} from "../dist/memo.js";
+import {importSecret} from "../dist/memo.js";
 import {normalise} from "../dist/open.js";
 import {encodeBatch} from "../dist/wire.js";
 
@@ -17,33 +15,10 @@ const ID = "od:8:1:64:3:1/2";  // epsilon = ln 2, under the default ceiling ln 9
 const sketch = OpenDomainSketch.fromId(ID);
 const DOC = {metrics: [{name: "crash_sig", description: "", kind: "open", mechanism: ID,
                         max_bytes: 8, p1: "1/2", q: "1/4", epsilon: sketch.epsilon,
-                        memoization: "memoized", instantaneous: null, period: "day"}]};
+                        memoization: "fresh", instantaneous: null, period: "day"}]};
 const DECLARED = {crash_sig: {kind: "open", mechanism: ID, max_bytes: 8}};
 const SECRET = new Uint8Array(32).map((_, i) => 3 * i + 5);
 const fixedSecret = () => ({load: () => importSecret(SECRET)});
-
-/**
- * The memoized cell of `value`, derived here from its definition (Python's memo.string_answer):
- * perturbPadded over the HMAC-SHA256 stream of (secret, prefix("prr", metric, id) || padded),
- * block i keyed by a big-endian uint64 counter, computed with node:crypto.
- */
-function memoCell(metric, value) {
-  const context = Buffer.concat([memoPrefix("prr", metric, ID), normalise(value, 8)]);
-  const blocks = [];
-  for (let i = 0n; i < 64n; i++) {
-    const counter = Buffer.alloc(8);
-    counter.writeBigUInt64BE(i);
-    blocks.push(new Uint8Array(createHmac("sha256", SECRET).update(context).update(counter)
-      .digest()));
-  }
-  return sketch.perturbPadded(normalise(value, 8), new BlockBits(blocks));
-}
-
-/** The ledger tag of `value` (Python's memo.string_tag), derived here with node:crypto. */
-function tagOf(metric, value) {
-  return createHmac("sha256", SECRET).update(memoPrefix("tag", metric, ID))
-    .update(normalise(value, 8)).digest("hex").slice(0, 32);
-}
 
 async function run(options, calls) {
   const c = collectorLike(DOC);
@@ -63,29 +38,40 @@ async function run(options, calls) {
   }
 }
 
-test("an open metric is reported memoized by its normalised bytes, as {cell: n}", async () => {
-  const {sent} = await run({}, ["crash:m1", "Cafe\u0301", "crash:m1", "Caf\u00e9", "x"]);
-  assert.equal(sent.length, 5);
+test("an open metric is always fresh: one string's reports are independent draws", async () => {
+  // No fresh option, no declared policy: fresh all the same.
+  const {sent, ledger} = await run({}, Array(40).fill("crash:m1"));
+  assert.equal(sent.length, 40);
   for (const x of sent) {
     assert.deepEqual(Object.keys(x), ["metric", "mechanism", "cell"]);
     assert.equal(x.mechanism, ID);
+    assert.ok(Number.isInteger(x.cell) && x.cell >= 0 && x.cell < sketch.cells);
   }
-  const want = ["crash:m1", "Caf\u00e9", "crash:m1", "Caf\u00e9", "x"]
-    .map((v) => memoCell("crash_sig", v));
-  assert.deepEqual(sent.map((x) => x.cell).sort(), want.sort());
-  // NFD and NFC spell one string: one answer. The wire spells it as Python does.
-  assert.equal(memoCell("crash_sig", "Cafe\u0301"), memoCell("crash_sig", "Caf\u00e9"));
+  // A memo would repeat one cell 40 times. Fresh: two draws agree with probability
+  // (p^2 + 2 q^2) / (levels seeds) = 3/4096, so all 40 equal has probability < 1e-100.
+  assert.ok(new Set(sent.map((x) => x.cell)).size > 1);
+  assert.ok(!ledger.includes("crash"), ledger);  // nothing per string in the ledger
   assert.equal(encodeBatch("0".repeat(32), [["crash_sig", ID, 7]]),
                `{"batch_id":"${"0".repeat(32)}","reports":[{"metric":"crash_sig",` +
                `"mechanism":"${ID}","cell":7}]}`);
 });
 
-test("a fresh open metric draws every report anew, within [0, cells)", async () => {
-  const {sent} = await run({fresh: ["crash_sig"]}, Array(40).fill("crash:m1"));
-  assert.equal(sent.length, 40);
-  for (const x of sent) assert.ok(Number.isInteger(x.cell) && x.cell >= 0 && x.cell < sketch.cells);
-  // 40 fresh draws over 192 cells all equal: probability far below 1e-60.
-  assert.ok(new Set(sent.map((x) => x.cell)).size > 1);
+test("a table declaring a memoized or layered open metric is refused, naming the field", () => {
+  for (const [extra, field] of [[{memoization: "memoized"}, "memoization"],
+                                [{memoization: "instantaneous", instantaneous: "rr:3/4:1/4"},
+                                 "memoization"],
+                                [{instantaneous: "rr:3/4:1/4"}, "instantaneous"]]) {
+    assert.throws(() => new Reporter("http://127.0.0.1:9", {
+      ...quiet, metrics: {crash_sig: {...DECLARED.crash_sig, ...extra}}}),
+                  (e) => e instanceof InvalidParameterError &&
+                    e.message.includes(`${field}: an open metric always draws fresh coins`),
+                  JSON.stringify(extra));
+  }
+  const ok = new Reporter("http://127.0.0.1:9", {
+    ...quiet, store: new MemoryStore(),
+    metrics: {crash_sig: {...DECLARED.crash_sig, memoization: "fresh"}}});
+  assert.equal(ok.privacyLoss("crash_sig").pAnswersDiffer, null);
+  return ok.close();
 });
 
 test("a value the metric does not take throws, never shows it, and queues nothing", async () => {
@@ -107,14 +93,12 @@ test("a value the metric does not take throws, never shows it, and queues nothin
   }
 });
 
-test("past the cap, a new string is sent as the lowest-tag paid answer, never its own", async () => {
-  // ln 2 per string, cap 1 nat: the first string is paid, every later new one refused.
-  const {sent, ledger} = await run({maxMetricEpsilon: 1}, ["first", "second", "third", "first"]);
-  const first = memoCell("crash_sig", "first");
-  assert.deepEqual(sent.map((x) => x.cell), [first, first, first, first]);
-  // The ledger names the paid string by its tag only (Python's string_tag), never the value.
-  assert.ok(ledger.includes(tagOf("crash_sig", "first")), ledger);
-  assert.ok(!ledger.includes(tagOf("crash_sig", "second")) && !ledger.includes("first"), ledger);
+test("past the budget, a new and an already-reported string are dropped alike", async () => {
+  // ln 2 a report, a budget of 2.5 reports: two sent, then every value refused the same way.
+  const budgets = {crash_sig: {epsilon: 2.5 * sketch.epsilon, period: 1e9}};
+  const {sent, stats} = await run({budgets}, ["first", "second", "first", "third", "second"]);
+  assert.equal(sent.length, 2);
+  assert.equal(stats.budgetRefused, 3);
 });
 
 test("max_bytes in a declaration must match the id's, and clamp declares a cut", () => {

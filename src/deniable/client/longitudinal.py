@@ -73,7 +73,7 @@ from deniable.client.mechanism import RandomizedResponse
 from deniable.client.kinds import kind_of_mechanism
 from deniable.client.memo import (DEFAULT_GRID, Grid, ValueMechanism, alpha_threshold,
                                   check_grid, memo_answer, memo_bit, new_secret, spend_tag,
-                                  string_answer, string_tag, value_tag)
+                                  value_tag)
 from deniable.client.numeric import BitMean
 from deniable.client.open_domain import OpenDomainSketch
 from deniable.client.period import CollectionPolicy
@@ -248,8 +248,7 @@ class _Route:
     """One (metric, wire mechanism): its layers, and this process's cache of the memoized
     answers already paid for (index = true bit; memory only, never written anywhere)."""
 
-    __slots__ = ("layers", "epsilon", "memo_bits", "memo_flags", "pools", "answers", "grid",
-                 "strings")
+    __slots__ = ("layers", "epsilon", "memo_bits", "memo_flags", "pools", "answers", "grid")
 
     def __init__(self, layers: Layers) -> None:
         self.layers = layers
@@ -262,8 +261,6 @@ class _Route:
         # Other kinds: category index or grid point -> the memoized answer (memory only).
         self.answers: dict[int, int] = {}
         self.grid: Grid | None = None  # numeric: alpha-point rounding, in integers
-        # Open-domain strings: ledger tag -> the memoized answer paid for (memory only).
-        self.strings: dict[str, int] = {}
 
 
 class LongitudinalGuard:
@@ -392,7 +389,9 @@ class LongitudinalGuard:
         return route
 
     def _build_layers(self, metric: str, mechanism: AnyMechanism) -> Layers:
-        if metric in self._fresh:
+        # An open metric is always fresh (deniable.client.kinds.open); a layer is refused below.
+        if metric in self._fresh or (isinstance(mechanism, OpenDomainSketch)
+                                     and metric not in self._irr):
             layers = Layers(wire=mechanism, memo=None, irr=None)
         elif metric in self._irr and not kind_of_mechanism(mechanism).layered:
             raise InvalidParameterError(
@@ -608,12 +607,11 @@ class LongitudinalGuard:
         """The answer (a cell) to report for an open-domain metric's value, given as its
         normalised, padded bytes (``open_domain.normalise``), which never leave this call.
 
-        Memoized by default: one permanent answer per distinct string (``memo.string_answer``),
-        paid once (its ledger tag is ``memo.string_tag``); fresh if the metric is. A new string
-        the cap or a budget refuses is reported as the paid answer with the lowest ledger tag
-        among those this process has sent (a rule that never reads the value; the tags are
-        HMACs, so the choice is uniform over the paid strings). With none in memory (a fresh
-        process) the refusal is raised, as for every kind before any answer is paid.
+        Always fresh (the open kind defines it, ``deniable.client.kinds.open``): every report
+        charges the route's epsilon to the ledger and draws fresh coins. A memoized cell would
+        single out the device (unique to ~75 % of 20,000 devices holding the same string) and
+        link its reports; and with no memo there is no paid answer to stand in, so a budget
+        refusal is raised for every value alike (the Reporter drops it whatever the string).
 
         Raises:
             BudgetExceededError, MetricCapError: as ``perturb``; nothing is spent.
@@ -624,24 +622,8 @@ class LongitudinalGuard:
             raise InvalidParameterError(
                 f"an open-domain value is normalised to {mechanism.max_bytes} bytes first")
         route = self._route(metric, mechanism)
-        if route.layers.memo is None:
-            self._ledger.charge(metric, route.epsilon)
-            return mechanism.perturb_padded(padded, self._rng)
-        tag = string_tag(self._secret, metric, mechanism.id, padded)
-        answer = route.strings.get(tag)
-        if answer is not None:
-            return answer
-        if not self._ledger.is_paid(metric, tag):
-            try:
-                self._ledger.charge(metric, mechanism.epsilon, tag)
-            except BudgetExceededError:
-                if not route.strings:
-                    raise
-                return route.strings[min(route.strings)]
-        answer = string_answer(self._secret, metric, mechanism.id, padded,
-                               mechanism.perturb_padded)
-        route.strings[tag] = answer
-        return answer
+        self._ledger.charge(metric, route.epsilon)
+        return mechanism.perturb_padded(padded, self._rng)
 
     def _nearest_paid_point(self, route: _Route, metric: str, mechanism: ValueMechanism,
                             key: int) -> int | None:

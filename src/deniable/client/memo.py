@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import hmac
 import os
-from collections.abc import Callable
 from fractions import Fraction
 from typing import Union
 
@@ -47,7 +46,6 @@ from deniable.client.categorical import KaryRandomizedResponse, SubsetSelection,
 from deniable.client.errors import InvalidParameterError, PrivacyStateError
 from deniable.client.mechanism import RandomizedResponse
 from deniable.client.numeric import BitMean
-from deniable.client.randomness import RandomBits
 
 # The isinstance tests below are on the mechanism, not the kind: a 1BitMean answer is keyed
 # by its grid point, every categorical mechanism's by the index.
@@ -259,17 +257,3 @@ def memo_value(secret: bytes, metric: str, mechanism: ValueMechanism, value: int
     ``memo_answer`` of ``memo_key``. For simulations of many devices (one secret each)."""
     return memo_answer(secret, metric, mechanism, memo_key(secret, metric, mechanism, value, grid),
                        grid)
-
-
-def string_answer(secret: bytes, metric: str, mechanism_id: str, padded: bytes,
-                  draw: Callable[[bytes, RandomBits], int]) -> int:
-    """The device's permanent answer for an open-domain value, keyed by its normalised,
-    padded bytes (``open_domain.normalise``): ``draw(padded, rng)`` over the HMAC stream of
-    (secret, metric, mechanism, padded). Same secret, same answer; over random secrets it
-    follows the mechanism exactly, independently for different strings."""
-    return draw(padded, HmacBits(secret, _prefix(b"prr", metric, mechanism_id) + padded))
-
-
-def string_tag(secret: bytes, metric: str, mechanism_id: str, padded: bytes) -> str:
-    """``value_tag`` of an open-domain value (its padded bytes): opaque, 128 bits, hex."""
-    return hmac.digest(secret, _prefix(b"tag", metric, mechanism_id) + padded, "sha256")[:16].hex()

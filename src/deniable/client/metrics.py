@@ -42,6 +42,7 @@ from deniable.client.dimensions import NONE, Dimensions
 from deniable.client.errors import InvalidParameterError, UnknownMetricError, WireFormatError
 from deniable.client.kinds import (KINDS, Mechanism, MetricSpec, family, is_mechanism, kind_of,
                                    kind_of_mechanism, parse_mechanism, spec_of_mechanism)
+from deniable.client.kinds.open import open_policy
 from deniable.client.mechanism import ROUNDING_SLACK, log_ratio_exceeds
 from deniable.client.open_domain import OpenDomainSketch
 from deniable.client.period import DEFAULT_POLICY, POLICY_FIELDS, CollectionPolicy, parse_policy
@@ -276,11 +277,14 @@ def coerce_catalogue(metrics: Declared, dimensions: AllDimensions | None = None,
                 raise InvalidParameterError(f"metric {name!r}: {exc}") from exc
             if found and dimensions is not None:
                 dimensions[name] = found
-            if policies is not None and POLICY_FIELDS & set(declared):
+            is_open = catalogue[name].kind == "open"
+            if is_open or (policies is not None and POLICY_FIELDS & set(declared)):
                 try:
-                    policies[name] = parse_policy(declared)
+                    policy = open_policy(declared) if is_open else parse_policy(declared)
                 except InvalidParameterError as exc:
                     raise InvalidParameterError(f"metric {name!r}: {exc}") from exc
+                if policies is not None:
+                    policies[name] = policy
     return catalogue
 
 

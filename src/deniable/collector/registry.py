@@ -65,7 +65,9 @@ from deniable.client.dimensions import DIMENSION_NAME, NONE, Dimensions
 from deniable.client.errors import DeniableError, InvalidParameterError
 from deniable.client.kinds import (REGISTRY, Mechanism, MetricSpec, family, kind_of_mechanism,
                                    parse_mechanism, spec_of_mechanism)
+from deniable.client.kinds.open import open_policy
 from deniable.client.metrics import DIMENSION_FIELDS, SPEC_FIELDS, describe_metric
+from deniable.client.open_domain import OpenDomainSketch
 from deniable.client.period import DEFAULT_POLICY, CollectionPolicy, parse_policy
 from deniable.client.wire import is_metric_name
 
@@ -309,6 +311,8 @@ def check_policy(mechanism: Mechanism, doc: Any) -> CollectionPolicy:
     Raises:
         InvalidParameterError: naming the offending field.
     """
+    if isinstance(mechanism, OpenDomainSketch):
+        return open_policy(doc)  # always fresh; a declared memoization is refused
     policy = parse_policy(doc)
     if policy.instantaneous is not None:
         if not kind_of_mechanism(mechanism).layered:

@@ -49,12 +49,6 @@ export interface ValueKind extends Kind<MetricSpec> {
   memoKey(spec: MetricSpec, encoded: Encoded, alpha: bigint, grid: number): number;
   /** The memo's HMAC input for `key` (after its prefix), and the value perturbed for it. */
   memoInput(spec: MetricSpec, key: number, grid: number): [Uint8Array, Encoded];
-  /**
-   * The ledger tag's HMAC input for `key` (after its prefix), for a kind whose keys are not
-   * the value itself (open: the padded bytes); absent: tags.ts's (the index or grid point).
-   * Such a kind's refused value is sent as the paid answer with the lowest tag (all.ts).
-   */
-  tagInput?(spec: MetricSpec, key: number): Uint8Array;
 }
 
 /** A true value as a mechanism takes it: an index, an exact number or padded bytes (open). */

@@ -4,32 +4,18 @@
  * (NFC, UTF-8, at most max_bytes bytes, NUL-padded; `clamp` cuts a longer one at a character
  * boundary instead of refusing it); the report is one cell, `{"cell": n}` on the wire.
  *
- * Memoized by the padded bytes: the answer over the HMAC stream of (secret, "prr", metric, id)
- * || padded, its ledger tag the HMAC of (secret, "tag", metric, id) || padded (Python's
- * memo.string_answer and string_tag). A memo key here is a number standing for one padded
- * value in this process (`memoKey` interns it, memory only); the tag is always derived from
- * the bytes (`tagInput`), so the ledger is the same across processes. A new string the cap or
- * a budget refuses is sent as the paid answer with the lowest ledger tag this process holds
- * (all.ts, paidInstead): a paid answer, never the value.
+ * Always fresh: every report charges the metric's epsilon and draws fresh secure coins; there
+ * is no memo (Python's kinds/open.py). A memoized cell is unique to ~75 % of 20,000 devices
+ * holding the same string, so it would link a device's reports; and past a cap a memo answers a
+ * paid string but refuses a new one. The Reporter marks every open metric fresh and refuses a
+ * declared memoization or layer (declaration.ts, openFresh).
  */
 import {normalise, type OpenDomainSketch} from "../open.js";
 import type {MetricSpec} from "../kinds.js";
 import type {ValueKind} from "./kind.js";
 import {fail, show} from "./values.js";
 
-/** Per spec: padded value (hex) -> memo key, and memo key -> padded value. */
-const interned = new WeakMap<MetricSpec, {keys: Map<string, number>; values: Uint8Array[]}>();
-
-function table(spec: MetricSpec): {keys: Map<string, number>; values: Uint8Array[]} {
-  let t = interned.get(spec);
-  if (t === undefined) interned.set(spec, t = {keys: new Map(), values: []});
-  return t;
-}
-
-/** The padded value memo key `key` of `spec` stands for. */
-export function paddedOf(spec: MetricSpec, key: number): Uint8Array {
-  return table(spec).values[key] ?? fail(`no open-domain value is memoized under key ${key}`);
-}
+const never = (): never => fail("an open metric is never memoized: it always draws fresh coins");
 
 export const open: ValueKind = {
   families: ["od"],
@@ -52,22 +38,7 @@ export const open: ValueKind = {
   encode(spec, value) {
     return normalise(value, (spec.mechanism as unknown as OpenDomainSketch).maxBytes, spec.clamp);
   },
-  memoKey(spec, encoded) {
-    const padded = encoded as Uint8Array;
-    const t = table(spec);
-    const hex = Array.from(padded, (b) => b.toString(16).padStart(2, "0")).join("");
-    let key = t.keys.get(hex);
-    if (key === undefined) {
-      t.keys.set(hex, key = t.values.length);
-      t.values.push(padded.slice());
-    }
-    return key;
-  },
-  memoInput(spec, key) {
-    const padded = paddedOf(spec, key);
-    return [padded, padded];
-  },
-  tagInput: (spec, key) => paddedOf(spec, key),
-  /** Every key paid in this process: all.ts sends the one with the lowest ledger tag. */
+  memoKey: never,
+  memoInput: never,
   instead: () => [],
 };

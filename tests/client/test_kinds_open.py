@@ -18,7 +18,7 @@ from fractions import Fraction
 
 import pytest
 
-from deniable.client import InvalidParameterError, Reporter
+from deniable.client import Delivery, InvalidParameterError, Privacy, Reporter, Storage
 from deniable.client.errors import BudgetExceededError, WireFormatError
 from deniable.client.budget import Budget
 from deniable.client.kinds import MetricSpec
@@ -34,11 +34,13 @@ METRICS = {"crash_sig": MetricSpec.build("open", mechanism=SKETCH.id),
 
 
 @contextmanager
-def reporter(**options: object) -> Iterator[tuple[Reporter, list[bytes]]]:
+def reporter(**privacy: object) -> Iterator[tuple[Reporter, list[bytes]]]:
+    """A Reporter of METRICS to a recording collector; ``privacy``: Privacy's fields."""
     with recording_collector({"metrics": []}) as (url, recorder):
-        options = {"one_per_period": False, "privacy_dir": ":memory:", "batch_size": 1000,
-                   **options}
-        with Reporter(url, METRICS, **options) as client:  # type: ignore[arg-type]
+        with Reporter(url, METRICS, storage=Storage(privacy_dir=":memory:"),
+                      delivery=Delivery(batch_size=1000),
+                      privacy=Privacy(one_per_period=False, **privacy)  # type: ignore[arg-type]
+                      ) as client:
             yield client, recorder.bodies
             assert client.flush(60)
 

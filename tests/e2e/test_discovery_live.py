@@ -34,7 +34,7 @@ import requests
 
 from deniable.audit.privacy_scan import scan_redis
 from deniable.cli.main import main
-from deniable.client import Reporter
+from deniable.client import Privacy, Reporter, Storage
 from deniable.client.kinds import MetricSpec, parse_mechanism
 from deniable.client.open_domain import OpenDomainSketch
 from deniable.client.randomness import SecureBits
@@ -93,8 +93,8 @@ def test_the_known_top_10_is_discovered_and_nothing_else(collector, redis_url: s
     assert n == 80_000
 
     for _ in range(REAL_REPORTERS):  # the real client, one device each
-        with Reporter(process.url, {"crash_sig": spec}, privacy_dir=":memory:",
-                      max_epsilon=4.0) as device:  # above the default ceiling, knowingly
+        with Reporter(process.url, {"crash_sig": spec}, storage=Storage(privacy_dir=":memory:"),
+                      privacy=Privacy(max_epsilon=4.0)) as device:  # above the default ceiling, knowingly
             device.report("crash_sig", "oom")
             assert device.flush(30)
 

@@ -59,7 +59,7 @@ class Open(Kind):
     def choose(self, epsilon: float, declared: Declaration) -> tuple[Mechanism, str]:
         max_bytes = declared.max_bytes or DEFAULT_MAX_BYTES
         sketch = OpenDomainSketch.from_epsilon(epsilon, max_bytes=max_bytes)
-        return sketch, f"od: g = {sketch.g} buckets (e^epsilon + 1), {sketch.seeds} seeds"  # type: ignore[return-value]
+        return sketch, f"od: g = {sketch.g} buckets (e^epsilon + 1), {sketch.seeds} seeds"
 
     def check_mechanism(self, mechanism: Mechanism, declared: Declaration) -> None:
         given = getattr(mechanism, "max_bytes", None)

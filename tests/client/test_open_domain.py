@@ -195,9 +195,3 @@ def test_sampled_counters_match_expectations() -> None:
         stat += float((counts[cell] - want) ** 2 / want)
     assert stat < 60.0
 
-
-def test_shared_vectors_are_current() -> None:
-    """tests/vectors/open_domain.json (the contract for the web client) is what the code
-    writes now: regenerate with ``python -m tests.vectors.open_domain``."""
-    from tests.vectors.open_domain import PATH, render
-    assert PATH.read_text(encoding="utf-8") == render()

@@ -1,7 +1,6 @@
 // The od: mechanism (src/open.ts): the shared vectors' open_domain section (written from the
 // Python client) entry by entry, and its exact epsilon by enumerating every random draw.
 import assert from "node:assert/strict";
-import {readFileSync} from "node:fs";
 import {test} from "node:test";
 
 import {InvalidParameterError} from "../dist/errors.js";
@@ -173,53 +172,6 @@ test("a value is refused before any random draw, and the refusal does not show i
   }
   assert.throws(() => m.perturb("toolong", rng), (e) => !e.message.includes("toolong"));
   assert.equal(m.perturb("toolong", new SecureBits(), true) < m.cells, true);  // clamp cuts it
-});
-
-// tests/vectors/open_domain.json (openmech's vectors for a second implementation, written by
-// tests/vectors/open_domain.py): each draw is bits(k) of a 64-bit number, masked to k bits.
-const scripted = JSON.parse(readFileSync(
-  new URL("../../tests/vectors/open_domain.json", import.meta.url), "utf-8"));
-
-function script(draws) {
-  let used = 0;
-  const next = (k) => {
-    if (used >= draws.length) throw new Error("the script ran out");
-    return BigInt(draws[used++]) & ((1n << BigInt(k)) - 1n);
-  };
-  return {bits: (k) => Number(next(k)), bigBits: (k) => next(k)};
-}
-
-test("open_domain.json: normalisation, hash constants and buckets, ids, scripted reports", () => {
-  for (const v of scripted.normalise) {
-    const what = JSON.stringify(v);
-    if (v.error) assert.throws(() => normalise(v.value, v.max_bytes, v.clamp), InvalidParameterError, what);
-    else assert.equal(hex(normalise(v.value, v.max_bytes, v.clamp)), v.padded_hex, what);
-  }
-  for (const v of scripted.hash) {
-    const prefix = fromHex(v.prefix_hex);
-    assert.deepEqual(prefixWords(prefix), v.words);
-    assert.deepEqual(hashConstants(v.level, v.seed, v.constants.length).map(String), v.constants);
-    const bucket = Number(((prefixHash(prefix, v.level, v.seed) >> 32n) * BigInt(v.g)) >> 32n);
-    assert.equal(bucket, v.bucket, JSON.stringify(v));
-  }
-  let ids = 0;
-  for (const v of scripted.ids) {
-    if (v.from_epsilon !== undefined) continue;  // Python's from_epsilon: the web takes ids
-    ids++;
-    if (!v.valid) {
-      assert.throws(() => OpenDomainSketch.fromId(v.id), InvalidParameterError, v.id);
-      continue;
-    }
-    const m = OpenDomainSketch.fromId(v.id);
-    assert.deepEqual([m.levels, m.cells, m.width, fracToString(m.likelihoodRatio)],
-                     [v.levels, v.cells, v.width, v.likelihood_ratio], v.id);
-    assert.ok(Math.abs(m.epsilon - v.epsilon) <= 1e-12 * Math.max(1, v.epsilon), v.id);
-  }
-  assert.ok(ids > 0 && scripted.perturb.length > 0);
-  for (const v of scripted.perturb) {
-    const m = OpenDomainSketch.fromId(v.mechanism);
-    assert.equal(m.perturb(v.value, script(v.draws)), v.cell, JSON.stringify(v.draws.slice(0, 4)));
-  }
 });
 
 // Each check compares one count c of N independent reports (system source) with its exact

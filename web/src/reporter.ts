@@ -505,9 +505,7 @@ export class Reporter<V = boolean, D = never> {
       if (left <= 0) return false;
       // Seal pending rows too: another reporter on the store may have committed its reports
       // unsealed after our commit, and nothing else seals them before maxBatchAge.
-      if (this.queue.buffered > 0 || this.queue.snapshot.pending.length > 0) {
-        void this.queue.commit(true).catch(() => undefined);
-      }
+      if (this.queue.unsealed > 0) void this.queue.commit(true).catch(() => undefined);
       this.hurryBell.ring();
       this.wakeBell.ring();
       await race(this.progressBell.wait(), Math.min(left, 100));

@@ -95,9 +95,12 @@ export class DurableQueue {
   /** Reports dropped from memory because the store could not take them (and the cap hit). */
   droppedInMemory = 0;
 
-  /** Reports handed over but not yet committed to the store. */
-  get buffered(): number {
-    return this.buffer.length;
+  /**
+   * Reports not in a sealed batch: in memory, or pending in the store as last read (another
+   * reporter on the store may have committed them).
+   */
+  get unsealed(): number {
+    return this.buffer.length + this.state.pending.length;
   }
 
   /** The last state read from or written to the store. */

@@ -503,7 +503,9 @@ export class Reporter<V = boolean, D = never> {
       if (this.queue.queued === 0 && this.early.length === 0 && this.initDone) return true;
       const left = deadline - Date.now();
       if (left <= 0) return false;
-      if (this.queue.buffered > 0) void this.queue.commit(true).catch(() => undefined);
+      // Seal pending rows too: another reporter on the store may have committed its reports
+      // unsealed after our commit, and nothing else seals them before maxBatchAge.
+      if (this.queue.unsealed > 0) void this.queue.commit(true).catch(() => undefined);
       this.hurryBell.ring();
       this.wakeBell.ring();
       await race(this.progressBell.wait(), Math.min(left, 100));

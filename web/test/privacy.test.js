@@ -3,6 +3,7 @@
 // collector that serves a huge epsilon and then publishes version after version.
 import assert from "node:assert/strict";
 import {mkdirSync, mkdtempSync, readFileSync, writeFileSync} from "node:fs";
+import {createServer} from "node:http";
 import {tmpdir} from "node:os";
 import {join} from "node:path";
 import {test} from "node:test";
@@ -229,6 +230,44 @@ for (const [entry, lib] of [["default", core], ["all", all]]) {
     for (const r of [a, b]) assert.equal(await r.close(5000), true);
     assert.equal(counted().length, 4);
     assert.equal(a.stats().capRefused + b.stats().capRefused, 2);
+  });
+
+  test(`${entry}: a flush seals the rows another reporter on the store committed meanwhile`,
+       async (t) => {
+    // The race behind "never double-spend" failing under load: while a's flush had its batch in
+    // flight, b's commit timer put b's row in the shared store unsealed; a's flush counted it
+    // queued but sealed only its own buffer, so it waited for maxBatchAge (15 s) and timed out.
+    // Ordered, not timed: the collector answers a's batch only once b's row is in the store.
+    const v1 = "rr:1/2:1/2";
+    const store = new MemoryStore();
+    const c = collectorLike(booleanDoc("m", v1));
+    const stored = async () => (await store.get("queue"))?.pending.length ?? 0;
+    const server = createServer((req, res) => {
+      const chunks = [];
+      req.on("data", (x) => chunks.push(x));
+      req.on("end", async () => {
+        if (req.method === "POST" && c.seen.size === 0) {
+          for (let i = 0; i < 500 && await stored() === 0; i++) await sleep(10);
+        }
+        const [status, headers, text] = c.answer(req, Buffer.concat(chunks).toString());
+        res.writeHead(status, {"Content-Type": "application/json", ...headers}).end(text);
+      });
+    });
+    await new Promise((resolve) => server.listen(0, "127.0.0.1", resolve));
+    t.after(() => { server.closeAllConnections(); server.close(); });
+    const url = `http://127.0.0.1:${server.address().port}`;
+    const opts = {onePerPeriod: false, log: () => undefined, store, secret: new core.StoreSecret(store),
+                  metrics: {m: v1}};
+    const [a, b] = [new lib.Reporter(url, opts), new lib.Reporter(url, opts)];
+    for (const r of [a, b]) await until(() => r.metrics?.m === v1, "v1");
+    a.report("m", true);
+    const flushed = a.flush(3000);
+    b.report("m", false);
+    assert.equal(await flushed, true);
+    assert.equal(c.counted().length, 2);
+    assert.equal(await stored(), 0);
+    for (const r of [a, b]) assert.equal(await r.close(3000), true);
+    assert.equal(c.counted().length, 2);
   });
 
   test(`${entry}: past the cap a boolean value is sent as the other value's paid answer`, async (t) => {

@@ -103,3 +103,20 @@ def test_the_cycle_contract_fails_on_a_cycle_hidden_in_a_function(tmp_path: Path
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 1, done.stdout + done.stderr
     assert "No cycles are allowed in deniable.collector" in done.stdout
+
+
+def test_no_collector_module_reads_the_flat_config_table() -> None:
+    # One typed source (issue 31): the collector's modules read Settings (settings_of /
+    # current_settings), never Flask's flat app.config; only the factory fills it, and
+    # settings.py converts it. Any spelling of the read counts: app.config[...],
+    # current_app.config.get(...), or the table bound to a name first.
+    import re
+
+    reads = re.compile(r"\.config\s*(\[|\.get\b|\)|$|\s*\n)|\bconfig\s*=\s*\w+\.config\b",
+                       re.MULTILINE)
+    collector = ROOT / "src" / "deniable" / "collector"
+    found = {path.name: [m.group(0) for m in reads.finditer(path.read_text())]
+             for path in sorted(collector.glob("*.py")) if path.name not in ("app.py", "settings.py")}
+    assert {name: hits for name, hits in found.items() if hits} == {}
+    # The scan sees a read when there is one (the factory's own lines).
+    assert reads.search((collector / "app.py").read_text())

@@ -8,21 +8,29 @@ from pathlib import Path
 
 import pytest
 import redis
+from flask import Flask
 
 from deniable.collector.app import create_app
 from deniable.collector.errors import CollectorError
 from deniable.collector.settings import (
     DEFAULTS,
+    EXTENSION,
     SECTIONS,
     LimitSettings,
     Settings,
+    current_settings,
     setting_names,
+    settings_of,
 )
+
+SHARED_REDIS_PORT = 6379
+"""Redis's own default port: the default REDIS_URL names it (tests never connect to it)."""
+DEFAULT_REDIS_URL = f"redis://127.0.0.1:{SHARED_REDIS_PORT}/0"
 
 # The variables and defaults operators relied on before the sections (src/deniable/collector/
 # settings.py at commit 8a1051e), written out: none may change name or default.
 OLD_DEFAULTS = {
-    "REDIS_URL": "redis://127.0.0.1:6379/0", "REDIS_CLUSTER": False, "METRICS_FILE": None,
+    "REDIS_URL": DEFAULT_REDIS_URL, "REDIS_CLUSTER": False, "METRICS_FILE": None,
     "MAX_BODY_BYTES": 1048576, "MAX_BATCH_REPORTS": 1000, "BATCH_ID_TTL_SECONDS": 604800,
     "BATCH_SECRET": None, "RETENTION_DAYS": 90, "RETRY_AFTER_SECONDS": 5,
     "COUNTS_MAX_DAYS": 400, "REDIS_TIMEOUT_SECONDS": 2.0, "REDIS_MIN_REPLICAS": 0,
@@ -48,7 +56,7 @@ def test_every_setting_is_read_by_exactly_one_section_field() -> None:
 
 def test_the_default_settings_are_typed() -> None:
     settings = Settings.default()
-    assert settings.redis.url == "redis://127.0.0.1:6379/0" and settings.redis.cluster is False
+    assert settings.redis.url == DEFAULT_REDIS_URL and settings.redis.cluster is False
     assert settings.security.auth is True and settings.security.cors_origins == frozenset()
     assert settings.limits == LimitSettings(
         max_body_bytes=1 << 20, max_batch_reports=1000, max_batch_metrics=64,
@@ -100,3 +108,19 @@ def test_a_value_that_does_not_convert_is_refused_naming_its_variable(
         name: str, value: str, expected: str, redis_url: str, metrics_file: Path) -> None:
     with pytest.raises(CollectorError, match=f"DENIABLE_{name} must be {expected}"):
         create_app({"REDIS_URL": redis_url, "METRICS_FILE": str(metrics_file), name: value})
+
+
+def test_the_collector_reads_its_settings_through_one_typed_accessor(
+        redis_url: str, metrics_file: Path) -> None:
+    app = create_app({"REDIS_URL": redis_url, "METRICS_FILE": str(metrics_file),
+                      "COUNTS_MAX_DAYS": 3, "AUTH": "off"})
+    assert settings_of(app) is app.extensions[EXTENSION]
+    with app.test_request_context():
+        assert current_settings() is settings_of(app)
+    # The route reads the typed value (3 days), not a default of its own.
+    with app.test_client() as client:
+        answer = client.get("/v1/metrics/dark_mode/counts?from=2026-01-01T00:00:00Z"
+                            "&to=2026-01-05T00:00:00Z")
+    assert answer.status_code == 422 and "at most 3 days" in answer.get_data(as_text=True)
+    with pytest.raises(CollectorError, match="holds no Settings"):
+        settings_of(Flask("bare"))

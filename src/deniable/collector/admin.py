@@ -35,6 +35,7 @@ from deniable.collector.observability import audit
 from deniable.collector.params import json_body
 from deniable.collector.registry import (DIMENSION_FIELDS, SPEC_FIELDS, declare,
                                          declare_dimensions)
+from deniable.collector.settings import current_settings
 
 bp = Blueprint("admin", __name__, url_prefix=f"/{API_VERSION}/admin")
 FIELDS = frozenset({"name", "description", "retention_days", "memoization", "instantaneous",
@@ -69,7 +70,7 @@ def register_metric() -> Response:
             for k in missing])
     name = doc["name"]
     description = doc.get("description", "")
-    retention = doc.get("retention_days", int(current_app.config["RETENTION_DAYS"]))
+    retention = doc.get("retention_days", current_settings().metrics.retention_days)
     try:
         if not is_metric_name(name):
             raise InvalidParameterError("name: lowercase letters, digits and '_', at most 64 "

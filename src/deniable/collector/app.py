@@ -16,7 +16,7 @@ from deniable.collector.errors import CollectorError, problem_response, register
 from deniable.collector.live_registry import LiveRegistry
 from deniable.collector.proxy import client_address_app
 from deniable.collector.registry import load_metrics_file
-from deniable.collector.settings import DEFAULTS, Settings
+from deniable.collector.settings import DEFAULTS, EXTENSION, Settings
 from deniable.collector.store import Store, connect
 
 
@@ -40,11 +40,11 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     else:
         app.config.update(config)
     settings = Settings.from_config(app.config)
-    app.extensions["deniable.settings"] = settings
+    app.extensions[EXTENSION] = settings
     app.config["MAX_CONTENT_LENGTH"] = settings.limits.max_body_bytes
     # JSON log lines from the first one on (the start-up warnings below included).
-    observability.configure_logging(settings.observability.log_level,
-                                    settings.observability.log_requests_delay_seconds)
+    logs = settings.observability
+    lines = observability.configure_logging(logs.log_level, logs.log_requests_delay_seconds)
     if not settings.metrics.metrics_file:
         raise CollectorError("no metrics file: set DENIABLE_METRICS_FILE or --metrics-file")
     metrics = load_metrics_file(settings.metrics.metrics_file, settings.metrics.retention_days)
@@ -55,13 +55,13 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
         replicas_timeout_seconds=stored.min_replicas_timeout_seconds)
     _init_security(app, client, metrics, settings.metrics.registry_cache_seconds)
     _check_layout(app, client)
-    recorder = observability.init_app(app)
+    recorder = observability.init_app(app, logs.log_requests, lines)
     app.register_blueprint(api.bp)
     app.register_blueprint(admin.bp)
     dashboard.init_app(app)
     openapi.init_app(app)
     headers.init_app(app)
-    register_error_handlers(app)
+    register_error_handlers(app, stored.retry_after_seconds)
     # The hot path runs in front of Flask; a trusted proxy's client address, in front of both.
     wsgi: Any = IngestEndpoint(app, recorder).in_front_of(app.wsgi_app)
     # Web pages of the allowed origins may call the ingest and registry routes (cors.py).

@@ -40,6 +40,7 @@ from deniable.core import keys
 from deniable.collector.errors import APIError, CollectorError
 from deniable.collector.guard import storage_guard
 from deniable.collector.ratelimit import RateLimiter
+from deniable.collector.settings import settings_of
 
 ROLES = ("ingest", "read", "admin")
 KEY_PREFIX = "dnk"
@@ -48,8 +49,6 @@ APP_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}\Z")
 """App names: letters, digits, '.', '_' and '-', at most 64 characters."""
 CACHE_LIMIT = 10_000
 """Most verified keys one process caches; the cache is emptied when it is full."""
-OFF_VALUES = frozenset({"off", "false", "0", "no"})
-ON_VALUES = frozenset({"on", "true", "1", "yes"})
 REALM = 'Bearer realm="deniable"'
 
 log = logging.getLogger("deniable.collector")
@@ -82,20 +81,6 @@ class NewKey:
 def digest(token: str) -> str:
     """Hex SHA-256 of a bearer token: what Redis stores instead of the token."""
     return hashlib.sha256(token.encode()).hexdigest()
-
-
-def auth_enabled(value: object) -> bool:
-    """Parse the AUTH setting ("on"/"off", also true/false/1/0/yes/no).
-
-    Raises:
-        CollectorError: any other value.
-    """
-    text = str(value).strip().lower()
-    if text in ON_VALUES:
-        return True
-    if text in OFF_VALUES:
-        return False
-    raise CollectorError(f"DENIABLE_AUTH must be 'on' or 'off'. Got {value!r} instead.")
 
 
 # --- Key management (used by `deniable keys`) ---------------------------------------------
@@ -322,14 +307,15 @@ def check(roles: tuple[str, ...]) -> KeyInfo | None:
 
 def init_app(app: Flask, client: redis.Redis) -> None:
     """Set up auth and rate limits for ``app`` from its settings; warn loudly in dev mode."""
-    enabled = auth_enabled(app.config["AUTH"])
+    settings = settings_of(app)
+    security, limits = settings.security, settings.limits
+    enabled = security.auth
     limiter = RateLimiter(
-        client, ip_rate=app.config["RATE_LIMIT_IP_PER_SECOND"],
-        ip_burst=app.config["RATE_LIMIT_IP_BURST"],
-        key_rate=app.config["RATE_LIMIT_KEY_PER_SECOND"],
-        key_burst=app.config["RATE_LIMIT_KEY_BURST"], secret=app.config["RATE_LIMIT_SECRET"])
+        client, ip_rate=limits.rate_limit_ip_per_second, ip_burst=limits.rate_limit_ip_burst,
+        key_rate=limits.rate_limit_key_per_second, key_burst=limits.rate_limit_key_burst,
+        secret=security.rate_limit_secret)
     app.extensions["deniable.gate"] = Gate(
-        Authenticator(client, app.config["AUTH_CACHE_SECONDS"]), limiter, enabled)
+        Authenticator(client, security.auth_cache_seconds), limiter, enabled)
     if not enabled:
         log.warning("!!! DENIABLE_AUTH=off: AUTHENTICATION IS DISABLED. Anyone who can reach "
                     "this collector can send reports, read counts and register metrics. "

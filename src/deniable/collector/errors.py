@@ -15,7 +15,7 @@ from http import HTTPStatus
 from typing import Any
 
 import orjson
-from flask import Flask, Response, current_app
+from flask import Flask, Response
 from werkzeug.exceptions import HTTPException
 
 from deniable.client.errors import DeniableError, Problem
@@ -118,8 +118,15 @@ def as_problem(exc: Exception, retry_after_seconds: int) -> APIError:
     return internal_error(exc)
 
 
-def register_error_handlers(app: Flask) -> None:
-    """Answer every error, ours and werkzeug's, as problem+json."""
+def register_error_handlers(app: Flask, retry_after_seconds: int) -> None:
+    """Answer every error, ours and werkzeug's, as problem+json.
+
+    Args:
+        app: the collector's app.
+        retry_after_seconds: the ``Retry-After`` of a 503 while storage is unavailable (the
+            ``redis.retry_after_seconds`` setting; settings.py imports this module, so the
+            app factory passes it in).
+    """
 
     @app.errorhandler(APIError)
     def _api_error(exc: APIError) -> Response:
@@ -135,4 +142,4 @@ def register_error_handlers(app: Flask) -> None:
 
     @app.errorhandler(Exception)
     def _other(exc: Exception) -> Response:  # Redis unavailable (503) or a bug (500)
-        return _api_error(as_problem(exc, current_app.config["RETRY_AFTER_SECONDS"]))
+        return _api_error(as_problem(exc, retry_after_seconds))

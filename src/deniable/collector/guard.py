@@ -8,9 +8,8 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 
-from flask import current_app
-
 from deniable.collector.errors import storage_unavailable
+from deniable.collector.settings import current_settings
 from deniable.collector.store import UNAVAILABLE_ERRORS
 
 STORAGE_ERRORS = UNAVAILABLE_ERRORS
@@ -23,4 +22,4 @@ def storage_guard() -> Iterator[None]:
     try:
         yield
     except STORAGE_ERRORS as exc:
-        raise storage_unavailable(exc, current_app.config["RETRY_AFTER_SECONDS"]) from exc
+        raise storage_unavailable(exc, current_settings().redis.retry_after_seconds) from exc

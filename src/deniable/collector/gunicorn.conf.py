@@ -31,6 +31,7 @@ from deniable.collector.server import (  # noqa: E402 (after the metrics dir)
     close_listeners_on_term,
     default_workers,
 )
+from deniable.collector.settings import DEFAULTS  # noqa: E402 (after the metrics dir)
 
 bind = (f"{os.environ.get('DENIABLE_HOST') or DEFAULT_HOST}:"
         f"{os.environ.get('DENIABLE_PORT') or DEFAULT_PORT}")
@@ -66,7 +67,8 @@ class _NoAccessLog(Logger):
 
 logger_class = _NoAccessLog
 errorlog = "-"
-loglevel = os.environ.get("DENIABLE_LOG_LEVEL", "info").lower()
+# The app's own setting (DENIABLE_LOG_LEVEL, settings.py), with its one default.
+loglevel = str(os.environ.get("DENIABLE_LOG_LEVEL") or DEFAULTS["LOG_LEVEL"]).lower()
 # Request line and headers: gunicorn's defaults (4094 bytes per line, 100 headers).
 limit_request_line = 4094
 limit_request_fields = 100

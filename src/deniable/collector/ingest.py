@@ -49,6 +49,7 @@ from deniable.collector.jsonbody import parse_json, repeated_key
 from deniable.collector.live_registry import LiveRegistry
 from deniable.collector.observability import (REQUEST_ID_HEADER, RequestRecorder,
                                               current_request_id, request_id_for)
+from deniable.collector.settings import settings_of
 from deniable.collector.store import Outcome, Store
 
 WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
@@ -65,18 +66,18 @@ class IngestEndpoint:
     """
 
     def __init__(self, app: Flask, recorder: RequestRecorder) -> None:
-        config = app.config
+        settings = settings_of(app)
         self.store: Store = app.extensions["deniable.store"]
         self.registry: LiveRegistry = app.extensions["deniable.registry"]
         self.gate: Gate = app.extensions["deniable.gate"]
         self.recorder = recorder
-        self.max_body_bytes = int(config["MAX_BODY_BYTES"])
-        self.max_reports = int(config["MAX_BATCH_REPORTS"])
-        self.max_metrics = int(config["MAX_BATCH_METRICS"])
-        self.default_retention_days = int(config["RETENTION_DAYS"])
-        self.batch_id_ttl_seconds = int(config["BATCH_ID_TTL_SECONDS"])
-        self.retry_after_seconds = int(config["RETRY_AFTER_SECONDS"])
-        self.demo_clock_file: str | None = config.get("DEMO_CLOCK_FILE") or None
+        self.max_body_bytes = settings.limits.max_body_bytes
+        self.max_reports = settings.limits.max_batch_reports
+        self.max_metrics = settings.limits.max_batch_metrics
+        self.default_retention_days = settings.metrics.retention_days
+        self.batch_id_ttl_seconds = settings.limits.batch_id_ttl_seconds
+        self.retry_after_seconds = settings.redis.retry_after_seconds
+        self.demo_clock_file = settings.metrics.demo_clock_file
 
     def in_front_of(self, rest: WSGIApp) -> WSGIApp:
         """A WSGI app that serves ``POST /v1/reports`` here and everything else by ``rest``."""

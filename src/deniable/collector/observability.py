@@ -233,14 +233,19 @@ class RequestRecorder:
             _child(REPORTS, "rejected", REASONS[422]).inc(n_refused)
 
 
-def init_app(app: Flask) -> RequestRecorder:
+def init_app(app: Flask, log_requests: bool, lines: RequestLineHandler) -> RequestRecorder:
     """Add request ids, per-request metrics and JSON request logs, and ``GET /metrics``.
+
+    Args:
+        app: the collector's app.
+        log_requests: write one JSON line per request (the ``observability.log_requests``
+            setting; settings.py imports errors.py, which imports this module, so the app
+            factory passes its typed values in).
+        lines: the handler of request lines, from ``configure_logging``.
 
     Returns the recorder, for endpoints served in front of Flask.
     """
-    lines = configure_logging(str(app.config.get("LOG_LEVEL", "INFO")),
-                              float(app.config.get("LOG_REQUESTS_DELAY_SECONDS", 0)))
-    recorder = RequestRecorder(bool(app.config.get("LOG_REQUESTS", True)), lines)
+    recorder = RequestRecorder(log_requests, lines)
     if _PROCESS.forked:
         # A gunicorn worker loading the app (no preload): it counts itself at once, idle or
         # not. The app `deniable serve` builds in the master only to fail fast does not.

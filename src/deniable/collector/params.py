@@ -14,12 +14,13 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
 
-from flask import current_app, request
+from flask import request
 
 from deniable.client.errors import Problem
 from deniable.client.wire import MEDIA_TYPE
 from deniable.collector.errors import APIError
 from deniable.collector.jsonbody import parse_json, repeated_key
+from deniable.collector.settings import current_settings
 
 EARLIEST = datetime(2000, 1, 1, tzinfo=timezone.utc)
 LATEST = datetime(9000, 1, 1, tzinfo=timezone.utc)
@@ -59,7 +60,7 @@ def time_range(default_days: int = 7) -> tuple[datetime, datetime]:
     start = parse_time("from", end - timedelta(days=default_days))
     if start >= end:
         raise APIError(422, "'from' must come before 'to'", parameters={"from": "after 'to'"})
-    limit = int(current_app.config["COUNTS_MAX_DAYS"])
+    limit = current_settings().limits.counts_max_days
     if end - start > timedelta(days=limit):
         raise APIError(422, "the range is too long",
                        parameters={"from": f"at most {limit} days before 'to'"})

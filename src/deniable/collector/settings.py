@@ -6,6 +6,10 @@ JSON when they can be, so ``DENIABLE_MAX_BATCH_REPORTS=500`` is an int), or pass
 environment. ``DEFAULTS`` is the flat table of names and defaults (the names operators set);
 ``Settings.from_config`` turns such a table into five typed, frozen sections: ``metrics``,
 ``redis``, ``security``, ``limits`` and ``observability`` (docs/operations.md, "Settings").
+``create_app`` keeps the app's ``Settings`` in ``app.extensions["deniable.settings"]``; every
+collector module reads its settings there, through ``settings_of(app)`` or
+``current_settings()``, and never from the flat ``app.config`` table (which Flask still reads
+for ``MAX_CONTENT_LENGTH``).
 The process settings (``DENIABLE_HOST``, ``_PORT``, ``_WORKERS``, ...) are the gunicorn
 config's (gunicorn.conf.py), read before any app exists.
 """
@@ -16,8 +20,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, TypeVar
 
+from flask import Flask, current_app
+
 from deniable.client.wire import DEFAULT_MAX_REPORTS
-from deniable.collector.auth import auth_enabled
 from deniable.collector.cors import parse_origins
 from deniable.collector.errors import CollectorError
 
@@ -110,6 +115,11 @@ DEFAULTS: dict[str, Any] = {
 }
 
 S = TypeVar("S")
+
+EXTENSION: Final = "deniable.settings"
+"""The key of an app's ``Settings`` in ``app.extensions``."""
+OFF_VALUES: Final = frozenset({"off", "false", "0", "no"})
+ON_VALUES: Final = frozenset({"on", "true", "1", "yes"})
 
 
 def _setting(name: str) -> Any:
@@ -220,6 +230,24 @@ class Settings:
         return cls.from_config(DEFAULTS)
 
 
+def settings_of(app: Flask) -> Settings:
+    """The typed settings ``create_app`` gave ``app``.
+
+    Raises:
+        CollectorError: ``app`` was not built by ``create_app`` (it holds no settings).
+    """
+    settings = app.extensions.get(EXTENSION)
+    if not isinstance(settings, Settings):
+        raise CollectorError(f"the app holds no Settings in app.extensions[{EXTENSION!r}]: "
+                             f"build it with create_app. Got {settings!r} instead.")
+    return settings
+
+
+def current_settings() -> Settings:
+    """The typed settings of the app serving the current request (``settings_of``)."""
+    return settings_of(current_app)
+
+
 SECTIONS: Final = (MetricsSettings, RedisSettings, SecuritySettings, LimitSettings,
                    ObservabilitySettings)
 """The sections, in ``Settings``' order."""
@@ -260,6 +288,20 @@ def _convert(key: str, kind: str, value: Any) -> Any:
     except (TypeError, ValueError):
         raise CollectorError(
             f"DENIABLE_{key} must be {expected}. Got {value!r} instead.") from None
+
+
+def auth_enabled(value: object) -> bool:
+    """Parse the AUTH setting ("on"/"off", also true/false/1/0/yes/no).
+
+    Raises:
+        CollectorError: any other value.
+    """
+    text = str(value).strip().lower()
+    if text in ON_VALUES:
+        return True
+    if text in OFF_VALUES:
+        return False
+    raise CollectorError(f"DENIABLE_AUTH must be 'on' or 'off'. Got {value!r} instead.")
 
 
 def _text_or_none(value: object) -> str | None:

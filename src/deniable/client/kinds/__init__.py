@@ -7,7 +7,8 @@
 
 One module per kind (boolean.py, categorical.py, histogram.py, numeric.py), each a ``Kind``
 object (base.py) registered once in ``REGISTRY`` (or at run time with ``register(kind)``);
-``kind_of(name)`` is how the rest of the code asks a kind instead of testing its name. Four kinds (ids in ``parse_mechanism``):
+``kind_of(name)`` is how the rest of the code asks a kind instead of testing its name. The
+built-in kinds (ids in ``parse_mechanism``; ``open`` in kinds/open.py):
 
 ==============  ====================================  =========================  ===========
 kind            the true value                        mechanism                  wire field
@@ -57,16 +58,17 @@ _BARE: dict[str, Kind] = {}  # the kind of a bare mechanism id: the first that t
 
 def _index() -> None:
     """Derive the tables read per call (families by prefix, mechanism types, bare kinds, the
-    ``KINDS`` names) from ``REGISTRY``."""
-    global KINDS, _TYPES
-    _FAMILIES.clear()
-    _BARE.clear()
+    ``KINDS`` names) from ``REGISTRY``; each is rebound whole, never seen half-built."""
+    global KINDS, _TYPES, _FAMILIES, _BARE
+    families: dict[str, Family] = {}
+    bare: dict[str, Kind] = {}
     for kind in REGISTRY.values():
         for family_ in kind.families:
-            _FAMILIES.setdefault(family_.prefix, family_)
-            _BARE.setdefault(family_.prefix, kind)
+            families.setdefault(family_.prefix, family_)
+            bare.setdefault(family_.prefix, kind)
+    _FAMILIES, _BARE = families, bare
     KINDS = tuple(REGISTRY)
-    _TYPES = tuple(f.type for f in _FAMILIES.values())
+    _TYPES = tuple(f.type for f in families.values())
     parse_mechanism.cache_clear()
 
 

@@ -21,6 +21,7 @@ from deniable.client import Delivery, Privacy, Reporter
 from deniable.client.errors import InvalidParameterError
 from deniable.client import kinds
 from deniable.client.kinds import REGISTRY, MetricSpec, kind_of, register, registered
+from deniable.collector.errors import CollectorError
 from deniable.collector.registry import declare
 from deniable.collector.server import CollectorProcess
 from tests.client.kind_rating import STARS, Rating
@@ -67,6 +68,13 @@ def test_an_unregistered_kind_is_refused_everywhere() -> None:
         MetricSpec.build("rating", epsilon=2.0)
     with pytest.raises(InvalidParameterError, match="kind: must be one of"):
         declare(METRICS["stars"])
+
+
+def test_a_collector_that_has_not_registered_the_kind_refuses_its_metrics(
+        redis_url: str, tmp_path: Path) -> None:
+    with pytest.raises(CollectorError, match="kind: must be one of boolean, categorical"):
+        with collector_with_metrics(redis_url, METRICS, tmp_path, workers=1):
+            pass
 
 
 def test_a_registered_kind_is_asked_like_the_built_in_ones() -> None:

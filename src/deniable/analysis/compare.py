@@ -188,9 +188,8 @@ def compare_metrics(a: MetricCounts, b: MetricCounts, *, alpha: float = 0.05,
     """``b - a`` for two metrics over the counts given (pool each one's buckets)."""
     est_a = window_estimate(a, confidence=confidence)
     est_b = window_estimate(b, confidence=confidence)
-    if a.metric.kind != b.metric.kind or (a.metric.kind == "numeric" and (
-            a.metric.spec.mechanism.lower, a.metric.spec.mechanism.upper) !=  # type: ignore[union-attr]
-            (b.metric.spec.mechanism.lower, b.metric.spec.mechanism.upper)):  # type: ignore[union-attr]
+    kind = a.metric.spec.kind_object
+    if a.metric.kind != b.metric.kind or kind.scale(a.metric.spec) != kind.scale(b.metric.spec):
         raise ComparisonError(f"{a.metric.name} ({a.metric.kind}) and {b.metric.name} "
                               f"({b.metric.kind}) measure different things")
     return replace(difference(est_a, est_b, label=f"{b.metric.name} - {a.metric.name}",

@@ -89,7 +89,7 @@ class MetricSummary:
 
 def is_categorical(metric: MetricInfo) -> bool:
     """A categorical or histogram metric: one counter per category."""
-    return metric.kind in ("categorical", "histogram")
+    return metric.spec.kind_object.per_category
 
 
 def debias_values(metric: MetricInfo, values: NDArray[np.int64], confidence: float = 0.95,
@@ -111,8 +111,9 @@ def debias_values(metric: MetricInfo, values: NDArray[np.int64], confidence: flo
                                periods=periods)
     e = debias(slot_channel(metric.mechanism), values[:, 1], values[:, 0], confidence,
                policy=metric.policy, periods=periods)
-    if metric.kind == "numeric":
-        e = scale_estimates(e, *numeric_range(metric.mechanism))
+    scale = metric.spec.kind_object.scale(metric.spec)
+    if scale is not None:
+        e = scale_estimates(e, *scale)
     return e, None
 
 
@@ -189,7 +190,7 @@ def _summary(metric: MetricInfo, found: Estimate | CategoryEstimates, periods: i
             wide=bool(n and np.max(found.ci_high - found.ci_low) >= 0.5),
             interval_clipped=False, design_effect=design_effect, categories=found,
             **common)  # type: ignore[arg-type]
-    lower, upper = numeric_range(mechanism) if metric.kind == "numeric" else (None, None)
+    lower, upper = metric.spec.kind_object.scale(metric.spec) or (None, None)
     return MetricSummary(
         n=found.n, ones=found.ones, yes_rate=found.yes_rate, estimate=found.value,
         unclipped=found.unclipped, stderr=found.stderr, ci_low=found.ci_low,

@@ -245,11 +245,11 @@ def reading_notes(summaries: Sequence[Any], *, detailed_hint: str = "--detailed 
         return []
     first = summaries[0]
     pct = f"{first.confidence:.0%}".replace("%", " %")
-    kinds = {s.kind for s in summaries}
+    kinds = [kind_of(k) for k in {s.kind for s in summaries}]
     what = ["a yes/no metric's estimate is the share of devices whose true answer is yes"]
-    if kinds & {"categorical", "histogram"}:
+    if any(k.per_category for k in kinds):
         what.append("a categorical metric's, each category's share of devices")
-    if "numeric" in kinds:
+    if not all(k.percent for k in kinds):
         what.append("a numeric metric's, the mean over devices, in its unit")
     notes = [
         "How to read this: " + "; ".join(what) + ". Each device adds random noise to its "
@@ -803,8 +803,9 @@ def render_comparisons_table(comparisons: Sequence[Comparison], width: int = 120
     rows = [(c.label, f"{c.estimate_a:.4f}", f"{c.estimate_b:.4f}", f"{c.difference:+.4f}",
              f"[{c.ci_low:+.4f}, {c.ci_high:+.4f}]", _p(c.p_value), _p(c.p_adjusted),
              "yes" if c.significant else "no") for c in comparisons]
-    kinds = {c.kind for c in comparisons}
-    what = ("the share of devices answering yes" if kinds <= {"boolean"} else
+    kinds = {kind_of(c.kind) for c in comparisons}
+    what = ("the share of devices answering yes"
+            if all(k.slot_word == "yes" for k in kinds) else
             "each estimate (share of yes; a category's share, per category; a numeric "
             "metric's mean, in its units)")
     return text_table(f"Changes (b - a) in {what}, {correction} correction across all "

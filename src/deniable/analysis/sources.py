@@ -20,7 +20,7 @@ from numpy.typing import NDArray
 
 from deniable.client.dimensions import NONE, DimensionError, Dimensions
 from deniable.client.errors import DeniableError, InvalidParameterError
-from deniable.client.kinds import Mechanism, MetricSpec, parse_mechanism
+from deniable.client.kinds import Mechanism, MetricSpec, kind_of_mechanism, parse_mechanism
 from deniable.client.mechanism import RandomizedResponse
 from deniable.client.period import DEFAULT_POLICY, CollectionPolicy, parse_policy
 from deniable.client.transport import DEFAULT_TIMEOUT
@@ -76,7 +76,7 @@ def spec_of(doc: Any, mechanism: Mechanism) -> MetricSpec:
     if "kind" not in fields and isinstance(mechanism, RandomizedResponse):
         return MetricSpec("boolean", mechanism)
     if "kind" not in fields:
-        fields = {**fields, "kind": "numeric" if mechanism.kind == "numeric" else "categorical"}
+        fields = {**fields, "kind": kind_of_mechanism(mechanism).name}
     try:
         return MetricSpec.from_document(fields, mechanism)
     except InvalidParameterError as exc:

@@ -97,19 +97,19 @@ def _subjects(args: argparse.Namespace) -> list[Any]:
 
 
 def _spec(entry: dict[str, Any]) -> Any:
-    """A boolean metric's mechanism, or another kind's MetricSpec, from a catalogue entry or
-    a metrics-file table (``kind``, its declaration, and ``mechanism`` or ``epsilon``)."""
-    from deniable.client.kinds import MetricSpec, parse_mechanism
-    from deniable.client.mechanism import RandomizedResponse
-    kind = entry.get("kind", "boolean")
-    if kind == "boolean":
-        return RandomizedResponse.from_id(entry.get("mechanism", "rr:1/2:1/2"))
-    if "mechanism" in entry:
-        return MetricSpec.from_document(entry, parse_mechanism(entry["mechanism"]))
-    return MetricSpec.build(kind, epsilon=entry.get("epsilon"),
-                            categories=entry.get("categories", ()) if kind == "categorical"
-                            else (), edges=entry.get("edges", ()), lower=entry.get("lower"),
-                            upper=entry.get("upper"), clamp=entry.get("clamp", False))
+    """A metric's MetricSpec from a catalogue entry or a metrics-file table (``kind``, its
+    declaration, and ``mechanism`` or ``epsilon``; neither: ``rr:1/2:1/2``)."""
+    from deniable.client.kinds import MetricSpec, kind_of, parse_mechanism
+    kind = kind_of(entry.get("kind", "boolean"))
+    if "mechanism" in entry or "epsilon" not in entry:
+        return MetricSpec.from_document(entry, parse_mechanism(entry.get("mechanism",
+                                                                         "rr:1/2:1/2")))
+    return MetricSpec.build(kind.name, epsilon=entry.get("epsilon"),
+                            categories=entry.get("categories", ())
+                            if "categories" in kind.declares else (),
+                            edges=entry.get("edges", ()), lower=entry.get("lower"),
+                            upper=entry.get("upper"), clamp=entry.get("clamp", False),
+                            max_bytes=entry.get("max_bytes"))
 
 
 def _catalogue(doc: Any, where: str) -> dict[str, Any]:

@@ -714,7 +714,7 @@ def print_other_kinds(console: Any, source: Any, truth: dict[str, list[Any]],
         table = Table(title=f"{metric.name} ({spec.kind}, {family}, "
                             f"epsilon {spec.mechanism.epsilon:.3f}): share of devices, day "
                             f"{before + 1} and day {after + 1}")
-        for header in ("category" if spec.kind == "categorical" else "bucket",
+        for header in (spec.kind_object.slot_word,
                        f"true, day {before + 1}", "estimate (95 % interval)",
                        f"true, day {after + 1}", "estimate (95 % interval)"):
             table.add_column(header, justify="left" if header in ("category", "bucket")

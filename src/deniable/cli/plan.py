@@ -203,8 +203,10 @@ def _margin_for(args: argparse.Namespace, name: str | None, mechanism: object) -
     is then a share of the range). A margin that makes no sense is an error naming why."""
     if args.margin is None:
         return None
+    from deniable.client.kinds import is_mechanism, kind_of_mechanism
+
     label = name or "this mechanism"
-    if getattr(mechanism, "kind", "boolean") != "numeric":
+    if not is_mechanism(mechanism) or kind_of_mechanism(mechanism).percent:
         if args.margin >= 0.5:
             args.parser.error(f"--margin {args.margin:g} is a margin on a share (0 to 1): "
                               f"{label}'s interval would span all of it. Give a share below "
@@ -238,9 +240,10 @@ def _short(fraction: str) -> str:
 def _margin_text(p: object) -> str:
     """"+-2.0 points on the share", "+-60 ms on the mean (2 % of [0, 3000])"."""
     from deniable.analysis import plain
+    from deniable.client.kinds import kind_of
 
     margin = float(getattr(p, "margin"))
-    if getattr(p, "kind") == "numeric":
+    if not kind_of(getattr(p, "kind")).percent:
         unit = plain.unit_of(getattr(p, "metric") or "")
         lower, upper = (float(x) for x in getattr(p, "units").strip("[]").split(","))
         return (f"\u00b1{plain.number(margin)}{' ' + unit if unit else ''} on "
@@ -250,10 +253,12 @@ def _margin_text(p: object) -> str:
 
 
 def _on(p: object) -> str:
-    kind = getattr(p, "kind")
-    if kind == "numeric":
+    from deniable.client.kinds import kind_of
+
+    kind = kind_of(getattr(p, "kind"))
+    if not kind.percent:
         return "the mean"
-    if kind in ("categorical", "histogram"):
+    if kind.per_category:
         return ("all categories at once" if getattr(p, "simultaneous") else
                 "each category's share")
     return "the share"

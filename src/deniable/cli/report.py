@@ -258,6 +258,14 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout = saved
 
 
+def _discovered(metric: object) -> bool:
+    """A metric of a kind whose values are discovered (open), not estimated per slot."""
+    from deniable.client.kinds import REGISTRY
+
+    kind = REGISTRY.get(getattr(metric, "kind", ""))
+    return kind is not None and kind.discovered
+
+
 def _run(args: argparse.Namespace) -> int:
     from deniable.analysis import analyze, render_html, summarize
     from deniable.analysis.report import render, render_series
@@ -276,7 +284,7 @@ def _run(args: argparse.Namespace) -> int:
     if args.by:
         return _run_by(args, source, known, start, end)
     names = args.metrics or sorted(known)
-    opened = [n for n in names if n in known and getattr(known[n], "kind", "") == "open"]
+    opened = [n for n in names if n in known and _discovered(known[n])]
     if opened:
         text = _report_open(args, source, opened, start, end)
         names = [n for n in names if n not in opened]

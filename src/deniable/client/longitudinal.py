@@ -182,8 +182,7 @@ class PrivacyLoss:
                 "more sharply it dates the change.")
             return cls(metric, layers, wire.epsilon, None, change, None, wire.epsilon)
         differ = _p_answers_differ(memo)
-        per_point = " (numeric: each grid point of alpha-point rounding)" \
-            if memo.kind == "numeric" else ""
+        per_point = kind_of_mechanism(memo).memo_note
         change = (
             f"A new value gets its own permanent answer{per_point}. The two answers differ with "
             f"probability {differ} ({float(differ):.3g}); when they do, anyone who links "

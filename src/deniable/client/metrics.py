@@ -40,9 +40,8 @@ from typing import Any
 
 from deniable.client.dimensions import NONE, Dimensions
 from deniable.client.errors import InvalidParameterError, UnknownMetricError, WireFormatError
-from deniable.client.kinds import (KINDS, Mechanism, MetricSpec, family, is_mechanism, kind_of,
+from deniable.client.kinds import (REGISTRY, Mechanism, MetricSpec, family, is_mechanism, kind_of,
                                    kind_of_mechanism, parse_mechanism, spec_of_mechanism)
-from deniable.client.kinds.open import open_policy
 from deniable.client.mechanism import ROUNDING_SLACK, log_ratio_exceeds
 from deniable.client.open_domain import OpenDomainSketch
 from deniable.client.period import DEFAULT_POLICY, POLICY_FIELDS, CollectionPolicy, parse_policy
@@ -196,9 +195,9 @@ _WARNED: set[tuple[str, str]] = set()
 
 def _unsupported(kind: object, mechanism_id: object) -> str | None:
     """Why this client cannot report an entry of ``kind`` under ``mechanism_id``, or None."""
-    if not isinstance(kind, str) or kind not in KINDS:
+    if not isinstance(kind, str) or kind not in REGISTRY:
         return (f"its kind {str(kind)[:40]!r} is not one this client knows "
-                f"({', '.join(KINDS)}); upgrade the client to report it")
+                f"({', '.join(REGISTRY)}); upgrade the client to report it")
     if not isinstance(mechanism_id, str):
         return None  # malformed, not unknown: _entry_spec refuses it
     try:
@@ -277,10 +276,10 @@ def coerce_catalogue(metrics: Declared, dimensions: AllDimensions | None = None,
                 raise InvalidParameterError(f"metric {name!r}: {exc}") from exc
             if found and dimensions is not None:
                 dimensions[name] = found
-            is_open = catalogue[name].kind == "open"
-            if is_open or (policies is not None and POLICY_FIELDS & set(declared)):
+            kind = catalogue[name].kind_object
+            if kind.fresh_only or (policies is not None and POLICY_FIELDS & set(declared)):
                 try:
-                    policy = open_policy(declared) if is_open else parse_policy(declared)
+                    policy = kind.policy(declared)
                 except InvalidParameterError as exc:
                     raise InvalidParameterError(f"metric {name!r}: {exc}") from exc
                 if policies is not None:

@@ -13,6 +13,7 @@ from typing import Any
 import orjson
 from flask import Flask, Response
 
+from deniable.client.kinds import REGISTRY
 from deniable.client.wire import DEFAULT_MAX_REPORTS, MEDIA_TYPE
 
 OPENAPI_PATH = "/v1/openapi.json"
@@ -50,7 +51,8 @@ POLICY_PROPERTIES: dict[str, Any] = {
                "description": "at most one report per device per UTC period (default day)"},
 }
 
-KINDS = ["boolean", "categorical", "histogram", "numeric"]
+KINDS = list(REGISTRY)
+"""The kinds the schema names: those registered when this module is imported."""
 SPEC_PROPERTIES: dict[str, Any] = {
     "kind": {"type": "string", "enum": KINDS,
              "description": "what the metric asks (default boolean)"},

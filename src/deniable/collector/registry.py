@@ -73,9 +73,14 @@ from deniable.client.wire import is_metric_name
 
 _FIELDS = {"description", "retention_days", "memoization", "instantaneous", "period",
            *SPEC_FIELDS, *DIMENSION_FIELDS}
-_ONLY_FOR = {name: tuple(k.name for k in REGISTRY.values() if name in k.declares)
-             for name in ("categories", "edges", "lower", "upper", "clamp", "max_bytes")}
-"""Fields that only some kinds take (from each kind's ``declares``)."""
+_ONLY_FIELDS = ("categories", "edges", "lower", "upper", "clamp", "max_bytes")
+
+
+def _only_for() -> dict[str, tuple[str, ...]]:
+    """Fields that only some kinds take, and the kinds that take each (from each registered
+    kind's ``declares``, read at the call: a kind registered at run time counts)."""
+    return {name: tuple(k.name for k in REGISTRY.values() if name in k.declares)
+            for name in _ONLY_FIELDS}
 
 
 class RegistryError(DeniableError):
@@ -165,7 +170,7 @@ def declare(doc: Mapping[str, Any]) -> MetricSpec:
     kind = doc.get("kind", "boolean")
     if kind not in REGISTRY:
         raise InvalidParameterError(f"kind: must be one of {', '.join(REGISTRY)}")
-    for name, kinds in _ONLY_FOR.items():
+    for name, kinds in _only_for().items():
         if name in doc and kind not in kinds:
             raise InvalidParameterError(f"{name}: a {kind} metric takes no {name} (only "
                                         f"{' and '.join(kinds)} metrics do)")

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
+from deniable.client.kinds import kind_of
 from deniable.client.mechanism import z_score
 from deniable.client.period import CollectionPolicy
 from deniable.core.estimators import (  # noqa: F401 (re-exported for the dashboard)
@@ -64,19 +65,9 @@ def estimand(policy: CollectionPolicy, periods: int | None,
              bucket_seconds: float | None = None, kind: str = "boolean") -> str:
     """What an estimate over ``periods`` periods is the share of, in words (``bucket_seconds``:
     the bucket length, when buckets are shorter than the period; ``periods`` None: several,
-    not counted). ``kind``: a categorical or histogram metric estimates each category's share
-    of devices, a numeric one the mean value over devices."""
-    return _for_kind(_estimand(policy, periods, bucket_seconds), kind)
-
-
-def _for_kind(text: str, kind: str) -> str:
-    if kind in ("categorical", "histogram"):
-        return text.replace("answering yes", "in each category")
-    if kind == "numeric":
-        return (text.replace("share of the devices", "mean value of the devices")
-                .replace("share of devices", "mean value of devices")
-                .replace(" answering yes", "").replace("not a share", "not a mean"))
-    return text
+    not counted). ``kind``: the metric's kind, whose ``Kind.estimand`` words it (each
+    category's share of devices, the mean value over devices, or the share answering yes)."""
+    return kind_of(kind).estimand(_estimand(policy, periods, bucket_seconds))
 
 
 def _estimand(policy: CollectionPolicy, periods: int | None,

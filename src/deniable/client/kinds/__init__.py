@@ -6,8 +6,9 @@
     spec.encode("ios")      # 1: the index the mechanism perturbs
 
 One module per kind (boolean.py, categorical.py, histogram.py, numeric.py), each a ``Kind``
-object (base.py) registered once in ``REGISTRY``; ``kind_of(name)`` is how the rest of the code
-asks a kind instead of testing its name. Four kinds (ids in ``parse_mechanism``):
+object (base.py) registered once in ``REGISTRY`` (or at run time with ``register(kind)``);
+``kind_of(name)`` is how the rest of the code asks a kind instead of testing its name. The
+built-in kinds (ids in ``parse_mechanism``; ``open`` in kinds/open.py):
 
 ==============  ====================================  =========================  ===========
 kind            the true value                        mechanism                  wire field
@@ -26,9 +27,10 @@ a new mechanism id: a new metric version, counted apart. Values outside the decl
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any, TypeGuard
@@ -41,19 +43,83 @@ from deniable.client.kinds.categorical import MAX_CATEGORY_LENGTH
 
 __all__ = ["KINDS", "MAX_CATEGORY_LENGTH", "REGISTRY", "Kind", "Mechanism", "MetricSpec",
            "family", "is_mechanism", "kind_of", "kind_of_mechanism", "parse_mechanism",
-           "payload", "payload_field", "spec_of_mechanism", "width"]
+           "payload", "payload_field", "register", "registered", "spec_of_mechanism",
+           "unregister", "width"]
 
 # The registry: the one table of kinds. A new kind is its module, imported above, and its
 # ``KIND`` here (the order is the order of ``KINDS`` in messages).
 REGISTRY: dict[str, Kind] = {k.name: k for k in (boolean.KIND, categorical.KIND, histogram.KIND,
                                                    numeric.KIND, open.KIND)}
 KINDS = tuple(REGISTRY)
-_FAMILIES: dict[str, Family] = {f.prefix: f for k in REGISTRY.values() for f in k.families}
-_TYPES = tuple(f.type for f in _FAMILIES.values())
+_FAMILIES: dict[str, Family] = {}
+_TYPES: tuple[type, ...] = ()
 _BARE: dict[str, Kind] = {}  # the kind of a bare mechanism id: the first that takes its family
-for _kind in REGISTRY.values():
-    for _family in _kind.families:
-        _BARE.setdefault(_family.prefix, _kind)
+
+
+def _index() -> None:
+    """Derive the tables read per call (families by prefix, mechanism types, bare kinds, the
+    ``KINDS`` names) from ``REGISTRY``; each is rebound whole, never seen half-built."""
+    global KINDS, _TYPES, _FAMILIES, _BARE
+    families: dict[str, Family] = {}
+    bare: dict[str, Kind] = {}
+    for kind in REGISTRY.values():
+        for family_ in kind.families:
+            families.setdefault(family_.prefix, family_)
+            bare.setdefault(family_.prefix, kind)
+    _FAMILIES, _BARE = families, bare
+    KINDS = tuple(REGISTRY)
+    _TYPES = tuple(f.type for f in families.values())
+    parse_mechanism.cache_clear()
+
+
+def register(kind: Kind) -> Kind:
+    """Register ``kind`` after the built-in ones, at run time: what a kind's line in
+    ``REGISTRY`` does at import. Every module that asks ``kind_of`` (the client, the
+    collector's registry and ingest, the analysis, the CLI) then takes metrics of this kind;
+    a process registers it before it reads a declaration of that kind.
+
+    Returns:
+        ``kind``, so a module can write ``KIND = register(Rating())``.
+
+    Raises:
+        InvalidParameterError: a name already registered, or a family whose prefix another
+            kind's family already uses with a different definition (one prefix, one parser).
+    """
+    if not isinstance(kind, Kind) or not isinstance(getattr(kind, "name", None), str):
+        raise InvalidParameterError(f"a kind must be a Kind with a name. Got {kind!r} instead.")
+    if kind.name in REGISTRY:
+        raise InvalidParameterError(f"kind {kind.name!r} is registered already")
+    for family_ in kind.families:
+        known = _FAMILIES.get(family_.prefix)
+        if known is not None and known != family_:
+            raise InvalidParameterError(
+                f"family {family_.prefix!r} is defined already as {known}; reuse that one")
+    REGISTRY[kind.name] = kind
+    _index()
+    return kind
+
+
+def unregister(name: str) -> Kind:
+    """Remove a kind registered with ``register`` (tests); the built-in kinds stay.
+
+    Raises:
+        InvalidParameterError: a built-in kind or a name not registered.
+    """
+    if name in _BUILT_IN or name not in REGISTRY:
+        raise InvalidParameterError(f"kind {name!r} is not a kind registered at run time")
+    kind = REGISTRY.pop(name)
+    _index()
+    return kind
+
+
+@contextlib.contextmanager
+def registered(kind: Kind) -> Iterator[Kind]:
+    """``register(kind)`` for the duration of a ``with`` block, then ``unregister`` (tests)."""
+    register(kind)
+    try:
+        yield kind
+    finally:
+        unregister(kind.name)
 
 
 def kind_of(name: str) -> Kind:
@@ -87,6 +153,10 @@ def parse_mechanism(mechanism_id: str) -> Mechanism:
         InvalidParameterError: an id no kind accepts.
     """
     return _FAMILIES[family(mechanism_id)].parse(mechanism_id)
+
+
+_BUILT_IN = frozenset(REGISTRY)
+_index()
 
 
 def payload_field(mechanism_id: str) -> str:

@@ -12,7 +12,7 @@ Stdlib only (the client ships with ``requests`` and nothing else).
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol, TypeVar, Union
@@ -22,6 +22,7 @@ from deniable.client.errors import InvalidParameterError
 from deniable.client.mechanism import RandomizedResponse, fraction_text
 from deniable.client.numeric import BitMean, exact_number
 from deniable.client.open_domain import OpenDomainSketch
+from deniable.client.period import CollectionPolicy, parse_policy
 
 if TYPE_CHECKING:
     from deniable.client.kinds import MetricSpec
@@ -100,6 +101,13 @@ class Kind:
         buckets: its slots are ordered buckets of a number line (drawn as a histogram).
         layered: its memoized answer may take an instantaneous layer (``irr``): a second
             randomized response over a memoized bit.
+        fresh_only: every report draws fresh coins; its collection policy is ``policy(doc)``
+            even when the table states none, and a declared memo is refused (open).
+        discovered: its values are discovered (``deniable.analysis.discovery``), not
+            estimated slot by slot; reports show them apart (open).
+        memo_note: what one permanent answer is kept for, when it is not simply the value
+            (numeric: " (numeric: each grid point of alpha-point rounding)"), for the
+            privacy-loss statement.
     """
 
     name: ClassVar[str]
@@ -114,6 +122,9 @@ class Kind:
     layered: ClassVar[bool] = False
     buckets: ClassVar[bool] = False
     channel_names: ClassVar[tuple[str, str] | None] = None
+    fresh_only: ClassVar[bool] = False
+    discovered: ClassVar[bool] = False
+    memo_note: ClassVar[str] = ""
 
     # -- declaration ---------------------------------------------------------------------
 
@@ -140,6 +151,15 @@ class Kind:
     def describe(self, spec: MetricSpec) -> dict[str, Any]:
         """The kind's own catalogue fields (after ``kind``)."""
         return {}
+
+    def policy(self, doc: Mapping[str, Any]) -> CollectionPolicy:
+        """The collection policy a metric table declares (memoization, instantaneous,
+        period); ``parse_policy`` unless the kind restricts it.
+
+        Raises:
+            InvalidParameterError: a malformed or, for this kind, refused policy.
+        """
+        return parse_policy(doc)
 
     # -- use -----------------------------------------------------------------------------
 
@@ -185,6 +205,18 @@ class Kind:
     def scale(self, spec: MetricSpec) -> tuple[float, float] | None:
         """The [lower, upper] a debiased share is scaled into (a mean), or None (a share)."""
         return None
+
+    def estimand(self, text: str) -> str:
+        """What an estimate is, in words, from the boolean wording ``text`` ("share of
+        devices ... answering yes", ``deniable.core.window.estimand``): per category for a
+        ``per_category`` kind, a mean for a kind whose estimates are not shares."""
+        if self.per_category:
+            return text.replace("answering yes", "in each category")
+        if not self.percent:
+            return (text.replace("share of the devices", "mean value of the devices")
+                    .replace("share of devices", "mean value of devices")
+                    .replace(" answering yes", "").replace("not a share", "not a mean"))
+        return text
 
     def value_range(self, spec: MetricSpec) -> tuple[float, float]:
         """The range an estimate is shown in: [0, 1] for shares, [lower, upper] for means."""

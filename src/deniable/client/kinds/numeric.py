@@ -29,6 +29,7 @@ class Numeric(Kind):
     substitute: ClassVar[Substitute] = "nearest"
     percent: ClassVar[bool] = False
     slot_word: ClassVar[str] = "mean"
+    memo_note: ClassVar[str] = " (numeric: each grid point of alpha-point rounding)"
 
     def choose(self, epsilon: float, declared: Declaration) -> tuple[Mechanism, str]:
         return BitMean.from_epsilon(epsilon, number("lower", declared.lower),

@@ -52,6 +52,8 @@ class Open(Kind):
     substitute: ClassVar[Substitute] = "lowest"  # unused: always fresh, nothing stands in
     slot_word: ClassVar[str] = "cell"
     bare: ClassVar[bool] = True
+    fresh_only: ClassVar[bool] = True
+    discovered: ClassVar[bool] = True
 
     def check(self, spec: MetricSpec) -> None:
         super().check(spec)
@@ -70,6 +72,9 @@ class Open(Kind):
 
     def describe(self, spec: MetricSpec) -> dict[str, Any]:
         return {"max_bytes": self.sketch(spec).max_bytes}
+
+    def policy(self, doc: Mapping[str, Any]) -> CollectionPolicy:
+        return open_policy(doc)
 
     def encode(self, spec: MetricSpec, value: object) -> bytes:  # type: ignore[override]
         return normalise(value, self.sketch(spec).max_bytes, spec.clamp)

@@ -29,7 +29,9 @@
 import {DIMENSION_NAME, DimensionError, Dimensions, NONE} from "./dimensions.js";
 import {FIELDS} from "./declaration.js";
 import {InvalidParameterError} from "./errors.js";
-import {KIND_TABLE} from "./kinds/table.js";
+import {alwaysFresh, KIND_TABLE, kindNamed} from "./kinds/table.js";
+import {bit, isBit} from "./kinds/boolean.js";
+import {kindName} from "./kinds/kind.js";
 import {
   alphaThreshold, type AnyMetric, type Declared, declareMetric, type KindDeclaration, KINDS,
   MetricSpec, parseAllCatalogue,
@@ -181,15 +183,13 @@ class AllParts implements Parts<unknown, DimensionValues> {
     for (const [name, declared] of Object.entries(metrics)) {
       if (declared?.constructor !== Object) continue;
       const table = declared as MetricTable;
-      if (table.kind === "open" || String(table.mechanism).startsWith("od:")) {
-        openFresh(name, table);
-      }
-      if (table.kind === "open" && "max_bytes" in table) {
-        // Checked against the id here (an open metric's id carries max_bytes), then left out:
-        // the default entry's policy check (declaration.ts) knows no such field.
+      if (alwaysFresh(table)) freshOnly(name, table);
+      // Fields only its kind takes that the shared policy check (declaration.ts) does not know
+      // (an open metric's max_bytes): checked here against the id, then left out.
+      const own = kindNamed(kindName(table))?.fields.filter((f) => f in table && !FIELDS.includes(f));
+      if (own?.length) {
         declareMetric(name, table as unknown as Declared);
-        const {max_bytes: _b, ...rest} = table;
-        metrics[name] = rest;
+        metrics[name] = Object.fromEntries(Object.entries(table).filter(([f]) => !own.includes(f)));
       }
       const layer = declaredLayer(name, declared as MetricTable);
       if (layer !== undefined) {
@@ -285,13 +285,8 @@ class AllParts implements Parts<unknown, DimensionValues> {
     if (r.disabled || r.held(metric)) return;
     // Public dimensions first, as in Python: a refused one spends nothing.
     const stated = this.stated(metric, dims);
-    const booleanLike = typeof trueValue === "boolean" || trueValue === 0 || trueValue === 1;
     if (spec instanceof Rr) {
-      if (!booleanLike) {
-        throw new InvalidParameterError(
-          `trueValue must be a boolean. Got a ${typeof trueValue} instead.`);
-      }
-      const value = trueValue ? 1 : 0;
+      const value = bit(trueValue);
       if (r.skipped(metric)) return;
       // The memoized answer's mechanism: the wire's, or the memo layer under an instantaneous one.
       const memo = r.fresh.has(metric) ? spec : this.memoLayer(r, metric, spec);
@@ -548,7 +543,7 @@ class AllParts implements Parts<unknown, DimensionValues> {
       }
     }
     if (!(spec instanceof MetricSpec)) {
-      if (typeof value === "boolean" || value === 0 || value === 1) {
+      if (isBit(value)) {
         if (r.fresh.has(metric) && spec instanceof Rr) {
           if (!r.skipped(metric)) this.putFresh(r, metric, spec, spec.perturb(value ? 1 : 0, r.rng), stated, false);
           return;
@@ -685,16 +680,16 @@ class AllParts implements Parts<unknown, DimensionValues> {
 
 /** The Reporter of every metric kind (see the module doc and ../reporter.ts): the default
  * entry's Reporter given AllParts. */
-/** Fresh coins for `metric`: declared or chosen fresh, or an open metric (always; open.ts). */
+/** Fresh coins for `metric`: declared or chosen fresh, or of a kind that always is (open). */
 function isFresh(r: Core, metric: string, m: unknown): boolean {
-  return r.fresh.has(metric) || (m as {kind?: unknown} | undefined)?.kind === "open";
+  return r.fresh.has(metric) || (m instanceof MetricSpec && m.kindOf.fresh === true);
 }
 
 /**
- * An open metric always draws fresh coins (kinds/open.ts): a declared memoization other than
+ * A kind that always draws fresh coins (kinds/open.ts): a declared memoization other than
  * fresh, or an instantaneous layer, is refused, naming the field.
  */
-function openFresh(name: string, table: MetricTable): void {
+function freshOnly(name: string, table: MetricTable): void {
   for (const f of ["memoization", "instantaneous"] as const) {
     const v = table[f] ?? null;
     if (v !== null && (f === "instantaneous" || v !== "fresh")) {

@@ -51,4 +51,5 @@ export const boolean: Kind<RandomizedResponse> = {
   layered: true,
   encode: (_m, value) => bit(value),
   instead: (_m, key) => [other(key)],
+  upFront: () => [0, 1],
 };

@@ -864,7 +864,8 @@ type Core = Reporter<any, any>;
 /**
  * What an entry's Reporter reports and how, given to it at construction: the kinds, and
  * features such as the instantaneous layer, budgets and public dimensions. BOOLEAN here (the
- * default entry); deniable-client/all's in all.ts, which composes BOOLEAN's for booleans. Each
+ * default entry, asking kinds/boolean.ts); deniable-client/all's in all.ts (every kind, booleans
+ * included, on one path). Each
  * hook gets the reporter; what a hook may use of it is marked internal (public to the parts,
  * left out of the published types).
  */
@@ -948,12 +949,12 @@ export const BOOLEAN: Parts = {
     r.schedule();
   },
 
-  /** One early report: perturbed (and memoized) once the local state has loaded; `dims` are
-   * its public dimension values (deniable-client/all), checked already. */
+  /** One early report: perturbed (and memoized) once the local state has loaded (this entry
+   * has no public dimensions: `dims` is never given). */
   async drainOne(r, metric, value: 0 | 1, dims?: Dims): Promise<void> {
     const mechanism = r.catalogue.get(metric);
     if (r.held(metric) || r.skipped(metric)) return;
-    // Never: a declared metric not held is reported (counted all the same, as all.ts's).
+    // Never: a declared metric not held is reported (counted all the same).
     if (mechanism === undefined) return void r.counts.unknown++;
     if (r.fresh.has(metric)) {
       r.put(metric, mechanism.id, mechanism.perturb(value, r.rng), dims);

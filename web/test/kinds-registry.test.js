@@ -81,6 +81,9 @@ test("each kind states its rules: layers, fresh coins, substitutes", () => {
   const fresh = KINDS.filter((name) => kindNamed(name).fresh === true);
   assert.deepEqual(layered, ["boolean"]);
   assert.deepEqual(fresh, ["open"]);
+  // Answers derived up front (report() then synchronous for them): a boolean's two values only.
+  assert.deepEqual(KINDS.filter((name) => kindNamed(name).upFront), ["boolean"]);
+  assert.deepEqual(kindNamed("boolean").upFront(), [0, 1]);
   assert.ok(alwaysFresh({kind: "open"}) && alwaysFresh({mechanism: "od:16:1:1024:10:1/2"}));
   assert.ok(!alwaysFresh({kind: "numeric", mechanism: "bm:1:0:10"}) && !alwaysFresh({}));
   assert.deepEqual(kindNamed("boolean").instead(undefined, 1), [0]);

@@ -21,15 +21,18 @@
  *
  * The default entry point (`deniable-client`) reports boolean metrics only and stays small;
  * this one gives the same Reporter (reporter.ts) other parts at construction: AllParts, below,
- * which holds the kinds (kinds.ts, kinds/*.ts), the instantaneous layer, budgets and public
- * dimensions, and composes the default entry's BOOLEAN for booleans without a layer. Its
+ * which holds the kinds (kinds.ts, kinds/*.ts; booleans one of them, on the same path as the
+ * others), the instantaneous layer, budgets and public dimensions. Its
  * Reporter class only passes them and adds privacyLoss, dimensions and the extra stats.
  * Everything else (queue, sender, the rules) is the same Reporter's.
  */
 import {DIMENSION_NAME, DimensionError, Dimensions, NONE} from "./dimensions.js";
 import {FIELDS} from "./declaration.js";
 import {InvalidParameterError} from "./errors.js";
-import {KIND_TABLE} from "./kinds/table.js";
+import {alwaysFresh, KIND_TABLE, kindNamed} from "./kinds/table.js";
+import {boolean} from "./kinds/boolean.js";
+import {type Encoded, type Kind as KindModule, kindName, type Metric} from "./kinds/kind.js";
+import type {RandomBits} from "./random.js";
 import {
   alphaThreshold, type AnyMetric, type Declared, declareMetric, type KindDeclaration, KINDS,
   MetricSpec, parseAllCatalogue,
@@ -43,7 +46,7 @@ import {type Budget, BUDGETS_KEY, BudgetExceededError, type BudgetLedger, charge
   periodStart} from "./budget.js";
 import {PrivacyLoss} from "./loss.js";
 import {identifying} from "./unique.js";
-import {BOOLEAN, type Parts, Reporter as Core, type ReporterOptions as BooleanOptions,
+import {type Parts, Reporter as Core, type ReporterOptions as BooleanOptions,
   type Stats as BooleanStats} from "./reporter.js";
 import type {Dims, Payload} from "./wire.js";
 
@@ -142,10 +145,12 @@ const ONLY_FOR: [string, string[]][] = FIELDS.map((field): [string, string[]] =>
 /**
  * deniable-client/all's parts (reporter.ts, Parts): every kind (kinds.ts and kinds/*.ts), the
  * instantaneous layer (layers.ts), budgets (budget.ts) and public dimensions (dimensions.ts).
- * Booleans without a layer are BOOLEAN's (reporter.ts), composed here.
+ * Every kind takes one path (report, drainOne, prepareMemo, charge), asking the kind (kindOf)
+ * for the encoding, rounding, stand-ins and the answers derived up front.
  */
 class AllParts implements Parts<unknown, DimensionValues> {
-  /** metric \0 mechanism id -> memo key (category index or grid point) -> answer. */
+  /** metric \0 mechanism id -> memo key (a boolean's bit, a category index or grid point) ->
+   * its paid answer (under the memo layer, for a boolean with an instantaneous layer). */
   private readonly answers = new Map<string, Map<number, Payload>>();
   /** metric -> the device's α-point rounding threshold (numeric metrics). */
   private readonly alphas = new Map<string, bigint>();
@@ -157,7 +162,7 @@ class AllParts implements Parts<unknown, DimensionValues> {
   /** Boolean metric -> its declared instantaneous layer (layers.ts). */
   private readonly irrs: Map<string, Rr>;
   /** metric \0 wire id -> its memo layer, or null if the layer cannot produce wire's reports. */
-  private readonly memoLayers = new Map<string, Rr | null>();
+  private readonly memoLayers = new Map<string, Metric | null>();
   /** metric -> [epsilon, period in seconds] (the budgets option). */
   private readonly budgets: Map<string, [number, number]>;
   private readonly clock: () => number;
@@ -181,15 +186,13 @@ class AllParts implements Parts<unknown, DimensionValues> {
     for (const [name, declared] of Object.entries(metrics)) {
       if (declared?.constructor !== Object) continue;
       const table = declared as MetricTable;
-      if (table.kind === "open" || String(table.mechanism).startsWith("od:")) {
-        openFresh(name, table);
-      }
-      if (table.kind === "open" && "max_bytes" in table) {
-        // Checked against the id here (an open metric's id carries max_bytes), then left out:
-        // the default entry's policy check (declaration.ts) knows no such field.
+      if (alwaysFresh(table)) freshOnly(name, table);
+      // Fields only its kind takes that the shared policy check (declaration.ts) does not know
+      // (an open metric's max_bytes): checked here against the id, then left out.
+      const own = kindNamed(kindName(table))?.fields.filter((f) => f in table && !FIELDS.includes(f));
+      if (own?.length) {
         declareMetric(name, table as unknown as Declared);
-        const {max_bytes: _b, ...rest} = table;
-        metrics[name] = rest;
+        metrics[name] = Object.fromEntries(Object.entries(table).filter(([f]) => !own.includes(f)));
       }
       const layer = declaredLayer(name, declared as MetricTable);
       if (layer !== undefined) {
@@ -281,59 +284,36 @@ class AllParts implements Parts<unknown, DimensionValues> {
    * @throws QueueError the reporter is closed.
    */
   report(r: Core, metric: string, trueValue: unknown, dims?: DimensionValues): void {
-    const spec = r.declaredMetric(metric) as AnyMetric;
+    const m = r.declaredMetric(metric) as AnyMetric;
     if (r.disabled || r.held(metric)) return;
     // Public dimensions first, as in Python: a refused one spends nothing.
     const stated = this.stated(metric, dims);
-    const booleanLike = typeof trueValue === "boolean" || trueValue === 0 || trueValue === 1;
-    if (spec instanceof Rr) {
-      if (!booleanLike) {
-        throw new InvalidParameterError(
-          `trueValue must be a boolean. Got a ${typeof trueValue} instead.`);
-      }
-      const value = trueValue ? 1 : 0;
-      if (r.skipped(metric)) return;
-      // The memoized answer's mechanism: the wire's, or the memo layer under an instantaneous one.
-      const memo = r.fresh.has(metric) ? spec : this.memoLayer(r, metric, spec);
-      if (memo === undefined) return void r.counts.withheld++;
-      // Behind reports still waiting, it waits too: reports keep their call order.
-      if (r.waiting) {
-        this.wait(r, metric, value, dims);  // in call order; drainOne decides (and substitutes)
-      } else if (r.fresh.has(metric)) {
-        this.putFresh(r, metric, spec, spec.perturb(value, r.rng), stated, true);
-      // Else its memoized answer (through its instantaneous layer), if derived and paid for;
-      // refused by the cap, the other value's paid answer, else nothing (issue 26); else
-      // derived and charged asynchronously.
-      } else {
-        const bits = r.memo.get(`${metric}\u0000${spec.id}`);  // paid for
-        const bit = bits?.[value];
-        if (bit !== undefined) r.put(metric, spec.id, this.layered(r, metric, bit), stated);
-        else if (!r.refused(metric, memo, value)) this.wait(r, metric, value, dims);
-        else if (bits?.[1 - value] !== undefined) {
-          r.put(metric, spec.id, this.layered(r, metric, bits[1 - value]!), stated);
-        }
-      }
-      return;
-    }
-    const encoded = spec.encode(trueValue);  // throws for a value the metric does not take
+    const kind = kindOf(m);
+    const encoded = kind.encode(m, trueValue);  // throws for a value the metric does not take
     if (r.skipped(metric)) return;
-    if (isFresh(r, metric, spec) && r.waiting) {
-      this.wait(r, metric, trueValue, dims);
-      return;
+    const fresh = isFresh(r, metric, m);
+    // The memoized answer's mechanism: the metric's, or the memo layer under an instantaneous one.
+    const memo = fresh ? m : this.memoLayer(r, metric, m);
+    if (memo === undefined) return void r.counts.withheld++;
+    // Behind reports still waiting, it waits too: reports keep their call order; drainOne
+    // decides (and substitutes).
+    if (r.waiting) return this.wait(r, metric, trueValue, dims);
+    if (fresh) return this.putFresh(r, metric, m, perturb(m, encoded, r.rng), stated, true);
+    const alpha = kind.rounds ? this.alphas.get(metric) : 0n;
+    const key = alpha === undefined ? undefined : memoKey(m, encoded, alpha);
+    // Its memoized answer (through its instantaneous layer), if derived and paid for.
+    const known = this.answers.get(`${metric}\u0000${m.id}`);
+    const answer = key === undefined ? undefined : known?.get(key);
+    if (answer !== undefined) return r.put(metric, m.id, this.layered(r, metric, answer), stated);
+    // A kind whose paid answers are all derived up front (upFront: booleans) knows the cap's
+    // refusal now: the first paid stand-in (instead), else nothing (issue 26). Any other new
+    // answer is derived and charged asynchronously, and a refused one substituted there, so
+    // no kind is silent for one value once an answer is paid.
+    if (key === undefined || !kind.upFront || !r.refused(metric, memo, key)) {
+      return this.wait(r, metric, trueValue, dims);
     }
-    if (isFresh(r, metric, spec)) {
-      this.putFresh(r, metric, spec, spec.perturb(encoded, r.rng), stated, true);
-      return;
-    }
-    const alpha = spec.kindOf.rounds ? this.alphas.get(metric) : 0n;
-    const key = alpha === undefined ? undefined : spec.memoKey(encoded, alpha);
-    // Its memoized answer, if derived and paid for; else derived and charged asynchronously.
-    const answer = key === undefined ? undefined
-      : this.answers.get(`${metric}\u0000${spec.id}`)?.get(key);
-    if (answer !== undefined && !r.waiting) r.put(metric, spec.id, answer, stated);
-    // No kind is silent for one value once an answer is paid: a refused new answer is sent
-    // by drainOne as the nearest paid number (bucket) or the lowest paid category.
-    else this.wait(r, metric, trueValue, dims);
+    const instead = kind.instead(m, key).map((k) => known?.get(k)).find((a) => a !== undefined);
+    if (instead !== undefined) r.put(metric, m.id, this.layered(r, metric, instead), stated);
   }
 
   /**
@@ -351,14 +331,14 @@ class AllParts implements Parts<unknown, DimensionValues> {
   /** The mechanism of boolean `metric`'s permanent answers under `wire`: wire itself, or
    * split(wire, its instantaneous layer); undefined (said once) if the layer cannot produce
    * reports that follow wire (a served version it cannot reach: withheld, as Python's guard). */
-  private memoLayer(r: Core, metric: string, wire: Rr): Rr | undefined {
+  private memoLayer(r: Core, metric: string, wire: Metric): Metric | undefined {
     const irr = this.irrs.get(metric);
     if (irr === undefined) return wire;
     const key = `${metric}\u0000${wire.id}`;
     let memo = this.memoLayers.get(key);
     if (memo === undefined) {
       try {
-        memo = split(wire, irr);
+        memo = split(wire as Rr, irr);  // only a kind that takes a layer has one (layered)
       } catch (error) {
         memo = null;
         r.once(`irr:${key}`, `metric '${metric}' is withheld: ${(error as Error).message}`);
@@ -368,10 +348,10 @@ class AllParts implements Parts<unknown, DimensionValues> {
     return memo ?? undefined;
   }
 
-  /** What one report sends for the permanent answer `bit`: a fresh secure draw of the
-   * metric's instantaneous layer over it, or the answer itself. */
-  private layered(r: Core, metric: string, bit: 0 | 1): 0 | 1 {
-    return this.irrs.get(metric)?.perturb(bit, r.rng) ?? bit;
+  /** What one report sends for the permanent answer `answer`: a fresh secure draw of the
+   * metric's instantaneous layer over it (booleans), or the answer itself. */
+  private layered(r: Core, metric: string, answer: Payload): Payload {
+    return this.irrs.get(metric)?.perturb(answer as 0 | 1, r.rng) ?? answer;
   }
 
   /**
@@ -427,16 +407,15 @@ class AllParts implements Parts<unknown, DimensionValues> {
    * does (a paid answer is sent instead; counted in budgetRefused only if there is none, as
    * Python's budget_refused). */
   async charge(r: Core, metric: string, m: {readonly id: string; readonly epsilon: number},
-                                  key: number): Promise<boolean> {
+               key: number, wire = this.metricsMap(r).get(metric)): Promise<boolean> {
     const budget = this.budgets.get(metric);
     if (budget !== undefined) {
       const tag = await r.tag(metric, m, key);
       if (spend(r.ledger, metric, tag, m.epsilon, r.cap) === 1 &&
           !await this.spend(r, metric, budget, m.epsilon)) {
-        const paid = !(m instanceof MetricSpec) ? spend(r.ledger, metric,
-          await r.tag(metric, m, 1 - key), 0, Infinity) === 0
-          : await this.paidInstead(r, metric, m, key) !== undefined;
-        if (!paid) this.budgetRefused++;
+        if (wire === undefined || await this.paidInstead(r, metric, wire, m, key) === undefined) {
+          this.budgetRefused++;
+        }
         return false;
       }
     }
@@ -533,107 +512,68 @@ class AllParts implements Parts<unknown, DimensionValues> {
     r.schedule();
   }
 
-  async drainOne(r: Core, metric: string, value: unknown,
-                                    dims?: DimensionValues): Promise<void> {
+  async drainOne(r: Core, metric: string, value: unknown, dims?: DimensionValues): Promise<void> {
     if (r.held(metric)) return;
-    const spec = this.metricsMap(r).get(metric);
+    const m = this.metricsMap(r).get(metric);
+    // Never: a declared metric not held is reported (counted all the same).
+    if (m === undefined) return void r.counts.unknown++;
     let stated: Dims | undefined;
-    if (spec !== undefined) {
-      try {
-        stated = this.stated(metric, dims);
-      } catch {
-        this.dropEarly(r, metric, "refuses the public dimensions of a report made before the " +
-                       "catalogue was known");
-        return;
-      }
-    }
-    if (!(spec instanceof MetricSpec)) {
-      if (typeof value === "boolean" || value === 0 || value === 1) {
-        if (r.fresh.has(metric) && spec instanceof Rr) {
-          if (!r.skipped(metric)) this.putFresh(r, metric, spec, spec.perturb(value ? 1 : 0, r.rng), stated, false);
-          return;
-        }
-        return this.irrs.has(metric) ? this.drainLayered(r, metric, value ? 1 : 0, stated)
-          : BOOLEAN.drainOne(r, metric, value ? 1 : 0, stated);
-      }
-      this.dropEarly(r, metric, "is not a declared metric of this value's kind");
+    try {
+      stated = this.stated(metric, dims);
+    } catch {
+      this.dropEarly(r, metric, "refuses the public dimensions of a report made before the " +
+                     "catalogue was known");
       return;
     }
-    let encoded: ReturnType<MetricSpec["encode"]>;
+    let encoded: Encoded;
     try {
-      encoded = spec.encode(value);
+      encoded = kindOf(m).encode(m, value);
     } catch {
       this.dropEarly(r, metric, "does not take the value reported before the catalogue was known");
       return;
     }
     if (r.skipped(metric)) return;
-    if (isFresh(r, metric, spec)) {
-      this.putFresh(r, metric, spec, spec.perturb(encoded, r.rng), stated, false);
+    if (isFresh(r, metric, m)) {
+      this.putFresh(r, metric, m, perturb(m, encoded, r.rng), stated, false);
       return;
     }
-    if (r.secret === undefined) {
-      r.counts.noCatalogue++;
-      return;
-    }
-    let alpha = spec.kindOf.rounds ? this.alphas.get(metric) : 0n;
+    const memo = this.memoLayer(r, metric, m);
+    if (memo === undefined) return void r.counts.withheld++;
+    if (r.secret === undefined) return void r.counts.noCatalogue++;
+    let alpha = kindOf(m).rounds ? this.alphas.get(metric) : 0n;
     if (alpha === undefined) this.alphas.set(metric, alpha = await alphaThreshold(r.secret, metric));
-    const id = `${metric}\u0000${spec.id}`;
-    const key = spec.memoKey(encoded, alpha);
-    const answer = this.answers.get(id)?.get(key) ?? await spec.memoAnswer(r.secret, metric, key);
-    if (!await this.charge(r, metric, spec, key)) {
-      const nearest = await this.paidInstead(r, metric, spec, key);
-      if (nearest !== undefined) r.put(metric, spec.id, nearest, stated);
+    const id = `${metric}\u0000${m.id}`;
+    const key = memoKey(m, encoded, alpha);
+    const answer = this.answers.get(id)?.get(key) ?? await derive(r.secret, metric, memo, key);
+    if (!await this.charge(r, metric, memo, key, m)) {
+      const instead = await this.paidInstead(r, metric, m, memo, key);
+      if (instead !== undefined) {
+        r.put(metric, m.id, this.layered(r, metric, this.answers.get(id)?.get(instead) ??
+                                          await derive(r.secret, metric, memo, instead)), stated);
+      }
       return;
     }
     let answers = this.answers.get(id);
     if (answers === undefined) this.answers.set(id, answers = new Map());
     answers.set(key, answer);  // paid for: reported synchronously from now on
-    r.put(metric, spec.id, answer, stated);
-  }
-
-  /** One early report of a boolean metric with an instantaneous layer: its permanent answer
-   * (under the memo layer) derived and paid for, then a fresh draw of the layer over it. */
-  private async drainLayered(r: Core, metric: string, value: 0 | 1, stated?: Dims): Promise<void> {
-    const wire = r.catalogue.get(metric);
-    if (wire === undefined || r.skipped(metric)) return;
-    const memo = this.memoLayer(r, metric, wire);
-    if (memo === undefined) return void r.counts.withheld++;
-    if (r.secret === undefined) return void r.counts.noCatalogue++;
-    const key = `${metric}\u0000${wire.id}`;
-    const bit = r.memo.get(key)?.[value] ?? await memoBit(r.secret, metric, memo, value);
-    if (!await this.charge(r, metric, memo, value)) {
-      // Refused: the other value's paid answer, through the layer, else nothing (issue 26).
-      const other = value ? 0 : 1;
-      if (!spend(r.ledger, metric, await r.tag(metric, memo, other), 0, Infinity)) {
-        r.put(metric, wire.id,
-                 this.layered(r, metric, await memoBit(r.secret, metric, memo, other)), stated);
-      }
-      return;
-    }
-    let bits = r.memo.get(key);
-    if (bits === undefined) r.memo.set(key, bits = [undefined, undefined]);
-    bits[value] = bit;  // paid for: reported synchronously from now on
-    r.put(metric, wire.id, this.layered(r, metric, bit), stated);
+    r.put(metric, m.id, this.layered(r, metric, answer), stated);
   }
 
   /**
-   * The memoized answer of the first paid memo key its kind offers instead of `key` (the
-   * kind's `instead`: the nearest paid grid point or bucket, the lower on a tie; the lowest
-   * paid category), or undefined if none is paid: a value whose new answer the cap refuses is
-   * sent as that, free, so a drifting number never goes silent (as Python's guard; issue 26).
-   * The rule reads the ledger, never the value.
+   * The first memo key its kind offers instead of `key` (the kind's `instead`: the other value;
+   * the nearest paid grid point or bucket, the lower on a tie; the lowest paid category) whose
+   * answer is paid for (here, or in another process as the ledger was last read), or undefined
+   * if none is: a value whose new answer the cap refuses is sent as that, free, so a drifting
+   * value never goes silent (as Python's guard; issue 26). The rule reads the ledger, never the
+   * value. `memo` is the mechanism answers are paid at (a boolean's memo layer).
    */
-  private async paidInstead(r: Core, metric: string, spec: MetricSpec, key: number):
-      Promise<Payload | undefined> {
-    const known = this.answers.get(`${metric}\u0000${spec.id}`);
-    for (const point of spec.kindOf.instead(spec, key)) {
-      const answer = known?.get(point);
-      if (answer !== undefined) return answer;
-      // Paid in another process (the ledger as last read): derive its answer.
-      const tag = await r.tag(metric, spec, point);
-      if (spend(r.ledger, metric, tag, spec.epsilon, r.cap) === 0) {
-        return spec.memoAnswer(r.secret!, metric, point);
-      }
+  private async paidInstead(r: Core, metric: string, m: AnyMetric, memo: Priced, key: number):
+      Promise<number | undefined> {
+    const known = this.answers.get(`${metric}\u0000${m.id}`);
+    for (const point of kindOf(m).instead(m, key)) {
+      if (known?.has(point)) return point;
+      const tag = await r.tag(metric, memo, point);
+      if (spend(r.ledger, metric, tag, memo.epsilon, r.cap) === 0) return point;
     }
     return undefined;
   }
@@ -657,44 +597,70 @@ class AllParts implements Parts<unknown, DimensionValues> {
     this.memoLayers.clear();
   }
 
-  /** The memoized answers of boolean metrics, and each numeric metric's α, derived at once. */
+  /** Each rounding metric's α, and the paid answers of the memo keys a kind derives up front
+   * (`upFront`: a boolean's two), derived at once, so report() is synchronous for them. */
   async prepareMemo(r: Core): Promise<void> {
     for (const why of Object.values(this.problems(r))) r.once(why, `${why}`);
     if (r.secret === undefined) return;
     for (const [metric, m] of this.metricsMap(r)) {
       if (isFresh(r, metric, m)) continue;
-      if (m instanceof MetricSpec) {
-        if (m.kindOf.rounds && !this.alphas.has(metric)) {
-          this.alphas.set(metric, await alphaThreshold(r.secret, metric));
-        }
-        continue;
+      const kind = kindOf(m);
+      if (kind.rounds && !this.alphas.has(metric)) {
+        this.alphas.set(metric, await alphaThreshold(r.secret, metric));
       }
-      const key = `${metric}\u0000${m.id}`;
-      const bits = r.memo.get(key) ?? [undefined, undefined];
-      const memo = this.memoLayer(r, metric, m);
-      if (memo === undefined) continue;
-      for (const v of [0, 1] as const) {
-        if (!spend(r.ledger, metric, await r.tag(metric, memo, v), 0, Infinity)) {
-          bits[v] ??= await memoBit(r.secret, metric, memo, v);  // paid for
+      const memo = kind.upFront && this.memoLayer(r, metric, m);
+      if (!memo) continue;
+      const id = `${metric}\u0000${m.id}`;
+      const answers = this.answers.get(id) ?? new Map<number, Payload>();
+      for (const key of kind.upFront!(m)) {
+        if (!answers.has(key) && !spend(r.ledger, metric, await r.tag(metric, memo, key), 0, Infinity)) {
+          answers.set(key, await derive(r.secret, metric, memo, key));  // paid for
         }
       }
-      r.memo.set(key, bits);
+      this.answers.set(id, answers);
     }
   }
 }
 
 /** The Reporter of every metric kind (see the module doc and ../reporter.ts): the default
  * entry's Reporter given AllParts. */
-/** Fresh coins for `metric`: declared or chosen fresh, or an open metric (always; open.ts). */
+/** A priced mechanism: what the ledger needs of it. */
+type Priced = {readonly id: string; readonly epsilon: number};
+
+// A boolean's metric is its randomized response (Rr), every other kind's a MetricSpec: the
+// helpers below are the only places that tell them apart; the rest asks the kind.
+
+/** The kind of `m` (kinds/*.ts). */
+function kindOf(m: AnyMetric): KindModule<AnyMetric> {
+  return (m instanceof MetricSpec ? m.kindOf : boolean) as KindModule<AnyMetric>;
+}
+
+/** The memo key of an encoded value: its kind's (MetricSpec.memoKey), a boolean's its bit. */
+function memoKey(m: AnyMetric, encoded: Encoded, alpha: bigint): number {
+  return m instanceof MetricSpec ? m.memoKey(encoded, alpha) : encoded as number;
+}
+
+/** A fresh perturbed report of an encoded value. */
+function perturb(m: AnyMetric, encoded: Encoded, rng: RandomBits): Payload {
+  return m instanceof MetricSpec ? m.perturb(encoded, rng) : m.perturb(encoded as 0 | 1, rng);
+}
+
+/** The device's permanent answer for memo key `key` under `memo` (memo.memo_answer). */
+function derive(secret: CryptoKey, metric: string, memo: Metric, key: number): Promise<Payload> {
+  return memo instanceof MetricSpec ? memo.memoAnswer(secret, metric, key)
+    : memoBit(secret, metric, memo, key as 0 | 1);
+}
+
+/** Fresh coins for `metric`: declared or chosen fresh, or of a kind that always is (open). */
 function isFresh(r: Core, metric: string, m: unknown): boolean {
-  return r.fresh.has(metric) || (m as {kind?: unknown} | undefined)?.kind === "open";
+  return r.fresh.has(metric) || (m instanceof MetricSpec && m.kindOf.fresh === true);
 }
 
 /**
- * An open metric always draws fresh coins (kinds/open.ts): a declared memoization other than
+ * A kind that always draws fresh coins (kinds/open.ts): a declared memoization other than
  * fresh, or an instantaneous layer, is refused, naming the field.
  */
-function openFresh(name: string, table: MetricTable): void {
+function freshOnly(name: string, table: MetricTable): void {
   for (const f of ["memoization", "instantaneous"] as const) {
     const v = table[f] ?? null;
     if (v !== null && (f === "instantaneous" || v !== "fresh")) {

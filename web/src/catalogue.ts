@@ -1,6 +1,8 @@
 /** The metric catalogue: name -> mechanism, parsed from GET /v1/metrics or declared in code. */
 import {InvalidParameterError, UnknownMetricError, WireFormatError} from "./errors.js";
 import {eq, fracToString, parseFraction} from "./fraction.js";
+import {owns} from "./kinds/boolean.js";
+import {kindName} from "./kinds/kind.js";
 import {type RandomizedResponse, Rr} from "./mechanism.js";
 import {isMetricName} from "./wire.js";
 
@@ -14,8 +16,8 @@ export type Catalogue = Map<string, Rr>;
  * kinds.ts, parseAllCatalogue): an entry of another kind (categorical,
  * histogram, numeric, or one this version does not know) is left out of the catalogue and
  * passed to `skipped` (its name and kind), so a collector that serves other kinds keeps every
- * boolean metric working. A boolean entry has kind "boolean" (or none, as from collectors
- * before metric kinds) and an `rr:` mechanism.
+ * boolean metric working. Which entries are boolean, the boolean kind says (kinds/boolean.ts,
+ * `owns`).
  */
 export function parseCatalogue(doc: unknown,
                                skipped?: (name: string, kind: string) => void,
@@ -28,9 +30,8 @@ export function parseCatalogue(doc: unknown,
   const catalogue: Catalogue = new Map();
   entries.forEach((entry: unknown, i) => {
     const e = (entry ?? {}) as Record<string, unknown>;
-    const kind = e.kind ?? "boolean";
-    if (kind !== "boolean" || (typeof e.mechanism === "string" && !e.mechanism.startsWith("rr:"))) {
-      skipped?.(String(e.name), String(kind));
+    if (!owns(e)) {
+      skipped?.(String(e.name), kindName(e));
       return;
     }
     let mechanism: Rr;

@@ -30,7 +30,7 @@ import {
   fractionField, label,
   MAX_CATEGORIES, MIN_CATEGORIES, show, typeOf,
 } from "./kinds/values.js";
-import type {Encoded, Kind as KindModule, ValueKind} from "./kinds/kind.js";
+import {type Encoded, type Kind as KindModule, kindName, type ValueKind} from "./kinds/kind.js";
 import {OpenDomainSketch} from "./open.js";
 import {KIND_TABLE, kindNamed, type KindName, type ValueKindName} from "./kinds/table.js";
 import {isMetricName, type Payload} from "./wire.js";
@@ -521,10 +521,12 @@ export class MetricSpec {
   }
 }
 
-/** The module of kind `kind` beyond boolean. @throws InvalidParameterError another kind. */
+/** The module of kind `kind`, one whose metrics are MetricSpecs (not boolean).
+ * @throws InvalidParameterError another kind. */
 function valueKind(kind: string): ValueKind {
-  const k = kind !== "boolean" ? kindNamed(kind) : undefined;
-  return k as ValueKind ?? fail(`kind must be one of ${KINDS.join(", ")}. Got ${show(kind)} instead.`);
+  const k = kindNamed(kind);
+  return k && "labels" in k ? k
+    : fail(`kind must be one of ${KINDS.join(", ")}. Got ${show(kind)} instead.`);
 }
 
 // -- memoization (deniable.client.memo) --------------------------------------------------------
@@ -603,14 +605,14 @@ export function parseAllCatalogue(doc: unknown,
       throw new WireFormatError(`metrics entry ${i} is malformed`);
     }
     const e = entry as Record<string, unknown>;
-    const kind = e.kind ?? "boolean";
+    const kind = kindName(e);
     if (!isMetricName(e.name)) {
       throw new WireFormatError(`metrics entry ${i} has an invalid name ${show(e.name)}`);
     }
     const prefix = typeof e.mechanism === "string" ? e.mechanism.split(":", 1)[0]! : "";
-    if (typeof kind !== "string" || !(KINDS as readonly string[]).includes(kind) ||
+    if (!(KINDS as readonly string[]).includes(kind) ||
         (typeof e.mechanism === "string" && !FAMILIES.includes(prefix))) {
-      skipped?.(e.name, String(kind));
+      skipped?.(e.name, kind);
       return;
     }
     // Its public dimensions, before the rest (Python's parse_catalogue): an entry whose
@@ -619,7 +621,7 @@ export function parseAllCatalogue(doc: unknown,
     try {
       declared = Dimensions.of(e);
     } catch (error) {
-      skipped?.(e.name, String(kind), `its public dimensions are malformed ` +
+      skipped?.(e.name, kind, `its public dimensions are malformed ` +
                 `(${(error as Error).message.slice(0, 200)}); fix the registration, or ` +
                 "upgrade the client, to report it");
       return;
@@ -672,8 +674,7 @@ export function declareMetric(name: string, declared: Declared): AnyMetric {
         fail("declare the metric's mechanism id (the web client does not choose one from an " +
              "epsilon)");
       }
-      const kind = String((declared as {kind?: unknown}).kind ?? "boolean");
-      const k = kindNamed(kind) as KindModule<AnyMetric> | undefined;
+      const k = kindNamed(kindName(declared as {kind?: unknown})) as KindModule<AnyMetric> | undefined;
       return k?.declare?.(declared as unknown as Record<string, unknown>) ??
         MetricSpec.fromDeclaration(declared);
     }

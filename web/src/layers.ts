@@ -14,6 +14,8 @@
  */
 import {InvalidParameterError} from "./errors.js";
 import {add, cmp, div, frac, type Fraction, fracToString, mul, sub, toNumber} from "./fraction.js";
+import {kindName} from "./kinds/kind.js";
+import {kindNamed} from "./kinds/table.js";
 import {Rr} from "./mechanism.js";
 
 const ONE = frac(1n);
@@ -79,7 +81,8 @@ export function repeatedLoss(memo: Rr, irr: Rr, n: number): number {
 /**
  * A declaration table's collection policy fields as Python's CollectionPolicy/parse_policy
  * take them: `memoization` one of memoized, instantaneous, fresh; `instantaneous` a mechanism
- * id, given exactly when memoization is "instantaneous", on a boolean metric only.
+ * id, given exactly when memoization is "instantaneous", on a metric of a kind that takes a
+ * layer (`layered`: booleans).
  * @returns the layer, or undefined for a metric without one.
  * @throws InvalidParameterError naming the metric and the field.
  */
@@ -97,7 +100,7 @@ export function declaredLayer(name: string, table: Readonly<Record<string, unkno
          `'instantaneous'. Got memoization '${String(memoization)}' and layer ${JSON.stringify(id)}`);
   }
   if (id === null) return undefined;
-  if ((table.kind ?? "boolean") !== "boolean") {
+  if (!kindNamed(kindName(table))?.layered) {
     fail("instantaneous", "an instantaneous layer is defined for boolean metrics only");
   }
   try {

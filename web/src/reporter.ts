@@ -28,6 +28,8 @@ import {InvalidParameterError, QueueError, UnknownMetricError, UploadError} from
 import type {Fraction} from "./fraction.js";
 import {type RandomizedResponse, Rr} from "./mechanism.js";
 import {memoBit} from "./memo.js";
+import {bit, other, owns} from "./kinds/boolean.js";
+import {kindName} from "./kinds/kind.js";
 import {
   aboveCeiling, DEFAULT_MAX_EPSILON, DEFAULT_MAX_METRIC_EPSILON, type Ledger, spend,
 } from "./privacy.js";
@@ -862,7 +864,8 @@ type Core = Reporter<any, any>;
 /**
  * What an entry's Reporter reports and how, given to it at construction: the kinds, and
  * features such as the instantaneous layer, budgets and public dimensions. BOOLEAN here (the
- * default entry); deniable-client/all's in all.ts, which composes BOOLEAN's for booleans. Each
+ * default entry, asking kinds/boolean.ts); deniable-client/all's in all.ts (every kind, booleans
+ * included, on one path). Each
  * hook gets the reporter; what a hook may use of it is marked internal (public to the parts,
  * left out of the published types).
  */
@@ -899,8 +902,8 @@ export const BOOLEAN: Parts = {
     if (value instanceof Rr) return value;
     const table = value?.constructor === Object ? value as {kind?: unknown; mechanism?: unknown}
       : undefined;
-    const kind = table?.kind ?? "boolean";
-    if (kind !== "boolean") return String(kind);  // deniable-client/all checks it
+    // Another kind's (deniable-client/all reports it); its mechanism is checked below.
+    if (!owns({kind: table?.kind})) return kindName(table);
     try {
       return Rr.fromId((table ? table.mechanism : value) as string);
     } catch (error) {
@@ -923,11 +926,7 @@ export const BOOLEAN: Parts = {
    */
   report(r, metric, trueValue): void {
     const mechanism = r.declaredMetric(metric);
-    if (typeof trueValue !== "boolean" && trueValue !== 0 && trueValue !== 1) {
-      throw new InvalidParameterError(
-        `trueValue must be a boolean. Got a ${typeof trueValue} instead.`);
-    }
-    const value: 0 | 1 = trueValue ? 1 : 0;
+    const value = bit(trueValue);
     if (r.disabled || r.held(metric) || r.skipped(metric)) return;
     if (!r.waiting && r.fresh.has(metric)) {
       r.put(metric, mechanism.id, mechanism.perturb(value, r.rng));
@@ -938,9 +937,9 @@ export const BOOLEAN: Parts = {
     const bits = r.memo.get(`${metric}\u0000${mechanism.id}`);
     if (!r.waiting) {  // (and not fresh: that returned above)
       const refused = bits?.[value] === undefined && r.refused(metric, mechanism, value);
-      const bit = bits?.[refused ? 1 - value : value];
-      if (bit !== undefined) r.put(metric, mechanism.id, bit);
-      if (bit !== undefined || refused) return;
+      const answer = bits?.[refused ? other(value) : value];
+      if (answer !== undefined) r.put(metric, mechanism.id, answer);
+      if (answer !== undefined || refused) return;
     }
     if (r.early.length >= r.opts.maxEarlyReports) {
       r.counts.early++;
@@ -950,12 +949,12 @@ export const BOOLEAN: Parts = {
     r.schedule();
   },
 
-  /** One early report: perturbed (and memoized) once the local state has loaded; `dims` are
-   * its public dimension values (deniable-client/all), checked already. */
+  /** One early report: perturbed (and memoized) once the local state has loaded (this entry
+   * has no public dimensions: `dims` is never given). */
   async drainOne(r, metric, value: 0 | 1, dims?: Dims): Promise<void> {
     const mechanism = r.catalogue.get(metric);
     if (r.held(metric) || r.skipped(metric)) return;
-    // Never: a declared metric not held is reported (counted all the same, as all.ts's).
+    // Never: a declared metric not held is reported (counted all the same).
     if (mechanism === undefined) return void r.counts.unknown++;
     if (r.fresh.has(metric)) {
       r.put(metric, mechanism.id, mechanism.perturb(value, r.rng), dims);
@@ -966,20 +965,20 @@ export const BOOLEAN: Parts = {
       return;
     }
     const key = `${metric}\u0000${mechanism.id}`;
-    const bit = r.memo.get(key)?.[value] ?? await memoBit(r.secret, metric, mechanism, value);
+    const answer = r.memo.get(key)?.[value] ?? await memoBit(r.secret, metric, mechanism, value);
     if (!await r.parts.charge(r, metric, mechanism, value)) {
       // Refused: the other value's answer if paid (here or, as last read, elsewhere), else
       // nothing: the same for both values, so silence never says "changed" (issue 26).
-      const other = value ? 0 : 1;
-      if (!spend(r.ledger, metric, await r.tag(metric, mechanism, other), 0, Infinity)) {
-        r.put(metric, mechanism.id, await memoBit(r.secret, metric, mechanism, other), dims);
+      const instead = other(value) as 0 | 1;
+      if (!spend(r.ledger, metric, await r.tag(metric, mechanism, instead), 0, Infinity)) {
+        r.put(metric, mechanism.id, await memoBit(r.secret, metric, mechanism, instead), dims);
       }
       return;
     }
     let bits = r.memo.get(key);
     if (bits === undefined) r.memo.set(key, bits = [undefined, undefined]);
-    bits[value] = bit;  // paid for: reported synchronously from now on
-    r.put(metric, mechanism.id, bit, dims);
+    bits[value] = answer;  // paid for: reported synchronously from now on
+    r.put(metric, mechanism.id, answer, dims);
   },
 
   /** Derive the memoized answers already paid for of every known metric, so report() is

@@ -1,17 +1,44 @@
 /**
  * Boolean metrics: randomized response (`rr:<truth>:<forced_yes>`), one bit. Their memo is
- * memoBit (memo.ts), their report the perturbed bit. A catalogue entry states P1 and Q as
- * `p_yes_given_yes` and `p_yes_given_no` (and maybe `p1`, `q`).
+ * memoBit (memo.ts), their report the perturbed bit; past the cap, the other value's paid
+ * answer stands in. They alone take an instantaneous layer (layers.ts). A catalogue entry
+ * states P1 and Q as `p_yes_given_yes` and `p_yes_given_no` (and maybe `p1`, `q`).
+ *
+ * The default entry (reporter.ts's BOOLEAN, catalogue.ts) imports the functions below, not the
+ * `boolean` object, so that its bundle does not carry RandomizedResponse's estimator.
  */
 import {RandomizedResponse} from "../mechanism.js";
-import type {Kind} from "./kind.js";
+import {type Kind, kindName} from "./kind.js";
 import {fail, show} from "./values.js";
+
+/** Whether a catalogue entry or declaration table declares a boolean metric (kind "boolean",
+ * or none), and, if it names a mechanism id, one of the `rr` family. */
+export function owns(e: {kind?: unknown; mechanism?: unknown} | undefined): boolean {
+  return kindName(e) === "boolean" &&
+    (typeof e?.mechanism !== "string" || e.mechanism.startsWith("rr:"));
+}
+
+/** Whether a boolean metric takes `value`: a boolean, or 0 or 1. */
+export const isBit = (value: unknown): value is boolean | 0 | 1 =>
+  typeof value === "boolean" || value === 0 || value === 1;
+
+/**
+ * The true value as randomized response takes it: 1 or 0.
+ * @throws InvalidParameterError not a boolean (or 0/1); the message never shows the value.
+ */
+export function bit(value: unknown): 0 | 1 {
+  if (!isBit(value)) fail(`trueValue must be a boolean. Got a ${typeof value} instead.`);
+  return value ? 1 : 0;
+}
+
+/** The other value's paid answer stands in for a refused one (issue 26). */
+export const other = (key: number): number => 1 - key;
 
 export const boolean: Kind<RandomizedResponse> = {
   families: ["rr"],
   fields: [],
   entry(e) {
-    if ((typeof e.mechanism === "string" ? e.mechanism.split(":", 1)[0] : "") !== "rr") {
+    if (!owns(e) || typeof e.mechanism !== "string") {
       fail(`a boolean metric needs a rr mechanism. Got ${show(e.mechanism)} instead.`);
     }
     const metric = RandomizedResponse.fromId(e.mechanism as string);
@@ -21,6 +48,8 @@ export const boolean: Kind<RandomizedResponse> = {
   },
   declare: (table) => RandomizedResponse.fromId(table.mechanism as string),
   bare: true,
-  /** The other value's paid answer (issue 26). */
-  instead: (_m, key) => [1 - key],
+  layered: true,
+  encode: (_m, value) => bit(value),
+  instead: (_m, key) => [other(key)],
+  upFront: () => [0, 1],
 };

@@ -8,9 +8,12 @@ import type {Fraction} from "../fraction.js";
 import type {Rr} from "../mechanism.js";
 import type {MetricSpec, ValueMechanism} from "../kinds.js";
 
-
 /** A metric of any kind: randomized response (booleans) or a spec (the other kinds). */
 export type Metric = Rr | MetricSpec;
+
+/** The kind a catalogue entry or declaration table states: none is boolean (collectors and
+ * metrics files from before metric kinds). */
+export const kindName = (e: {kind?: unknown} | undefined): string => String(e?.kind ?? "boolean");
 
 /** One metric kind: what every kind defines (M: its metrics). */
 export interface Kind<M extends Metric = Metric> {
@@ -27,10 +30,23 @@ export interface Kind<M extends Metric = Metric> {
   entry?(e: Record<string, unknown>): [M, [unknown, unknown][], [Fraction, Fraction]];
   /** Its metric from a declaration table; MetricSpec.fromDeclaration when absent. */
   declare?(table: Record<string, unknown>): M;
-  /** Whether a bare mechanism id of its family declares a metric (`rr:`, `bm:`). */
+  /** Whether a bare mechanism id of its family declares a metric (`rr:`, `bm:`, `od:`). */
   readonly bare?: boolean;
+  /** Whether it takes an instantaneous layer (layers.ts; booleans). */
+  readonly layered?: boolean;
+  /** Whether its reports always draw fresh coins, never memoized (open). */
+  readonly fresh?: boolean;
+  /**
+   * The true value as the mechanism takes it; never shows the value in an error.
+   * @throws InvalidParameterError a value the metric does not take.
+   */
+  encode(metric: M, value: unknown): Encoded;
   /** The memo keys whose paid answer is sent instead of a new one the cap refuses, in order. */
   instead(metric: M, key: number): number[];
+  /** The memo keys whose paid answers are derived as soon as the secret and the ledger are
+   * read, so that report() sends them, and knows the cap's refusals, synchronously (booleans:
+   * both values); absent, each answer is derived when first reported. */
+  upFront?(metric: M): number[];
 }
 
 /** A kind beyond boolean: its metrics are MetricSpecs (kinds.ts), and it defines their domain,
@@ -43,8 +59,6 @@ export interface ValueKind extends Kind<MetricSpec> {
   categories(d: Record<string, unknown>): unknown[];
   /** Check a declaration's bounds (lower, upper) against `mechanism`. */
   bounds(d: Record<string, unknown>, mechanism: ValueMechanism): void;
-  /** The true value as the mechanism takes it; never shows the value in an error. */
-  encode(spec: MetricSpec, value: unknown): Encoded;
   /** The memo key of an encoded value under the device's threshold `alpha`. */
   memoKey(spec: MetricSpec, encoded: Encoded, alpha: bigint, grid: number): number;
   /** The memo's HMAC input for `key` (after its prefix), and the value perturbed for it. */

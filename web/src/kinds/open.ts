@@ -22,6 +22,7 @@ export const open: ValueKind = {
   fields: ["clamp", "max_bytes"],
   /** A bare `od:` id carries max_bytes: it declares the metric. */
   bare: true,
+  fresh: true,
   labels(_m, categories, edges) {
     if (categories.length > 0 || edges.length > 0) fail("an open metric takes no categories or edges");
     return [];

@@ -27,3 +27,11 @@ export type ValueKindName = Exclude<KindName, "boolean">;
 export function kindNamed(name: string): Kind<RandomizedResponse> | ValueKind | undefined {
   return Object.hasOwn(KIND_TABLE, name) ? KIND_TABLE[name as KindName] : undefined;
 }
+
+/** Whether a declaration is of a kind that always draws fresh coins (open), by its `kind` or
+ * by its mechanism's family (a bare `od:` id). */
+export function alwaysFresh(table: {kind?: unknown; mechanism?: unknown}): boolean {
+  const prefix = String(table.mechanism).split(":", 1)[0]!;
+  return Object.entries(KIND_TABLE).some(([name, k]: [string, Kind<any>]) =>
+    k.fresh === true && (name === table.kind || k.families.includes(prefix)));
+}

@@ -4,15 +4,21 @@ client's source for float randomness.
 - ``enumerate_ones``: P(report 1 | true bit) of a randomized response, summed over every
   sequence of random words its ``perturb`` can draw (exact Fractions, no sampling).
 - ``enumerate_coin``: the same for a ``ByteCoin`` over every byte sequence.
+- ``enumerate_draws``: every sequence of random words a value-free draw can read, with its
+  outcome and exact probability; ``replay`` runs a sampler on one such sequence.
 - ``float_random_uses``: imports or calls of a float random source in the perturbing modules.
 - ``random_source_problems``: why the random source in use is not the OS CSPRNG.
 """
 from __future__ import annotations
 
 import ast
+import heapq
 import importlib.util
+import itertools
 import os
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
 
@@ -21,8 +27,11 @@ from deniable.client.categorical import ByteCoin
 from deniable.client.mechanism import RandomizedResponse
 from deniable.client.randomness import RandomBits, SecureBits
 
+Words = tuple[tuple[int, int], ...]
+"""A sequence of random words as a sampler read them: (value, width in bits) each."""
+
 PERTURBING_MODULES = ("mechanism", "memo", "pool", "longitudinal", "randomness", "composition",
-                      "categorical", "numeric")
+                      "categorical", "numeric", "open_domain")
 """The client modules on the path from a true value to a reported bit (scanned for floats)."""
 _FLOAT_RANDOM_CALLS = frozenset({"random", "uniform", "gauss", "normalvariate", "betavariate",
                                  "expovariate", "triangular", "vonmisesvariate", "rand",
@@ -37,14 +46,18 @@ class _NeedBits(Exception):
 
 
 class _Script:
-    """A random source that replays chosen words, then asks for the next one."""
+    """A random source that replays chosen words, then asks for the next one (or, with a
+    ``tail``, answers every later draw with that value)."""
 
-    def __init__(self, words: tuple[tuple[int, int], ...]) -> None:
+    def __init__(self, words: Words, tail: int | None = None) -> None:
         self._words = words
         self._next = 0
+        self._tail = tail
 
     def bits(self, k: int) -> int:
         if self._next == len(self._words):
+            if self._tail is not None:
+                return self._tail
             raise _NeedBits(k)
         value, width = self._words[self._next]
         if width != k:
@@ -85,6 +98,29 @@ def enumerate_ones(mechanism: RandomizedResponse, true_bit: int,
             raise AssertionError(f"{mechanism.id} reported {output!r}, not a bit")
         ones += weight * output
     return ones, unfinished
+
+
+def coin_problems(p: Fraction, d: int | None = None) -> tuple[list[str], list[str]]:
+    """The fast sampler's coin (``ByteCoin(p)``) over every byte it can read and, for a GRR
+    over ``d`` <= 256 categories, its map from a byte to the other categories.
+
+    Returns:
+        (problems, notes): empty problems when the coin shows 1 with probability p (within
+        the mass a 6-byte enumeration leaves undecided) and the map is uniform.
+    """
+    problems: list[str] = []
+    drawn, unread = enumerate_coin(p)
+    if not drawn <= p <= drawn + unread:
+        problems.append(f"its coin draws 1 with probability in [{drawn}, {drawn + unread}]"
+                        f", the id claims {p}")
+    notes = [f"coin exact{'' if not unread else f' within {float(unread):.0e}'}"]
+    if d is not None and d <= 256:
+        m = d - 1
+        limit = 256 - 256 % m
+        hits = Counter(1 + b % m for b in range(limit))
+        if set(hits.values()) != {limit // m} or set(hits) != set(range(1, d)):
+            problems.append("the other-category map is not uniform")
+    return problems, notes
 
 
 def float_random_uses(modules: Sequence[str] = PERTURBING_MODULES) -> list[str]:
@@ -158,3 +194,52 @@ def enumerate_coin(p: Fraction, levels: int = 6) -> tuple[Fraction, Fraction]:
                 continue
             ones += weight * (mark == b"1")
     return ones, unread
+
+
+@dataclass(frozen=True)
+class DrawPath:
+    """One sequence of random words a draw read, its probability and what it gave."""
+
+    words: Words
+    probability: Fraction
+    outcome: object
+
+
+def enumerate_draws(draw: Callable[[RandomBits], object],
+                    max_paths: int = _MAX_ENUMERATED_PATHS) -> tuple[list[DrawPath], Fraction]:
+    """Every sequence of random words ``draw`` can read, heaviest first, with its outcome.
+
+    Returns:
+        (the paths followed to the end, the probability of the sequences not followed): the
+        second is 0 when the draw always stops within ``max_paths`` runs, as every sampler of
+        power-of-two bounds does; rejection sampling leaves the mass of its longest runs.
+    """
+    done: list[DrawPath] = []
+    unfinished = Fraction(0)
+    order = itertools.count()
+    heap: list[tuple[int, int, Words]] = [(0, next(order), ())]
+    runs = 0
+    while heap:
+        bits, _, words = heapq.heappop(heap)
+        runs += 1
+        try:
+            outcome = draw(_Script(words))
+        except _NeedBits as need:
+            if runs + len(heap) + (1 << need.k) > max_paths:
+                unfinished += Fraction(1, 1 << bits)
+                continue
+            for value in range(1 << need.k):
+                heapq.heappush(heap, (bits + need.k, next(order), words + ((value, need.k),)))
+            continue
+        done.append(DrawPath(words, Fraction(1, 1 << bits), outcome))
+    return done, unfinished
+
+
+def replay(sample: Callable[[RandomBits], object], words: Words, tail: int = 0) -> object:
+    """``sample`` on a source that serves ``words``, then ``tail`` for every later draw.
+
+    Raises:
+        AssertionError: the sampler asked for a word of another width than ``words`` holds
+            at that place (it does not read the randomness ``words`` was drawn for).
+    """
+    return sample(_Script(words, tail))

@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 
 from deniable.audit.mechanisms import (Audit, KindSubject, Subject, Upload, builtin_subjects,
-                                     check_kind_exact, client_device, enumerate_coin,
-                                     enumerate_ones, exact_ratio, float_random_uses,
-                                     traffic_problems)
+                                     check_kind_exact, client_device, enumerate_ones,
+                                     exact_ratio, float_random_uses, traffic_problems)
+from deniable.audit.exactness import enumerate_coin
 from deniable.analysis.bounds import (betainc, chi_square_sf, chi_square_test, clopper_pearson,
                                       count_events, epsilon_lower_bound, welch_t)
 from deniable.cli.main import main

@@ -51,7 +51,6 @@ import os
 import secrets
 import tempfile
 import time
-from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -74,8 +73,7 @@ from deniable.client.reporter import Reporter
 from deniable.client.state import IN_MEMORY
 from deniable.audit.open_domain import OpenSubject, check_open_exact, check_open_reports
 from deniable.audit.results import CheckResult
-from deniable.audit.exactness import (PERTURBING_MODULES, coin_problems, enumerate_coin,
-                                      enumerate_ones,
+from deniable.audit.exactness import (PERTURBING_MODULES, coin_problems, enumerate_ones,
                                       float_random_uses, random_source_problems)
 from deniable.audit.traffic import Upload, capturing_collector, traffic_problems, uploaded_bits
 

@@ -38,6 +38,11 @@ false-failure rate of 1e-6, or 5 standard errors for 1BitMean) and an ``exact`` 
 claimed likelihood ratio is the worst case of the output distributions the id defines, and
 the sampler's coin, enumerated over every byte it can read, has the id's probability.
 
+Open metrics (``OpenSubject``: the ``od:`` sketch) get the same three: ``epsilon`` and
+``distribution`` from the real client's privacy layer, and an ``exact`` check that enumerates
+the level and seed choice over every random word, replays the sampler, and finds the exact
+worst-case ratio, held to the declared epsilon (``deniable.audit.open_domain``).
+
 This module runs the checks; the exact enumerations and the source scan are in
 ``deniable.audit.exactness``, the loopback upload harness in ``deniable.audit.traffic``, and
 the scan of a collector's Redis in ``deniable.audit.privacy_scan``.

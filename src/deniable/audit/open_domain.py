@@ -181,9 +181,12 @@ def check_open_exact(subject: OpenSubject,
     for path in paths:
         outcome = path.outcome
         if not (isinstance(outcome, tuple) and len(outcome) == 2
+                and all(isinstance(x, int) for x in outcome)
                 and 0 <= outcome[0] < levels and 0 <= outcome[1] < seeds):
-            problems.append(f"draw_hash gave {outcome!r}, not a (level, seed)")
-            break
+            return CheckResult(subject.name, "exact", False,
+                               f"{mechanism.id}: draw_hash gave {outcome!r}, not a (level, "
+                               f"seed) in range", claim=mechanism.epsilon,
+                               seconds=time.monotonic() - started, mechanism=mechanism.id)
         mass[outcome] += path.probability
     uniform = Fraction(1, levels * seeds)
     uneven = [key for key, w in mass.items() if not w <= uniform <= w + unfinished]

@@ -31,15 +31,19 @@ def subject_of(mechanism: OpenDomainSketch, epsilon: float | None = math.log(9))
 
 # -- the enumeration ------------------------------------------------------------------------
 
-def test_every_random_word_of_a_power_of_two_draw_is_followed() -> None:
-    paths, unfinished = enumerate_draws(lambda rng: (below(rng, 4), below(rng, 8)))
-    assert unfinished == 0 and len(paths) == 32
-    assert {path.outcome for path in paths} == {(a, b) for a in range(4) for b in range(8)}
-    assert all(path.probability == Fraction(1, 32) for path in paths)
+def test_every_draw_is_followed_at_each_of_its_values() -> None:
+    paths, unfinished = enumerate_draws(lambda rng: (below(rng, 12), rng.bits(3)))
+    assert unfinished == 0 and len(paths) == 96  # below(12): 12 values; a 3-bit word: 8
+    assert {path.outcome for path in paths} == {(a, b) for a in range(12) for b in range(8)}
+    assert all(path.probability == Fraction(1, 96) for path in paths)
 
 
-def test_a_rejection_draw_is_bracketed() -> None:
-    paths, unfinished = enumerate_draws(lambda rng: below(rng, 3), max_paths=200)
+def test_a_sampler_that_rejects_raw_words_itself_is_bracketed() -> None:
+    def three(rng: RandomBits) -> int:
+        while (value := rng.bits(2)) >= 3:
+            pass
+        return value
+    paths, unfinished = enumerate_draws(three, max_paths=200)
     mass = {k: sum((p.probability for p in paths if p.outcome == k), Fraction(0))
             for k in range(3)}
     assert 0 < unfinished < Fraction(1, 1000)
@@ -47,12 +51,15 @@ def test_a_rejection_draw_is_bracketed() -> None:
     assert all(m <= Fraction(1, 3) <= m + unfinished for m in mass.values())
 
 
-def test_replay_serves_the_words_then_zeros() -> None:
+def test_replay_serves_the_draws_then_zeros() -> None:
     sketch = OpenDomainSketch.from_id("od:4:1:64:10:1/2")
     padded = b"ab\x00\x00"
-    # words: level 2 (2 bits), seed 37 (6 bits); then zeros: the GRR keeps the true bucket.
-    cell = replay(lambda rng: sketch.perturb_padded(padded, rng), ((2, 2), (37, 6)))
+    # level 2, seed 37; then zeros: the GRR keeps the true bucket.
+    cell = replay(lambda rng: sketch.perturb_padded(padded, rng),
+                  (("below", 4, 2), ("below", 64, 37)))
     assert sketch.split_cell(cell) == (2, 37, bucket(padded[:3], 2, 37, 10))  # type: ignore[arg-type]
+    with pytest.raises(AssertionError, match="asked for below"):
+        replay(lambda rng: sketch.perturb_padded(padded, rng), (("bits", 2, 2),))
 
 
 # -- the shipped mechanism passes -----------------------------------------------------------
@@ -62,14 +69,21 @@ def test_the_shipped_open_mechanism_has_exactly_its_claimed_epsilon() -> None:
     assert result.passed, result.detail
     assert SHIPPED.mechanism.likelihood_ratio == 9  # od:16:1:1024:10:1/2: (1/2) / (1/18)
     assert result.claim == result.bound == SHIPPED.mechanism.epsilon
-    assert "every random word (16,384 paths)" in result.detail and "ln(9)" in result.detail
+    assert "every draw (16,384 paths)" in result.detail and "ln(9)" in result.detail
     assert result.mechanism == SHIPPED.mechanism.id
 
 
-def test_a_family_too_large_to_enumerate_is_left_to_the_distribution_check() -> None:
-    # 12 levels: the level draw rejects 4 words of 16, so no enumeration ever finishes.
-    subject = subject_of(OpenDomainSketch.from_id("od:12:1:64:10:1/2"))
-    result = check_open_exact(subject, max_paths=1 << 16)
+def test_a_family_whose_counts_are_no_powers_of_two_is_exact_too() -> None:
+    # 12 levels x 1,000 seeds: below(12) and below(1000) reject some words, yet each is
+    # enumerated at its values, so the enumeration is finite and exact.
+    subject = subject_of(OpenDomainSketch.from_id("od:12:1:1000:10:1/2"))
+    result = check_open_exact(subject)
+    assert result.passed and "every draw (12,000 paths)" in result.detail, result.detail
+
+
+def test_an_enumeration_cut_short_is_left_to_the_distribution_check() -> None:
+    result = check_open_exact(subject_of(OpenDomainSketch.from_id("od:4:1:64:10:1/2")),
+                              max_paths=100)
     assert result.passed and "left to the distribution check" in result.detail, result.detail
 
 

@@ -4,8 +4,9 @@ client's source for float randomness.
 - ``enumerate_ones``: P(report 1 | true bit) of a randomized response, summed over every
   sequence of random words its ``perturb`` can draw (exact Fractions, no sampling).
 - ``enumerate_coin``: the same for a ``ByteCoin`` over every byte sequence.
-- ``enumerate_draws``: every sequence of random words a value-free draw can read, with its
-  outcome and exact probability; ``replay`` runs a sampler on one such sequence.
+- ``enumerate_draws``: every sequence of draws (random words, ``below(n)`` integers) a
+  value-free sampler can make, with its outcome and exact probability; ``replay`` runs a
+  sampler on one such sequence.
 - ``float_random_uses``: imports or calls of a float random source in the perturbing modules.
 - ``random_source_problems``: why the random source in use is not the OS CSPRNG.
 """
@@ -196,50 +197,101 @@ def enumerate_coin(p: Fraction, levels: int = 6) -> tuple[Fraction, Fraction]:
     return ones, unread
 
 
+Draws = tuple[tuple[str, int, int], ...]
+"""The draws a value-free sampler made, in order: ("bits", k, value) for a word of k bits,
+("below", n, value) for a uniform integer in [0, n) from ``below``."""
+
+
+class _NeedDraw(Exception):
+    def __init__(self, kind: str, size: int) -> None:
+        self.kind, self.size = kind, size
+
+    @property
+    def outcomes(self) -> int:
+        return 1 << self.size if self.kind == "bits" else self.size
+
+
+class _DrawScript(SecureBits):
+    """A random source that serves recorded draws, then asks for the next one (or, with a
+    ``tail``, answers every later draw with that value). It is a ``SecureBits``, so
+    ``deniable.client.mechanism.below`` asks it for a uniform integer below n at once
+    (``below``), which it serves as one of n equally likely outcomes: the client's rejection
+    sampler is exact by construction, and enumerating its n outcomes keeps the enumeration
+    finite whatever n is. It reads no entropy."""
+
+    def __init__(self, draws: Draws, tail: int | None = None) -> None:  # no OS source
+        self._draws = draws
+        self._next = 0
+        self._tail = tail
+
+    def _serve(self, kind: str, size: int) -> int:
+        if self._next == len(self._draws):
+            if self._tail is not None:
+                return self._tail
+            raise _NeedDraw(kind, size)
+        got_kind, got_size, value = self._draws[self._next]
+        if (got_kind, got_size) != (kind, size):
+            raise AssertionError(f"the sampler asked for {kind}({size}) where the recorded "
+                                 f"draw is {got_kind}({got_size})")
+        self._next += 1
+        return value
+
+    def bits(self, k: int) -> int:
+        return self._serve("bits", k)
+
+    def below(self, bound: int) -> int:
+        return self._serve("below", bound)
+
+    def discard(self) -> None:
+        pass
+
+
 @dataclass(frozen=True)
 class DrawPath:
-    """One sequence of random words a draw read, its probability and what it gave."""
+    """One sequence of draws a sampler made, its probability and what it gave."""
 
-    words: Words
+    draws: Draws
     probability: Fraction
     outcome: object
 
 
 def enumerate_draws(draw: Callable[[RandomBits], object],
                     max_paths: int = _MAX_ENUMERATED_PATHS) -> tuple[list[DrawPath], Fraction]:
-    """Every sequence of random words ``draw`` can read, heaviest first, with its outcome.
+    """Every sequence of draws ``draw`` can make, heaviest first, with its outcome: each
+    word of k bits at its 2**k values, each ``below(n)`` at its n values.
 
     Returns:
         (the paths followed to the end, the probability of the sequences not followed): the
-        second is 0 when the draw always stops within ``max_paths`` runs, as every sampler of
-        power-of-two bounds does; rejection sampling leaves the mass of its longest runs.
+        second is 0 when the draw always stops within ``max_paths`` runs (a sampler that
+        rejects raw words itself leaves the mass of its longest runs).
     """
     done: list[DrawPath] = []
     unfinished = Fraction(0)
     order = itertools.count()
-    heap: list[tuple[int, int, Words]] = [(0, next(order), ())]
+    heap: list[tuple[Fraction, int, Draws]] = [(Fraction(1), next(order), ())]  # 1 / P first
     runs = 0
     while heap:
-        bits, _, words = heapq.heappop(heap)
+        inverse, _, draws = heapq.heappop(heap)
         runs += 1
         try:
-            outcome = draw(_Script(words))
-        except _NeedBits as need:
-            if runs + len(heap) + (1 << need.k) > max_paths:
-                unfinished += Fraction(1, 1 << bits)
+            outcome = draw(_DrawScript(draws))
+        except _NeedDraw as need:
+            if runs + len(heap) + need.outcomes > max_paths:
+                unfinished += 1 / inverse
                 continue
-            for value in range(1 << need.k):
-                heapq.heappush(heap, (bits + need.k, next(order), words + ((value, need.k),)))
+            for value in range(need.outcomes):
+                heapq.heappush(heap, (inverse * need.outcomes, next(order),
+                                      draws + ((need.kind, need.size, value),)))
             continue
-        done.append(DrawPath(words, Fraction(1, 1 << bits), outcome))
+        done.append(DrawPath(draws, 1 / inverse, outcome))
     return done, unfinished
 
 
-def replay(sample: Callable[[RandomBits], object], words: Words, tail: int = 0) -> object:
-    """``sample`` on a source that serves ``words``, then ``tail`` for every later draw.
+def replay(sample: Callable[[RandomBits], object], draws: Draws, tail: int = 0) -> object:
+    """``sample`` on a source that serves ``draws``, then ``tail`` for every later draw.
 
     Raises:
-        AssertionError: the sampler asked for a word of another width than ``words`` holds
-            at that place (it does not read the randomness ``words`` was drawn for).
+        AssertionError: the sampler asked for another draw than ``draws`` holds at that
+            place (it does not read the randomness ``draws`` was drawn for).
     """
-    return sample(_Script(words, tail))
+    return sample(_DrawScript(draws, tail))

@@ -8,7 +8,9 @@ worst case over two strings and every cell is p / q: epsilon = ln(p (g - 1) / (1
 
 - ``check_open_exact``: that claim, by enumeration, in exact Fractions. The sketch's
   ``draw_hash`` (its level and seed choice, which takes no value) is run on every sequence of
-  random words it can read; ``perturb_padded`` is replayed on each sequence for every audited
+  draws it can make (each ``below(n)`` at its n equally likely values: the client's rejection
+  sampler is exact, so the enumeration is finite and exact for any family; a raw word of k
+  bits at its 2**k values); ``perturb_padded`` is replayed on each sequence for every audited
   string (its later draws, the GRR's, answered with zeros: the truth is kept), and must report
   that path's level and seed with the string's documented hash as its bucket. The exact
   P(cell | string) then follows for each string, and its largest ratio over every cell and
@@ -47,9 +49,9 @@ OPEN_CHI_SQUARE_ALPHA = 1e-6
 """False-failure rate of one whole ``distribution`` check of an open metric: every chi-square
 test of every audited string together (Bonferroni)."""
 MAX_ENUMERATED_PATHS = 1 << 18
-"""Runs of ``draw_hash`` the exact check may make: 16 levels x 1,024 seeds (the default) take
-16,401; a larger family is enumerated heaviest paths first and the rest left to the
-distribution check (the detail says how much)."""
+"""Runs of ``draw_hash`` the exact check may make: levels x seeds + levels + 1 (16,401 for
+16 levels x 1,024 seeds, the default; 64 x 4,096 still fits). A larger family is enumerated
+heaviest paths first and the rest left to the distribution check (the detail says how much)."""
 _MIN_EXPECTED = 5.0  # chi-square cells expect at least this many reports (pooled otherwise)
 
 Progress = Callable[[str, int], None]
@@ -113,10 +115,10 @@ def _replayed(mechanism: OpenDomainSketch, reference: OpenDomainSketch, padded: 
     for path in paths:
         level, seed = cast(tuple[int, int], path.outcome)  # checked by check_open_exact
         try:
-            cell = replay(lambda source: mechanism.perturb_padded(padded, source), path.words)
+            cell = replay(lambda source: mechanism.perturb_padded(padded, source), path.draws)
             got = reference.split_cell(cast(int, cell))
         except Exception as exc:  # any failure is a finding, not a crash
-            return dist, [f"perturb_padded does not read the words draw_hash read ({exc})"]
+            return dist, [f"perturb_padded does not make the draws draw_hash makes ({exc})"]
         want = (level, seed, bucket(padded[:reference.prefix_length(level)], level, seed,
                                     reference.g))
         if got != want and len(wrong) < 3:
@@ -165,7 +167,7 @@ def _ratio_text(ratio: Fraction) -> str:
 def check_open_exact(subject: OpenSubject,
                      max_paths: int = MAX_ENUMERATED_PATHS) -> CheckResult:
     """The claimed epsilon is the exact worst case of the report's distribution, found by
-    enumerating the level and seed choice over every random word and replaying the sampler
+    enumerating the level and seed choice over every draw and replaying the sampler
     (module docstring), and it lies within the subject's ceiling."""
     started = time.monotonic()
     mechanism = subject.mechanism
@@ -234,7 +236,7 @@ def check_open_exact(subject: OpenSubject,
         detail = f"{mechanism.id}: " + "; ".join(problems)
     else:
         assert ratio is not None
-        coverage = ("every random word" if not unfinished else
+        coverage = ("every draw" if not unfinished else
                     f"all but {float(unfinished):.1e} of the draws (left to the distribution "
                     f"check)")
         detail = (f"{mechanism.id}: (level, seed) uniform over {levels} x {seeds:,} and the "

@@ -232,3 +232,19 @@ def test_the_command_audits_open_metrics_and_names_mechanism_and_exact_epsilon(
     assert status == 1 and doc["passed"] is False and exact["passed"] is False
     assert exact["bound"] == pytest.approx(math.log(13.5))
     assert "exceeds the ceiling 2.197225 (the client's default ceiling)" in exact["detail"]
+
+
+@pytest.mark.slow
+def test_the_command_audits_an_open_metric_a_collector_serves(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    from deniable.audit.traffic import capturing_collector
+    spec = MetricSpec.build("open", epsilon=1.5, max_bytes=8)
+    with capturing_collector({"domains": spec}) as (url, _):  # type: ignore[dict-item]
+        status = main(["audit", "--url", url, "--all", "--trials", "3000", "--json",
+                       "--confidence", "0.999999"])
+    doc = json.loads(capsys.readouterr().out)
+    assert status == 0 and doc["passed"] is True, doc
+    exact = next(r for r in doc["results"] if r["check"] == "exact")
+    # The ceiling is the epsilon the collector serves for it: the mechanism's own.
+    assert exact["subject"] == "domains" and exact["mechanism"] == spec.mechanism.id
+    assert "(declared)" in exact["detail"] and exact["bound"] == pytest.approx(1.5, abs=1e-6)

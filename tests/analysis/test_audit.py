@@ -13,9 +13,10 @@ import numpy as np
 import pytest
 
 from deniable.audit.mechanisms import (Audit, KindSubject, Subject, Upload, builtin_subjects,
-                                     check_kind_exact, client_device, enumerate_coin,
-                                     enumerate_ones, exact_ratio, float_random_uses,
-                                     traffic_problems)
+                                     check_kind_exact, client_device, enumerate_ones,
+                                     exact_ratio, float_random_uses, traffic_problems)
+from deniable.audit.exactness import enumerate_coin
+from deniable.audit.open_domain import OpenSubject
 from deniable.analysis.bounds import (betainc, chi_square_sf, chi_square_test, clopper_pearson,
                                       count_events, epsilon_lower_bound, welch_t)
 from deniable.cli.main import main
@@ -124,12 +125,14 @@ def test_every_builtin_mechanism_passes_every_check() -> None:
     assert failures == []
     checks = {(r.subject, r.check) for r in results}
     for subject in builtin_subjects():
-        expected = ("epsilon", "distribution", "exact") if isinstance(subject, KindSubject) \
+        expected = ("epsilon", "distribution", "exact") if isinstance(
+            subject, (KindSubject, OpenSubject)) \
             else ("epsilon", "distribution", "repeated x4", "exact", "timing", "traffic")
         for check in expected:
             assert (subject.name, check) in checks
     # At 10,000 trials and 1 - 1e-6 the bounds land at 0.84-0.93 of the claims (subset
-    # selection lowest, its standard deviation about 0.02); 0.7 is far below any of them.
+    # selection lowest, its standard deviation about 0.02; the open sketch about 0.9); 0.7 is
+    # far below any of them.
     tight = [r.tightness for r in results if r.check == "epsilon"]
     assert all(t is not None and 0.7 < t <= 1 for t in tight), tight
 

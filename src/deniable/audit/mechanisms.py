@@ -38,6 +38,11 @@ false-failure rate of 1e-6, or 5 standard errors for 1BitMean) and an ``exact`` 
 claimed likelihood ratio is the worst case of the output distributions the id defines, and
 the sampler's coin, enumerated over every byte it can read, has the id's probability.
 
+Open metrics (``OpenSubject``: the ``od:`` sketch) get the same three: ``epsilon`` and
+``distribution`` from the real client's privacy layer, and an ``exact`` check that enumerates
+the level and seed choice over every random word, replays the sampler, and finds the exact
+worst-case ratio, held to the declared epsilon (``deniable.audit.open_domain``).
+
 This module runs the checks; the exact enumerations and the source scan are in
 ``deniable.audit.exactness``, the loopback upload harness in ``deniable.audit.traffic``, and
 the scan of a collector's Redis in ``deniable.audit.privacy_scan``.
@@ -51,7 +56,6 @@ import os
 import secrets
 import tempfile
 import time
-from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -68,10 +72,13 @@ from deniable.client.kinds import Mechanism, MetricSpec
 from deniable.client.longitudinal import LongitudinalGuard
 from deniable.client.mechanism import RandomizedResponse
 from deniable.client.numeric import BitMean
+from deniable.client.open_domain import OpenDomainSketch
 from deniable.client.randomness import RandomBits
 from deniable.client.reporter import Reporter
 from deniable.client.state import IN_MEMORY
-from deniable.audit.exactness import (PERTURBING_MODULES, enumerate_coin, enumerate_ones,
+from deniable.audit.open_domain import OpenSubject, check_open_exact, check_open_reports
+from deniable.audit.results import CheckResult
+from deniable.audit.exactness import (PERTURBING_MODULES, coin_problems, enumerate_ones,
                                       float_random_uses, random_source_problems)
 from deniable.audit.traffic import Upload, capturing_collector, traffic_problems, uploaded_bits
 
@@ -178,7 +185,7 @@ def client_device(subject: Subject, rng: RandomBits | None = None) -> Device:
 OS_LABELS = ("android", "ios", "windows", "macos", "linux", "other")
 
 
-def builtin_subjects() -> list[Subject | KindSubject]:
+def builtin_subjects() -> list[AnySubject]:
     """The mechanisms and modes the client ships: the audit's default subjects."""
     two_coin = RandomizedResponse.from_id("rr:1/2:1/2")
     ln7 = RandomizedResponse.from_id("rr:3/4:1/2")
@@ -197,19 +204,26 @@ def builtin_subjects() -> list[Subject | KindSubject]:
             "categorical", epsilon=1.0, categories=[f"c{i}" for i in range(8)])),
         KindSubject.of("bitmean_ln3", MetricSpec.build("numeric", mechanism="bm:1/4:0:1000",
                                                        lower=0, upper=1000)),
+        OpenSubject.of("open_16b_ln9", MetricSpec.build("open", epsilon=math.log(9),
+                                                        max_bytes=16), epsilon=math.log(9)),
     ]
 
 
-def catalogue_subjects(catalogue: Mapping[str, RandomizedResponse | Mechanism | MetricSpec]
-                       ) -> list[Subject | KindSubject]:
+def catalogue_subjects(catalogue: Mapping[str, RandomizedResponse | Mechanism | MetricSpec],
+                       epsilons: Mapping[str, float] | None = None) -> list[AnySubject]:
     """One subject per metric: a boolean one reported as the client does by default
-    (memoized); a categorical, histogram or numeric one by its mechanism's ``perturb``."""
-    subjects: list[Subject | KindSubject] = []
+    (memoized); a categorical, histogram or numeric one by its mechanism's ``perturb``; an
+    open one through the client's privacy layer, its exact epsilon held to ``epsilons[name]``
+    (the epsilon its entry states) or, if none, the client's default ceiling."""
+    subjects: list[AnySubject] = []
     for name, entry in sorted(catalogue.items()):
         spec = entry if isinstance(entry, MetricSpec) else None
         mechanism = spec.mechanism if spec is not None else entry
         if isinstance(mechanism, RandomizedResponse):
             subjects.append(Subject(name, name, mechanism))
+        elif isinstance(mechanism, OpenDomainSketch):
+            assert spec is not None
+            subjects.append(OpenSubject.of(name, spec, (epsilons or {}).get(name)))
         else:
             assert not isinstance(mechanism, MetricSpec)
             subjects.append(KindSubject(name, name, mechanism, spec))
@@ -251,36 +265,9 @@ class KindSubject:
         return [0, 1]
 
 
-@dataclass(frozen=True)
-class CheckResult:
-    """One check of one subject.
-
-    Attributes:
-        claim / bound / tightness: for epsilon checks, the claimed epsilon (nats), the
-            empirical lower bound (at ``Audit.confidence``, 95% by default), and bound / claim; None where a check has no epsilon.
-        passed: the verdict. A pass means the check could not refute the claim.
-        detail: what was measured, in words.
-        seconds: how long the check took.
-    """
-
-    subject: str
-    check: str
-    passed: bool
-    detail: str
-    claim: float | None = None
-    bound: float | None = None
-    seconds: float = 0.0
-
-    @property
-    def tightness(self) -> float | None:
-        if self.claim is None or self.bound is None or self.claim == 0:
-            return None
-        return self.bound / self.claim
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"subject": self.subject, "check": self.check, "passed": self.passed,
-                "claim": self.claim, "bound": self.bound, "tightness": self.tightness,
-                "detail": self.detail, "seconds": round(self.seconds, 3)}
+AnySubject = Subject | KindSubject | OpenSubject
+"""A subject of any kind: boolean (``Subject``), categorical, histogram or numeric
+(``KindSubject``), open (``OpenSubject``)."""
 
 
 Progress = Callable[[str, int], None]
@@ -320,30 +307,37 @@ class Audit:
     confidence: float = DEFAULT_CONFIDENCE
     progress: Progress = field(default=_no_progress)
 
-    def work(self, subjects: Sequence[Subject | KindSubject]) -> int:
+    def work(self, subjects: Sequence[AnySubject]) -> int:
         """Units of work ``run`` will report through ``progress`` (for a progress bar)."""
         devices = self.repeat_devices if self.repeat_devices is not None else self.trials // 10
         units = 0
         for subject in subjects:
-            if isinstance(subject, KindSubject):
+            if isinstance(subject, (KindSubject, OpenSubject)):
                 units += len(subject.inputs()) * self.trials
             else:
                 units += 2 * self.trials + 2 * devices + 2 * self.timing_calls
         return units
 
-    def run(self, subjects: Sequence[Subject | KindSubject]) -> list[CheckResult]:
+    def run(self, subjects: Sequence[AnySubject]) -> list[CheckResult]:
         """Every check of every subject, in order."""
         results: list[CheckResult] = [self.check_no_float(), self.check_randomness()]
         for subject in subjects:
-            if isinstance(subject, KindSubject):
-                results.extend(self.check_kind_reports(subject))
-                results.append(check_kind_exact(subject))
-                continue
-            results.extend(self.check_one_report(subject))
-            results.append(self.check_repeated(subject))
-            results.append(self.check_exact(subject))
-            results.append(self.check_timing(subject))
-            results.append(self.check_traffic(subject))
+            rows: list[CheckResult] = []
+            if isinstance(subject, OpenSubject):
+                rows.extend(check_open_reports(subject, self.trials, self.confidence, self.rng,
+                                               self.progress))
+                rows.append(check_open_exact(subject))
+            elif isinstance(subject, KindSubject):
+                rows.extend(self.check_kind_reports(subject))
+                rows.append(check_kind_exact(subject))
+            else:
+                rows.extend(self.check_one_report(subject))
+                rows.append(self.check_repeated(subject))
+                rows.append(self.check_exact(subject))
+                rows.append(self.check_timing(subject))
+                rows.append(self.check_traffic(subject))
+            results.extend(dataclasses.replace(row, mechanism=subject.mechanism.id)
+                           for row in rows)
         return results
 
     # -- sampling --------------------------------------------------------------------------
@@ -764,17 +758,10 @@ def check_kind_exact(subject: KindSubject) -> CheckResult:
             problems.extend(_subset_channel_problems(mechanism))
         p = mechanism.p if isinstance(mechanism, KaryRandomizedResponse) else \
             mechanism.q if isinstance(mechanism, UnaryEncoding) else mechanism.channel[0]
-        drawn, unread = enumerate_coin(p)
-        if not drawn <= p <= drawn + unread:
-            problems.append(f"its coin draws 1 with probability in [{drawn}, {drawn + unread}]"
-                            f", the id claims {p}")
-        notes.append(f"coin exact{'' if not unread else f' within {float(unread):.0e}'}")
-        if isinstance(mechanism, KaryRandomizedResponse) and mechanism.d <= 256:
-            m = mechanism.d - 1
-            limit = 256 - 256 % m
-            hits = Counter(1 + b % m for b in range(limit))
-            if set(hits.values()) != {limit // m} or set(hits) != set(range(1, mechanism.d)):
-                problems.append("the other-category map is not uniform")
+        found, noted = coin_problems(p, mechanism.d if isinstance(
+            mechanism, KaryRandomizedResponse) else None)
+        problems.extend(found)
+        notes.extend(noted)
         if isinstance(mechanism, UnaryEncoding):
             ones = sum(b >> 7 for b in range(256))
             if ones != 128:

@@ -9,7 +9,9 @@
 For each boolean metric it samples the client's privacy layer (one new simulated device per
 trial) and real Reporters uploading to a capturing server on loopback; a categorical,
 histogram or numeric metric (GRR, OUE, 1BitMean; read from its declaration with MetricSpec)
-is sampled through its mechanism's perturb with the secure system source. It prints, per
+is sampled through its mechanism's perturb with the secure system source; an open metric
+(od:) through the client's privacy layer, and its exact epsilon enumerated (held to the
+epsilon its entry states, or the client's default ceiling ln 9). It prints, per
 check, the claimed epsilon, an empirical lower bound (95% by default), their ratio (tightness) and a
 verdict. Audit reports are never sent to a real collector: they would count as real data.
 Exit status: 0 when every claim holds, 1 when any check fails, 2 for bad usage. docs/audit.md
@@ -74,12 +76,15 @@ def _subjects(args: argparse.Namespace) -> list[Any]:
         from deniable.client.transport import Transport
         transport = Transport(args.url, token=args.token, retries=1)
         try:
-            subjects = catalogue_subjects(_catalogue(transport.fetch_catalogue_document(),
-                                                     args.url))
+            document = transport.fetch_catalogue_document()
         finally:
             transport.close()
+        entries = document.get("metrics") if isinstance(document, dict) else None
+        subjects = catalogue_subjects(_catalogue(document, args.url), _epsilons(
+            {e.get("name"): e for e in entries if isinstance(e, dict)}
+            if isinstance(entries, list) else {}))
     elif args.metrics_file:
-        subjects = catalogue_subjects(_read_metrics_file(args.metrics_file))
+        subjects = catalogue_subjects(*_read_metrics_file(args.metrics_file))
     else:
         if args.all:
             raise CLIError("--all audits a catalogue: give --url or --metrics-file")
@@ -112,6 +117,15 @@ def _spec(entry: dict[str, Any]) -> Any:
                             max_bytes=entry.get("max_bytes"))
 
 
+def _epsilons(entries: dict[Any, Any]) -> dict[str, float]:
+    """The epsilon each entry states (a metrics file's declaration, or what a collector
+    serves): the ceiling an open metric's exact epsilon is held to."""
+    return {name: float(entry["epsilon"]) for name, entry in entries.items()
+            if isinstance(name, str) and isinstance(entry, dict)
+            and isinstance(entry.get("epsilon"), (int, float))
+            and not isinstance(entry.get("epsilon"), bool)}
+
+
 def _catalogue(doc: Any, where: str) -> dict[str, Any]:
     from deniable.cli.errors import CLIError
     from deniable.client.errors import DeniableError
@@ -135,12 +149,14 @@ def _log_lines(paths: list[Path]) -> list[str]:
     return lines
 
 
-def _read_metrics_file(path: Path) -> dict[str, Any]:
+def _read_metrics_file(path: Path) -> tuple[dict[str, Any], dict[str, float]]:
+    """(metric -> its spec, metric -> the epsilon it declares) of a metrics TOML file."""
     from deniable.cli.errors import CLIError
     from deniable.client.errors import DeniableError
     try:
         doc = tomllib.loads(path.read_text())
-        return {name: _spec(entry) for name, entry in doc.get("metrics", {}).items()}
+        tables = doc.get("metrics", {})
+        return ({name: _spec(entry) for name, entry in tables.items()}, _epsilons(tables))
     except (OSError, tomllib.TOMLDecodeError, AttributeError, TypeError,
             DeniableError) as exc:
         raise CLIError(f"cannot read metrics file {path}: {exc}") from exc

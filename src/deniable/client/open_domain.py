@@ -271,12 +271,19 @@ class OpenDomainSketch:
         """
         return self.perturb_padded(normalise(value, self.max_bytes, clamp), rng)
 
+    def draw_hash(self, rng: RandomBits | None = None) -> tuple[int, int]:
+        """The report's (level, seed), uniform over [0, levels) x [0, seeds) (``below``:
+        exact, secure); it takes no value, so the choice cannot depend on one. The first
+        draws of ``perturb_padded``; ``deniable audit`` enumerates it over every random word
+        and replays ``perturb_padded`` on the same words (docs/audit.md)."""
+        level = below(rng, self.levels)
+        return level, below(rng, self.seeds)
+
     def perturb_padded(self, padded: bytes, rng: RandomBits | None = None) -> int:
         """``perturb`` of an already normalised, padded value."""
         if len(padded) != self.max_bytes:
             raise InvalidParameterError(f"a padded value has {self.max_bytes} bytes")
-        level = below(rng, self.levels)
-        seed = below(rng, self.seeds)
+        level, seed = self.draw_hash(rng)
         true_bucket = bucket(padded[:self.prefix_length(level)], level, seed, self.g)
         reported = self._grr.perturb(true_bucket, rng)
         return (level * self.seeds + seed) * self.g + reported

@@ -3,14 +3,16 @@
     ./dev bench discovery            # the full run (a few minutes on 2 shared cores)
     ./dev bench discovery --quick    # a smoke run: one trial, 20,000 devices
 
-1. Recall: ``--n`` devices (100,000), each holding one of 10,000 distinct random strings of
-   4 to 16 bytes ([a-z0-9], no shared structure beyond chance), drawn from Zipf(1.1) over them
-   (the 10th holds about 1.2 %). Every device runs the real client (``perturb``: NFC, UTF-8,
-   padding, the secure system source), its cell is added to the counters, and ``discover``
-   decodes them (keep = 64). recall@k = |the decoder's top k ∩ the true top k| / k; RMSE of
+1. Recall: ``--n`` devices (100,000), each holding one of 10,000 distinct strings of at most
+   16 bytes, drawn from Zipf(1.1) over them (the 10th holds about 1.2 %), for two workloads
+   (``--workload``): random strings of 4 to 16 bytes ([a-z0-9], no shared structure beyond
+   chance) and realistic ones (crash signatures, URL paths, search terms: shared prefixes, low
+   entropy; ``realistic_strings``). Each trial draws its own strings and population. Every
+   device runs the real client (``perturb``: NFC, UTF-8, padding, the secure system source),
+   its cell is added to the counters, and ``discover`` decodes them (keep = 64, ``--keep``). recall@k = |the decoder's top k ∩ the true top k| / k; RMSE of
    the shares over the true top 10 (a string the decoder did not rank counts as 0); the number
    of strings shown (lower bound > 0 at 95 %, Bonferroni) and how many of those are outside
-   the population. Per epsilon in {1, 2, ln 9, 4}, mean over ``--trials`` trials.
+   the population. Per epsilon in {1, 2, ln 9, 4}, mean ± sd over ``--trials`` trials.
 2. Client cost: bytes of the wire field (``"cell": 123456``) and microseconds per report.
 3. Decode: 1,000,000 reports (the same Zipf workload at ln 9) decoded; seconds and peak
    memory (tracemalloc: numpy reports its buffers to it) plus the counters' own bytes.
@@ -19,6 +21,9 @@
    characters (chr(1 + v // 64) + chr(1 + v % 64): 2 bytes, no NUL; ``from_epsilon`` makes a
    2-byte metric one level, so the decoder scores all 65,280 two-byte strings: a larger
    search than the 4,096 values PEM knows). Five seeds, mean (min-max).
+5. Scale (``--part scale``): recall@10 at ln 9 against n (100,000, 300,000, 1,000,000 or
+   ``--scale-n``), with one level's standard error, the bound (``bound_share``), the decoder's
+   min share, and the smallest true share shown / largest of the true top 50 not shown.
 """
 from __future__ import annotations
 

@@ -3,14 +3,16 @@
     ./dev bench discovery            # the full run (a few minutes on 2 shared cores)
     ./dev bench discovery --quick    # a smoke run: one trial, 20,000 devices
 
-1. Recall: ``--n`` devices (100,000), each holding one of 10,000 distinct random strings of
-   4 to 16 bytes ([a-z0-9], no shared structure beyond chance), drawn from Zipf(1.1) over them
-   (the 10th holds about 1.2 %). Every device runs the real client (``perturb``: NFC, UTF-8,
-   padding, the secure system source), its cell is added to the counters, and ``discover``
-   decodes them (keep = 64). recall@k = |the decoder's top k ∩ the true top k| / k; RMSE of
+1. Recall: ``--n`` devices (100,000), each holding one of 10,000 distinct strings of at most
+   16 bytes, drawn from Zipf(1.1) over them (the 10th holds about 1.2 %), for two workloads
+   (``--workload``): random strings of 4 to 16 bytes ([a-z0-9], no shared structure beyond
+   chance) and realistic ones (crash signatures, URL paths, search terms: shared prefixes, low
+   entropy; ``realistic_strings``). Each trial draws its own strings and population. Every
+   device runs the real client (``perturb``: NFC, UTF-8, padding, the secure system source),
+   its cell is added to the counters, and ``discover`` decodes them (keep = 64, ``--keep``). recall@k = |the decoder's top k ∩ the true top k| / k; RMSE of
    the shares over the true top 10 (a string the decoder did not rank counts as 0); the number
    of strings shown (lower bound > 0 at 95 %, Bonferroni) and how many of those are outside
-   the population. Per epsilon in {1, 2, ln 9, 4}, mean over ``--trials`` trials.
+   the population. Per epsilon in {1, 2, ln 9, 4}, mean ± sd over ``--trials`` trials.
 2. Client cost: bytes of the wire field (``"cell": 123456``) and microseconds per report.
 3. Decode: 1,000,000 reports (the same Zipf workload at ln 9) decoded; seconds and peak
    memory (tracemalloc: numpy reports its buffers to it) plus the counters' own bytes.
@@ -19,6 +21,9 @@
    characters (chr(1 + v // 64) + chr(1 + v % 64): 2 bytes, no NUL; ``from_epsilon`` makes a
    2-byte metric one level, so the decoder scores all 65,280 two-byte strings: a larger
    search than the 4,096 values PEM knows). Five seeds, mean (min-max).
+5. Scale (``--part scale``): recall@10 at ln 9 against n (100,000, 300,000, 1,000,000 or
+   ``--scale-n``), with one level's standard error, the bound (``bound_share``), the decoder's
+   min share, and the smallest true share shown / largest of the true top 50 not shown.
 """
 from __future__ import annotations
 
@@ -54,6 +59,57 @@ def random_strings(count: int, rng: random.Random) -> list[str]:
     return strings
 
 
+_CLASSES = ("Net", "Db", "Ui", "Io", "Gfx", "Auth", "Sync", "Pay", "Map", "Feed")
+_CLASS_TAILS = ("", "Pool", "View", "Mgr", "Task", "Job")
+_METHODS = ("get", "put", "run", "load", "init", "draw", "sync", "open", "read", "post")
+_SECTIONS = ("app", "shop", "help", "api", "blog", "docs")
+_PAGES = ("home", "settings", "cart", "search", "login", "orders", "profile", "items")
+_SYLLABLES = tuple(c + v for c in "bdfgklmnprstvz" for v in "aeiou")
+
+
+def _words(count: int, rng: random.Random) -> list[str]:
+    """``count`` distinct pseudo-words of 1-3 syllables (a generated word list)."""
+    out: set[str] = set()
+    while len(out) < count:
+        out.add("".join(rng.choice(_SYLLABLES) for _ in range(rng.randint(1, 3))))
+    return sorted(out)
+
+
+def realistic_strings(count: int, rng: random.Random) -> list[str]:
+    """``count`` distinct strings of at most 16 bytes with shared prefixes and low entropy, a
+    third each of: crash signatures ``ClassName.method:line`` (``NetPool.load:231``), URL
+    paths (``/app/settings/7``, ``/shop/items/42``) and search terms (one or two words of a
+    generated list of 600 pseudo-words, weighted to the first: ``kama`` , ``lo zupe``)."""
+    vocabulary = _words(600, rng)
+    weights = zipf_shares(len(vocabulary), 1.0)
+
+    def crash() -> str:
+        name = rng.choice(_CLASSES) + rng.choice(_CLASS_TAILS)
+        return f"{name}.{rng.choice(_METHODS)}:{rng.randint(1, 400)}"
+
+    def url() -> str:
+        path = f"/{rng.choice(_SECTIONS)}/{rng.choice(_PAGES)}"
+        return path if rng.random() < 0.1 else f"{path}/{rng.randint(1, 300)}"
+
+    def term() -> str:
+        chosen = [vocabulary[i] for i in rng.choices(range(len(vocabulary)), weights,
+                                                     k=rng.randint(1, 2))]
+        return " ".join(chosen)
+
+    out: set[str] = set()
+    makers = (crash, url, term)
+    while len(out) < count:
+        text = makers[len(out) % 3]()
+        if len(text.encode()) <= 16:
+            out.add(text)
+    strings = sorted(out)
+    rng.shuffle(strings)
+    return strings
+
+
+WORKLOADS = {"random": random_strings, "realistic": realistic_strings}
+
+
 def collect(sketch: OpenDomainSketch, values: Sequence[str], population: np.ndarray
             ) -> tuple[np.ndarray, float]:
     """Counters from one real report per device (``population`` holds value indexes), and
@@ -80,39 +136,91 @@ def rmse_top(result: Discovery, truth: Sequence[str], shares: np.ndarray, k: int
     return float(np.sqrt(np.mean(np.square(errors))))
 
 
-def bench_recall(n: int, trials: int, seed: int) -> None:
-    print(f"1. Recall: {n:,} devices, Zipf(1.1) over 10,000 random strings of 4-16 bytes, "
-          f"{trials} trial(s) each (mean; min-max)")
-    print(f"   {'epsilon':>8} {'id':>26} {'recall@10':>14} {'recall@50':>14} {'RMSE top10':>10} "
-          f"{'shown':>6} {'wrong':>5} {'min share':>9} {'decode s':>8} {'us/report':>9}")
-    rng = random.Random(seed)
-    strings = random_strings(10_000, rng)
-    shares = zipf_shares(len(strings))
-    nprng = np.random.default_rng(seed)
-    known = set(strings)
-    for epsilon in EPSILONS:
+def _spread(values: Sequence[float], digits: int = 2) -> str:
+    """mean ± standard deviation over trials (sample sd; 0 for one trial)."""
+    sd = float(np.std(values, ddof=1)) if len(values) > 1 else 0.0
+    return f"{np.mean(values):.{digits}f} ± {sd:.{digits}f}"
+
+
+def _label(epsilon: float) -> str:
+    return "ln 9" if abs(epsilon - math.log(9)) < 1e-12 else f"{epsilon:g}"
+
+
+def bench_recall(n: int, trials: int, seed: int, workload: str = "random",
+                 epsilons: Sequence[float] = EPSILONS, keep: int = 64) -> None:
+    """Per epsilon, ``trials`` trials, each with its own string set and population (seeds
+    seed, seed + 1, ...): mean ± sd over the trials."""
+    print(f"1. Recall ({workload}): {n:,} devices, Zipf(1.1) over 10,000 {workload} strings "
+          f"of at most 16 bytes, keep {keep}, {trials} trial(s) each (mean ± sd)")
+    print(f"   {'epsilon':>7} {'id':>22} {'recall@10':>11} {'recall@50':>11} "
+          f"{'RMSE top10':>15} {'shown':>11} {'wrong':>5} {'min share':>9} {'decode s':>8}")
+    for epsilon in epsilons:
         sketch = OpenDomainSketch.from_epsilon(epsilon)
-        r10, r50, rmse, shown, wrong, mins, decode_s, us = [], [], [], [], [], [], [], []
-        for _ in range(trials):
-            population = nprng.choice(len(strings), size=n, p=shares)
-            counters, per_report = collect(sketch, strings, population)
+        r10, r50, rmse, shown, wrong, mins, decode_s = [], [], [], [], [], [], []
+        for trial in range(trials):
+            strings = WORKLOADS[workload](10_000, random.Random(seed + trial))
+            shares = zipf_shares(len(strings))
+            population = np.random.default_rng(seed + trial).choice(len(strings), size=n,
+                                                                    p=shares)
+            counters, _ = collect(sketch, strings, population)
             start = time.perf_counter()
-            result = discover(sketch, counters)
+            result = discover(sketch, counters, keep=keep)
             decode_s.append(time.perf_counter() - start)
             r10.append(recall(result, strings, 10))
             r50.append(recall(result, strings, 50))
             rmse.append(rmse_top(result, strings, shares, 10))
             shown.append(len(result.found))
+            known = set(strings)
             wrong.append(sum(f.string not in known for f in result.found))
             mins.append(result.min_share)
-            us.append(per_report)
-        label = "ln 9" if abs(epsilon - math.log(9)) < 1e-12 else f"{epsilon:g}"
-        print(f"   {label:>8} {sketch.id:>26} {np.mean(r10):5.2f} ({min(r10):.1f}-{max(r10):.1f})"
-              f" {np.mean(r50):5.2f} ({min(r50):.2f}-{max(r50):.2f}) {np.mean(rmse):10.4f} "
-              f"{np.mean(shown):6.1f} {sum(wrong):5d} {np.mean(mins):9.4f} "
-              f"{np.mean(decode_s):8.1f} {np.mean(us):9.1f}")
+        print(f"   {_label(epsilon):>7} {sketch.id[:22]:>22} {_spread(r10):>11} "
+              f"{_spread(r50):>11} {_spread(rmse, 4):>15} {_spread(shown, 1):>11} "
+              f"{sum(wrong):5d} {np.mean(mins):9.4f} {np.mean(decode_s):8.1f}", flush=True)
     print("   shown: strings whose lower bound is above 0 (95 %, Bonferroni over the candidates);"
           " wrong: shown but outside the population (summed over trials)")
+
+
+def bound_share(n: int, epsilon: float, domain_log: float) -> float:
+    """The share a string needs to stand out of every null candidate of a domain of
+    e^domain_log strings, with all n reports on one oracle of OLH's variance
+    V = 4 e^eps / (e^eps - 1)^2: sqrt(2 domain_log) standard errors sqrt(V / n)."""
+    variance = 4 * math.exp(epsilon) / (math.exp(epsilon) - 1) ** 2
+    return math.sqrt(2 * domain_log) * math.sqrt(variance / n)
+
+
+def bench_scale(ns: Sequence[int], trials: int, seed: int, workload: str = "random") -> None:
+    """Recall@10 at ln 9 against n, and the shares found against min_share and the bound."""
+    epsilon = math.log(9)
+    sketch = OpenDomainSketch.from_epsilon(epsilon)
+    print(f"5. Scale ({workload}, {sketch.id}): recall against n, {trials} trial(s) each; "
+          "bound: sqrt(2 ln 256^16) sd of all n (16-byte strings); level sd: one level's "
+          "standard error at share 0")
+    print(f"   {'n':>9} {'recall@10':>11} {'10th share':>10} {'level sd':>8} {'bound':>6} "
+          f"{'min share':>9} {'smallest shown':>14} {'largest top-50 not shown':>24}")
+    for n in ns:
+        r10, smallest, missed, mins = [], [], [], []
+        for trial in range(trials):
+            strings = WORKLOADS[workload](10_000, random.Random(seed + trial))
+            shares = zipf_shares(len(strings))
+            population = np.random.default_rng(seed + trial).choice(len(strings), size=n,
+                                                                    p=shares)
+            counters, _ = collect(sketch, strings, population)
+            result = discover(sketch, counters)
+            r10.append(recall(result, strings, 10))
+            rank = {s: i for i, s in enumerate(strings)}
+            shown = {f.string for f in result.found}
+            smallest.append(min((shares[rank[s]] for s in shown if s in rank), default=math.nan))
+            missed.append(max((shares[i] for i in range(50) if strings[i] not in shown),
+                              default=math.nan))
+            mins.append(result.min_share)
+        base = 1 / sketch.g
+        level_sd = math.sqrt(base * (1 - base) / (n / sketch.levels)) / (float(sketch.p) - base)
+        print(f"   {n:9,} {_spread(r10):>11} {zipf_shares(10_000)[9]:10.4f} {level_sd:8.4f} "
+              f"{bound_share(n, epsilon, 16 * math.log(256)):6.4f} {np.mean(mins):9.4f} "
+              f"{np.nanmin(smallest):14.4f} {np.nanmax(missed):24.4f}", flush=True)
+    print("   smallest shown: the smallest true share among strings shown (lower bound > 0), "
+          "over the trials; largest not shown: the largest true share among the true top 50 "
+          "that was not shown")
 
 
 def bench_client_cost() -> None:
@@ -209,18 +317,31 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--n", type=int, default=100_000, help="devices for the recall table")
     parser.add_argument("--trials", type=int, default=3)
     parser.add_argument("--seed", type=int, default=33)
-    parser.add_argument("--part", choices=("all", "recall", "client", "decode", "pem"),
+    parser.add_argument("--keep", type=int, default=64, help="the decoder's beam width")
+    parser.add_argument("--workload", choices=("both", *WORKLOADS), default="both")
+    parser.add_argument("--epsilon", type=float, action="append",
+                        help="only this epsilon in the recall table (repeatable)")
+    parser.add_argument("--scale-n", type=int, action="append",
+                        help="n for the scale table (repeatable; default 100k, 300k, 1M)")
+    parser.add_argument("--part", choices=("all", "recall", "client", "decode", "pem", "scale"),
                         default="all", help="run one part only")
     args = parser.parse_args(argv)
     n, trials, day = (20_000, 1, 100_000) if args.quick else (args.n, args.trials, 1_000_000)
+    workloads = tuple(WORKLOADS) if args.workload == "both" else (args.workload,)
+    epsilons = tuple(args.epsilon) if args.epsilon else EPSILONS
     if args.part in ("all", "recall"):
-        bench_recall(n, trials, args.seed)
+        for workload in workloads:
+            bench_recall(n, trials, args.seed, workload, epsilons, args.keep)
     if args.part in ("all", "client"):
         bench_client_cost()
     if args.part in ("all", "decode"):
         bench_decode(day, args.seed)
     if args.part in ("all", "pem"):
         bench_pem(args.seed, 1 if args.quick else 5, 2_000 if args.quick else 20_000)
+    if args.part in ("all", "scale"):
+        ns = args.scale_n or ([20_000, 60_000] if args.quick else [100_000, 300_000, 1_000_000])
+        for workload in workloads:
+            bench_scale(ns, trials, args.seed, workload)
     return 0
 
 

@@ -521,8 +521,8 @@ def _open(metric: Metric) -> dict[str, Any]:
         "days": [{"day": day, "start": f"{day}T00:00:00+00:00", "n": values[0]}
                  for day, values in rows.items()],
         "period": picked or "window", "discovery": found,
-        "estimand": "share of reports holding each string (of device-days when devices "
-                    "report once a day)",
+        "estimand": "share of reports holding each string, per UTC day and pooled over "
+                    "the range's days (a device reporting once a day counts once a day)",
         "note": _open_note(mechanism.epsilon, confidence), **presentation(spec)}
 
 

@@ -52,7 +52,7 @@
     const raw = (hi - lo) / 4, power = Math.pow(10, Math.floor(Math.log10(raw)));
     const step = [1, 2, 5, 10].map(m => m * power).find(v => v >= raw), out = [];
     for (let t = Math.ceil(lo / step - 1e-9) * step; t <= hi + step * 1e-9; t += step)
-      out.push(Math.round(t * 1e9) / 1e9);
+      out.push(Math.round(t * 1e9) / 1e9 || 0);  // never -0 (it prints "-0")
     return out;
   }
   // An axis zoomed to the values and their intervals, at least a tenth of [lo, hi] (10 points
@@ -486,9 +486,15 @@
       `${found.tested.toLocaleString("en")} tested; the smallest discoverable share is ` +
       `${(found.min_share * 100).toFixed(2)} % (found half the time at this n and \u03b5).`;
   }
-  // Reports per UTC day, on a dated axis.
+  // Reports per UTC day, on a dated axis: every day of the range, days without reports at 0.
   function dayChart(doc) {
-    const days = doc.days, n = days.length, plotW = W - LEFT - RIGHT;
+    const seen = new Map(doc.days.map(d => [d.day, d])), days = [];
+    for (let t = Date.parse(`${doc.from.slice(0, 10)}T00:00:00Z`); t < Date.parse(doc.to);
+         t += 86400000) {
+      const day = new Date(t).toISOString().slice(0, 10);
+      days.push(seen.get(day) || {day, start: `${day}T00:00:00+00:00`, n: 0});
+    }
+    const n = days.length, plotW = W - LEFT - RIGHT;
     const svg = el("svg", {viewBox: `0 0 ${W} ${H + 40}`, class: "chart days", role: "img",
                            "aria-label": `${doc.metric}: reports per day`}, null, true);
     const maxN = Math.max(1, ...days.map(d => d.n));

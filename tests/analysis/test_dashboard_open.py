@@ -126,3 +126,21 @@ def test_an_open_metric_shows_what_the_analysis_discovers(app, redis_client) -> 
         **query, "from": (now - timedelta(days=40)).isoformat(),
         "to": (now - timedelta(days=30)).isoformat()}).json
     assert empty["discovery"] is None and empty["days"] == []
+
+
+def test_the_cli_wsgi_app_has_the_decoder_and_the_collectors_has_none(  # type: ignore[no-untyped-def]
+        redis_url, metrics_file, redis_client, monkeypatch) -> None:
+    import importlib
+    import sys
+
+    from deniable.collector.dashboard import DISCOVER
+    from tests.conftest import OPEN_ENV
+
+    for key, value in {**OPEN_ENV, "DENIABLE_REDIS_URL": redis_url,
+                       "DENIABLE_METRICS_FILE": str(metrics_file)}.items():
+        monkeypatch.setenv(key, value)
+    for name in ("deniable.cli.wsgi", "deniable.collector.wsgi"):
+        monkeypatch.delitem(sys.modules, name, raising=False)
+    served = importlib.import_module("deniable.cli.wsgi").app
+    bare = importlib.import_module("deniable.collector.wsgi").app
+    assert served.extensions[DISCOVER] is discover_period and DISCOVER not in bare.extensions

@@ -5,6 +5,11 @@ Every kind: a boolean metric's share of yes, a numeric metric's mean in its unit
 ``lower`` and ``upper``), and a categorical or histogram metric's share per category in each
 bucket, with its per-category and simultaneous intervals (``intervals`` says which is which):
 the shapes of ``deniable report --every ... --format json``.
+Each document carries presentation hints asked of the metric's kind (``presentation``:
+``view``, ``percent``, ``slot_word``, ``contiguous``, ``digits``, ``value_range``), so the
+script names no kind. An open-domain metric (``view`` ``discovery``) gets its strings from a
+decoder handed in by a higher layer (``use_discovery``; ``deniable serve`` does), since its
+decoding is numpy, the analysis package's.
 
 The page is static HTML plus a same-origin script and stylesheet (no CDN, no inline script or
 style: it works offline and under the Content-Security-Policy of headers.py). It holds no

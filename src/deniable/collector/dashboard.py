@@ -538,7 +538,8 @@ def _open_note(epsilon: float, confidence: float) -> str:
             "its string; the collector keeps only per-day counters, never a string. A string "
             f"is listed only when its share's lower bound is above 0 at {confidence:.0%} "
             "family-wise confidence (Bonferroni over every string tested), so with that "
-            "probability nothing shown is absent from the devices. A string rarer than the "
+            "probability no string held by no device is shown (up to the sketch's small "
+            "collision bias, docs/discovery.md). A string rarer than the "
             "smallest discoverable share is usually missed: absence from the list is not "
             "evidence of absence.")
 

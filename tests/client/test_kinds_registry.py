@@ -164,6 +164,15 @@ def test_the_name_check_sees_each_way_of_naming_a_kind() -> None:
     assert not NAMED.findall('if kind in ("batch", "batch_applied"):')  # a key kind, not a kind
 
 
+def test_the_dashboard_script_names_no_kind() -> None:
+    """dashboard.js draws from the hints the server takes from the kind (``view``,
+    ``percent``, ``slot_word``, ``contiguous``, ``digits``, ``value_range``): it reads no
+    ``kind`` field and spells no kind's name as a string."""
+    text = (SRC / "collector" / "static" / "dashboard.js").read_text()
+    assert re.findall(r"\.kind\b|\bkind\s*[!=]==?", text) == []
+    assert re.findall(r"""["'`](?:%s)["'`]""" % "|".join(KINDS), text) == []
+
+
 def test_the_kinds_package_holds_one_module_per_registered_kind() -> None:
     modules = {p.stem for p in (SRC / "client" / "kinds").glob("*.py")} - {"__init__", "base"}
     assert modules == set(KINDS)

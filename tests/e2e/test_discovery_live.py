@@ -160,8 +160,28 @@ def test_the_known_top_10_is_discovered_and_nothing_else(collector, redis_url: s
     assert "dark_mode" in json.dumps(both["metrics"])
 
 
-def test_the_dashboard_says_where_an_open_metric_is_shown(collector) -> None:  # type: ignore[no-untyped-def]
+def test_the_dashboard_shows_what_the_report_discovers(collector, capsys) -> None:  # type: ignore[no-untyped-def]
+    """``deniable serve`` hands the analysis' decoder to the dashboard: its window (and its one
+    day) lists what ``deniable report`` lists, at the same confidence (0.95 here). Whatever the
+    reports sent before (this module's first test or none), both read the same counters."""
     process, _ = collector
     answer = requests.get(f"{process.url}/dashboard/data", params={"metric": "crash_sig"},
-                          timeout=10)
-    assert answer.status_code == 422 and "deniable report" in answer.json()["detail"]
+                          timeout=60)
+    assert answer.status_code == 200, answer.text
+    body = answer.json()
+    assert body["view"] == "discovery" and body["confidence"] == 0.95
+    assert main(["report", "--collector", process.url, "--metric", "crash_sig", "--format",
+                 "json", "--confidence", "0.95"]) == 0
+    (doc,) = json.loads(capsys.readouterr().out)["open"]
+    if not body["days"]:
+        assert body["discovery"] is None and doc["periods"] == []
+        return
+    window = doc["periods"][0]
+    assert window["period"] == "window"
+    assert {k: body["discovery"][k] for k in window if k != "period"} == \
+        {k: v for k, v in window.items() if k != "period"}
+    day = body["days"][-1]["day"]
+    one = requests.get(f"{process.url}/dashboard/data",
+                       params={"metric": "crash_sig", "day": day}, timeout=60).json()
+    (reported,) = [p for p in doc["periods"] if p["period"] == day]
+    assert one["discovery"]["found"] == reported["found"]

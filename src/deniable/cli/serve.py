@@ -4,6 +4,8 @@ from __future__ import annotations
 import argparse
 import os
 import secrets
+from collections.abc import Sequence
+from typing import Any
 
 from deniable.cli.options import env_default, positive_int
 
@@ -33,6 +35,38 @@ def register(commands: argparse._SubParsersAction) -> None:  # type: ignore[type
     parser.set_defaults(run=run)
 
 
+def collector_app() -> Any:
+    """The collector app, with the dashboard's open-domain decoder when numpy (the analysis
+    extra) is installed: the collector never imports the analysis package, so this layer,
+    which may import both, hands it in (``dashboard.use_discovery``)."""
+    from importlib.util import find_spec
+
+    from deniable.collector.app import create_app
+    from deniable.collector.dashboard import use_discovery
+
+    app = create_app()
+    if find_spec("numpy") is not None:
+        use_discovery(app, discover_period)
+    return app
+
+
+def discover_period(mechanism_id: str, rows: list[Sequence[int]],
+                    confidence: float) -> dict[str, Any]:
+    """``dashboard.Discover``: the rows summed, decoded by ``deniable.analysis.discovery``,
+    in the shape of one period of ``deniable report --format json`` (``open_report``)."""
+    import numpy as np
+
+    from deniable.analysis.discovery import discover
+    from deniable.analysis.open_report import OpenSummary, document
+
+    counters = np.sum([np.asarray(row, dtype=np.int64) for row in rows], axis=0)
+    found = discover(mechanism_id, counters, confidence=confidence)
+    summary = OpenSummary("", mechanism_id, float("nan"), confidence, found, ())  # one period
+    period: dict[str, Any] = document(summary)["periods"][0]
+    period.pop("period", None)
+    return period
+
+
 def run(args: argparse.Namespace) -> int:
     import shutil
 
@@ -52,7 +86,7 @@ def run(args: argparse.Namespace) -> int:
 
         create_app()  # fail fast, in the parent, on a bad metrics file or setting
         serve(args.host, args.port, workers=args.workers, dev=args.dev,
-              config_file=args.config)
+              config_file=args.config, app=collector_app)
     finally:
         if made and metrics_dir and os.getpid() == owner:
             shutil.rmtree(metrics_dir, ignore_errors=True)

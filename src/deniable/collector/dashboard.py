@@ -5,6 +5,11 @@ Every kind: a boolean metric's share of yes, a numeric metric's mean in its unit
 ``lower`` and ``upper``), and a categorical or histogram metric's share per category in each
 bucket, with its per-category and simultaneous intervals (``intervals`` says which is which):
 the shapes of ``deniable report --every ... --format json``.
+Each document carries presentation hints asked of the metric's kind (``presentation``:
+``view``, ``percent``, ``slot_word``, ``contiguous``, ``digits``, ``value_range``), so the
+script names no kind. An open-domain metric (``view`` ``discovery``) gets its strings from a
+decoder handed in by a higher layer (``use_discovery``; ``deniable serve`` does), since its
+decoding is numpy, the analysis package's.
 
 The page is static HTML plus a same-origin script and stylesheet (no CDN, no inline script or
 style: it works offline and under the Content-Security-Policy of headers.py). It holds no
@@ -29,7 +34,8 @@ key form; the script keeps it in the tab's ``sessionStorage``, removes it from t
 """
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, Protocol
 
 import orjson
 from flask import Blueprint, Flask, Response, current_app, render_template, request
@@ -49,9 +55,43 @@ bp = Blueprint("dashboard", __name__, url_prefix="/dashboard", template_folder="
 GRANULARITIES = ("hour", "day", "week")
 
 
+DISCOVER = "deniable.discover"
+"""``app.extensions`` key of the open-domain decoder (``use_discovery``)."""
+
+
+class Discover(Protocol):
+    """Decodes an open-domain metric's counters into its discovered strings.
+
+    Args:
+        mechanism_id: the metric's ``od:`` id.
+        rows: counters of one or more periods, summed before decoding: ``width`` each
+            (slot 0 = n, slot 1 + cell).
+        confidence: the family-wise confidence that no string shown has share 0.
+
+    Returns:
+        One period of ``deniable report --format json``'s open document: ``n``,
+        ``min_share`` (the share found half the time), ``tested``, ``z`` and ``found``
+        (``string``, ``share``, ``lower``, ``upper``; only strings whose lower bound is
+        above 0, largest share first).
+    """
+
+    def __call__(self, mechanism_id: str, rows: list[Sequence[int]],
+                 confidence: float) -> dict[str, Any]: ...
+
+
 def init_app(app: Flask) -> None:
     """Serve the dashboard from ``app``."""
     app.register_blueprint(bp)
+
+
+def use_discovery(app: Flask, discover: Discover) -> None:
+    """Let the dashboard show open-domain metrics, decoded by ``discover``.
+
+    Decoding needs numpy (``deniable.analysis.open_report``), which the collector never
+    imports: the layer that may import both (``deniable serve``, in deniable.cli) hands it
+    in. Without it, an open metric's data answers 422 naming ``deniable report``.
+    """
+    app.extensions[DISCOVER] = discover
 
 
 def _registry() -> dict[str, Metric]:
@@ -81,10 +121,8 @@ def data() -> Response:
     if metric is None:
         raise APIError(404, f"no metric named {name!r} is registered",
                        parameters={"metric": "must name a registered metric"})
-    if keys.is_sparse(metric.mechanism.id):  # discovery is analysis' (numpy), not the server's
-        raise APIError(422, f"{name!r} is an open-domain metric: its discovered strings are in "
-                       "`deniable report --redis-url ...`, not in the dashboard yet",
-                       parameters={"metric": "must name a metric with per-slot estimates"})
+    if keys.is_sparse(metric.mechanism.id):  # decoded by the injected analysis (numpy)
+        return Response(orjson.dumps(_open(metric)), mimetype="application/json")
     every = request.args.get("every", "day")
     if every not in GRANULARITIES:
         raise APIError(422, "'every' must be hour, day or week",
@@ -233,6 +271,7 @@ def _data(metric: Metric, start: Any, end: Any, every: str, window_size: int
     }
     if bounds is not None:
         body["lower"], body["upper"] = bounds
+    body.update(presentation(spec))
     return body
 
 
@@ -332,10 +371,31 @@ def breakdown() -> Response:
         "n": total_n, "not_stated": max(total_n - stated, 0), "cells": cells, "note": note,
         "dimensions": f"{by} is a public dimension: sent and counted in clear, not protected "
                       "by local differential privacy (the metric's value is, in every cell).",
-        "categories": list(spec.labels) if categorical else None}
+        "categories": list(spec.labels) if categorical else None, **presentation(spec)}
     if bounds is not None:
         body["lower"], body["upper"] = bounds
     return Response(orjson.dumps(body), mimetype="application/json")
+
+
+def presentation(spec: MetricSpec) -> dict[str, Any]:
+    """How the page draws a metric, asked of its kind (the script names no kind).
+
+    Returns:
+        ``view``: ``series`` (one estimate per bucket), ``categories`` (one per declared
+        category or bucket) or ``discovery`` (strings found, no declared slots);
+        ``percent``: estimates are shares, shown in percent (else a mean in the unit);
+        ``slot_word``: the word for what is counted ("yes", "category", "bucket", "mean",
+        "cell"); ``contiguous``: the slots are adjacent buckets of a number line (bars
+        touch); ``digits``: decimals of a raw estimate in tables (4 for a share, 2 for a
+        mean); ``value_range``: [low, high] an estimate is shown in (the unit's for a mean).
+    """
+    kind = spec.kind_object
+    view = ("discovery" if keys.is_sparse(spec.mechanism.id)
+            else "categories" if kind.per_category else "series")
+    low, high = kind.value_range(spec)
+    return {"view": view, "percent": kind.percent, "slot_word": kind.slot_word,
+            "contiguous": kind.buckets, "digits": 4 if kind.percent else 2,
+            "value_range": [low, high]}
 
 
 def _note(mechanism: Any, n: int, confidence: float) -> str:
@@ -409,8 +469,79 @@ def _categorical(metric: Metric, spec: MetricSpec, hours: list[rollup.HourCount]
                     "categories": [{"category": label, **c}
                                    for label, c in zip(labels, pooled)]},
         "note": _note(mechanism, total[0], confidence),
+        **presentation(spec),
     }
     return body
+
+
+def _open(metric: Metric) -> dict[str, Any]:
+    """An open-domain metric's discovered strings over [from, to) (query as ``data``):
+    ``days`` lists the UTC days with reports (the counters' period) and their n;
+    ``discovery`` decodes the window (every day pooled) or, with ``day=YYYY-MM-DD``, that
+    day alone. One decode per request (a few seconds each; docs/discovery.md).
+
+    Raises:
+        APIError: 422 when no decoder was handed in (``use_discovery``) or ``day`` is not a
+            day of the range with reports.
+    """
+    from datetime import datetime, timezone
+
+    from deniable.collector.store import decode_counters, open_day_strings
+
+    decode: Discover | None = current_app.extensions.get(DISCOVER)
+    if decode is None:
+        raise APIError(422, f"{metric.name!r} is an open-domain metric and this collector "
+                       "has no decoder (it needs the analysis extra, numpy, and `deniable "
+                       "serve`): its discovered strings are in `deniable report "
+                       "--collector ...`",
+                       parameters={"metric": "must name a metric with per-slot estimates"})
+    start, end = time_range()
+    first, end_hour = keys.hour_range(start, end)
+    if metric.retention_days is not None:
+        first = max(first, keys.visible_from(datetime.now(timezone.utc), metric.retention_days))
+    mechanism = metric.mechanism
+    width = keys.width(mechanism.id)
+    store = current_app.extensions["deniable.store"]
+    with storage_guard():
+        strings = open_day_strings(store.client, metric.name, mechanism.id, first // 24,
+                                   -(-end_hour // 24))
+    rows: dict[str, Sequence[int]] = {}
+    for day, raw in strings:
+        values = decode_counters(raw)[:width] if raw is not None else None
+        if values is not None and len(values) == width and values[0]:
+            rows[keys.hour_start(day * 24).date().isoformat()] = values
+    picked = request.args.get("day", "")
+    if picked and picked not in rows:
+        raise APIError(422, f"{metric.name!r} has no reports on {picked!r} in this range",
+                       parameters={"day": f"one of: {', '.join(rows) or 'none'}"})
+    confidence = 0.95
+    chosen = [rows[picked]] if picked else list(rows.values())
+    found = decode(mechanism.id, chosen, confidence) if chosen else None
+    spec = _spec(metric)
+    return {
+        "metric": metric.name, "version": metric.version, "description": metric.description,
+        "mechanism": mechanism.id, "epsilon": mechanism.epsilon,
+        "policy": metric.policy.summary(), "granularity": "day", "confidence": confidence,
+        "kind": spec.kind, "from": start.isoformat(), "to": end.isoformat(),
+        "days": [{"day": day, "start": f"{day}T00:00:00+00:00", "n": values[0]}
+                 for day, values in rows.items()],
+        "period": picked or "window", "discovery": found,
+        "estimand": "share of reports holding each string, per UTC day and pooled over "
+                    "the range's days (a device reporting once a day counts once a day)",
+        "note": _open_note(mechanism.epsilon, confidence), **presentation(spec)}
+
+
+def _open_note(epsilon: float, confidence: float) -> str:
+    """What epsilon and the confidence mean for an open metric's list."""
+    return (f"Privacy: epsilon = {epsilon:.3g} per report, with fresh coins each time "
+            "(an open metric is never memoized). Each device sends one cell of a sketch of "
+            "its string; the collector keeps only per-day counters, never a string. A string "
+            f"is listed only when its share's lower bound is above 0 at {confidence:.0%} "
+            "family-wise confidence (Bonferroni over every string tested), so with that "
+            "probability no string held by no device is shown (up to the sketch's small "
+            "collision bias, docs/discovery.md). A string rarer than the "
+            "smallest discoverable share is usually missed: absence from the list is not "
+            "evidence of absence.")
 
 
 def _trailing(values: list[int], window: int) -> list[int]:

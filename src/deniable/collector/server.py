@@ -13,7 +13,7 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from importlib import resources
 from pathlib import Path
 from types import TracebackType
@@ -119,17 +119,19 @@ def default_workers() -> int:
 
 
 def serve(host: str, port: int, *, workers: int | None = None, dev: bool = False,
-          config_file: str | None = None) -> None:
+          config_file: str | None = None, app: Callable[[], Any] | None = None) -> None:
     """Serve the collector configured by the ``DENIABLE_*`` environment, until stopped.
 
     Under gunicorn, every server setting comes from ``config_file`` (by default the packaged
     collector/gunicorn.conf.py); ``host``, ``port`` and ``workers`` override its bind address
-    and worker count.
+    and worker count. ``app`` makes the WSGI app in each worker (default: ``create_app``, as
+    ``deniable.collector.wsgi``); ``deniable serve`` passes one that adds the dashboard's
+    open-domain decoder (``dashboard.use_discovery``).
     """
     if dev:
         from deniable.collector.app import create_app
 
-        create_app().run(host=host, port=port, threaded=True, use_reloader=False)
+        (app or create_app)().run(host=host, port=port, threaded=True, use_reloader=False)
         return
     from gunicorn.app.base import Application
 
@@ -148,9 +150,11 @@ def serve(host: str, port: int, *, workers: int | None = None, dev: bool = False
                 self.cfg.set(key, value)
 
         def load(self) -> Any:
-            from deniable.collector.wsgi import app
+            if app is not None:
+                return app()
+            from deniable.collector.wsgi import app as default
 
-            return app
+            return default
 
     _Collector().run()
 

@@ -52,7 +52,7 @@
     const raw = (hi - lo) / 4, power = Math.pow(10, Math.floor(Math.log10(raw)));
     const step = [1, 2, 5, 10].map(m => m * power).find(v => v >= raw), out = [];
     for (let t = Math.ceil(lo / step - 1e-9) * step; t <= hi + step * 1e-9; t += step)
-      out.push(Math.round(t * 1e9) / 1e9);
+      out.push(Math.round(t * 1e9) / 1e9 || 0);  // never -0 (it prints "-0")
     return out;
   }
   // An axis zoomed to the values and their intervals, at least a tenth of [lo, hi] (10 points
@@ -103,18 +103,19 @@
     const svg = el("svg", {viewBox: `0 0 ${W} ${H + GAP + BARS + 40}`, class: "chart",
                            role: "img", "aria-label": `${doc.metric} over time`}, null, true);
     const x = i => LEFT + (i + 0.5) * plotW / Math.max(n, 1);
-    // A numeric metric's mean is drawn in its unit, on an axis zoomed inside its declared
-    // range; shares in percent, zoomed inside [0, 1].
-    const numeric = doc.kind === "numeric";
+    // A mean is drawn in its unit, on an axis zoomed inside its declared range (the
+    // server's value_range); shares in percent, zoomed inside [0, 1].
+    const [low, high] = doc.value_range;
     const older = doc.history || [];  // older versions' buckets, each debiased on its own
     const all = [b, ...older.map(p => p.buckets)];
     const [lo, hi] = zoom(all.flatMap(bs => bs.filter(bk => bk.n > 0)
                             .flatMap(bk => [bk.estimate, bk.ci_low, bk.ci_high])),
-                          numeric ? doc.lower : 0, numeric ? doc.upper : 1);
+                          low, high);
     const y = v => TOP + (1 - (Math.min(Math.max(v, lo), hi) - lo) / (hi - lo)) * (H - TOP);
     const unit = unitOf(doc.metric);
-    axes(svg, doc, y, lo, hi, !numeric, numeric ? `mean${unit ? ` (${unit})` : ""} over devices`
-                                                : "share of devices answering yes (%)", n, x);
+    axes(svg, doc, y, lo, hi, doc.percent, doc.percent
+      ? `share of devices answering ${doc.slot_word} (%)`
+      : `${doc.slot_word}${unit ? ` (${unit})` : ""} over devices`, n, x);
     // CI band: one polygon per run of non-empty buckets.
     let run = [];
     const flush = () => {
@@ -202,8 +203,8 @@
       bk.categories[j].ci_low, bk.categories[j].ci_high])), 0, 1);
     const x = i => LEFT + (i + 0.5) * plotW / Math.max(n, 1);
     const y = v => TOP + (1 - (Math.min(Math.max(v, lo), hi) - lo) / (hi - lo)) * (H - TOP);
-    axes(svg, doc, y, lo, hi, true, `share of devices in each ${
-      doc.kind === "histogram" ? "bucket" : "category"} (%)`, n, x, LEFT + plotW);
+    axes(svg, doc, y, lo, hi, true, `share of devices in each ${doc.slot_word} (%)`, n, x,
+         LEFT + plotW);
     order.forEach((j, k) => {
       const colour = PALETTE[k], idx = b.map((bk, i) => i).filter(i => b[i].n > 0);
       if (idx.length) {
@@ -238,7 +239,7 @@
     const peak = Math.min(1, 1.08 * Math.max(0.05, ...c.map(k => k.sim_high),
                                              ...c.map(k => k.estimate || 0)));
     const y = v => TOP + (1 - Math.min(Math.max(v, 0), peak) / peak) * (H - TOP);
-    const slot = plotW / d, gap = doc.kind === "histogram" ? 0 : 0.15 * slot;
+    const slot = plotW / d, gap = doc.contiguous ? 0 : 0.15 * slot;
     for (const t of ticks(0, peak)) {
       el("line", {x1: LEFT, x2: W - RIGHT, y1: y(t), y2: y(t), stroke: "#e5e5e5"}, svg, true);
       el("text", {x: LEFT - 6, y: y(t) + 4, "text-anchor": "end", class: "y-tick"}, svg,
@@ -314,10 +315,10 @@
     el("h3", {}, box).textContent = `By ${doc.by} (cells under ` +
       `${doc.min_reports.toLocaleString("en")} devices suppressed)`;
     const t = el("table", {class: "breakdown"}, box), pct = `${Math.round(doc.confidence * 100)}%`;
-    const cats = doc.categories, digits = doc.kind === "numeric" ? 2 : 4;
+    const cats = doc.categories, digits = doc.digits;
     const head = el("tr", {}, el("thead", {}, t));
     for (const h of [doc.by, ...(cats ? ["category"] : []), "n",
-                     cats ? "share (unbiased)" : doc.kind === "numeric" ? "mean" : "estimate",
+                     cats ? "share (unbiased)" : doc.percent ? "estimate" : doc.slot_word,
                      `${pct} CI`, ...(cats ? [`${pct} CI simultaneous`] : []), "notes"])
       el("th", {}, head).textContent = h;
     const body = el("tbody", {}, t);
@@ -410,7 +411,11 @@
         `Each value is the ${doc.estimand}. Range ${when(doc.from)} to ${when(doc.to)}` +
         (doc.window > 1 ? `, rolling ${doc.window} ${doc.granularity}s.` : ".");
       const s = doc.summary, pct = `${Math.round(doc.confidence * 100)}%`;
-      if (doc.categories) {  // categorical or histogram
+      if (doc.view === "discovery") {  // strings from no list: no per-slot estimate
+        await discovery(doc, name, query, section);
+        return;
+      }
+      if (doc.view === "categories") {  // one share per declared category or bucket
         section.appendChild(bars(doc));
         if (doc.buckets.length > 1) section.appendChild(categoryChart(doc));
         el("p", {class: "summary", "data-n": s.n}, section).textContent =
@@ -422,22 +427,20 @@
         return;
       }
       section.appendChild(chart(doc));
-      const digits = doc.kind === "numeric" ? 2 : 4;
-      const plainText = doc.kind === "numeric"
-        ? mean(s.estimate, s.ci_low, s.ci_high, unitOf(doc.metric))
-        : share(s.estimate, s.ci_low, s.ci_high);
+      const digits = doc.digits;
+      const plainText = doc.percent
+        ? share(s.estimate, s.ci_low, s.ci_high)
+        : mean(s.estimate, s.ci_low, s.ci_high, unitOf(doc.metric));
       el("p", {class: "plain", "data-field": "display"}, section).textContent =
-        `Whole range: ${plainText}` + (doc.kind === "numeric" ? " (mean over devices)" :
-        " of devices answer yes") + ` (${pct.replace("%", " %")} interval), from ` +
+        `Whole range: ${plainText}` + (doc.percent ? ` of devices answer ${doc.slot_word}` :
+        ` (${doc.slot_word} over devices)`) + ` (${pct.replace("%", " %")} interval), from ` +
         `${s.n.toLocaleString("en")} reports.`;
       const sum = el("p", {class: "summary", "data-n": s.n}, section);
       sum.textContent = `Details: n = ${s.n.toLocaleString("en")} over ${s.periods} ` +
-        `periods, ${doc.kind === "numeric" ? "mean" : "estimate"} ${fmt(s.estimate, digits)}, ` +
+        `periods, ${doc.percent ? "estimate" : doc.slot_word} ${fmt(s.estimate, digits)}, ` +
         `${pct} CI [${fmt(s.ci_low, digits)}, ` +
         `${fmt(s.ci_high, digits)}]` + (s.clipped ? " (clipped)" : "") +
-        (s.interval_clipped ? (doc.kind === "numeric" ?
-          ` (interval clipped to [${doc.lower}, ${doc.upper}])` : " (interval clipped to [0, 1])")
-          : "") +
+        (s.interval_clipped ? ` (interval clipped to [${doc.value_range.join(", ")}])` : "") +
         (s.wide ? " (too few reports)" : "") + `; the ${s.estimand}.`;
       privacy(section, doc);
       if (declares(name, query.by)) await showBreakdown(name, query, section);
@@ -447,6 +450,98 @@
       fold.appendChild(table(doc));
     } catch (err) {
       el("p", {class: "error"}, section).textContent = `Could not load ${name}: ${err.message}`;
+    }
+  }
+
+  // Open-domain metrics: the strings discovered over the range (the window) and, one click
+  // away, on each UTC day. Strings come from devices: they are only ever set as textContent.
+  function printable(text) {
+    return text.replace(/[\u0000-\u001f\u007f-\u009f\u2028\u2029]/g,
+                        c => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`);
+  }
+  function foundTable(found, doc) {
+    const t = el("table", {class: "found"}), pct = `${Math.round(doc.confidence * 100)} %`;
+    const head = el("tr", {}, el("thead", {}, t));
+    for (const h of ["string", `share of reports (${pct} simultaneous interval)`,
+                     "share (unbiased)", "lower", "upper"]) el("th", {}, head).textContent = h;
+    const body = el("tbody", {}, t);
+    for (const f of found.found) {
+      const tr = el("tr", {"data-string": f.string}, body);
+      el("code", {}, el("td", {"data-field": "string"}, tr)).textContent = printable(f.string);
+      el("td", {"data-field": "display"}, tr).textContent =
+        share(f.share, Math.max(f.lower, 0), Math.min(f.upper, 1));
+      el("td", {"data-field": "share"}, tr).textContent = fmt(f.share, doc.digits);
+      el("td", {"data-field": "lower"}, tr).textContent = fmt(f.lower, doc.digits);
+      el("td", {"data-field": "upper"}, tr).textContent = fmt(f.upper, doc.digits);
+    }
+    if (!found.found.length) {
+      el("td", {colspan: 5}, el("tr", {class: "none"}, body)).textContent =
+        "No string's lower bound is above 0 yet.";
+    }
+    return t;
+  }
+  function foundLine(found, doc, where) {
+    return `${where}: ${found.n.toLocaleString("en")} reports; ${found.found.length} ` +
+      `${found.found.length === 1 ? "string" : "strings"} found of ` +
+      `${found.tested.toLocaleString("en")} tested; the smallest discoverable share is ` +
+      `${(found.min_share * 100).toFixed(2)} % (found half the time at this n and \u03b5).`;
+  }
+  // Reports per UTC day, on a dated axis: every day of the range, days without reports at 0.
+  function dayChart(doc) {
+    const seen = new Map(doc.days.map(d => [d.day, d])), days = [];
+    for (let t = Date.parse(`${doc.from.slice(0, 10)}T00:00:00Z`); t < Date.parse(doc.to);
+         t += 86400000) {
+      const day = new Date(t).toISOString().slice(0, 10);
+      days.push(seen.get(day) || {day, start: `${day}T00:00:00+00:00`, n: 0});
+    }
+    const n = days.length, plotW = W - LEFT - RIGHT;
+    const svg = el("svg", {viewBox: `0 0 ${W} ${H + 40}`, class: "chart days", role: "img",
+                           "aria-label": `${doc.metric}: reports per day`}, null, true);
+    const maxN = Math.max(1, ...days.map(d => d.n));
+    const x = i => LEFT + (i + 0.5) * plotW / Math.max(n, 1);
+    const y = v => TOP + (1 - v / maxN) * (H - TOP);
+    axes(svg, {granularity: doc.granularity, buckets: days, from: doc.from}, y, 0, maxN, false,
+         "reports", n, x);
+    days.forEach((d, i) => {
+      const w = 0.8 * plotW / Math.max(n, 1);
+      el("rect", {x: x(i) - w / 2, y: y(d.n), width: w, height: H - y(d.n), fill: "#b9c7d6",
+                  class: "bar", "data-day": d.day}, svg, true);
+    });
+    return svg;
+  }
+  async function discovery(doc, name, query, section) {
+    if (!doc.discovery) {
+      el("p", {class: "summary", "data-n": 0}, section).textContent = "No reports in this range.";
+      privacy(section, doc);
+      return;
+    }
+    section.appendChild(dayChart(doc));
+    el("p", {class: "summary", "data-n": doc.discovery.n}, section).textContent =
+      foundLine(doc.discovery, doc, "Whole range") + " Only strings whose lower bound is " +
+      `above 0 at ${Math.round(doc.confidence * 100)} % family-wise confidence are listed.`;
+    section.appendChild(foundTable(doc.discovery, doc)).setAttribute("data-period", "window");
+    privacy(section, doc);
+    // Each day on its own, decoded when opened (a decode takes seconds).
+    for (const d of doc.days.slice().reverse()) {
+      const fold = el("details", {class: "day", "data-day": d.day}, section);
+      el("summary", {}, fold).textContent =
+        `${d.day}: ${d.n.toLocaleString("en")} reports`;
+      fold.addEventListener("toggle", async () => {
+        if (!fold.open || fold.dataset.loaded) return;
+        fold.dataset.loaded = "1";
+        const q = new URLSearchParams(query); q.set("metric", name); q.set("day", d.day);
+        try {
+          const r = await fetch(`${document.getElementById("charts").dataset.endpoint}?${q}`,
+                                {headers: auth()});
+          const one = await r.json();
+          if (!r.ok) throw new Error(one.detail || r.statusText);
+          el("p", {class: "summary"}, fold).textContent = foundLine(one.discovery, one, d.day);
+          fold.appendChild(foundTable(one.discovery, one)).setAttribute("data-period", d.day);
+        } catch (err) {
+          el("p", {class: "error"}, fold).textContent = `Could not load ${d.day}: ${err.message}`;
+        }
+        fold.setAttribute("data-ready", "1");
+      });
     }
   }
 

@@ -6,7 +6,8 @@
   table declaring a memoized or instantaneous open metric is refused;
 - refused values (not a str, too long without clamp, NUL) never reach the wire nor the ledger,
   and the message never echoes the value;
-- past the budget a new and an already-reported string are dropped alike (nothing stands in).
+- past the budget a new and an already-reported string are dropped alike (nothing stands in);
+- one report per declared period per device, the first, whatever the later values.
 """
 from __future__ import annotations
 
@@ -127,6 +128,26 @@ def test_past_the_budget_a_new_and_a_reported_string_are_dropped_alike() -> None
             refusals.append(caught.value.args[0])
     assert len(cells(bodies, "crash_sig")) == 2
     assert len(set(refusals)) == 1                 # the same refusal whatever the value
+
+
+@pytest.mark.parametrize("period", ["hour", "day", "week"])
+def test_one_report_per_declared_period_the_first_whatever_the_value(period: str) -> None:
+    """With the period gate on (the default), a second and third ``report()`` in the period
+    send nothing and charge nothing, for a new string and the same string alike (a budget of
+    1.5 reports would refuse a second charge with BudgetExceededError)."""
+    table = {"kind": "open", "mechanism": SKETCH.id, "period": period}
+    budget = {"crash_sig": Budget(epsilon=SKETCH.epsilon * 1.5, period=10 ** 9)}
+    with recording_collector({"metrics": []}) as (url, recorder):
+        with Reporter(url, {"crash_sig": table}, storage=Storage(privacy_dir=":memory:"),
+                      delivery=Delivery(batch_size=1000),
+                      privacy=Privacy(budgets=budget)) as client:
+            client.report("crash_sig", "sig0")
+            client.report("crash_sig", "sig1")      # a new string
+            client.report("crash_sig", "sig0")      # the same string
+            assert client.flush(60)
+            stats = client.stats()
+    assert len(cells(recorder.bodies, "crash_sig")) == 1
+    assert stats.period_skipped == 2 and stats.budget_refused == 0
 
 
 @pytest.mark.parametrize(("table", "field"), [

@@ -10,6 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from deniable.client import WireFormatError
+from deniable.client.open_domain import OpenDomainSketch
 from deniable.client.wire import decode_batch, decode_compact_batch, encode_batch
 from deniable.collector.ingest import repeats_a_key
 from tests.client.test_wire import BATCH_ID_OK, MECHANISM_OF, any_report
@@ -123,3 +124,75 @@ def test_too_many_reports_are_left_to_the_careful_path_which_names_the_limit() -
     assert quick(body, max_reports=11) == (BATCH_ID_OK, {"dark_mode": ("rr:3/4:1/2", 11, 11)})
     assert quick(body, max_reports=10) is None
     assert careful(body, max_reports=10) is None
+
+
+# Open-domain reports ({"cell": n}, od:) take the compact path too (issue 33).
+OD = "od:4:1:16:10:1/2"
+OD_CELLS = 640  # OpenDomainSketch.from_id(OD).cells: cells [0, 640)
+WITH_OPEN = {**MECHANISM_OF, "crash_sig": OD}
+any_open_report = st.one_of(
+    st.tuples(st.just("crash_sig"), st.just(OD), st.integers(0, OD_CELLS - 1)),
+    valid_triple)
+
+
+def _tallies(batch: object) -> dict[str, tuple[str, tuple[int, ...], tuple[tuple[int, int], ...]]]:
+    return {m: (t.mechanism, t.counts, t.cells) for m, t in batch.tallies.items()}  # type: ignore[attr-defined]
+
+
+def careful_open(body: bytes) -> object:
+    try:
+        batch = decode_batch(orjson.loads(body), WITH_OPEN)
+    except (orjson.JSONDecodeError, WireFormatError):
+        return None
+    if repeats_a_key(body, batch.n_reports):
+        return None
+    return batch.batch_id, _tallies(batch)
+
+
+def quick_open(body: bytes) -> object:
+    batch = decode_compact_batch(body, WITH_OPEN)
+    if batch is None:
+        return None
+    assert batch.n_reports == sum(t.n for t in batch.tallies.values())
+    return batch.batch_id, _tallies(batch)
+
+
+@given(st.lists(any_open_report, min_size=1, max_size=60))
+def test_open_reports_are_read_compactly_as_the_parser_reads_them(triples: list) -> None:
+    body = compact(encode_batch(BATCH_ID_OK, triples))
+    found = quick_open(body)
+    assert found is not None and found == careful_open(body)
+    cells = [c for m, _, c in triples if m == "crash_sig"]
+    if cells:  # n, and one count per touched slot (1 + cell), ascending
+        _, tallies = found  # type: ignore[misc]
+        assert tallies["crash_sig"][1] == (len(cells),)
+        assert dict(tallies["crash_sig"][2]) == {1 + c: cells.count(c) for c in set(cells)}
+
+
+@given(st.lists(any_open_report, min_size=1, max_size=8), st.lists(edit, min_size=1, max_size=3))
+def test_no_edit_of_an_open_body_makes_the_two_readings_disagree(triples: list,
+                                                                 edits: list) -> None:
+    body = compact(encode_batch(BATCH_ID_OK, triples))
+    for at, cut, text in edits:
+        at %= len(body) + 1
+        body = body[:at] + text.encode() + body[at + cut:]
+    found = quick_open(body)
+    assert found is None or found == careful_open(body)
+
+
+@pytest.mark.parametrize("reports", [
+    b'{"metric":"crash_sig","mechanism":"%s","cell":640}',     # outside [0, cells)
+    b'{"metric":"crash_sig","mechanism":"%s","cell":-1}',
+    b'{"metric":"crash_sig","mechanism":"%s","cell":01}',      # not JSON
+    b'{"metric":"crash_sig","mechanism":"%s","cell":1.0}',
+    b'{"metric":"crash_sig","mechanism":"%s","cell":1e0}',
+    b'{"metric":"crash_sig","mechanism":"%s","cell":true}',
+    b'{"metric":"crash_sig","mechanism":"%s","bit":1}',         # the wrong field for od:
+    b'{"metric":"dark_mode","mechanism":"rr:3/4:1/2","cell":1}',  # and for rr:
+    b'{"metric":"crash_sig","mechanism":"od:4:1:16:3:1/2","cell":1}',  # another mechanism
+])
+def test_an_invalid_open_report_is_left_to_the_careful_path(reports: bytes) -> None:
+    assert OpenDomainSketch.from_id(OD).cells == OD_CELLS
+    body = b'{"batch_id":"%s","reports":[%s]}' % (BATCH_ID_OK.encode(),
+                                                   reports.replace(b"%s", OD.encode()))
+    assert quick_open(body) is None

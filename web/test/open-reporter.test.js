@@ -139,3 +139,28 @@ test("privacyLoss: P(two strings' answers differ) is at most the stated figure, 
     if (m.levels * m.seeds === 1) assert.ok(reached, `${id}: some pair of 8 reaches the figure`);
   }
 });
+
+test("an open metric declared weekly sends one report per week: the first, whatever the value", async () => {
+  // Thursday 2026-11-26 12:00 UTC, then Sunday 23:00 (the same ISO week), then Monday 00:00.
+  const thursday = Date.UTC(2026, 10, 26, 12);
+  const times = [thursday, thursday, Date.UTC(2026, 10, 29, 23), Date.UTC(2026, 10, 30, 0)];
+  let now = 0;
+  const weekly = {crash_sig: {...DECLARED.crash_sig, period: "week"}};
+  const c = collectorLike(DOC);
+  const server = await startServer(c.answer);
+  try {
+    const r = new Reporter(server.url, {log: () => undefined, metrics: weekly, store: new MemoryStore(),
+                                        secret: fixedSecret(), clock: () => times[now]});
+    assert.equal(await r.waitReady(5000), true);
+    for (const [i, value] of ["crash:m1", "other", "crash:m1", "crash:m2"].entries()) {
+      now = i;
+      r.report("crash_sig", value);
+      await r.flush(5000);
+    }
+    assert.equal(r.stats().periodSkipped, 2);  // the Thursday and Sunday calls after the first
+    await r.close();
+    assert.equal(c.counted().length, 2);  // the week's first, and the next week's
+  } finally {
+    await server.close();
+  }
+});

@@ -1,10 +1,12 @@
 """The report of an open-domain metric (``od:``): the discovered strings with their share of
-devices and interval, per UTC day (the counters' period) and over the window, and the smallest
-discoverable share at this n and epsilon. Text, JSON and CSV.
+devices and interval, per reporting period (the one its version declares: hour, UTC day or
+week; the counters' period) and over the window, and the smallest discoverable share at this n
+and epsilon. Text, JSON and CSV.
 
 Only strings whose lower bound is above 0 at the stated (family-wise, Bonferroni) confidence
-are listed (``deniable.analysis.discovery``); the window pools the days' counters (a device
-that reports every day counts once per day: the share is of reports, i.e. of device-days).
+are listed (``deniable.analysis.discovery``); the window pools the periods' counters (a device
+reports at most once per period, so a device that reports every period counts once per
+period: the window's share is of reports, i.e. of device-periods).
 """
 from __future__ import annotations
 
@@ -13,7 +15,6 @@ import html
 import io
 import json
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from typing import Any
 
 import numpy as np
@@ -21,26 +22,28 @@ from numpy.typing import NDArray
 
 from deniable.analysis.discovery import Discovery, discover
 from deniable.client.open_domain import OpenDomainSketch
+from deniable.core.periods import hour_start
 
-__all__ = ["OpenPeriod", "OpenSummary", "html_page", "render_open", "render_open_html",
-           "summarize_open"]
+__all__ = ["OpenPeriod", "OpenSummary", "html_page", "period_label", "render_open",
+           "render_open_html", "summarize_open"]
 
 
 @dataclass(frozen=True)
 class OpenPeriod:
-    """One UTC day's discovery: ``day`` as YYYY-MM-DD."""
+    """One reporting period's discovery: ``label`` names it (``period_label``)."""
 
-    day: str
+    label: str
     result: Discovery
 
 
 @dataclass(frozen=True)
 class OpenSummary:
-    """An open-domain metric's discoveries over a window and per day.
+    """An open-domain metric's discoveries over a window and per reporting period.
 
     Attributes:
-        metric: its name; epsilon: its mechanism's (nats); window: the pooled discovery
-            (None with no reports); periods: one per day with reports, oldest first.
+        metric: its name; epsilon: its mechanism's (nats); period: the reporting period its
+            version declares (hour, day, week); window: the pooled discovery (None with no
+            reports); periods: one per period with reports, oldest first.
     """
 
     metric: str
@@ -49,30 +52,41 @@ class OpenSummary:
     confidence: float
     window: Discovery | None
     periods: tuple[OpenPeriod, ...]
+    period: str = "day"
 
 
-def summarize_open(metric: str, mechanism_id: str, days: list[int],
+def period_label(start_hour: int, period: str) -> str:
+    """A reporting period by its start (hours since the epoch, UTC): ``2026-11-23`` for a day,
+    ``week of 2026-11-23`` (its Monday) for a week, ``2026-11-23 14:00`` for an hour."""
+    start = hour_start(start_hour)
+    if period == "hour":
+        return f"{start:%Y-%m-%d %H:00}"
+    return f"{'week of ' if period == 'week' else ''}{start:%Y-%m-%d}"
+
+
+def summarize_open(metric: str, mechanism_id: str, starts: list[int],
                    counters: NDArray[np.integer], confidence: float = 0.95,
-                   keep: int = 64) -> OpenSummary:
-    """Discover per day and over the window.
+                   keep: int = 64, period: str = "day") -> OpenSummary:
+    """Discover per reporting period and over the window.
 
     Args:
-        days: days since the epoch, one per row of ``counters``.
-        counters: shape (days, width): slot 0 = n, slot 1 + cell.
+        starts: each period's start hour (hours since the epoch), one per row of ``counters``.
+        counters: shape (periods, width): slot 0 = n, slot 1 + cell.
+        period: the period the version declares (``hour``, ``day``, ``week``).
     """
     sketch = OpenDomainSketch.from_id(mechanism_id)
-    periods = tuple(
-        OpenPeriod(datetime.fromtimestamp(day * 86400, timezone.utc).strftime("%Y-%m-%d"),
-                   discover(sketch, row, confidence=confidence, keep=keep))
-        for day, row in zip(days, counters))
+    periods = tuple(OpenPeriod(period_label(start, period),
+                               discover(sketch, row, confidence=confidence, keep=keep))
+                    for start, row in zip(starts, counters))
     window = (discover(sketch, np.asarray(counters).sum(axis=0), confidence=confidence,
-                       keep=keep) if len(days) else None)
-    return OpenSummary(metric, mechanism_id, sketch.epsilon, confidence, window, periods)
+                       keep=keep) if len(starts) else None)
+    return OpenSummary(metric, mechanism_id, sketch.epsilon, confidence, window, periods,
+                       period)
 
 
 def _rows(summary: OpenSummary) -> list[tuple[str, Discovery]]:
     rows = [("window", summary.window)] if summary.window is not None else []
-    return rows + [(p.day, p.result) for p in summary.periods]
+    return rows + [(p.label, p.result) for p in summary.periods]
 
 
 def document(summary: OpenSummary) -> dict[str, Any]:
@@ -83,7 +97,7 @@ def document(summary: OpenSummary) -> dict[str, Any]:
                                      "upper": f.upper} for f in d.found]}
     return {"metric": summary.metric, "kind": "open", "mechanism": summary.mechanism,
             "epsilon": summary.epsilon, "confidence": summary.confidence,
-            "periods": [one(period, d) for period, d in _rows(summary)]}
+            "period": summary.period, "periods": [one(period, d) for period, d in _rows(summary)]}
 
 
 def render_open(summaries: list[OpenSummary], fmt: str = "table") -> str:
@@ -103,7 +117,8 @@ def render_open(summaries: list[OpenSummary], fmt: str = "table") -> str:
         return out.getvalue()
     lines: list[str] = []
     for s in summaries:
-        lines.append(f"{s.metric} (open, {s.mechanism}, epsilon {s.epsilon:.3g}): strings "
+        lines.append(f"{s.metric} (open, {s.mechanism}, epsilon {s.epsilon:.3g}, per "
+                     f"{s.period}): strings "
                      f"whose share's lower bound is above 0 at {s.confidence:.4g} family-wise "
                      f"confidence")
         if s.window is None:
@@ -121,7 +136,7 @@ def render_open(summaries: list[OpenSummary], fmt: str = "table") -> str:
 
 
 def render_open_html(summaries: list[OpenSummary]) -> str:
-    """An HTML section per open-domain metric: the window's and each day's discovered strings
+    """An HTML section per open-domain metric: the window's and each period's discovered strings
     as tables. Every string is escaped (it came from devices)."""
     parts = []
     for s in summaries:

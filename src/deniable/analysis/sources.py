@@ -333,8 +333,9 @@ class HTTPSource:
     def open_counters(self, metric: str, start: datetime | None = None,
                       end: datetime | None = None) -> tuple[MetricInfo, list[int],
                                                             NDArray[np.int64]]:
-        """``RedisSource.open_counters`` over HTTP: the collector's day buckets of an
-        open-domain metric (``cells``: its non-zero counters), as dense rows."""
+        """``RedisSource.open_counters`` over HTTP: the collector's period buckets of an
+        open-domain metric (``cells``: its non-zero counters), as dense rows with the start
+        hour of each."""
         info = self._active(metric)
         if not keys.is_sparse(info.mechanism.id):
             raise SourceError(f"metric {metric!r} is not an open-domain metric")
@@ -344,15 +345,15 @@ class HTTPSource:
         self._check_mechanism(info, doc)
         width = keys.width(info.mechanism.id)
         rows = np.zeros((len(doc["buckets"]), width), dtype=np.int64)
-        days = []
+        starts = []
         for i, bucket in enumerate(doc["buckets"]):
-            days.append(int(datetime.fromisoformat(bucket["start"]).timestamp()) // 86400)
+            starts.append(keys.hour_index(datetime.fromisoformat(bucket["start"])))
             rows[i, 0] = int(bucket["n"])
             pairs = np.asarray(bucket["cells"], dtype=np.int64).reshape(-1, 2)
             if pairs.size and (pairs[:, 0].min() < 1 or pairs[:, 0].max() >= width):
                 raise SourceError(f"{metric}: a cell outside [1, {width})")
             rows[i, pairs[:, 0]] = pairs[:, 1]
-        return info, days, rows
+        return info, starts, rows
 
     def dimensions(self, metric: str) -> Dimensions:
         """The metric's public dimensions, as the catalogue declares them (none if absent)."""
@@ -510,10 +511,11 @@ class CounterReader(Protocol):
         """One metric version's (or one of its series') months over [first_hour, end_hour)."""
         ...
 
-    def open_day_strings(self, metric: str, mechanism_id: str, first_day: int,
-                         end_day: int) -> list[tuple[int, bytes | None]]:
-        """An open-domain metric version's raw day strings for days [first_day, end_day)
-        (days since the epoch), oldest first (None: no reports that day)."""
+    def open_period_strings(self, metric: str, mechanism_id: str, period: str,
+                            first_hour: int, end_hour: int) -> list[tuple[int, bytes | None]]:
+        """An open-domain metric version's raw period strings (its declared ``period``) for
+        every period overlapping the hours [first_hour, end_hour): (start hour, string or
+        None: no reports), oldest first."""
         ...
 
     def month_strings_many(self, metrics: Sequence[tuple[str, str]], first_hour: int,
@@ -697,9 +699,10 @@ class ReaderSource:
     def open_counters(self, metric: str, start: datetime | None = None,
                       end: datetime | None = None) -> tuple[MetricInfo, list[int],
                                                             NDArray[np.int64]]:
-        """An open-domain metric's day counters (``keys.open_counters``) over the UTC days
-        overlapping [start, end): (its MetricInfo, the days with reports (days since the
-        epoch), counters of shape (days, width): slot 0 = n, slot 1 + cell).
+        """An open-domain metric's period counters (``keys.open_counters``) over the periods
+        its version declares (``info.policy.period``: hour, UTC day or week) overlapping
+        [start, end): (its MetricInfo, the start hour (hours since the epoch) of each period
+        with reports, counters of shape (periods, width): slot 0 = n, slot 1 + cell).
 
         Raises:
             SourceError: no such metric, or not an open-domain one.
@@ -708,16 +711,16 @@ class ReaderSource:
         if not keys.is_sparse(info.mechanism.id):
             raise SourceError(f"metric {metric!r} is not an open-domain metric")
         width = keys.width(info.mechanism.id)
-        days, rows = [], []
-        for day, raw in self._reader.open_day_strings(metric, info.mechanism.id,
-                                                     first // 24, -(-end_hour // 24)):
+        starts, rows = [], []
+        for period_start, raw in self._reader.open_period_strings(
+                metric, info.mechanism.id, info.policy.period, first, end_hour):
             if raw is None:
                 continue
             values = np.frombuffer(raw, dtype=keys.COUNTER_DTYPE)[:width].astype(np.int64)
             if values[0]:
-                days.append(day)
+                starts.append(period_start)
                 rows.append(values)
-        return info, days, (np.stack(rows) if rows else np.zeros((0, width), np.int64))
+        return info, starts, (np.stack(rows) if rows else np.zeros((0, width), np.int64))
 
 
 def _visible_hours(start: datetime | None, end: datetime | None,

@@ -154,15 +154,15 @@ def _open_source(args: argparse.Namespace) -> Any:
 
 def _report_open(args: argparse.Namespace, source: Any, names: list[str], start: datetime,
                  end: datetime) -> str:
-    """The discoveries of open-domain metrics (per UTC day and over the window), rendered;
+    """The discoveries of open-domain metrics (per declared period and over the window), rendered;
     with ``--html``, also written to that file (after the other metrics' sections, if any)."""
     from deniable.analysis.open_report import render_open, render_open_html, summarize_open
 
     summaries = []
     for name in names:
-        info, days, counters = source.open_counters(name, start, end)
-        summaries.append(summarize_open(name, info.mechanism.id, days, counters,
-                                        args.confidence))
+        info, starts, counters = source.open_counters(name, start, end)
+        summaries.append(summarize_open(name, info.mechanism.id, starts, counters,
+                                        args.confidence, period=info.policy.period))
     if args.html:
         args.open_html = render_open_html(summaries)
     return render_open(summaries, args.format)

@@ -486,23 +486,29 @@ _COMPACT_HEAD = re.compile(rb'\{"batch_id":"([0-9a-f]{32})","reports":\[\{')
 _COMPACT_SEPARATOR = b"},{"
 _COMPACT_TAIL = b"}]}"
 _COMPACT_REPORT = re.compile(  # a mechanism: printable ASCII but for '"' and '\\' (escapes)
-    rb'"metric":"([a-z][a-z0-9_]{0,63})","mechanism":"([!#-\[\]-~]*)","bit":([01])')
+    rb'"metric":"([a-z][a-z0-9_]{0,63})","mechanism":"([!#-\[\]-~]*)",'
+    rb'(?:"bit":([01])|"cell":(0|[1-9][0-9]{0,9}))')
+"""One compact report's inside: a ``bit`` (0 or 1), or an open-domain ``cell`` (an integer
+without sign, leading zero or exponent, as ``json.dumps`` and ``JSON.stringify`` write it)."""
 
 
-_COMPACT_REPORTS_SEEN: dict[bytes, tuple[str, str, int] | None] = {}
+_COMPACT_REPORTS_SEEN: dict[bytes, tuple[str, str, str, int] | None] = {}
 _COMPACT_REPORTS_KEPT = 4096
 
 
-def _compact_report(piece: bytes) -> tuple[str, str, int] | None:
-    """(metric, mechanism, bit) of one compact report's inside, or None; cached, since the same
-    few reports (two per metric) make up nearly every batch."""
+def _compact_report(piece: bytes) -> tuple[str, str, str, int] | None:
+    """(metric, mechanism, payload field, value) of one compact report's inside, or None;
+    cached, since the same few reports (two per boolean metric) make up nearly every batch
+    (an open metric's reports are spread over its cells: the cache stays bounded)."""
     try:
         return _COMPACT_REPORTS_SEEN[piece]
     except KeyError:
         pass
     match = _COMPACT_REPORT.fullmatch(piece)
     found = None if match is None else (
-        match.group(1).decode("ascii"), match.group(2).decode("ascii"), int(match.group(3)))
+        match.group(1).decode("ascii"), match.group(2).decode("ascii"),
+        "bit" if match.group(3) is not None else SPARSE_FIELD,
+        int(match.group(3) if match.group(3) is not None else match.group(4)))
     if len(_COMPACT_REPORTS_SEEN) >= _COMPACT_REPORTS_KEPT:
         _COMPACT_REPORTS_SEEN.clear()  # bounded, whatever a client sends
     _COMPACT_REPORTS_SEEN[piece] = found
@@ -517,7 +523,8 @@ def decode_compact_batch(body: bytes, registry: Mapping[str, str],
 
     The hot path of the collector: no JSON parser and no object per report. The body is split
     on its ``},{`` separators and the reports counted as bytes; only distinct reports (at most
-    two per metric) are matched against the rules. Anything else (whitespace, another key
+    two per boolean metric; one per touched cell of an open-domain metric, whose ``cell`` is
+    checked against the mechanism's ``cells``) are matched against the rules. Anything else (whitespace, another key
     order, an escape, a bool or float bit, an unregistered metric or other mechanism, too many
     reports) returns None, never a wrong batch: parse such a body and use decode_batch, which
     names every problem. A body accepted here is valid JSON that decode_batch reads as this
@@ -531,26 +538,43 @@ def decode_compact_batch(body: bytes, registry: Mapping[str, str],
         return None
     n_by_metric: dict[str, int] = {}
     ones_by_metric: dict[str, int] = {}
+    cells: dict[str, Counter[int]] = {}  # open-domain metrics: metric -> slot -> count
     used: dict[str, str] = {}
+    n_cells: dict[tuple[str, str, str], int] = {}  # (metric, mechanism, field) checked: cells
     for piece, count in Counter(pieces).items():
         report = _compact_report(piece)
         if report is None:
             return None
-        metric, mechanism, bit = report
-        expected = registry.get(metric)
-        if expected != mechanism and (
-                expected is None or not _accepted(metric, mechanism, expected, older)):
-            return None
-        if not _sends_a_bit(mechanism):
-            return None
-        if used.setdefault(metric, mechanism) != mechanism:
-            return None
+        metric, mechanism, field_name, value = report
+        key = (metric, mechanism, field_name)
+        if key not in n_cells:  # checked once per metric and mechanism, not per report
+            expected = registry.get(metric)
+            if expected != mechanism and (
+                    expected is None or not _accepted(metric, mechanism, expected, older)):
+                return None
+            if payload_field(mechanism) != field_name:
+                return None
+            if used.setdefault(metric, mechanism) != mechanism:
+                return None
+            n_cells[key] = _compact_cells(mechanism) if field_name == SPARSE_FIELD else 0
         n_by_metric[metric] = n_by_metric.get(metric, 0) + count
-        ones_by_metric[metric] = ones_by_metric.get(metric, 0) + count * bit
+        if field_name == SPARSE_FIELD:
+            if value >= n_cells[key]:  # (the pattern admits no sign)
+                return None
+            cells.setdefault(metric, Counter())[1 + value] += count
+        else:
+            ones_by_metric[metric] = ones_by_metric.get(metric, 0) + count * value
     return Batch(batch_id=head.group(1).decode("ascii"),
-                 tallies={metric: Tally(used[metric], (n, ones_by_metric[metric]))
+                 tallies={metric: (Tally(used[metric], (n,), cells=tuple(sorted(
+                                       cells[metric].items()))) if metric in cells
+                                   else Tally(used[metric], (n, ones_by_metric[metric])))
                           for metric, n in n_by_metric.items()},
                  n_reports=len(pieces))
+
+
+def _compact_cells(mechanism: str) -> int:
+    """How many cells an open-domain mechanism's reports take (a cell is in [0, cells))."""
+    return int(parse_mechanism(mechanism).cells)  # type: ignore[union-attr]
 
 
 def _escape(token: str) -> str:

@@ -16,7 +16,7 @@ from deniable.collector.guard import STORAGE_ERRORS, storage_guard  # noqa: F401
 from deniable.collector.live_registry import Entry, LiveRegistry, Version
 from deniable.collector.params import json_body, time_range  # noqa: F401 (json_body: re-exported)
 from deniable.core.rollup import HourCount
-from deniable.collector.store import Store, decode_counters, hour_counts, open_day_strings
+from deniable.collector.store import Store, decode_counters, hour_counts, open_period_strings
 
 bp = Blueprint("v1", __name__, url_prefix=f"/{API_VERSION}")
 
@@ -56,29 +56,31 @@ def list_metrics() -> Response:
 
 
 def _open_counts(entry: Entry, version: Version, start: datetime, end: datetime) -> Response:
-    """An open-domain metric's counts: one bucket per UTC day overlapping [start, end) that
-    has reports (its counters are per day), each ``n`` and ``cells``: the non-zero counters
-    as [slot, count] pairs (slot 1 + cell; ``keys.open_counters``)."""
+    """An open-domain metric's counts: one bucket per reporting period the version declares
+    (``period``: hour, UTC day or week) overlapping [start, end) that has reports (its
+    counters are per period), each ``n`` and ``cells``: the non-zero counters as [slot, count]
+    pairs (slot 1 + cell; ``keys.open_counters``). ``granularity`` names the period."""
     first_hour, end_hour = keys.hour_range(start, end)
     first_hour = max(first_hour, keys.visible_from(datetime.now(timezone.utc),
                                                    entry.retention_days))
     width = keys.width(version.mechanism.id)
+    period = version.policy.period
     with storage_guard():
-        days = open_day_strings(_store().client, entry.name, version.mechanism.id,
-                                first_hour // 24, -(-end_hour // 24))
+        strings = open_period_strings(_store().client, entry.name, version.mechanism.id, period,
+                                      first_hour, end_hour)
     buckets = []
-    for day, raw in days:
+    for first, raw in strings:
         if raw is None:
             continue
         values = decode_counters(raw)[:width]
         if values[0]:
-            buckets.append({"start": keys.hour_start(day * 24).isoformat(), "n": values[0],
+            buckets.append({"start": keys.hour_start(first).isoformat(), "n": values[0],
                             "cells": [[slot, values[slot]] for slot in range(1, width)
                                       if values[slot]]})
     return _json({"metric": entry.name, **version.spec.describe(),
                   "mechanism": version.mechanism.id, "version": version.version,
                   "current_version": entry.current.version, **version.policy.describe(),
-                  "retired": entry.retired, "granularity": "day",
+                  "retired": entry.retired, "granularity": period,
                   "from": start.isoformat(), "to": end.isoformat(), "buckets": buckets})
 
 

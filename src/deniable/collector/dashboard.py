@@ -476,7 +476,7 @@ def _categorical(metric: Metric, spec: MetricSpec, hours: list[rollup.HourCount]
 
 def _open(metric: Metric) -> dict[str, Any]:
     """An open-domain metric's discovered strings over [from, to) (query as ``data``):
-    ``days`` lists the UTC days with reports (the counters' period) and their n;
+    ``days`` lists the declared periods with reports (a week by its Monday) and their n;
     ``discovery`` decodes the window (every day pooled) or, with ``day=YYYY-MM-DD``, that
     day alone. One decode per request (a few seconds each; docs/discovery.md).
 
@@ -486,7 +486,7 @@ def _open(metric: Metric) -> dict[str, Any]:
     """
     from datetime import datetime, timezone
 
-    from deniable.collector.store import decode_counters, open_day_strings
+    from deniable.collector.store import decode_counters, open_period_strings
 
     decode: Discover | None = current_app.extensions.get(DISCOVER)
     if decode is None:
@@ -502,14 +502,17 @@ def _open(metric: Metric) -> dict[str, Any]:
     mechanism = metric.mechanism
     width = keys.width(mechanism.id)
     store = current_app.extensions["deniable.store"]
+    period = metric.policy.period
     with storage_guard():
-        strings = open_day_strings(store.client, metric.name, mechanism.id, first // 24,
-                                   -(-end_hour // 24))
+        strings = open_period_strings(store.client, metric.name, mechanism.id, period, first,
+                                      end_hour)
     rows: dict[str, Sequence[int]] = {}
-    for day, raw in strings:
+    starts: dict[str, str] = {}
+    for hour, raw in strings:
         values = decode_counters(raw)[:width] if raw is not None else None
         if values is not None and len(values) == width and values[0]:
-            rows[keys.hour_start(day * 24).date().isoformat()] = values
+            label = _period_label(hour, period)
+            rows[label], starts[label] = values, keys.hour_start(hour).isoformat()
     picked = request.args.get("day", "")
     if picked and picked not in rows:
         raise APIError(422, f"{metric.name!r} has no reports on {picked!r} in this range",
@@ -521,21 +524,28 @@ def _open(metric: Metric) -> dict[str, Any]:
     return {
         "metric": metric.name, "version": metric.version, "description": metric.description,
         "mechanism": mechanism.id, "epsilon": mechanism.epsilon,
-        "policy": metric.policy.summary(), "granularity": "day", "confidence": confidence,
+        "policy": metric.policy.summary(), "granularity": period, "confidence": confidence,
         "kind": spec.kind, "from": start.isoformat(), "to": end.isoformat(),
-        "days": [{"day": day, "start": f"{day}T00:00:00+00:00", "n": values[0]}
-                 for day, values in rows.items()],
+        "days": [{"day": label, "start": starts[label], "n": values[0]}
+                 for label, values in rows.items()],
         "period": picked or "window", "discovery": found,
-        "estimand": "share of reports holding each string, per UTC day and pooled over "
-                    "the range's days (a device reporting once a day counts once a day)",
+        "estimand": f"share of reports holding each string, per {period} and pooled over "
+                    f"the range's {period}s (a device reports at most once a {period})",
         "note": _open_note(mechanism.epsilon, confidence), **presentation(spec)}
+
+
+def _period_label(hour: int, period: str) -> str:
+    """A period's label in the dashboard: its start date (a week's Monday), with the hour for
+    an hourly metric (``2026-11-23T14:00``)."""
+    start = keys.hour_start(hour)
+    return start.strftime("%Y-%m-%dT%H:00") if period == "hour" else start.date().isoformat()
 
 
 def _open_note(epsilon: float, confidence: float) -> str:
     """What epsilon and the confidence mean for an open metric's list."""
     return (f"Privacy: epsilon = {epsilon:.3g} per report, with fresh coins each time "
             "(an open metric is never memoized). Each device sends one cell of a sketch of "
-            "its string; the collector keeps only per-day counters, never a string. A string "
+            "its string; the collector keeps only per-period counters, never a string. A string "
             f"is listed only when its share's lower bound is above 0 at {confidence:.0%} "
             "family-wise confidence (Bonferroni over every string tested), so with that "
             "probability no string held by no device is shown (up to the sketch's small "

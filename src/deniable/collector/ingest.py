@@ -199,7 +199,10 @@ class IngestEndpoint:
         received_at = clock.now(self.demo_clock_file)  # the server's time, never a device's
         retention = {name: self.registry.retention_days(name, self.default_retention_days)
                      for name in batch.tallies}
-        outcome = self.store.add_batch(batch, received_at, retention, self.batch_id_ttl_seconds)
+        periods = {name: self.registry.period(name, tally.mechanism)
+                   for name, tally in batch.tallies.items() if tally.cells}
+        outcome = self.store.add_batch(batch, received_at, retention, self.batch_id_ttl_seconds,
+                                       periods)
         if outcome is Outcome.CONFLICT:
             raise APIError(409, "this batch_id was already used for a batch with other content",
                            [Problem("/batch_id", "already used for other content")])

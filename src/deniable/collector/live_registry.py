@@ -318,6 +318,13 @@ class LiveRegistry:
         entry = self._current().entries.get(name)
         return entry.retention_days if entry is not None else default
 
+    def period(self, name: str, mechanism_id: str) -> str:
+        """The reporting period (``hour``, ``day``, ``week``) that version ``mechanism_id`` of
+        ``name`` declares; ``day`` (the default) if either is unknown."""
+        entry = self._current().entries.get(name)
+        version = None if entry is None else entry.version(mechanism_id=mechanism_id)
+        return "day" if version is None else version.policy.period
+
     def decode_compact(self, body: bytes, max_reports: int) -> Batch | None:
         """decode_compact_batch against the current registry: the batch, or None if the body
         needs the careful path (parse it, then ``decode``). A report carrying ``dims`` never

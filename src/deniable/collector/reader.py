@@ -11,7 +11,7 @@ from pathlib import Path
 
 from deniable.collector.live_registry import Entry, LiveRegistry
 from deniable.collector.registry import Metric, load_metrics_file
-from deniable.collector.store import Store, connect, open_day_strings
+from deniable.collector.store import Store, connect, open_period_strings
 from deniable.core import keys
 
 MonthStrings = list[tuple[keys.Month, bytes | None]]
@@ -63,6 +63,7 @@ class RedisCounterReader:
         return self._store.month_strings_by_series(  # type: ignore[return-value]
             metric, mechanism_id, labels, first_hour, end_hour)
 
-    def open_day_strings(self, metric: str, mechanism_id: str, first_day: int,
-                         end_day: int) -> list[tuple[int, bytes | None]]:
-        return open_day_strings(self._store.client, metric, mechanism_id, first_day, end_day)
+    def open_period_strings(self, metric: str, mechanism_id: str, period: str,
+                            first_hour: int, end_hour: int) -> list[tuple[int, bytes | None]]:
+        return open_period_strings(self._store.client, metric, mechanism_id, period,
+                                   first_hour, end_hour)

@@ -236,8 +236,13 @@ class Store:
                         hashlib.sha256).hexdigest()[:32]
 
     def add_batch(self, batch: Batch, received_at: datetime,
-                  retention_days: Mapping[str, int], batch_id_ttl_seconds: int) -> Outcome:
+                  retention_days: Mapping[str, int], batch_id_ttl_seconds: int,
+                  periods: Mapping[str, str] | None = None) -> Outcome:
         """Add a validated batch to the counters of the hour holding ``received_at``.
+
+        An open-domain metric (``Tally.cells``) is added to the string of the reporting period
+        holding that hour: ``periods[metric]`` (``hour``, ``day`` or ``week``: the period its
+        tally's version declares), ``day`` when absent.
 
         One atomic script claims the batch id (its key holds ``batch_record``) and adds every
         metric's tally: the batch is counted exactly once or not at all. A batch id already
@@ -258,15 +263,16 @@ class Store:
         claim_expire_at = keys.expire_at_hour(received_at, batch_id_ttl_seconds)
         if self.cluster:
             return self._add_batch_per_metric(batch, received_at, retention_days, record,
-                                              claim_expire_at)
+                                              claim_expire_at, periods or {})
         script_keys = [keys.batch(batch.batch_id)]
         args: list[str | int | bytes] = [record, claim_expire_at, ""]
         hour = keys.hour_index(received_at)
         month = keys.month_of(hour)
         for metric, tally in batch.tallies.items():
             if tally.cells:
-                script_keys.append(keys.open_counters(metric, tally.mechanism, hour // 24))
-                args.extend(_open_args(hour, retention_days[metric], tally))
+                period = (periods or {}).get(metric, "day")
+                script_keys.append(keys.open_counters(metric, tally.mechanism, hour, period))
+                args.extend(_open_args(hour, retention_days[metric], tally, period))
                 continue
             for key, counts in _strings_of(metric, tally, month):
                 script_keys.append(key)
@@ -281,7 +287,8 @@ class Store:
 
     def _add_batch_per_metric(self, batch: Batch, received_at: datetime,
                               retention_days: Mapping[str, int], record: str,
-                              claim_expire_at: int) -> Outcome:
+                              claim_expire_at: int,
+                              periods: Mapping[str, str]) -> Outcome:
         claim = keys.batch(batch.batch_id)
         legacy: set[str] = set()
         for attempt in range(2):  # a second SET NX if the claim expired between SET and GET
@@ -314,8 +321,9 @@ class Store:
             script_keys = [keys.batch_markers(metric, claim_expire_at)]
             script_args: list[str | int | bytes] = ["1", claim_expire_at, field]
             if tally.cells:
-                script_keys.append(keys.open_counters(metric, tally.mechanism, hour // 24))
-                script_args.extend(_open_args(hour, retention_days[metric], tally))
+                period = periods.get(metric, "day")
+                script_keys.append(keys.open_counters(metric, tally.mechanism, hour, period))
+                script_args.extend(_open_args(hour, retention_days[metric], tally, period))
             for key, counts in ([] if tally.cells else _strings_of(metric, tally, month)):
                 script_keys.append(key)
                 script_args.extend(_counter_args(month, hour, tally.mechanism,
@@ -568,12 +576,13 @@ def _counter_args(month: keys.Month, hour: int, mechanism_id: str, retention_day
     return args
 
 
-def _open_args(hour: int, retention_days: int, tally: Tally) -> list[str | int]:
-    """The ingest script's arguments for an open-domain tally (``Tally.cells``): its day
+def _open_args(hour: int, retention_days: int, tally: Tally,
+               period: str = "day") -> list[str | int]:
+    """The ingest script's arguments for an open-domain tally (``Tally.cells``): its period
     string's full size and expiry, then (slot, increment) pairs: slot 0 by n, each cell's."""
     width = keys.width(tally.mechanism)
     args: list[str | int] = [width * keys.COUNTER_BYTES,
-                             keys.open_counters_expire_at(hour // 24, retention_days),
+                             keys.open_counters_expire_at(hour, retention_days, period),
                              1 + len(tally.cells), 0, tally.n]
     for slot, by in tally.cells:
         if not 1 <= slot < width:
@@ -582,15 +591,19 @@ def _open_args(hour: int, retention_days: int, tally: Tally) -> list[str | int]:
     return args
 
 
-def open_day_strings(client: Any, metric: str, mechanism_id: str, first_day: int,
-                     end_day: int) -> list[tuple[int, bytes | None]]:
-    """The raw day strings of an open-domain metric version for days [first_day, end_day)
-    (days since the epoch), oldest first, in one pipelined round trip (None: no reports)."""
+def open_period_strings(client: Any, metric: str, mechanism_id: str, period: str,
+                        first_hour: int, end_hour: int) -> list[tuple[int, bytes | None]]:
+    """The raw period strings (``keys.open_counters``) of an open-domain metric version
+    declared with ``period``, for every period overlapping the hours [first_hour, end_hour):
+    (the period's start hour, its string or None: no reports), oldest first, in one pipelined
+    round trip."""
+    starts = keys.open_period_starts(first_hour, end_hour, period)
+    if not starts:
+        return []
     pipe = client.pipeline(transaction=False)
-    days = list(range(first_day, end_day))
-    for day in days:
-        pipe.get(keys.open_counters(metric, mechanism_id, day))
-    return list(zip(days, pipe.execute())) if days else []
+    for start in starts:
+        pipe.get(keys.open_counters(metric, mechanism_id, start, period))
+    return list(zip(starts, pipe.execute()))
 
 
 def _outcome(code: int) -> Outcome:

@@ -21,6 +21,10 @@ key                                                        type    holds
                                                                    slot 1 + cell), no hours; created at
                                                                    full size; expires at the day's end
                                                                    plus the metric's retention
+``dn:v1:{<metric>}:ow:<mechanism id>:<YYYYMMDD>``          STRING  the same for a version declared with
+``dn:v1:{<metric>}:oh:<mechanism id>:<YYYYMMDDHH>``                ``period = "week"`` (its Monday) or
+                                                                   ``"hour"``: one string per period,
+                                                                   expiring at its end + retention
 ``dn:v1:b:<batch id>``                                     STRING  the batch id's claim (idempotency):
                                                                    ``HMAC-SHA256(BATCH_SECRET, batch
                                                                    digest)`` (128 bits, hex), or ``1``
@@ -98,7 +102,8 @@ from deniable.client.dimensions import SERIES
 from deniable.client.errors import InvalidParameterError
 # Hour indexes are defined once, in ``periods``; re-exported here for the key layout's users.
 from deniable.core.periods import HOUR as BUCKET  # noqa: F401 (re-exported)
-from deniable.core.periods import HOUR_SECONDS, hour_index, hour_range, hour_start
+from deniable.core.periods import (HOUR_SECONDS, SPAN_HOURS, check_granularity, hour_index,
+                                   hour_range, hour_start, period_hour)
 from deniable.core.periods import hour_floor as bucket_start  # noqa: F401 (re-exported)
 from deniable.core.periods import utc as _utc
 
@@ -152,37 +157,67 @@ def counters(metric: str, mechanism_id: str, month: Month | int | datetime) -> s
     return f"{PREFIX}:{{{metric}}}:m:{mechanism_id}:{month.label}"
 
 
-DAY_FORMAT = "%Y%m%d"
-DAY_HOURS = 24
 
 
 def is_sparse(mechanism_id: str) -> bool:
     """Whether a mechanism's reports each touch one of many counters (``od:``): such a
-    metric is counted per UTC day in one string (``open_counters``), not per hour."""
+    metric is counted per reporting period in one string (``open_counters``), not per hour."""
     return kinds.payload_field(mechanism_id) == "cell"
 
 
-def open_counters(metric: str, mechanism_id: str, day: int) -> str:
-    """STRING: the ``width`` u32 counters of an open-domain metric version for one UTC day
-    (``day`` counted from the Unix epoch): slot 0 = n, slot 1 + cell. Bounded by the id
-    (4 x width bytes), whatever the number of distinct strings reported."""
-    label = datetime.fromtimestamp(day * 86400, timezone.utc).strftime(DAY_FORMAT)
-    return f"{PREFIX}:{{{metric}}}:o:{mechanism_id}:{label}"
+OPEN_KINDS = {"hour": "oh", "day": "o", "week": "ow"}
+"""The key segment of an open-domain metric's counters per declared period (the day's ``o``
+is the layout's first, kept as it was)."""
 
 
-def open_counters_expire_at(day: int, retention_days: int) -> int:
-    """EXPIREAT (Unix s, on an hour boundary) of a day's open-domain counters: the day's end
-    plus the retention."""
-    return (day + 1 + retention_days) * 86400
+def open_counters(metric: str, mechanism_id: str, start_hour: int, period: str = "day") -> str:
+    """STRING: the ``width`` u32 counters of an open-domain metric version for one reporting
+    period (its ``period``: ``hour``, ``day`` or ``week``, as the version declares it), slot 0
+    = n, slot 1 + cell. ``start_hour`` is any hour index inside the period; the key names the
+    period's start (``YYYYMMDD``, ``YYYYMMDDHH`` for hours; a week by its Monday). Bounded by
+    the id (4 x width bytes) per period, whatever the number of distinct strings reported."""
+    start = period_hour(start_hour, check_granularity(period))
+    label = _hour_label(start)
+    return f"{PREFIX}:{{{metric}}}:{OPEN_KINDS[period]}:{mechanism_id}:" \
+           f"{label if period == 'hour' else label[:8]}"
 
 
-OPEN_COUNTERS_PATTERN = f"{PREFIX}:{{*}}:o:*"
-"""SCAN pattern of every open-domain day string."""
+def open_counters_expire_at(start_hour: int, retention_days: int, period: str = "day") -> int:
+    """EXPIREAT (Unix s, on an hour boundary) of a period's open-domain counters: the end of
+    the period holding hour ``start_hour``, plus the retention."""
+    end = period_hour(start_hour, check_granularity(period)) + SPAN_HOURS[period]
+    return end * HOUR_SECONDS + retention_days * 86400
+
+
+def open_period_starts(first_hour: int, end_hour: int, period: str) -> list[int]:
+    """The start hours of every ``period`` overlapping the hours [first_hour, end_hour),
+    oldest first."""
+    if end_hour <= first_hour:
+        return []
+    first = period_hour(first_hour, check_granularity(period))
+    return list(range(first, end_hour, SPAN_HOURS[period]))
+
+
+OPEN_COUNTERS_PATTERN = f"{PREFIX}:{{*}}:o*"
+"""SCAN pattern of every open-domain period string (``o``, ``oh``, ``ow``)."""
 
 
 def parse_open_counters(key: str) -> tuple[str, str, str] | None:
-    """(metric, mechanism id, YYYYMMDD) of an open-domain day key; None for another key."""
-    return _parse_counter_key(key, "o", 8)
+    """(metric, mechanism id, label: YYYYMMDD, or YYYYMMDDHH for an hour) of an open-domain
+    period key; None for another key. ``open_period_of`` says which period it counts."""
+    for period, kind in OPEN_KINDS.items():
+        parsed = _parse_counter_key(key, kind, 10 if period == "hour" else 8)
+        if parsed is not None:
+            return parsed
+    return None
+
+
+def open_period_of(key: str) -> str | None:
+    """The period (``hour``, ``day``, ``week``) an open-domain key counts; None for another."""
+    for period, kind in OPEN_KINDS.items():
+        if _parse_counter_key(key, kind, 10 if period == "hour" else 8) is not None:
+            return period
+    return None
 
 
 COUNTERS_PATTERN = f"{PREFIX}:{{*}}:m:*"

@@ -54,7 +54,7 @@ def _put_days(redis_client: Any, name: str, spec: MetricSpec) -> dict[str, np.nd
     for ago, population in DAYS.items():
         counters = _counters(spec.mechanism, population, seed=ago)  # type: ignore[arg-type]
         day = today - ago
-        redis_client.set(keys.open_counters(name, spec.mechanism.id, day),
+        redis_client.set(keys.open_counters(name, spec.mechanism.id, day * 24),
                          counters.astype(keys.COUNTER_DTYPE).tobytes())
         out[keys.hour_start(day * 24).date().isoformat()] = counters
     return out

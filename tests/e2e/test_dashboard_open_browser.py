@@ -75,7 +75,7 @@ def test_the_page_lists_the_discovered_strings_as_text(collector: CollectorProce
     sketch = spec.mechanism
     client = redis.Redis.from_url(redis_url)
     today = keys.hour_index(datetime.now(timezone.utc)) // 24
-    client.set(keys.open_counters("crash_sig", sketch.id, today - 2),
+    client.set(keys.open_counters("crash_sig", sketch.id, (today - 2) * 24),
                _counters(sketch, EARLIER, seed=2).astype(keys.COUNTER_DTYPE).tobytes())  # type: ignore[arg-type]
     rng = _Seeded(7)  # today's reports go through the collector's ingest
     reports = [("crash_sig", sketch.id, sketch.perturb_padded(normalise(value, 4), rng))  # type: ignore[union-attr]
@@ -84,7 +84,7 @@ def test_the_page_lists_the_discovered_strings_as_text(collector: CollectorProce
         answer = requests.post(f"{collector.url}/v1/reports", timeout=30,
                                json=encode_batch(new_batch_id(), reports[first:first + 1000]))
         assert answer.status_code == 202, answer.text
-    days = {d: np.frombuffer(client.get(keys.open_counters("crash_sig", sketch.id, d)) or b"",
+    days = {d: np.frombuffer(client.get(keys.open_counters("crash_sig", sketch.id, d * 24)) or b"",
                              dtype=keys.COUNTER_DTYPE).astype(np.int64)
             for d in (today - 2, today)}
     client.close()

@@ -19,7 +19,6 @@ interval covers about half the time (seven copies of one draw: sqrt(7) too narro
 lies over 10 standard errors above it. Seeded, so a run is also reproducible."""
 from __future__ import annotations
 
-from fractions import Fraction
 
 import numpy as np
 import pytest

@@ -26,6 +26,8 @@ from deniable.collector.server import CollectorProcess
 from deniable.collector.store import Store, decode_counters
 from tests.rediscluster import redis_cluster  # noqa: F401 (a session fixture: the Redis Cluster)
 from tests.servers import BATCH_SECRET, OPEN, OPEN_ENV  # noqa: F401 (re-exported to tests)
+from tests.schedule import (pytest_collection_modifyitems,  # noqa: F401 (hooks: xdist's
+                            pytest_configure)  # order, heaviest files first)
 
 ROOT = Path(__file__).resolve().parent.parent
 """The source tree."""

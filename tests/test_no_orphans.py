@@ -1,7 +1,8 @@
 """A killed test run leaves no server behind: the redis-server, the collector (gunicorn master)
 and its workers, and an nginx and its worker, that a test run started all die with the pytest
 process, even when it dies by SIGKILL or SIGTERM and runs no cleanup
-(collector.embedded.die_with_parent)."""
+(collector.embedded.die_with_parent), and when Ctrl-C (SIGINT to the run's process group)
+stops it."""
 from __future__ import annotations
 
 import os
@@ -52,11 +53,14 @@ def alive(pid: int) -> bool:
 
 
 @pytest.mark.parametrize("workers", [[], ["-n", "1"]], ids=["one-process", "xdist"])
-@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM], ids=["SIGKILL", "SIGTERM"])
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM, signal.SIGINT],
+                         ids=["SIGKILL", "SIGTERM", "Ctrl-C"])
 def test_a_killed_run_leaves_no_redis_collector_or_nginx_running(tmp_path: Path, sig: int,
                                                                  workers: list[str]) -> None:
     """Under pytest-xdist (./dev test) the signal goes to the controller: its worker, which
-    started the servers, must die too, and they with it."""
+    started the servers, must die too, and they with it. Ctrl-C is SIGINT to the terminal's
+    foreground process group: the run gets a group of its own, and the whole group the
+    signal (the collector and nginx, in sessions of their own, get none)."""
     (tmp_path / "conftest.py").write_text("from tests.conftest import *  # noqa: F403\n")
     (tmp_path / "test_hold.py").write_text(HOLDING_TEST)
     (tmp_path / "pytest.ini").write_text("[pytest]\n")
@@ -68,7 +72,7 @@ def test_a_killed_run_leaves_no_redis_collector_or_nginx_running(tmp_path: Path,
         run = subprocess.Popen([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
                                 *workers, str(tmp_path / "test_hold.py")],
                                cwd=tmp_path, env=env, stdin=subprocess.DEVNULL,
-                               stdout=out, stderr=subprocess.STDOUT)
+                               stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
     try:
         deadline = time.monotonic() + 90
         while not pids_file.exists() and run.poll() is None and time.monotonic() < deadline:
@@ -79,7 +83,10 @@ def test_a_killed_run_leaves_no_redis_collector_or_nginx_running(tmp_path: Path,
         assert len(pids) >= 7  # pytest (or its xdist worker), redis-server, gunicorn and its 2
         # workers, nginx and its worker
         assert all(alive(pid) for pid in pids)
-        run.send_signal(sig)
+        if sig == signal.SIGINT:
+            os.killpg(run.pid, sig)
+        else:
+            run.send_signal(sig)
         run.wait(timeout=30)
         deadline = time.monotonic() + 30  # gunicorn's graceful stop; seconds under load
         while any(alive(pid) for pid in pids) and time.monotonic() < deadline:

@@ -158,11 +158,7 @@ def bench_recall(n: int, trials: int, seed: int, workload: str = "random",
         sketch = OpenDomainSketch.from_epsilon(epsilon)
         r10, r50, rmse, shown, wrong, mins, decode_s = [], [], [], [], [], [], []
         for trial in range(trials):
-            strings = WORKLOADS[workload](10_000, random.Random(seed + trial))
-            shares = zipf_shares(len(strings))
-            population = np.random.default_rng(seed + trial).choice(len(strings), size=n,
-                                                                    p=shares)
-            counters, _ = collect(sketch, strings, population)
+            strings, shares, counters = _trial(sketch, workload, n, seed + trial)
             start = time.perf_counter()
             result = discover(sketch, counters, keep=keep)
             decode_s.append(time.perf_counter() - start)
@@ -178,6 +174,17 @@ def bench_recall(n: int, trials: int, seed: int, workload: str = "random",
               f"{sum(wrong):5d} {np.mean(mins):9.4f} {np.mean(decode_s):8.1f}", flush=True)
     print("   shown: strings whose lower bound is above 0 (95 %, Bonferroni over the candidates);"
           " wrong: shown but outside the population (summed over trials)")
+
+
+def _trial(sketch: OpenDomainSketch, workload: str, n: int, seed: int
+           ) -> tuple[list[str], np.ndarray, np.ndarray]:
+    """One trial's 10,000 strings of ``workload``, their Zipf(1.1) shares and the counters of
+    ``n`` devices drawn from them, all seeded by ``seed``."""
+    strings = WORKLOADS[workload](10_000, random.Random(seed))
+    shares = zipf_shares(len(strings))
+    population = np.random.default_rng(seed).choice(len(strings), size=n, p=shares)
+    counters, _ = collect(sketch, strings, population)
+    return strings, shares, counters
 
 
 def bound_share(n: int, epsilon: float, domain_log: float) -> float:
@@ -200,11 +207,7 @@ def bench_scale(ns: Sequence[int], trials: int, seed: int, workload: str = "rand
     for n in ns:
         r10, smallest, missed, mins = [], [], [], []
         for trial in range(trials):
-            strings = WORKLOADS[workload](10_000, random.Random(seed + trial))
-            shares = zipf_shares(len(strings))
-            population = np.random.default_rng(seed + trial).choice(len(strings), size=n,
-                                                                    p=shares)
-            counters, _ = collect(sketch, strings, population)
+            strings, shares, counters = _trial(sketch, workload, n, seed + trial)
             result = discover(sketch, counters)
             r10.append(recall(result, strings, 10))
             rank = {s: i for i, s in enumerate(strings)}

@@ -41,7 +41,7 @@ from deniable.client.randomness import SecureBits
 from deniable.client.wire import encode_batch, new_batch_id
 from deniable.collector.server import CollectorProcess
 from deniable.core import keys
-from tests.conftest import OPEN_ENV
+from tests.servers import collector_with_metrics
 
 pytestmark = pytest.mark.slow  # starts servers or processes: not in the fast lane
 
@@ -64,16 +64,10 @@ REAL_REPORTERS = 40  # of the "oom" devices
 @pytest.fixture(scope="module")
 def collector(redis_url: str, tmp_path_factory: pytest.TempPathFactory
               ) -> Iterator[tuple[CollectorProcess, Path]]:
-    path = tmp_path_factory.mktemp("discovery-live") / "metrics.toml"
-    path.write_text(METRICS)
-    client = redis.Redis.from_url(redis_url)
-    client.flushdb()
-    try:
-        with CollectorProcess(redis_url, path, workers=2, env=OPEN_ENV) as process:
-            yield process, path
-    finally:  # the session's redis-server is shared: leave no registry or counters behind
-        client.flushdb()
-        client.close()
+    # flush: the session's redis-server is shared: leave no registry or counters behind
+    with collector_with_metrics(redis_url, METRICS, tmp_path_factory.mktemp("discovery-live"),
+                                flush=True) as process:
+        yield process, Path(process.metrics_file)
 
 
 def _catalogue_spec(url: str) -> MetricSpec:

@@ -32,7 +32,7 @@ from deniable.client.wire import encode_batch, new_batch_id
 from deniable.collector.server import CollectorProcess
 from deniable.core import keys
 from deniable.core.periods import period_hour
-from tests.conftest import OPEN_ENV
+from tests.servers import collector_with_metrics
 
 pytestmark = pytest.mark.slow  # starts servers: not in the fast lane
 
@@ -51,16 +51,10 @@ REAL_REPORTERS = 20  # of the "oom" devices
 @pytest.fixture(scope="module")
 def collector(redis_url: str, tmp_path_factory: pytest.TempPathFactory
               ) -> Iterator[tuple[CollectorProcess, Path]]:
-    path = tmp_path_factory.mktemp("open-period-live") / "metrics.toml"
-    path.write_text(METRICS)
-    client = redis.Redis.from_url(redis_url)
-    client.flushdb()
-    try:
-        with CollectorProcess(redis_url, path, workers=2, env=OPEN_ENV) as process:
-            yield process, path
-    finally:  # the session's redis-server is shared: leave no registry or counters behind
-        client.flushdb()
-        client.close()
+    # flush: the session's redis-server is shared: leave no registry or counters behind
+    with collector_with_metrics(redis_url, METRICS, tmp_path_factory.mktemp("open-period-live"),
+                                flush=True) as process:
+        yield process, Path(process.metrics_file)
 
 
 def test_a_weekly_open_metric_is_counted_served_and_discovered_per_week(  # type: ignore[no-untyped-def]

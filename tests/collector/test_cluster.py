@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from datetime import datetime, timedelta, timezone
 
 import pytest
@@ -21,6 +22,15 @@ pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(shutil.which("redis-cli") is None,
                                  reason="redis-cli is needed to create a cluster")]
 METRICS = {f"metric_{i}": "rr:1/2:1/2" for i in range(12)}  # spread over all three masters
+
+
+def _until(condition: Callable[[], bool], what: str, timeout: float = 30.0) -> None:
+    """Poll ``condition`` every 50 ms until it holds; fail naming ``what`` after ``timeout`` s."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"after {timeout} s, still not: {what}")
+        time.sleep(0.05)
 
 
 def cluster_port() -> int:
@@ -42,20 +52,17 @@ def cluster_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
                  "--cluster-config-file", "nodes.conf", "--logfile", "redis.log"],
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             nodes.append((port, process))
-        for port, _ in nodes:
+        for port, _ in nodes:  # 30 s each: a loaded machine starts redis-server slowly
             probe = RedisServer(port=port)
-            assert any(probe._pings() or __import__("time").sleep(0.05) for _ in range(100))
+            _until(probe._pings, f"cluster node {port} answers PING")
         subprocess.run(["redis-cli", "--cluster", "create",
                         *[f"127.0.0.1:{port}" for port, _ in nodes],
                         "--cluster-replicas", "0", "--cluster-yes"],
                        check=True, capture_output=True, timeout=30)
         url = f"redis://127.0.0.1:{nodes[0][0]}/0"
-        for _ in range(100):
-            info = subprocess.run(["redis-cli", "-p", str(nodes[0][0]), "cluster", "info"],
-                                  capture_output=True, text=True).stdout
-            if "cluster_state:ok" in info:
-                break
-            __import__("time").sleep(0.1)
+        _until(lambda: "cluster_state:ok" in subprocess.run(
+            ["redis-cli", "-p", str(nodes[0][0]), "cluster", "info"],
+            capture_output=True, text=True).stdout, "the cluster is ok")
         yield url
     finally:
         for _, process in nodes:

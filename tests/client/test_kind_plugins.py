@@ -24,7 +24,7 @@ from tests.client.kind_plugin import RATING, write_distribution
 from tests.client.kind_rating import Rating
 
 Install = Callable[[dict[str, str]], Path]
-BUILT_IN_ORDER = ("boolean", "categorical", "histogram", "numeric", "open")
+BUILT_IN_ORDER = tuple(name for name in kinds.KINDS if name in BUILT_IN)
 
 
 @pytest.fixture()

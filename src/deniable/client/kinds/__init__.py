@@ -76,7 +76,8 @@ def register(kind: Kind) -> Kind:
     """Register ``kind`` after the built-in ones, at run time: what a kind's line in
     ``REGISTRY`` does at import. Every module that asks ``kind_of`` (the client, the
     collector's registry and ingest, the analysis, the CLI) then takes metrics of this kind;
-    a process registers it before it reads a declaration of that kind.
+    a process registers it before it reads a declaration of that kind
+    (``deniable.client.plugins.load_plugins`` registers the installed kind plugins).
 
     Returns:
         ``kind``, so a module can write ``KIND = register(Rating())``.

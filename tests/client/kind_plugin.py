@@ -24,11 +24,24 @@ def write_distribution(directory: Path, entries: dict[str, str]) -> Path:
     return directory
 
 
+class Impostor(Rating):
+    name = "boolean"
+
+
 def impostor() -> Kind:
     """A factory of a kind that takes a built-in kind's name: refused, never registered."""
-    return type("Impostor", (Rating,), {"name": "boolean"})()
+    return Impostor()
 
 
 def broken() -> Kind:
     """A factory that fails."""
     raise RuntimeError("the plugin's own bug")
+
+
+class Nameless(Rating):
+    name = ["rating"]  # type: ignore[assignment]
+
+
+def nameless() -> Kind:
+    """A factory of a kind whose name is not a string."""
+    return Nameless()

@@ -101,6 +101,7 @@ BAD = [
     ("tests.client.kind_plugin:broken", "does not load: RuntimeError: the plugin's own bug"),
     ("tests.client.kind_rating:STARS", "must name a Kind or a zero-argument factory of one. "
                                        "Got a tuple instead"),
+    ("tests.client.kind_plugin:nameless", "gives a kind with no name. Got ['rating'] instead"),
     ("tests.client.kind_plugin:impostor", "'boolean', a built-in kind's name: a plugin never "
                                           "replaces a built-in kind"),
 ]

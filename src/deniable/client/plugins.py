@@ -134,10 +134,13 @@ def _register(entry: _Entry, kind: Kind) -> Kind:
     """Register ``kind`` unless this very object is registered already (an app's module that
     calls ``register`` at import)."""
     name = getattr(kind, "name", None)
+    if not isinstance(name, str):
+        raise PluginError(f"kind plugin {entry.label} gives a kind with no name. Got "
+                          f"{name!r} instead.")
     if name in kinds.BUILT_IN:
         raise PluginError(f"kind plugin {entry.label} names a kind {name!r}, a built-in "
                           f"kind's name: a plugin never replaces a built-in kind")
-    if isinstance(name, str) and kinds.REGISTRY.get(name) is kind:
+    if kinds.REGISTRY.get(name) is kind:
         return kind
     if name in kinds.REGISTRY:
         raise PluginError(f"kind plugin {entry.label} names a kind {name!r}, which another "

@@ -41,10 +41,12 @@ OLD_DEFAULTS = {
     "RATE_LIMIT_SECRET": None, "PROXY_FIX_X_FOR": 0, "LOG_REQUESTS": True,
     "LOG_REQUESTS_DELAY_SECONDS": 0.5, "LOG_LEVEL": "INFO",
 }
+NEW_DEFAULTS = {"KINDS": []}
+"""Settings added since, each with a default that changes nothing (no kind plugin)."""
 
 
 def test_the_variables_and_defaults_are_unchanged() -> None:
-    assert DEFAULTS == OLD_DEFAULTS
+    assert DEFAULTS == {**OLD_DEFAULTS, **NEW_DEFAULTS}
 
 
 def test_every_setting_is_read_by_exactly_one_section_field() -> None:
@@ -103,6 +105,7 @@ def test_the_app_reads_the_environment_into_typed_sections(
     ("RETENTION_DAYS", "ninety", "an integer"),
     ("REDIS_TIMEOUT_SECONDS", "soon", "a number"),
     ("AUTH", "maybe", "'on' or 'off'"),
+    ("KINDS", 5, "module:attribute entries"),
 ])
 def test_a_value_that_does_not_convert_is_refused_naming_its_variable(
         name: str, value: str, expected: str, redis_url: str, metrics_file: Path) -> None:

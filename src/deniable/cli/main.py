@@ -3,10 +3,12 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 from collections.abc import Sequence
 
 from deniable.client.errors import DeniableError
+from deniable.client.plugins import load_plugins, split_specs
 from deniable.cli import audit, demo, keys, metrics, migrate, plan, report, serve
 from deniable.cli.errors import CLIError  # noqa: F401 (re-exported: deniable.cli.main.CLIError)
 
@@ -38,6 +40,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
+        # Kind plugins first: every subcommand then reads their metrics (docs/development.md).
+        load_plugins(split_specs(os.environ.get("DENIABLE_KINDS")), setting="DENIABLE_KINDS")
         return int(args.run(args) or 0)
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)

@@ -10,7 +10,8 @@ Every error the client raises derives from one root, so an app can catch them al
     ├── BudgetExceededError                       a report would overspend a privacy budget
     │   └── MetricCapError                        ... or a metric's cap over every version
     ├── PrivacyStateError                         the on-device privacy state is unusable
-    └── QueueError                                the on-device queue could not be used
+    ├── QueueError                                the on-device queue could not be used
+    └── PluginError                               a kind plugin could not be registered
 """
 from __future__ import annotations
 
@@ -123,3 +124,8 @@ class PrivacyStateError(DeniableError):
 
 class QueueError(DeniableError):
     """The on-device queue (a SQLite file) could not be opened, read or written."""
+
+
+class PluginError(DeniableError):
+    """A kind plugin (an entry point of the group ``deniable.kinds``, or a ``module:attribute``
+    the operator named) could not be loaded or registered; the message names the entry."""

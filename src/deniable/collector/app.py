@@ -8,6 +8,8 @@ from typing import Any
 
 from flask import Flask, Response
 
+from deniable.client.errors import PluginError
+from deniable.client.plugins import load_plugins
 from deniable.collector import admin, api, auth, dashboard, headers, migrate, observability, openapi
 from deniable.core import keys
 from deniable.collector.cors import cors_in_front_of
@@ -29,7 +31,8 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
 
     Raises:
         CollectorError: no metrics file is configured, or it is invalid; a setting does not
-            convert to its type (naming its variable).
+            convert to its type (naming its variable); a kind plugin does not load (naming
+            its entry).
     """
     # An explicit instance path: Flask cannot derive one inside the deniable namespace package.
     app = Flask("deniable.collector", instance_path=str(Path(__file__).parent / "instance"),
@@ -45,6 +48,7 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     # JSON log lines from the first one on (the start-up warnings below included).
     logs = settings.observability
     lines = observability.configure_logging(logs.log_level, logs.log_requests_delay_seconds)
+    _load_kinds(settings.metrics.kinds)
     if not settings.metrics.metrics_file:
         raise CollectorError("no metrics file: set DENIABLE_METRICS_FILE or --metrics-file")
     metrics = load_metrics_file(settings.metrics.metrics_file, settings.metrics.retention_days)
@@ -88,6 +92,19 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
 
     observability.start_series(app)  # every series an alert reads, at 0 from start-up
     return app
+
+
+def _load_kinds(specs: tuple[str, ...]) -> None:
+    """Register the kind plugins (entry points of ``deniable.kinds`` and ``DENIABLE_KINDS``)
+    before the metrics file is read, once per process.
+
+    Raises:
+        CollectorError: a bad entry, named; the collector does not start.
+    """
+    try:
+        load_plugins(specs, setting="DENIABLE_KINDS")
+    except PluginError as exc:
+        raise CollectorError(f"{exc}; the collector does not start") from exc
 
 
 def _init_security(app: Flask, client: Any, metrics: Mapping[str, Any],

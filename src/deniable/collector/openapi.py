@@ -51,10 +51,11 @@ POLICY_PROPERTIES: dict[str, Any] = {
                "description": "at most one report per device per UTC period (default day)"},
 }
 
-KINDS = list(REGISTRY)
-"""The kinds the schema names: those registered when this module is imported."""
+KIND_ENUM: list[str] = []
+"""A stand-in for the kinds the schema names: ``document()`` puts the kinds registered when it
+is called in its place (a kind plugin registered after this module's import is named too)."""
 SPEC_PROPERTIES: dict[str, Any] = {
-    "kind": {"type": "string", "enum": KINDS,
+    "kind": {"type": "string", "enum": KIND_ENUM,
              "description": "what the metric asks (default boolean)"},
     "categories": {"type": "array", "items": {"type": "string"},
                    "description": "categorical: the declared labels, in order; histogram: "
@@ -575,7 +576,8 @@ def add_operation(path: str, method: str, operation: dict[str, Any]) -> None:
 
 
 def document() -> dict[str, Any]:
-    """The whole OpenAPI 3.1 document, as a fresh dict."""
+    """The whole OpenAPI 3.1 document, as a fresh dict; its ``kind`` enums name the kinds
+    registered now."""
     paths = copy.deepcopy(PATHS)
     for operations in paths.values():
         for operation in operations.values():
@@ -600,7 +602,7 @@ def document() -> dict[str, Any]:
                 "description": "An API key (dnk_...) of the role the operation takes: ingest "
                                "sends reports, read reads counts, admin registers metrics. "
                                "Not needed when the collector runs with DENIABLE_AUTH=off."}},
-            "schemas": copy.deepcopy(SCHEMAS),
+            "schemas": copy.deepcopy(SCHEMAS, {id(KIND_ENUM): list(REGISTRY)}),
             "headers": {
                 "Retry-After": {"description": "Seconds to wait before retrying.",
                                 "schema": {"type": "string", "pattern": "^[0-9]+$"}},

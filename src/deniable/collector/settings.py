@@ -22,6 +22,8 @@ from typing import Any, Final, TypeVar
 
 from flask import Flask, current_app
 
+from deniable.client.errors import PluginError
+from deniable.client.plugins import split_specs
 from deniable.client.wire import DEFAULT_MAX_REPORTS
 from deniable.collector.cors import parse_origins
 from deniable.collector.errors import CollectorError
@@ -36,6 +38,10 @@ DEFAULTS: dict[str, Any] = {
     # know triggers an immediate re-check, so new metrics are accepted at once; a retired metric
     # may still be accepted for at most this long.
     "REGISTRY_CACHE_SECONDS": 2,
+    # Metric kinds kept outside the package, as module:attribute entries separated by commas
+    # (each a Kind or a zero-argument factory), registered at start beside the entry points of
+    # the group "deniable.kinds" (docs/development.md, "Shipping a kind as a package").
+    "KINDS": [],
     # DEMO/TEST ONLY, off by default: a file holding seconds to shift the receive clock by,
     # read per request (see clock.py). Lets the demo fill simulated days.
     "DEMO_CLOCK_FILE": None,
@@ -139,6 +145,8 @@ class MetricsSettings:
     registry_cache_seconds: float = _setting("REGISTRY_CACHE_SECONDS")
     """Seconds each process caches the Redis registry (a retired metric is accepted at most
     this long)."""
+    kinds: tuple[str, ...] = _setting("KINDS")
+    """Kind plugins as ``module:attribute`` entries, registered at start (a bad one stops it)."""
     demo_clock_file: str | None = _setting("DEMO_CLOCK_FILE")
     """Demo and tests only: a file of seconds to shift the receive clock by."""
 
@@ -282,6 +290,11 @@ def _convert(key: str, kind: str, value: Any) -> Any:
         return _text_or_none(value)
     if key == "CORS_ORIGINS":
         return parse_origins(value)  # raises CollectorError naming CORS_ORIGINS
+    if key == "KINDS":
+        try:
+            return split_specs(value, "DENIABLE_KINDS")
+        except PluginError as exc:
+            raise CollectorError(str(exc)) from None
     convert, expected = _CONVERTERS[kind]
     try:
         return convert(value)

@@ -41,9 +41,9 @@ from deniable.client.kinds.base import Declaration, Family, Kind, Mechanism
 from deniable.client.kinds.base import number as _number
 from deniable.client.kinds.categorical import MAX_CATEGORY_LENGTH
 
-__all__ = ["KINDS", "MAX_CATEGORY_LENGTH", "REGISTRY", "Kind", "Mechanism", "MetricSpec",
-           "family", "is_mechanism", "kind_of", "kind_of_mechanism", "parse_mechanism",
-           "payload", "payload_field", "register", "registered", "spec_of_mechanism",
+__all__ = ["BUILT_IN", "KINDS", "MAX_CATEGORY_LENGTH", "REGISTRY", "Kind", "Mechanism",
+           "MetricSpec", "family", "is_mechanism", "kind_of", "kind_of_mechanism",
+           "parse_mechanism", "payload", "payload_field", "register", "registered", "spec_of_mechanism",
            "unregister", "width"]
 
 # The registry: the one table of kinds. A new kind is its module, imported above, and its
@@ -76,7 +76,8 @@ def register(kind: Kind) -> Kind:
     """Register ``kind`` after the built-in ones, at run time: what a kind's line in
     ``REGISTRY`` does at import. Every module that asks ``kind_of`` (the client, the
     collector's registry and ingest, the analysis, the CLI) then takes metrics of this kind;
-    a process registers it before it reads a declaration of that kind.
+    a process registers it before it reads a declaration of that kind
+    (``deniable.client.plugins.load_plugins`` registers the installed kind plugins).
 
     Returns:
         ``kind``, so a module can write ``KIND = register(Rating())``.
@@ -105,7 +106,7 @@ def unregister(name: str) -> Kind:
     Raises:
         InvalidParameterError: a built-in kind or a name not registered.
     """
-    if name in _BUILT_IN or name not in REGISTRY:
+    if name in BUILT_IN or name not in REGISTRY:
         raise InvalidParameterError(f"kind {name!r} is not a kind registered at run time")
     kind = REGISTRY.pop(name)
     _index()
@@ -155,7 +156,8 @@ def parse_mechanism(mechanism_id: str) -> Mechanism:
     return _FAMILIES[family(mechanism_id)].parse(mechanism_id)
 
 
-_BUILT_IN = frozenset(REGISTRY)
+BUILT_IN = frozenset(REGISTRY)
+"""The names of the kinds in ``REGISTRY`` at import: ``register`` never replaces one."""
 _index()
 
 

@@ -161,7 +161,7 @@ def open_data(metric: Metric, decode: Callable[..., dict[str, Any]],
     """The data document of an open metric version (``dashboard.data``'s query): ``days``
     (each period with reports: ``day`` its key in the query, ``label``, ``start``, ``end``,
     ``n``), and ``discovery`` over the range, or with ``day=`` that period alone; with
-    ``string=`` also ``trend``, the string's share in each period. ``cost`` says what was
+    ``string=`` instead ``trend``, the string's share in each period (no decode). ``cost`` says what was
     read and whether it came from the cache.
 
     Raises:
@@ -201,9 +201,10 @@ def open_data(metric: Metric, decode: Callable[..., dict[str, Any]],
         raise APIError(422, f"{metric.name!r} has no reports on {picked!r} in this range",
                        parameters={"day": f"one of: {', '.join(labels) or 'none'}"})
     chosen = [labels[picked]] if picked else present
+    value = request.args.get("string")
     hits = 0
     found = None
-    if chosen:
+    if chosen and value is None:  # with string=, the trend alone: no decode
         found, hit = _decoded(cache, reader, decode, mechanism.id, period, chosen,
                               all(is_closed[p.start] for p in chosen))
         hits += hit
@@ -220,8 +221,8 @@ def open_data(metric: Metric, decode: Callable[..., dict[str, Any]],
         "read_budget": {"bytes": limits.read_bytes, "periods": most,
                         "period_bytes": period_bytes},
     }
-    value = request.args.get("string")
     if value is not None:
+        del body["discovery"]
         trend, trend_hits = _trend(cache, reader, track, mechanism, period, present, is_closed,
                                    value)
         body["trend"] = trend

@@ -549,12 +549,16 @@
     const x = periodAxis(doc, svg, y, lo, hi, true,
                          `share of reports (%)`, rows, plotW);
     const idx = rows.map((r, i) => i).filter(i => rows[i].share !== null);
-    if (idx.length > 1) {
-      const pts = idx.map(i => `${x(i)},${y(Math.min(rows[i].upper, 1))}`).concat(idx.slice()
+    // A band and a line per run of adjacent periods with reports: none across a gap.
+    const runs = [];
+    idx.forEach(i => { if (runs.length && runs[runs.length - 1].slice(-1)[0] === i - 1)
+                         runs[runs.length - 1].push(i); else runs.push([i]); });
+    for (const run of runs.filter(r => r.length > 1)) {
+      const pts = run.map(i => `${x(i)},${y(Math.min(rows[i].upper, 1))}`).concat(run.slice()
         .reverse().map(i => `${x(i)},${y(Math.max(rows[i].lower, 0))}`));
-      el("polygon", {points: pts.join(" "), fill: "#1f5fa8", "fill-opacity": 0.18,
+      el("polygon", {points: pts.join(" "), fill: "#1f5fa8", "fill-opacity": 0.2,
                      class: "band"}, svg, true);
-      el("polyline", {points: idx.map(i => `${x(i)},${y(rows[i].share)}`).join(" "),
+      el("polyline", {points: run.map(i => `${x(i)},${y(rows[i].share)}`).join(" "),
                       fill: "none", stroke: "#1f5fa8", "stroke-width": 2, class: "estimate"},
          svg, true);
     }

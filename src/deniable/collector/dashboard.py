@@ -7,9 +7,10 @@ bucket, with its per-category and simultaneous intervals (``intervals`` says whi
 the shapes of ``deniable report --every ... --format json``.
 Each document carries presentation hints asked of the metric's kind (``presentation``:
 ``view``, ``percent``, ``slot_word``, ``contiguous``, ``digits``, ``value_range``), so the
-script names no kind. An open-domain metric (``view`` ``discovery``) gets its strings from a
-decoder handed in by a higher layer (``use_discovery``; ``deniable serve`` does), since its
-decoding is numpy, the analysis package's.
+script names no kind. An open-domain metric (``view`` ``discovery``) gets its strings, and one
+string's share per period, from functions handed in by a higher layer (``use_discovery``;
+``deniable serve`` does), since its decoding is numpy, the analysis package's; its data, read
+budget and cache are ``open_view``'s.
 
 The page is static HTML plus a same-origin script and stylesheet (no CDN, no inline script or
 style: it works offline and under the Content-Security-Policy of headers.py). It holds no

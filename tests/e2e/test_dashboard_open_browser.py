@@ -10,6 +10,7 @@ decoder on the very counters in Redis, so no false-failure rate applies.
 from __future__ import annotations
 
 import base64
+import re
 import time
 from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
@@ -46,6 +47,12 @@ kind = "open"
 epsilon = 4.0
 max_bytes = 4
 period = "week"
+
+[metrics.hourly_sig]
+kind = "open"
+epsilon = 4.0
+max_bytes = 4
+period = "hour"
 """
 EARLIER = {"oom": 1200, "gc": 700, **{f"t{i:03d}": 2 for i in range(600)}}  # two days ago
 TODAY = {"oom": 800, "<b>": 900, "<i>": 600, **{f"u{i:03d}": 2 for i in range(400)}}
@@ -242,6 +249,38 @@ def test_a_string_with_a_line_separator_is_drawn_escaped(collector: CollectorPro
         assert browser.evaluate("document.querySelectorAll('main b, main i').length") == 0
         assert days
         _shot(browser, "dashboard-open-weeks.png")
+
+
+def test_an_hourly_metric_is_drawn_by_the_hour(collector: CollectorProcess,
+                                               redis_url: str) -> None:
+    entry = next(e for e in requests.get(f"{collector.url}/v1/metrics", timeout=5).json()
+                 ["metrics"] if e["name"] == "hourly_sig")
+    sketch = MetricSpec.from_document(entry, parse_mechanism(entry["mechanism"])).mechanism
+    client = redis.Redis.from_url(redis_url)
+    hour = keys.hour_index(datetime.now(timezone.utc))
+    for ago in (2, 3, 5):
+        client.set(keys.open_counters("hourly_sig", sketch.id, hour - ago, "hour"),
+                   _counters(sketch, {"oom": 1500, "gc": 900, **{f"t{i:03d}": 2  # type: ignore[arg-type]
+                                                                   for i in range(300)}},
+                             seed=ago).astype(keys.COUNTER_DTYPE).tobytes())
+    client.close()
+    now = keys.hour_start(hour)
+    query = urlencode({"metric": "hourly_sig", "from": (now - timedelta(hours=12)).isoformat(),
+                       "to": now.isoformat()})
+    with devtools() as browser:
+        _start(browser, f"{collector.url}/dashboard?{query}")
+        bars = browser.evaluate("document.querySelectorAll('svg.days rect.bar').length")
+        ticks = browser.evaluate(
+            "Array.from(document.querySelectorAll('svg.days .x-tick')).map(t => t.textContent)")
+        assert bars == 12 and ticks and all(re.fullmatch(r"\d\d-\d\d \d\dh", t) for t in ticks)
+        assert _overlapping_ticks(browser, "svg.days") == []
+        folds = browser.evaluate(
+            "Array.from(document.querySelectorAll('details.day summary')).map(s => s.textContent)")
+        assert [f.split(":")[0] for f in folds] == [
+            f"{keys.hour_start(hour - ago):%Y-%m-%d %H}" for ago in (2, 3, 5)]
+        drawn = _trend(browser, "oom")
+        assert drawn["points"] == 3 and drawn["xtitle"].startswith("hour (UTC)")
+        _shot(browser, "dashboard-open-hours.png")
 
 
 def test_an_open_metric_has_a_version_picker(collector: CollectorProcess,

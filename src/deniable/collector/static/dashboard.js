@@ -593,8 +593,8 @@
       box.appendChild(trendChart(one, one.trend));
       el("p", {class: "summary"}, box).textContent = `Share of each ${doc.granularity}'s ` +
         `reports holding this string, unbiased (it may be below 0 where the string is ` +
-        `rare), with ${one.trend.intervals} intervals; a ${doc.granularity} where it was not ` +
-        `discovered still has an estimate.`;
+        `rare), with ${one.trend.intervals} intervals; every ${doc.granularity} with ` +
+        `reports has an estimate, also where the string was not discovered.`;
     } catch (err) {
       el("p", {class: "error"}, box).textContent = `Could not load the trend: ${err.message}`;
     }

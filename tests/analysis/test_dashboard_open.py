@@ -144,3 +144,202 @@ def test_the_cli_wsgi_app_has_the_decoder_and_the_collectors_has_none(  # type: 
     served = importlib.import_module("deniable.cli.wsgi").app
     bare = importlib.import_module("deniable.collector.wsgi").app
     assert served.extensions[DISCOVER] is discover_period and DISCOVER not in bare.extensions
+
+
+def _register_versions(redis_client: Any, name: str, versions: list[tuple[MetricSpec, str]]
+                       ) -> None:
+    """A live-registry entry with one version per (spec, period), the last the current."""
+    stored = [{"version": i + 1, "mechanism": spec.mechanism.id,
+               "registered": f"2026-11-0{i + 1}T00:00:00+00:00", "memoization": "fresh",
+               "instantaneous": None, "period": period, **spec.describe()}
+              for i, (spec, period) in enumerate(versions)]
+    redis_client.hset(keys.registry(), name, json.dumps({
+        "name": name, "description": f"{name} description", "retention_days": 90,
+        "retired": None, "versions": stored}))
+    redis_client.set(keys.registry_generation(), f"gen-{name}-{len(versions)}")
+
+
+def _parameters(problem: dict[str, Any]) -> dict[str, str]:
+    """The query parameters a problem document names, with their details."""
+    return {e["parameter"]: e["detail"] for e in problem.get("errors", []) if "parameter" in e}
+
+
+def _range(days: int = 6) -> dict[str, str]:
+    now = datetime.now(timezone.utc)
+    return {"from": (now - timedelta(days=days)).isoformat(), "to": now.isoformat()}
+
+
+def test_a_string_is_followed_over_time_with_the_decoders_share_in_each_period(  # type: ignore[no-untyped-def]
+        app, redis_client) -> None:
+    from statistics import NormalDist
+
+    from deniable.analysis.discovery import track
+    from deniable.cli.serve import track_period
+
+    spec = SPECS["open"]
+    _register(redis_client, "crash_sig", spec)
+    days = _put_days(redis_client, "crash_sig", spec)
+    use_discovery(app, discover_period, track_period)
+    body = app.test_client().get("/dashboard/data", query_string={
+        "metric": "crash_sig", "string": "oom", **_range()}).json
+    trend = body["trend"]
+    z = NormalDist().inv_cdf(1 - 0.05 / (2 * len(days)))  # simultaneous over the 2 days
+    assert trend["string"] == "oom" and trend["z"] == pytest.approx(z, rel=1e-12)
+    assert [p["day"] for p in trend["periods"]] == sorted(days)
+    for served in trend["periods"]:
+        counters = days[served["day"]]
+        pooled, share, stderr = track(spec.mechanism, counters, "oom")  # type: ignore[arg-type]
+        assert served["n"] == int(counters[0]) and served["pooled"] == pooled
+        assert (served["share"], served["lower"], served["upper"]) == pytest.approx(
+            (share, share - z * stderr, share + z * stderr), rel=1e-12)
+        # The same score the period's decode gives the string when it discovers it.
+        found = {f.string: f for f in discover(spec.mechanism, counters).found}  # type: ignore[arg-type]
+        assert served["share"] == pytest.approx(found["oom"].share, rel=1e-12)
+        assert served["lower"] > 0  # "oom" is 8-18 % of each day: well above 0
+
+
+def test_a_string_no_device_could_send_is_refused_naming_string(app, redis_client) -> None:  # type: ignore[no-untyped-def]
+    from deniable.cli.serve import track_period
+
+    _register(redis_client, "crash_sig", SPECS["open"])
+    _put_days(redis_client, "crash_sig", SPECS["open"])
+    use_discovery(app, discover_period, track_period)
+    for bad in ("", "longer than four bytes"):
+        answer = app.test_client().get("/dashboard/data", query_string={
+            "metric": "crash_sig", "string": bad, **_range()})
+        assert answer.status_code == 422 and "string" in _parameters(answer.json)
+
+
+def test_closed_periods_are_decoded_once_and_the_current_one_afresh(  # type: ignore[no-untyped-def]
+        app, redis_client) -> None:
+    from deniable.cli.serve import track_period
+
+    spec = SPECS["open"]
+    _register(redis_client, "crash_sig", spec)
+    days = _put_days(redis_client, "crash_sig", spec)  # 1 and 3 days ago: closed
+    use_discovery(app, discover_period, track_period)
+    http = app.test_client()
+    query = {"metric": "crash_sig", **_range()}
+    day = sorted(days)[-1]
+    first = http.get("/dashboard/data", query_string={**query, "day": day}).json
+    again = http.get("/dashboard/data", query_string={**query, "day": day}).json
+    assert first["cost"]["cache_hits"] == 0 and first["cost"]["bytes_read"] == \
+        4 * spec.mechanism.width
+    assert again["cost"] == {**again["cost"], "cache_hits": 1, "bytes_read": 0,
+                             "periods_read": 0}
+    assert again["discovery"] == first["discovery"]
+    window = [http.get("/dashboard/data", query_string=query).json for _ in range(2)]
+    assert window[1]["cost"]["bytes_read"] == 0 and window[1]["discovery"] == \
+        window[0]["discovery"]
+    # Counters deleted and filled again (another n): the old entry is never served.
+    name = keys.open_counters("crash_sig", spec.mechanism.id,
+                              keys.hour_index(datetime.fromisoformat(day + "T00:00:00+00:00")))
+    refilled = _counters(spec.mechanism, {"gc": 2000, "oom": 100}, seed=9)  # type: ignore[arg-type]
+    redis_client.set(name, refilled.astype(keys.COUNTER_DTYPE).tobytes())
+    fresh = http.get("/dashboard/data", query_string={**query, "day": day}).json
+    assert fresh["cost"]["cache_hits"] == 0 and fresh["discovery"]["n"] == int(refilled[0])
+    # Today's period is open: read and decoded on every request.
+    today = keys.hour_index(datetime.now(timezone.utc)) // 24 * 24
+    redis_client.set(keys.open_counters("crash_sig", spec.mechanism.id, today),
+                     days[day].astype(keys.COUNTER_DTYPE).tobytes())
+    label = keys.hour_start(today).date().isoformat()
+    for _ in range(2):
+        now = http.get("/dashboard/data", query_string={**query, "day": label}).json
+        assert now["cost"]["cache_hits"] == 0 and now["cost"]["periods_read"] == 1
+        assert [d["closed"] for d in now["days"]] == [True, True, False]
+    trend = [http.get("/dashboard/data", query_string={**query, "string": "oom"}).json
+             for _ in range(2)]
+    assert trend[0]["cost"]["periods_read"] == 3  # the two closed ones, the first time
+    assert trend[1]["cost"]["periods_read"] == 1 and trend[1]["trend"] == trend[0]["trend"]
+
+
+def test_the_decoded_cache_drops_the_least_recently_used_beyond_its_bytes() -> None:
+    from deniable.collector.open_view import DecodedCache
+
+    cache = DecodedCache(max_bytes=200)
+    for i in range(3):
+        cache.put(("k", i), {"found": "x" * 40})  # about 60 bytes each with the key
+    assert cache.get(("k", 0)) is not None  # now the most recently used
+    cache.put(("k", 3), {"found": "x" * 40})
+    assert cache.get(("k", 1)) is None and cache.get(("k", 0)) is not None
+    assert cache.bytes <= 200 and len(cache) == 3
+    cache.put(("big",), {"found": "x" * 500})  # larger than the whole cache: not kept
+    assert cache.get(("big",)) is None and len(cache) == 3
+
+
+def test_a_period_is_closed_once_its_end_is_past_the_grace() -> None:
+    from deniable.collector.open_view import closed
+
+    day = 20_000 * 24  # an hour index at a UTC midnight
+    end = (day + 24) * 3600
+    assert not closed(day, "day", end + 299, 300) and closed(day, "day", end + 300, 300)
+    assert closed(day, "hour", (day + 1) * 3600 + 300, 300)
+    assert not closed(day, "week", end + 300, 300)
+
+
+def test_a_range_over_the_read_budget_answers_422_naming_from_and_to(  # type: ignore[no-untyped-def]
+        app, redis_client) -> None:
+    from deniable.cli.serve import track_period
+    from deniable.collector.open_view import OpenViewLimits
+
+    spec = SPECS["open"]
+    _register(redis_client, "crash_sig", spec)
+    days = _put_days(redis_client, "crash_sig", spec)
+    use_discovery(app, discover_period, track_period,
+                  OpenViewLimits(read_bytes=4 * spec.mechanism.width))  # one period
+    http = app.test_client()
+    answer = http.get("/dashboard/data", query_string={"metric": "crash_sig", **_range()})
+    assert answer.status_code == 422
+    assert set(_parameters(answer.json)) == {"from", "to"}
+    assert "at most 1 days with reports" in _parameters(answer.json)["from"]
+    assert "2 days with reports" in answer.json["detail"]
+    # The default range (no from/to) is shortened to the latest period instead, and says so.
+    body = http.get("/dashboard/data", query_string={"metric": "crash_sig"}).json
+    assert body["shortened"] is True and [d["day"] for d in body["days"]] == [max(days)]
+    assert body["discovery"]["n"] == int(days[max(days)][0])
+    assert body["cost"]["bytes_read"] <= 4 * spec.mechanism.width
+
+
+def test_an_open_metrics_versions_are_listed_and_each_is_shown_alone(  # type: ignore[no-untyped-def]
+        app, redis_client) -> None:
+    old, new = MetricSpec.build("open", epsilon=2.0, max_bytes=4), SPECS["open"]
+    _register_versions(redis_client, "crash_sig", [(old, "day"), (new, "day")])
+    older = _put_days(redis_client, "crash_sig", old)
+    newer = _put_days(redis_client, "crash_sig", new)
+    use_discovery(app, discover_period)
+    http = app.test_client()
+    query = {"metric": "crash_sig", **_range()}
+    body = http.get("/dashboard/data", query_string=query).json
+    assert [(v["version"], v["mechanism"]) for v in body["versions"]] == [
+        (1, old.mechanism.id), (2, new.mechanism.id)]
+    assert body["version"] == body["current_version"] == 2 and body["joins_versions"] is False
+    assert body["discovery"]["n"] == sum(int(c[0]) for c in newer.values())
+    first = http.get("/dashboard/data", query_string={**query, "version": 1}).json
+    assert first["version"] == 1 and first["mechanism"] == old.mechanism.id
+    assert first["epsilon"] == pytest.approx(old.mechanism.epsilon)
+    assert first["discovery"]["n"] == sum(int(c[0]) for c in older.values())
+    want = discover(old.mechanism, sum(older.values()))  # type: ignore[arg-type]
+    assert [f["string"] for f in first["discovery"]["found"]] == [f.string for f in want.found]
+    missing = http.get("/dashboard/data", query_string={**query, "version": 7})
+    assert missing.status_code == 404 and "version" in _parameters(missing.json)
+
+
+def test_a_weekly_metric_lists_weeks_from_their_monday(app, redis_client) -> None:  # type: ignore[no-untyped-def]
+    spec = SPECS["open"]
+    _register_versions(redis_client, "weekly_sig", [(spec, "week")])
+    now = datetime.now(timezone.utc)
+    this_week = keys.period_hour(keys.hour_index(now), "week")
+    for weeks_ago, seed in ((1, 1), (3, 3)):
+        counters = _counters(spec.mechanism, DAYS[seed], seed=seed)  # type: ignore[arg-type]
+        redis_client.set(keys.open_counters("weekly_sig", spec.mechanism.id,
+                                            this_week - 168 * weeks_ago, "week"),
+                         counters.astype(keys.COUNTER_DTYPE).tobytes())
+    use_discovery(app, discover_period)
+    body = app.test_client().get("/dashboard/data", query_string={
+        "metric": "weekly_sig", **_range(days=30)}).json
+    assert body["granularity"] == "week" and len(body["days"]) == 2
+    for d in body["days"]:
+        start, end = (datetime.fromisoformat(d[k]) for k in ("start", "end"))
+        assert start.weekday() == 0 and end - start == timedelta(days=7)
+        assert d["label"] == f"week of {start.date().isoformat()}" and d["day"] == \
+            start.date().isoformat()

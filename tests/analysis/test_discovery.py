@@ -111,3 +111,26 @@ def test_no_reports_show_nothing_and_say_nothing_is_discoverable() -> None:
     result = discover(sketch, np.zeros(sketch.width, dtype=np.int64))
     assert result.n == 0 and result.found == () and result.ranked == ()
     assert result.min_share == math.inf
+
+
+def test_track_scores_a_given_string_as_discover_scores_it() -> None:
+    """Strings completed at different levels (1, 2 and 4 bytes of 4): the same share and
+    interval as the decoder's; deterministic (seeded coins), no false-failure rate."""
+    from deniable.analysis.discovery import track
+
+    sketch = OpenDomainSketch.from_epsilon(4.0, 4)
+    population = {"x": 1500, "gc": 1200, "abcd": 1000, **{f"t{i:03d}": 2 for i in range(400)}}
+    counters = _counters(sketch, population, seed=5)
+    found = {f.string: f for f in discover(sketch, counters).found}
+    assert {"x", "gc", "abcd"} <= set(found)
+    z = discover(sketch, counters).z
+    for value in ("x", "gc", "abcd"):
+        pooled, share, stderr = track(sketch, counters, value)
+        assert (share, share - z * stderr) == pytest.approx(
+            (found[value].share, found[value].lower), rel=1e-12)
+    levels = discover(sketch, counters).n_per_level
+    assert track(sketch, counters, "x")[0] == sum(levels[1:])  # completed at level 1
+    assert track(sketch, counters, "abcd")[0] == levels[-1]
+    with pytest.raises(InvalidParameterError):
+        track(sketch, counters, "five!")
+    assert np.isnan(track(sketch, np.zeros(sketch.width, np.int64), "x")[1])

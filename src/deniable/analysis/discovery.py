@@ -307,3 +307,37 @@ def discover(mechanism: OpenDomainSketch | str, counters: NDArray[np.integer], *
     min_share = z * math.sqrt(base * (1 - base) / n_last) / gain if n_last else math.inf
     return Discovery(sketch.id, int(np.asarray(counters)[0]), n_per_level, found,
                      tuple(ranked), tested, confidence, z, min_share)
+
+
+def track(mechanism: OpenDomainSketch | str, counters: NDArray[np.integer], value: str
+          ) -> tuple[int, float, float]:
+    """One given string's share as ``discover`` scores a complete string: its counts pooled
+    over the levels from the one that completes it (its first prefix ending in the NUL padding,
+    else the last) to the last. Cost: levels x seeds hash evaluations (no search).
+
+    Returns:
+        (reports pooled, unbiased share, standard error); the share is NaN with no reports.
+
+    Raises:
+        InvalidParameterError: counters that do not fit, or a value ``normalise`` refuses.
+    """
+    from deniable.client.open_domain import normalise
+
+    sketch = OpenDomainSketch.from_id(mechanism) if isinstance(mechanism, str) else mechanism
+    padded = np.frombuffer(normalise(value, sketch.max_bytes), dtype=np.uint8)
+    cells = level_counters(sketch, counters)
+    n_per_level = cells.sum(axis=(1, 2))
+    length = int(np.count_nonzero(padded))  # the value holds no NUL (normalise)
+    first = next((level for level in range(sketch.levels)
+                  if sketch.prefix_length(level) > length), sketch.levels - 1)
+    count = pooled = 0
+    for level in range(first, sketch.levels):
+        prefix = padded[None, :sketch.prefix_length(level)]
+        count += int(prefix_counts(sketch, cells, level, prefix)[0])
+        pooled += int(n_per_level[level])
+    if not pooled:
+        return 0, math.nan, math.nan
+    base, gain = 1.0 / sketch.g, float(sketch.p) - 1.0 / sketch.g
+    rate = count / pooled
+    pi = min(max(rate, 1.0 / pooled), 1.0 - 1.0 / pooled)
+    return pooled, (rate - base) / gain, math.sqrt(pi * (1 - pi) / pooled) / gain

@@ -22,7 +22,7 @@ from numpy.typing import NDArray
 
 from deniable.analysis.discovery import Discovery, discover
 from deniable.client.open_domain import OpenDomainSketch
-from deniable.core.periods import hour_start
+from deniable.core.periods import period_label
 
 __all__ = ["OpenPeriod", "OpenSummary", "html_page", "period_label", "render_open",
            "render_open_html", "summarize_open"]
@@ -53,15 +53,6 @@ class OpenSummary:
     window: Discovery | None
     periods: tuple[OpenPeriod, ...]
     period: str = "day"
-
-
-def period_label(start_hour: int, period: str) -> str:
-    """A reporting period by its start (hours since the epoch, UTC): ``2026-11-23`` for a day,
-    ``week of 2026-11-23`` (its Monday) for a week, ``2026-11-23 14:00`` for an hour."""
-    start = hour_start(start_hour)
-    if period == "hour":
-        return f"{start:%Y-%m-%d %H:00}"
-    return f"{'week of ' if period == 'week' else ''}{start:%Y-%m-%d}"
 
 
 def summarize_open(metric: str, mechanism_id: str, starts: list[int],

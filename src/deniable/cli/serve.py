@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 import os
 import secrets
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from deniable.cli.options import env_default, positive_int
@@ -46,25 +46,46 @@ def collector_app() -> Any:
 
     app = create_app()
     if find_spec("numpy") is not None:
-        use_discovery(app, discover_period)
+        use_discovery(app, discover_period, track_period)
     return app
 
 
-def discover_period(mechanism_id: str, rows: list[Sequence[int]],
+def discover_period(mechanism_id: str, rows: Iterable[Sequence[int]],
                     confidence: float) -> dict[str, Any]:
-    """``dashboard.Discover``: the rows summed, decoded by ``deniable.analysis.discovery``,
-    in the shape of one period of ``deniable report --format json`` (``open_report``)."""
+    """``dashboard.Discover``: the rows summed one at a time (memory: one int64 total, not
+    one per period), decoded by ``deniable.analysis.discovery``, in the shape of one period
+    of ``deniable report --format json`` (``open_report``)."""
     import numpy as np
 
     from deniable.analysis.discovery import discover
     from deniable.analysis.open_report import OpenSummary, document
 
-    counters = np.sum([np.asarray(row, dtype=np.int64) for row in rows], axis=0)
+    counters: Any = None
+    for row in rows:
+        values = np.asarray(row, dtype=np.int64)
+        counters = values.copy() if counters is None else counters + values
+    if counters is None:
+        raise ValueError("no rows to decode")
     found = discover(mechanism_id, counters, confidence=confidence)
     summary = OpenSummary("", mechanism_id, float("nan"), confidence, found, ())  # one period
     period: dict[str, Any] = document(summary)["periods"][0]
     period.pop("period", None)
     return period
+
+
+def track_period(mechanism_id: str, row: Sequence[int], value: str) -> dict[str, Any]:
+    """``dashboard.Track``: one string's share in one period's counters
+    (``deniable.analysis.discovery.track``): ``pooled`` reports, ``share`` and ``stderr``
+    (None with no reports)."""
+    import math
+
+    import numpy as np
+
+    from deniable.analysis.discovery import track
+
+    pooled, share, stderr = track(mechanism_id, np.asarray(row, dtype=np.int64), value)
+    return {"pooled": pooled, "share": share if math.isfinite(share) else None,
+            "stderr": stderr if math.isfinite(stderr) else None}
 
 
 def run(args: argparse.Namespace) -> int:

@@ -7,9 +7,10 @@ bucket, with its per-category and simultaneous intervals (``intervals`` says whi
 the shapes of ``deniable report --every ... --format json``.
 Each document carries presentation hints asked of the metric's kind (``presentation``:
 ``view``, ``percent``, ``slot_word``, ``contiguous``, ``digits``, ``value_range``), so the
-script names no kind. An open-domain metric (``view`` ``discovery``) gets its strings from a
-decoder handed in by a higher layer (``use_discovery``; ``deniable serve`` does), since its
-decoding is numpy, the analysis package's.
+script names no kind. An open-domain metric (``view`` ``discovery``) gets its strings, and one
+string's share per period, from functions handed in by a higher layer (``use_discovery``;
+``deniable serve`` does), since its decoding is numpy, the analysis package's; its data, read
+budget and cache are ``open_view``'s.
 
 The page is static HTML plus a same-origin script and stylesheet (no CDN, no inline script or
 style: it works offline and under the Content-Security-Policy of headers.py). It holds no
@@ -34,7 +35,7 @@ key form; the script keeps it in the tab's ``sessionStorage``, removes it from t
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any, Protocol
 
 import orjson
@@ -43,7 +44,9 @@ from flask import Blueprint, Flask, Response, current_app, render_template, requ
 from deniable.client.kinds import MetricSpec, kind_of
 from deniable.client.mechanism import RandomizedResponse
 from deniable.core import keys, rollup, window
+from deniable.collector import open_view
 from deniable.collector.api import storage_guard
+from deniable.collector.open_view import OpenViewLimits
 from deniable.collector.auth import require
 from deniable.collector.errors import APIError
 from deniable.core.explain import bucket_flags, epsilon_note
@@ -57,6 +60,8 @@ GRANULARITIES = ("hour", "day", "week")
 
 DISCOVER = "deniable.discover"
 """``app.extensions`` key of the open-domain decoder (``use_discovery``)."""
+TRACK = "deniable.track"
+"""``app.extensions`` key of the open-domain string follower (``use_discovery``)."""
 
 
 class Discover(Protocol):
@@ -75,8 +80,17 @@ class Discover(Protocol):
         above 0, largest share first).
     """
 
-    def __call__(self, mechanism_id: str, rows: list[Sequence[int]],
+    def __call__(self, mechanism_id: str, rows: Iterable[Sequence[int]],
                  confidence: float) -> dict[str, Any]: ...
+
+
+class Track(Protocol):
+    """One string's share in one period's counters (``width`` slots), as the decoder scores
+    a complete string: ``pooled`` (the reports of the levels that count it), ``share`` and
+    ``stderr`` (None with no reports)."""
+
+    def __call__(self, mechanism_id: str, row: Sequence[int], value: str
+                 ) -> dict[str, Any]: ...
 
 
 def init_app(app: Flask) -> None:
@@ -84,14 +98,20 @@ def init_app(app: Flask) -> None:
     app.register_blueprint(bp)
 
 
-def use_discovery(app: Flask, discover: Discover) -> None:
-    """Let the dashboard show open-domain metrics, decoded by ``discover``.
+def use_discovery(app: Flask, discover: Discover, track: Track | None = None,
+                  limits: OpenViewLimits | None = None) -> None:
+    """Let the dashboard show open-domain metrics, decoded by ``discover`` (and one string
+    followed over time by ``track``), within ``limits`` (``open_view.OpenViewLimits``).
 
     Decoding needs numpy (``deniable.analysis.open_report``), which the collector never
     imports: the layer that may import both (``deniable serve``, in deniable.cli) hands it
     in. Without it, an open metric's data answers 422 naming ``deniable report``.
     """
     app.extensions[DISCOVER] = discover
+    app.extensions[TRACK] = track
+    if limits is not None:
+        app.extensions[open_view.LIMITS] = limits
+        app.extensions.pop(open_view.CACHE, None)
 
 
 def _registry() -> dict[str, Metric]:
@@ -121,7 +141,8 @@ def data() -> Response:
     if metric is None:
         raise APIError(404, f"no metric named {name!r} is registered",
                        parameters={"metric": "must name a registered metric"})
-    if keys.is_sparse(metric.mechanism.id):  # decoded by the injected analysis (numpy)
+    if keys.is_sparse(metric.mechanism.id) or _older_is_sparse(metric):
+        # decoded by the injected analysis (numpy); each version is its own sketch
         return Response(orjson.dumps(_open(metric)), mimetype="application/json")
     every = request.args.get("every", "day")
     if every not in GRANULARITIES:
@@ -474,20 +495,23 @@ def _categorical(metric: Metric, spec: MetricSpec, hours: list[rollup.HourCount]
     return body
 
 
+def _older_is_sparse(metric: Metric) -> bool:
+    """Whether the query picks an older version that is open-domain (``version=N``)."""
+    raw = request.args.get("version", "")
+    if not raw.isdigit() or int(raw) == metric.version:
+        return False
+    return keys.is_sparse(_version(metric, int(raw)).mechanism.id)
+
+
 def _open(metric: Metric) -> dict[str, Any]:
-    """An open-domain metric's discovered strings over [from, to) (query as ``data``):
-    ``days`` lists the declared periods with reports (a week by its Monday) and their n;
-    ``discovery`` decodes the window (every day pooled) or, with ``day=YYYY-MM-DD``, that
-    day alone. One decode per request (a few seconds each; docs/discovery.md).
+    """An open-domain metric's data over [from, to) (query as ``data``, plus ``day=`` a
+    period alone and ``string=`` that string's share per period): ``open_view.open_data``,
+    with the version picked by ``version=`` and the metric's ``versions``.
 
     Raises:
-        APIError: 422 when no decoder was handed in (``use_discovery``) or ``day`` is not a
-            day of the range with reports.
+        APIError: 422 when no decoder was handed in (``use_discovery``); those of
+            ``open_view.open_data``.
     """
-    from datetime import datetime, timezone
-
-    from deniable.collector.store import decode_counters, open_period_strings
-
     decode: Discover | None = current_app.extensions.get(DISCOVER)
     if decode is None:
         raise APIError(422, f"{metric.name!r} is an open-domain metric and this collector "
@@ -495,50 +519,22 @@ def _open(metric: Metric) -> dict[str, Any]:
                        "serve`): its discovered strings are in `deniable report "
                        "--collector ...`",
                        parameters={"metric": "must name a metric with per-slot estimates"})
-    start, end = time_range()
-    first, end_hour = keys.hour_range(start, end)
-    if metric.retention_days is not None:
-        first = max(first, keys.visible_from(datetime.now(timezone.utc), metric.retention_days))
-    mechanism = metric.mechanism
-    width = keys.width(mechanism.id)
-    store = current_app.extensions["deniable.store"]
-    period = metric.policy.period
-    with storage_guard():
-        strings = open_period_strings(store.client, metric.name, mechanism.id, period, first,
-                                      end_hour)
-    rows: dict[str, Sequence[int]] = {}
-    starts: dict[str, str] = {}
-    for hour, raw in strings:
-        values = decode_counters(raw)[:width] if raw is not None else None
-        if values is not None and len(values) == width and values[0]:
-            label = _period_label(hour, period)
-            rows[label], starts[label] = values, keys.hour_start(hour).isoformat()
-    picked = request.args.get("day", "")
-    if picked and picked not in rows:
-        raise APIError(422, f"{metric.name!r} has no reports on {picked!r} in this range",
-                       parameters={"day": f"one of: {', '.join(rows) or 'none'}"})
-    confidence = 0.95
-    chosen = [rows[picked]] if picked else list(rows.values())
-    found = decode(mechanism.id, chosen, confidence) if chosen else None
+    current = metric.version
+    number = whole_number("version", 0, 1, 10 ** 6)
+    if number and number != metric.version:
+        metric = _version(metric, number)
     spec = _spec(metric)
-    return {
-        "metric": metric.name, "version": metric.version, "description": metric.description,
-        "mechanism": mechanism.id, "epsilon": mechanism.epsilon,
-        "policy": metric.policy.summary(), "granularity": period, "confidence": confidence,
-        "kind": spec.kind, "from": start.isoformat(), "to": end.isoformat(),
-        "days": [{"day": label, "start": starts[label], "n": values[0]}
-                 for label, values in rows.items()],
-        "period": picked or "window", "discovery": found,
-        "estimand": f"share of reports holding each string, per {period} and pooled over "
-                    f"the range's {period}s (a device reports at most once a {period})",
-        "note": _open_note(mechanism.epsilon, confidence), **presentation(spec)}
-
-
-def _period_label(hour: int, period: str) -> str:
-    """A period's label in the dashboard: its start date (a week's Monday), with the hour for
-    an hourly metric (``2026-11-23T14:00``)."""
-    start = keys.hour_start(hour)
-    return start.strftime("%Y-%m-%dT%H:00") if period == "hour" else start.date().isoformat()
+    body = open_view.open_data(metric, decode, current_app.extensions.get(TRACK),
+                               {"kind": spec.kind})
+    body["current_version"] = current
+    body["joins_versions"] = False  # each version is its own sketch: picked, never joined
+    _add_history(body, metric, None, None, "day", 1, joined=False)
+    body["estimand"] = (f"share of reports holding each string, per {metric.policy.period} "
+                        f"and pooled over the range's {metric.policy.period}s (a device "
+                        f"reports at most once a {metric.policy.period})")
+    body["note"] = _open_note(metric.mechanism.epsilon, body["confidence"])
+    body.update(presentation(spec))
+    return body
 
 
 def _open_note(epsilon: float, confidence: float) -> str:

@@ -116,3 +116,13 @@ def align(start: datetime, end: datetime, granularity: str) -> tuple[datetime, d
     """Widen [start, end) to whole periods: floor ``start``, ceil ``end``."""
     return (period_start(start, granularity),
             hour_start(period_end_hour(end, granularity)))
+
+
+def period_label(start_hour: int, period: str) -> str:
+    """A reporting period by its start (hours since the epoch, UTC), as people read it:
+    ``2026-11-23`` for a day, ``week of 2026-11-23`` (its Monday) for a week,
+    ``2026-11-23 14:00`` for an hour."""
+    start = hour_start(start_hour)
+    if period == "hour":
+        return f"{start:%Y-%m-%d %H:00}"
+    return f"{'week of ' if period == 'week' else ''}{start:%Y-%m-%d}"

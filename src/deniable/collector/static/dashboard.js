@@ -67,6 +67,7 @@
     return [y0, y1];
   }
   function dateTick(doc, iso) {
+    if (doc.granularity === "week") return `week of ${iso.slice(0, 10)}`;
     return doc.granularity === "hour" ? iso.slice(5, 13).replace("T", " ") + "h" : iso.slice(5, 10);
   }
   // The axes every time chart carries: y ticks and title, dated x ticks and title.
@@ -81,7 +82,10 @@
     el("text", {x: 12, y: TOP + (H - TOP) / 2, "text-anchor": "middle", class: "y-title",
                 transform: `rotate(-90 12 ${TOP + (H - TOP) / 2})`}, svg, true).textContent = title;
     el("line", {x1: LEFT, x2: right, y1: H, y2: H, stroke: "#888"}, svg, true);
-    const every = Math.max(1, Math.ceil(n / 10));
+    // Every k-th tick, so that labels (about 6.5 px a character at 11 px) never overlap.
+    const longest = Math.max(1, ...doc.buckets.map(bk => dateTick(doc, bk.start).length));
+    const every = Math.max(1, Math.ceil(n / 10),
+                           Math.ceil(n * (longest * 6.5 + 10) / (right - LEFT)));
     doc.buckets.forEach((bk, i) => {
       if (i % every) return;
       el("text", {x: x(i), y: H + 14, "text-anchor": "middle", class: "x-tick"}, svg, true)
@@ -392,7 +396,8 @@
         const label = el("label", {}, line);
         label.append("version ");
         const pick = el("select", {name: `v.${name}`, class: "version-picker"}, label);
-        el("option", {value: ""}, pick).textContent = "all, joined";
+        el("option", {value: ""}, pick).textContent = doc.joins_versions === false
+          ? `latest (${doc.current_version})` : "all, joined";
         for (const v of doc.versions)
           el("option", {value: String(v.version)}, pick).textContent =
             `${v.version} (${v.mechanism}, \u03b5 ${v.epsilon.toFixed(3)})`;
@@ -402,7 +407,9 @@
           if (pick.value) next.set(`v.${name}`, pick.value); else next.delete(`v.${name}`);
           location.search = next.toString();
         });
-        line.append((doc.history || []).length ? " The chart joins the versions: each " +
+        line.append(doc.joins_versions === false ? " Each version is its own sketch, " +
+          "shown on its own" + (picked ? `: version ${picked}.` : ": pick one to see its strings.")
+          : (doc.history || []).length ? " The chart joins the versions: each " +
           "version's reports are debiased with its own mechanism." : picked ?
           ` Version ${picked} alone.` : " Only the current version has reports here.");
       }
@@ -486,22 +493,37 @@
       `${found.tested.toLocaleString("en")} tested; the smallest discoverable share is ` +
       `${(found.min_share * 100).toFixed(2)} % (found half the time at this n and \u03b5).`;
   }
-  // Reports per UTC day, on a dated axis: every day of the range, days without reports at 0.
+  // Every period of [from, to) in the metric's own period (hour, UTC day or ISO week from its
+  // Monday), oldest first, as ISO starts: the dated axis of the open-metric charts.
+  const SPAN = {hour: 3600000, day: 86400000, week: 7 * 86400000};
+  function periodStarts(doc) {
+    const span = SPAN[doc.granularity] || SPAN.day, from = Date.parse(doc.from), out = [];
+    let t = from - from % SPAN.hour;
+    if (doc.granularity !== "hour") t = from - from % SPAN.day;
+    if (doc.granularity === "week") t -= ((new Date(t).getUTCDay() + 6) % 7) * SPAN.day;
+    for (; t < Date.parse(doc.to); t += span) out.push(new Date(t).toISOString());
+    return out;
+  }
+  function periodAxis(doc, svg, y, y0, y1, percent, title, rows, plotW) {
+    const n = rows.length;
+    const x = i => LEFT + (i + 0.5) * plotW / Math.max(n, 1);
+    axes(svg, {granularity: doc.granularity, buckets: rows, from: doc.from}, y, y0, y1, percent,
+         title, n, x, LEFT + plotW);
+    return x;
+  }
+  // Reports per period (hour, day or week: one bar a period wide), empty periods at 0.
   function dayChart(doc) {
-    const seen = new Map(doc.days.map(d => [d.day, d])), days = [];
-    for (let t = Date.parse(`${doc.from.slice(0, 10)}T00:00:00Z`); t < Date.parse(doc.to);
-         t += 86400000) {
-      const day = new Date(t).toISOString().slice(0, 10);
-      days.push(seen.get(day) || {day, start: `${day}T00:00:00+00:00`, n: 0});
-    }
+    const seen = new Map(doc.days.map(d => [Date.parse(d.start), d]));
+    const days = periodStarts(doc).map(start => seen.get(Date.parse(start)) ||
+                                                {day: start.slice(0, 10), start, n: 0});
     const n = days.length, plotW = W - LEFT - RIGHT;
     const svg = el("svg", {viewBox: `0 0 ${W} ${H + 40}`, class: "chart days", role: "img",
-                           "aria-label": `${doc.metric}: reports per day`}, null, true);
+                           "aria-label": `${doc.metric}: reports per ${doc.granularity}`},
+                   null, true);
     const maxN = Math.max(1, ...days.map(d => d.n));
-    const x = i => LEFT + (i + 0.5) * plotW / Math.max(n, 1);
     const y = v => TOP + (1 - v / maxN) * (H - TOP);
-    axes(svg, {granularity: doc.granularity, buckets: days, from: doc.from}, y, 0, maxN, false,
-         "reports", n, x);
+    const x = periodAxis(doc, svg, y, 0, maxN, false, `reports per ${doc.granularity}`, days,
+                         plotW);
     days.forEach((d, i) => {
       const w = 0.8 * plotW / Math.max(n, 1);
       el("rect", {x: x(i) - w / 2, y: y(d.n), width: w, height: H - y(d.n), fill: "#b9c7d6",
@@ -509,7 +531,80 @@
     });
     return svg;
   }
+  // One string's share of reports per period, with its interval (simultaneous over the
+  // periods shown) as whiskers and a band, on a dated axis in percent. The string is set as
+  // text only (title, legend), never as markup.
+  function trendChart(doc, trend) {
+    const seen = new Map(trend.periods.map(p => [Date.parse(p.start), p]));
+    const rows = periodStarts(doc).map(start => seen.get(Date.parse(start)) ||
+                                                {start, n: 0, share: null});
+    const n = rows.length, plotW = W - LEFT - RIGHT;
+    const svg = el("svg", {viewBox: `0 0 ${W} ${H + 40}`, class: "chart trend", role: "img"},
+                   null, true);
+    svg.setAttribute("aria-label", `share of reports holding ${printable(trend.string)} per ` +
+                     doc.granularity);
+    const busy = rows.filter(r => r.share !== null);
+    const [lo, hi] = zoom(busy.flatMap(r => [r.share, r.lower, r.upper]), 0, 1);
+    const y = v => TOP + (1 - (Math.min(Math.max(v, lo), hi) - lo) / (hi - lo)) * (H - TOP);
+    const x = periodAxis(doc, svg, y, lo, hi, true,
+                         `share of reports (%)`, rows, plotW);
+    const idx = rows.map((r, i) => i).filter(i => rows[i].share !== null);
+    // A band and a line per run of adjacent periods with reports: none across a gap.
+    const runs = [];
+    idx.forEach(i => { if (runs.length && runs[runs.length - 1].slice(-1)[0] === i - 1)
+                         runs[runs.length - 1].push(i); else runs.push([i]); });
+    for (const run of runs.filter(r => r.length > 1)) {
+      const pts = run.map(i => `${x(i)},${y(Math.min(rows[i].upper, 1))}`).concat(run.slice()
+        .reverse().map(i => `${x(i)},${y(Math.max(rows[i].lower, 0))}`));
+      el("polygon", {points: pts.join(" "), fill: "#1f5fa8", "fill-opacity": 0.2,
+                     class: "band"}, svg, true);
+      el("polyline", {points: run.map(i => `${x(i)},${y(rows[i].share)}`).join(" "),
+                      fill: "none", stroke: "#1f5fa8", "stroke-width": 2, class: "estimate"},
+         svg, true);
+    }
+    for (const i of idx) {
+      const r = rows[i];
+      el("line", {x1: x(i), x2: x(i), y1: y(Math.max(r.lower, 0)), y2: y(Math.min(r.upper, 1)),
+                  stroke: "#1f5fa8", "stroke-opacity": 0.5, "stroke-width": 3}, svg, true);
+      const dot = el("circle", {cx: x(i), cy: y(r.share), r: 3.5, fill: "#1f5fa8",
+                                class: "point", "data-day": r.day}, svg, true);
+      el("title", {}, dot).textContent = `${printable(trend.string)}: ${r.label}: ` +
+        `${share(r.share, Math.max(r.lower, 0), Math.min(r.upper, 1))} of ` +
+        `${r.n.toLocaleString("en")} reports`;
+    }
+    if (y(0) <= H && y(0) >= TOP) el("line", {x1: LEFT, x2: LEFT + plotW, y1: y(0), y2: y(0),
+                                             stroke: "#888", "stroke-dasharray": "3 3"},
+                                     svg, true);
+    el("text", {x: LEFT + 8, y: TOP + 12, class: "legend"}, svg, true).textContent =
+      printable(trend.string);
+    return svg;
+  }
+  async function showTrend(doc, name, query, value, box) {
+    box.textContent = "";
+    box.removeAttribute("data-ready");
+    const q = new URLSearchParams(query); q.set("metric", name); q.set("string", value);
+    if (doc.version !== doc.current_version) q.set("version", String(doc.version));
+    try {
+      const r = await fetch(`${document.getElementById("charts").dataset.endpoint}?${q}`,
+                            {headers: auth()});
+      const one = await r.json();
+      if (!r.ok) throw new Error(one.detail || r.statusText);
+      el("h3", {}, box).textContent = `\u201c${printable(value)}\u201d per ${doc.granularity}`;
+      box.appendChild(trendChart(one, one.trend));
+      el("p", {class: "summary"}, box).textContent = `Share of each ${doc.granularity}'s ` +
+        `reports holding this string, unbiased (it may be below 0 where the string is ` +
+        `rare), with ${one.trend.intervals} intervals; every ${doc.granularity} with ` +
+        `reports has an estimate, also where the string was not discovered.`;
+    } catch (err) {
+      el("p", {class: "error"}, box).textContent = `Could not load the trend: ${err.message}`;
+    }
+    box.setAttribute("data-ready", "1");
+  }
   async function discovery(doc, name, query, section) {
+    if (doc.shortened) el("p", {class: "note"}, section).textContent =
+      `Shortened to the latest ${doc.read_budget.periods.toLocaleString("en")} ` +
+      `${doc.granularity}s with reports (the most one request reads); pick from/to for ` +
+      `another range.`;
     if (!doc.discovery) {
       el("p", {class: "summary", "data-n": 0}, section).textContent = "No reports in this range.";
       privacy(section, doc);
@@ -519,23 +614,36 @@
     el("p", {class: "summary", "data-n": doc.discovery.n}, section).textContent =
       foundLine(doc.discovery, doc, "Whole range") + " Only strings whose lower bound is " +
       `above 0 at ${Math.round(doc.confidence * 100)} % family-wise confidence are listed.`;
-    section.appendChild(foundTable(doc.discovery, doc)).setAttribute("data-period", "window");
+    const table = section.appendChild(foundTable(doc.discovery, doc));
+    table.setAttribute("data-period", "window");
+    const trendBox = el("div", {class: "trend"}, section);
+    table.querySelectorAll("tbody tr[data-string]").forEach(tr => {
+      const button = el("button", {type: "button", class: "trend-button"},
+                        el("td", {"data-field": "trend"}, tr));
+      button.textContent = "over time";
+      button.addEventListener("click", () => showTrend(doc, name, query, tr.dataset.string,
+                                                       trendBox));
+    });
+    el("th", {}, table.querySelector("thead tr")).textContent = `per ${doc.granularity}`;
     privacy(section, doc);
-    // Each day on its own, decoded when opened (a decode takes seconds).
+    // Each period on its own, decoded when opened (a decode takes seconds; a closed
+    // period's is kept by the server).
     for (const d of doc.days.slice().reverse()) {
       const fold = el("details", {class: "day", "data-day": d.day}, section);
       el("summary", {}, fold).textContent =
-        `${d.day}: ${d.n.toLocaleString("en")} reports`;
+        `${d.label || d.day}: ${d.n.toLocaleString("en")} reports`;
       fold.addEventListener("toggle", async () => {
         if (!fold.open || fold.dataset.loaded) return;
         fold.dataset.loaded = "1";
         const q = new URLSearchParams(query); q.set("metric", name); q.set("day", d.day);
+        if (doc.version !== doc.current_version) q.set("version", String(doc.version));
         try {
           const r = await fetch(`${document.getElementById("charts").dataset.endpoint}?${q}`,
                                 {headers: auth()});
           const one = await r.json();
           if (!r.ok) throw new Error(one.detail || r.statusText);
-          el("p", {class: "summary"}, fold).textContent = foundLine(one.discovery, one, d.day);
+          el("p", {class: "summary"}, fold).textContent =
+            foundLine(one.discovery, one, d.label || d.day);
           fold.appendChild(foundTable(one.discovery, one)).setAttribute("data-period", d.day);
         } catch (err) {
           el("p", {class: "error"}, fold).textContent = `Could not load ${d.day}: ${err.message}`;

@@ -5,13 +5,16 @@
     deniable audit --url https://telemetry.example.com --token KEY --all
     deniable audit --metrics-file deploy/metrics.example.toml dark_mode --json
     deniable audit --redis-url redis://127.0.0.1:6379/0 --log-file collector.log
+    deniable audit --client web             # the web client (node >= 18, a built web/dist)
 
 For each boolean metric it samples the client's privacy layer (one new simulated device per
 trial) and real Reporters uploading to a capturing server on loopback; a categorical,
 histogram or numeric metric (GRR, OUE, 1BitMean; read from its declaration with MetricSpec)
 is sampled through its mechanism's perturb with the secure system source; an open metric
 (od:) through the client's privacy layer, and its exact epsilon enumerated (held to the
-epsilon its entry states, or the client's default ceiling ln 9). It prints, per
+epsilon its entry states, or the client's default ceiling ln 9). With --client web the same
+checks judge the web client's reports and samplers, drawn in node from its built code. It
+prints, per
 check, the claimed epsilon, an empirical lower bound (95% by default), their ratio (tightness) and a
 verdict. Audit reports are never sent to a real collector: they would count as real data.
 Exit status: 0 when every claim holds, 1 when any check fails, 2 for bad usage. docs/audit.md

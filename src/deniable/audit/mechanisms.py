@@ -253,7 +253,8 @@ class KindSubject:
     @classmethod
     def of(cls, name: str, spec: MetricSpec) -> KindSubject:
         mechanism = spec.mechanism
-        assert not isinstance(mechanism, RandomizedResponse)
+        assert isinstance(mechanism, (KaryRandomizedResponse, UnaryEncoding, SubsetSelection,
+                                      BitMean))
         return cls(name, name, mechanism, spec)
 
     def inputs(self) -> list[Fraction | int]:
@@ -468,6 +469,9 @@ class Audit:
         for label, layer in (("wire", layers.wire), ("memo", layers.memo), ("irr", layers.irr)):
             if layer is None:
                 continue
+            if not isinstance(layer, RandomizedResponse):
+                problems.append(f"{label} layer {layer.id} is not randomized response")
+                continue
             parsed = RandomizedResponse.from_id(layer.id)
             if (parsed.p_yes_given_yes, parsed.p_yes_given_no) != (layer.p_yes_given_yes,
                                                                   layer.p_yes_given_no):
@@ -577,8 +581,10 @@ class Audit:
         findings: list[str] = []
         leaks = False
         for output in (0, 1):
-            yes = [min(t, cap) for t, v, o in zip(times, values, outputs) if v and o == output]
-            no = [min(t, cap) for t, v, o in zip(times, values, outputs) if not v and o == output]
+            yes = [float(min(t, cap)) for t, v, o in zip(times, values, outputs)
+                   if v and o == output]
+            no = [float(min(t, cap)) for t, v, o in zip(times, values, outputs)
+                  if not v and o == output]
             if min(len(yes), len(no)) < _MIN_TIMING_STRATUM:
                 continue
             test = welch_t(yes, no)
@@ -737,8 +743,8 @@ def kind_distribution(mechanism: KindMechanism, value: Fraction | int,
     statistic = 0.0
     worst = (0, 0.0)
     for i, count in enumerate(bits):
-        p = float(half if i == value else q)
-        z = (count - n * p) / math.sqrt(n * p * (1 - p))
+        rate = float(half if i == value else q)
+        z = (count - n * rate) / math.sqrt(n * rate * (1 - rate))
         statistic += z * z
         if abs(z) > abs(worst[1]):
             worst = (i, z)

@@ -420,6 +420,8 @@ def _kind_exact(subject: KindSubject, found: dict[str, Any]) -> tuple[list[str],
                                 f"the id {claimed}")
             elif left:
                 notes.append(f"P(1|{x}) within {float(left):.1e}")
+        notes.append(f"perturb's P(1|x) at {', '.join(found['p_one'])} "
+                     f"exact over every word")
     return problems, notes
 
 

@@ -122,6 +122,22 @@ def test_a_memo_layer_that_does_not_compose_to_the_wire_mechanism_fails(tmp_path
     assert not rows(results, "distribution")[0].passed
 
 
+@pytest.mark.parametrize("retry", [
+    "return BigInt(value % n);",  # a modulo instead of a rejection: biased
+    # one rejection, then a modulo: looks like a restart for one word only
+    "{ const again = source.bits(k); return BigInt(again < n ? again : again % n); }",
+])
+def test_a_below_that_does_not_reject_exactly_fails_exact(tmp_path: Path, retry: str) -> None:
+    wrong = broken(tmp_path, "random.js", """            if (value < n)
+                return BigInt(value);
+        }""", f"""            if (value < n)
+                return BigInt(value);
+            {retry}
+        }}""")
+    result = wrong.check_exact(SUBJECTS["os_grr_ln5"])  # below(5) picks the other category
+    assert not result.passed and "P(" in result.detail
+
+
 def test_a_web_client_that_reads_no_csprng_or_uses_math_random_fails(tmp_path: Path) -> None:
     wrong = broken(tmp_path, "random.js", "globalThis.crypto.getRandomValues(out);",
                    "for (let i = 0; i < n; i++) out[i] = Math.floor(Math.random() * 256);")

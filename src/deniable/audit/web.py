@@ -337,13 +337,20 @@ def _channel_problem(found: dict[str, Any], truth: int, d: int, p: Fraction,
     marked with a leading "!"."""
     wrong = [j for j in range(d) if not _within(found, str(j), p if j == truth else q)[0]]
     if set(found["outcomes"]) - {str(j) for j in range(d)}:
-        return f"! reports outside 0..{d - 1}"
+        return f"!reports outside 0..{d - 1}"
     if wrong:
         j = wrong[0]
-        return (f"! gives P({j}) = {found['outcomes'].get(str(j), '0')}, the id "
+        return (f"!gives P({j}) = {found['outcomes'].get(str(j), '0')}, the id "
                 f"{p if j == truth else q}")
-    left = Fraction(found["unfinished"])
-    return "exact" + (f" within {float(left):.1e}" if left else "")
+    return _coverage(Fraction(found["unfinished"]))
+
+
+def _coverage(left: Fraction) -> str:
+    """How much of an enumeration was followed, in words."""
+    if left == 1:
+        return ("not enumerated (a draw wider than 20 bits), left to the distribution "
+                "check")
+    return "exact over every word" + (f" (within {float(left):.1e})" if left else "")
 
 
 def _boolean_exact(subject: Subject, found: dict[str, Any]) -> tuple[list[str], list[str]]:
@@ -375,7 +382,7 @@ def _boolean_exact(subject: Subject, found: dict[str, Any]) -> tuple[list[str], 
                                 f"{layer['given'][bit]['outcomes'].get('1', '0')}, the id "
                                 f"{exact}")
             elif left > _UNDECIDED_MASS:
-                notes.append(f"{label}: {float(left):.1e} of the words not enumerated")
+                notes.append(f"{label} P(1|{bit}): {_coverage(left)}")
     return problems, notes or [f"{', '.join(want)} exact over every random word"]
 
 
@@ -396,7 +403,7 @@ def _kind_exact(subject: KindSubject, found: dict[str, Any]) -> tuple[list[str],
     if isinstance(mechanism, KaryRandomizedResponse):
         text = _channel_problem(found["index0"], 0, mechanism.d, mechanism.p, mechanism.q)
         (problems.append(f"its perturb {text[1:]}") if text.startswith("!")
-         else notes.append(f"perturb {text} over every word"))
+         else notes.append(f"perturb {text}"))
     elif isinstance(mechanism, UnaryEncoding):
         for key, claimed in (("other_bit", mechanism.q), ("true_bit", Fraction(1, 2))):
             ok, left = _within(found[key], "1", claimed)
@@ -418,10 +425,8 @@ def _kind_exact(subject: KindSubject, found: dict[str, Any]) -> tuple[list[str],
             if not ok:
                 problems.append(f"its perturb gives P(1|{x}) = {got['outcomes'].get('1', '0')}, "
                                 f"the id {claimed}")
-            elif left:
-                notes.append(f"P(1|{x}) within {float(left):.1e}")
-        notes.append(f"perturb's P(1|x) at {', '.join(found['p_one'])} "
-                     f"exact over every word")
+            else:
+                notes.append(f"P(1|{x}) {_coverage(left)}")
     return problems, notes
 
 

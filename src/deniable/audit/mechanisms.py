@@ -43,6 +43,10 @@ Open metrics (``OpenSubject``: the ``od:`` sketch) get the same three: ``epsilon
 the level and seed choice over every random word, replays the sampler, and finds the exact
 worst-case ratio, held to the declared epsilon (``deniable.audit.open_domain``).
 
+Another client is audited by the same checks with ``Audit(client=...)``: its reports and its
+enumerations come from it (``deniable.audit.web``: the web client in node), the verdicts from
+the functions here and in ``deniable.audit.open_domain``.
+
 This module runs the checks; the exact enumerations and the source scan are in
 ``deniable.audit.exactness``, the loopback upload harness in ``deniable.audit.traffic``, and
 the scan of a collector's Redis in ``deniable.audit.privacy_scan``.

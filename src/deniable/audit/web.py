@@ -4,7 +4,7 @@ the same functions, on reports and samplers of the built TypeScript client.
     client = WebClient.find()              # the repo's web/, built (web/dist), and node >= 18
     results = Audit(client=client).run(builtin_subjects())
 
-One ``node`` process per subject and check runs ``web_sampler.mjs`` (beside this module),
+One ``node`` process per subject, check and input runs ``web_sampler.mjs`` (beside this module),
 which imports the web client's own modules from ``<dir>/dist`` (those its Reporter uses) and:
 
 - streams reports (``reports``): a boolean metric's permanent answer from ``memoBit`` with a
@@ -231,7 +231,7 @@ class WebClient:
             "web client", "randomness", not problems,
             "; ".join(problems) if problems else
             "SYSTEM_BITS is a SecureBits and every block it draws is read from "
-            "crypto.getRandomValues (counted while it drew); device secrets likewise",
+            "crypto.getRandomValues (counted while it drew)",
             seconds=time.monotonic() - started)
 
     # -- exact -----------------------------------------------------------------------------

@@ -47,6 +47,7 @@ def test_the_sdist_builds_a_client_that_works(
         names = {Path(n).relative_to(Path(n).parts[0]).as_posix() for n in archive.getnames()
                  if len(Path(n).parts) > 1}
     assert {"src/deniable/client/py.typed", "src/deniable/collector/ingest.lua", "src/deniable/collector/templates/dashboard.html",
+            "src/deniable/audit/web_sampler.mjs",
             "pyproject.toml", "README.md"} <= names
     subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps",
                     "--no-build-isolation", "--target", str(tmp_path / "site"), str(sdist)],

@@ -43,6 +43,10 @@ Open metrics (``OpenSubject``: the ``od:`` sketch) get the same three: ``epsilon
 the level and seed choice over every random word, replays the sampler, and finds the exact
 worst-case ratio, held to the declared epsilon (``deniable.audit.open_domain``).
 
+Another client is audited by the same checks with ``Audit(client=...)``: its reports and its
+enumerations come from it (``deniable.audit.web``: the web client in node), the verdicts from
+the functions here and in ``deniable.audit.open_domain``.
+
 This module runs the checks; the exact enumerations and the source scan are in
 ``deniable.audit.exactness``, the loopback upload harness in ``deniable.audit.traffic``, and
 the scan of a collector's Redis in ``deniable.audit.privacy_scan``.
@@ -253,7 +257,8 @@ class KindSubject:
     @classmethod
     def of(cls, name: str, spec: MetricSpec) -> KindSubject:
         mechanism = spec.mechanism
-        assert not isinstance(mechanism, RandomizedResponse)
+        assert isinstance(mechanism, (KaryRandomizedResponse, UnaryEncoding, SubsetSelection,
+                                      BitMean))
         return cls(name, name, mechanism, spec)
 
     def inputs(self) -> list[Fraction | int]:
@@ -278,6 +283,40 @@ def _no_progress(label: str, done: int) -> None:
     pass
 
 
+class ClientUnderAudit(Protocol):
+    """Another client than this Python one, audited with the same checks
+    (``deniable.audit.web``: the web client). It draws reports with its own code and
+    enumerates its own samplers; the checks that judge them are this module's."""
+
+    @property
+    def name(self) -> str:
+        """The client, in words (``web``)."""
+        ...
+
+    def boolean_reports(self, subject: Subject, value: bool, devices: int, k: int,
+                        progress: Progress) -> list[int]:
+        """The ones among k reports of ``value`` by each of ``devices`` new devices."""
+        ...
+
+    def kind_reports(self, subject: KindSubject, value: Fraction | int, n: int,
+                     progress: Progress) -> list[int]:
+        """``n`` fresh reports of ``value`` (an index, or a number) as the Python ones read."""
+        ...
+
+    def open_reports(self, subject: OpenSubject, value: str, n: int,
+                     progress: Progress) -> list[int]:
+        """``n`` reports (cells) of the string ``value``."""
+        ...
+
+    def client_checks(self) -> list[CheckResult]:
+        """The client-wide checks: ``no-float`` and ``randomness``."""
+        ...
+
+    def check_exact(self, subject: AnySubject) -> CheckResult:
+        """The ``exact`` check of one subject, over the client's own samplers."""
+        ...
+
+
 @dataclass
 class Audit:
     """Runs the checks. Every argument has the default the ``deniable audit`` command uses.
@@ -295,6 +334,9 @@ class Audit:
         confidence: of the epsilon lower bounds (all of one check's bounds hold at once with
             at least this probability, so a true claim fails with at most 1 - confidence).
         progress: called as work advances.
+        client: another client to audit (the web client, ``deniable.audit.web``); None: this
+            Python client. The same checks judge its reports; timing and traffic run the
+            Python Reporter, so they are not run for another client.
     """
 
     trials: int = DEFAULT_TRIALS
@@ -306,6 +348,7 @@ class Audit:
     rng: RandomBits | None = None
     confidence: float = DEFAULT_CONFIDENCE
     progress: Progress = field(default=_no_progress)
+    client: ClientUnderAudit | None = None
 
     def work(self, subjects: Sequence[AnySubject]) -> int:
         """Units of work ``run`` will report through ``progress`` (for a progress bar)."""
@@ -315,24 +358,35 @@ class Audit:
             if isinstance(subject, (KindSubject, OpenSubject)):
                 units += len(subject.inputs()) * self.trials
             else:
-                units += 2 * self.trials + 2 * devices + 2 * self.timing_calls
+                units += 2 * self.trials + 2 * devices + (
+                    2 * self.timing_calls if self.client is None else 0)
         return units
 
     def run(self, subjects: Sequence[AnySubject]) -> list[CheckResult]:
         """Every check of every subject, in order."""
-        results: list[CheckResult] = [self.check_no_float(), self.check_randomness()]
+        client = self.client
+        results: list[CheckResult] = ([self.check_no_float(), self.check_randomness()]
+                                      if client is None else client.client_checks())
         for subject in subjects:
             rows: list[CheckResult] = []
             if isinstance(subject, OpenSubject):
-                rows.extend(check_open_reports(subject, self.trials, self.confidence, self.rng,
-                                               self.progress))
-                rows.append(check_open_exact(subject))
+                rows.extend(check_open_reports(
+                    subject, self.trials, self.confidence, self.rng, self.progress,
+                    None if client is None else client.open_reports))
+                rows.append(check_open_exact(subject) if client is None
+                            else client.check_exact(subject))
             elif isinstance(subject, KindSubject):
                 rows.extend(self.check_kind_reports(subject))
-                rows.append(check_kind_exact(subject))
+                rows.append(check_kind_exact(subject) if client is None
+                            else client.check_exact(subject))
             else:
                 rows.extend(self.check_one_report(subject))
                 rows.append(self.check_repeated(subject))
+                if client is not None:
+                    rows.append(client.check_exact(subject))
+                    results.extend(dataclasses.replace(row, mechanism=subject.mechanism.id)
+                                   for row in rows)
+                    continue
                 rows.append(self.check_exact(subject))
                 rows.append(self.check_timing(subject))
                 rows.append(self.check_traffic(subject))
@@ -350,6 +404,8 @@ class Audit:
         reporting draws independent coins per report, so one device serves every trial
         when k == 1 (the same code path, much faster)."""
         label = f"{subject.name}: {'yes' if value else 'no'}"
+        if self.client is not None:
+            return self.client.boolean_reports(subject, value, devices, k, self.progress)
         chunk = max(1, devices // 100)
         out: list[int] = []
         shared = self._device(subject) if subject.mode == "fresh" and k == 1 else None
@@ -416,6 +472,9 @@ class Audit:
         notes: list[str] = []
         for label, layer in (("wire", layers.wire), ("memo", layers.memo), ("irr", layers.irr)):
             if layer is None:
+                continue
+            if not isinstance(layer, RandomizedResponse):
+                problems.append(f"{label} layer {layer.id} is not randomized response")
                 continue
             parsed = RandomizedResponse.from_id(layer.id)
             if (parsed.p_yes_given_yes, parsed.p_yes_given_no) != (layer.p_yes_given_yes,
@@ -526,8 +585,10 @@ class Audit:
         findings: list[str] = []
         leaks = False
         for output in (0, 1):
-            yes = [min(t, cap) for t, v, o in zip(times, values, outputs) if v and o == output]
-            no = [min(t, cap) for t, v, o in zip(times, values, outputs) if not v and o == output]
+            yes = [float(min(t, cap)) for t, v, o in zip(times, values, outputs)
+                   if v and o == output]
+            no = [float(min(t, cap)) for t, v, o in zip(times, values, outputs)
+                  if not v and o == output]
             if min(len(yes), len(no)) < _MIN_TIMING_STRATUM:
                 continue
             test = welch_t(yes, no)
@@ -578,8 +639,10 @@ class Audit:
 
     def _kind_samples(self, subject: KindSubject, value: Fraction | int) -> list[int]:
         """``trials`` reports of ``value`` from the mechanism's ``perturb`` (fresh coins)."""
-        perturb = subject.mechanism.perturb
         label = f"{subject.name}: {value}"
+        if self.client is not None:
+            return self.client.kind_reports(subject, value, self.trials, self.progress)
+        perturb = subject.mechanism.perturb
         chunk = max(1, self.trials // 100)
         out: list[int] = []
         for start in range(0, self.trials, chunk):
@@ -684,8 +747,8 @@ def kind_distribution(mechanism: KindMechanism, value: Fraction | int,
     statistic = 0.0
     worst = (0, 0.0)
     for i, count in enumerate(bits):
-        p = float(half if i == value else q)
-        z = (count - n * p) / math.sqrt(n * p * (1 - p))
+        rate = float(half if i == value else q)
+        z = (count - n * rate) / math.sqrt(n * rate * (1 - rate))
         statistic += z * z
         if abs(z) > abs(worst[1]):
             worst = (i, z)

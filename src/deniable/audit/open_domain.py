@@ -192,10 +192,6 @@ def check_open_exact(subject: OpenSubject,
                                seconds=time.monotonic() - started, mechanism=mechanism.id)
         mass[outcome] += path.probability
     uniform = Fraction(1, levels * seeds)
-    uneven = [key for key, w in mass.items() if not w <= uniform <= w + unfinished]
-    if uneven or (not unfinished and len(mass) != levels * seeds):
-        problems.append(f"the (level, seed) choice is not uniform: {len(mass):,} of "
-                        f"{levels * seeds:,} pairs drawn, {len(uneven):,} off 1/{levels * seeds}")
     dists: list[Distribution] = []
     for value in subject.inputs():
         padded = normalise(value, reference.max_bytes)
@@ -213,25 +209,66 @@ def check_open_exact(subject: OpenSubject,
                             problems.append(f"report_probability({value!r}, {cell}) is "
                                             f"{mechanism.report_probability(padded, cell)}, "
                                             f"the enumeration gives {exact}")
+    found, noted = coin_problems(p, g)
+    problems.extend(f"its GRR: {text}" for text in found)
+    return judge_open_exact(subject, OpenEnumeration(mass, unfinished, dists, len(paths)),
+                            problems, (mechanism.likelihood_ratio, mechanism.epsilon),
+                            f"GRR {noted[0]}", started)
+
+
+@dataclass(frozen=True)
+class OpenEnumeration:
+    """What an enumeration of a client's open sketch found, for ``judge_open_exact``.
+
+    Attributes:
+        mass: (level, seed) -> the probability the sampler drew it.
+        unfinished: the probability of the draws not followed to the end.
+        dists: per audited string, (level, seed) -> true bucket -> probability.
+        paths: the sequences of draws followed.
+    """
+
+    mass: dict[tuple[int, int], Fraction]
+    unfinished: Fraction
+    dists: list[Distribution]
+    paths: int
+
+
+def judge_open_exact(subject: OpenSubject, found: OpenEnumeration, problems: list[str],
+                     claimed: tuple[Fraction, float], coin_note: str,
+                     started: float) -> CheckResult:
+    """The ``exact`` verdict of an open metric from an enumeration of either client: the
+    (level, seed) choice is uniform, the exact worst-case ratio over every cell and pair of
+    strings is the one the client claims (``claimed``: its likelihood ratio and epsilon), and
+    lies within the subject's ceiling. ``problems``: what the caller already found."""
+    mechanism = subject.mechanism
+    reference = OpenDomainSketch.from_id(mechanism.id)
+    levels, seeds, g, p, q = (reference.levels, reference.seeds, reference.g, reference.p,
+                              reference.q)
+    uniform = Fraction(1, levels * seeds)
+    mass, unfinished, dists = found.mass, found.unfinished, found.dists
+    uneven = [key for key, w in mass.items() if not w <= uniform <= w + unfinished]
+    if uneven or (not unfinished and len(mass) != levels * seeds):
+        problems.insert(0, f"the (level, seed) choice is not uniform: {len(mass):,} of "
+                           f"{levels * seeds:,} pairs drawn, {len(uneven):,} off "
+                           f"1/{levels * seeds}")
     ratios = [_pair_ratio(dists[i], dists[j], p, q, g)
               for i in range(len(dists)) for j in range(i + 1, len(dists))]
     ratio = None if None in ratios else max(r for r in ratios if r is not None)
     exact_epsilon = math.inf if ratio is None else math.log(ratio)
+    claimed_ratio, claimed_epsilon = claimed
     if ratio is None:
         problems.append("a cell one audited string can report and another cannot: epsilon "
                         "is infinite")
-    elif mechanism.likelihood_ratio != ratio:
-        problems.append(f"claims likelihood ratio {_ratio_text(mechanism.likelihood_ratio)}, "
+    elif claimed_ratio != ratio:
+        problems.append(f"claims likelihood ratio {_ratio_text(claimed_ratio)}, "
                         f"the enumeration gives {_ratio_text(ratio)}")
-    if ratio is not None and not math.isclose(mechanism.epsilon, exact_epsilon, rel_tol=1e-12):
-        problems.append(f"claims epsilon {mechanism.epsilon}, the enumeration gives "
+    if ratio is not None and not math.isclose(claimed_epsilon, exact_epsilon, rel_tol=1e-12):
+        problems.append(f"claims epsilon {claimed_epsilon}, the enumeration gives "
                         f"{exact_epsilon}")
     if ratio is not None and log_ratio_exceeds(
             ratio, Fraction(subject.ceiling) * (1 + ROUNDING_SLACK)):
         problems.append(f"exact epsilon {exact_epsilon:.6f} exceeds the ceiling "
                         f"{subject.ceiling:.6f} ({subject.ceiling_source})")
-    found, noted = coin_problems(p, g)
-    problems.extend(f"its GRR: {text}" for text in found)
     if problems:
         detail = f"{mechanism.id}: " + "; ".join(problems)
     else:
@@ -240,10 +277,10 @@ def check_open_exact(subject: OpenSubject,
                     f"all but {float(unfinished):.1e} of the draws (left to the distribution "
                     f"check)")
         detail = (f"{mechanism.id}: (level, seed) uniform over {levels} x {seeds:,} and the "
-                  f"same for {len(dists)} strings, over {coverage} ({len(paths):,} paths); "
+                  f"same for {len(dists)} strings, over {coverage} ({found.paths:,} paths); "
                   f"exact epsilon ln({_ratio_text(ratio)}) = {exact_epsilon:.6f} <= "
-                  f"{subject.ceiling:.6f} ({subject.ceiling_source}); GRR {noted[0]}")
-    return CheckResult(subject.name, "exact", not problems, detail, claim=mechanism.epsilon,
+                  f"{subject.ceiling:.6f} ({subject.ceiling_source}); {coin_note}")
+    return CheckResult(subject.name, "exact", not problems, detail, claim=claimed_epsilon,
                        bound=exact_epsilon, seconds=time.monotonic() - started,
                        mechanism=mechanism.id)
 
@@ -354,16 +391,22 @@ def _pair_events(reference: OpenDomainSketch, first: _Buckets, second: _Buckets,
             "report = neither": len(outputs) - ours - theirs}
 
 
+OpenReports = Callable[[OpenSubject, str, int, Progress], list[int]]
+"""reports(subject, string, n, progress): n reports (cells) of one string by a client."""
+
+
 def check_open_reports(subject: OpenSubject, trials: int, confidence: float,
-                       rng: RandomBits | None = None, progress: Progress = _no_progress
-                       ) -> list[CheckResult]:
+                       rng: RandomBits | None = None, progress: Progress = _no_progress,
+                       reports: OpenReports | None = None) -> list[CheckResult]:
     """The ``epsilon`` and ``distribution`` checks of an open metric, from ``trials`` reports
-    of each audited string by the real client (module docstring)."""
+    of each audited string by the real client (module docstring): the Python client's, or
+    those ``reports`` draws (the web client's, ``deniable.audit.web``)."""
     started = time.monotonic()
     mechanism = subject.mechanism
     reference = OpenDomainSketch.from_id(mechanism.id)
     values = subject.inputs()
-    samples = {v: client_reports(subject, v, trials, rng, progress) for v in values}
+    samples = {v: client_reports(subject, v, trials, rng, progress) if reports is None
+               else reports(subject, v, trials, progress) for v in values}
     first, second = (_Buckets(reference, v) for v in values[:2])
     events = [_pair_events(reference, first, second, samples[v]) for v in values[:2]]
     bound = epsilon_lower_bound(events[0], trials, events[1], trials, confidence)

@@ -100,9 +100,9 @@ def scan_redis_with_ids(client: redis.Redis | redis.cluster.RedisCluster, *,
         findings.extend(_key_findings(key, kind))
         kind_type = _text(client.type(key))
         if kind == "batch_markers" and kind_type == "hash":
-            markers = client.hgetall(key)
+            markers = {_raw(f): _raw(v) for f, v in client.hgetall(key).items()}
             values = [_text(v) for v in markers.values()]
-            identifiers.update(bytes(f).hex() for f in markers)
+            identifiers.update(f.hex() for f in markers)
             findings.extend(_marker_findings(key, markers))
         else:
             values = _values(client, key, kind_type)
@@ -319,3 +319,8 @@ def _addresses(text: str) -> Sequence[str]:
 
 def _text(value: object) -> str:
     return value.decode(errors="replace") if isinstance(value, bytes) else str(value)
+
+
+def _raw(value: bytes | str) -> bytes:
+    """A Redis reply as bytes (the scan's client returns bytes; a decoding one, str)."""
+    return value if isinstance(value, bytes) else value.encode()

@@ -5,13 +5,16 @@
     deniable audit --url https://telemetry.example.com --token KEY --all
     deniable audit --metrics-file deploy/metrics.example.toml dark_mode --json
     deniable audit --redis-url redis://127.0.0.1:6379/0 --log-file collector.log
+    deniable audit --client web             # the web client (node >= 18, a built web/dist)
 
 For each boolean metric it samples the client's privacy layer (one new simulated device per
 trial) and real Reporters uploading to a capturing server on loopback; a categorical,
 histogram or numeric metric (GRR, OUE, 1BitMean; read from its declaration with MetricSpec)
 is sampled through its mechanism's perturb with the secure system source; an open metric
 (od:) through the client's privacy layer, and its exact epsilon enumerated (held to the
-epsilon its entry states, or the client's default ceiling ln 9). It prints, per
+epsilon its entry states, or the client's default ceiling ln 9). With --client web the same
+checks judge the web client's reports and samplers, drawn in node from its built code. It
+prints, per
 check, the claimed epsilon, an empirical lower bound (95% by default), their ratio (tightness) and a
 verdict. Audit reports are never sent to a real collector: they would count as real data.
 Exit status: 0 when every claim holds, 1 when any check fails, 2 for bad usage. docs/audit.md
@@ -65,6 +68,12 @@ def register(commands: argparse._SubParsersAction) -> None:  # type: ignore[type
                         help="--redis-url is a Redis Cluster node")
     parser.add_argument("--log-file", type=Path, action="append", default=[], metavar="FILE",
                         help="with --redis-url, also scan these collector log files")
+    parser.add_argument("--client", choices=("python", "web"), default="python",
+                        help="the client audited: this Python client (default), or the web "
+                             "client run in node >= 18 (docs/audit.md, \"The web client\")")
+    parser.add_argument("--web-client", type=Path, metavar="DIR",
+                        help="with --client web: the built web client package directory "
+                             "(package.json and dist/; default: the repo's web/)")
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
     parser.set_defaults(run=run)
 
@@ -171,8 +180,19 @@ def run(args: argparse.Namespace) -> int:
     subjects = _subjects(args)
     if args.confidence is None:
         args.confidence = DEFAULT_CONFIDENCE
+    client = None
+    if args.client == "web":
+        from deniable.audit.web import WebClient, WebClientError
+        try:
+            client = WebClient.find(args.web_client)
+        except WebClientError as exc:
+            print(f"deniable audit: error: {exc}", file=sys.stderr)
+            return 2
+    elif args.web_client is not None:
+        print("deniable audit: error: --web-client goes with --client web", file=sys.stderr)
+        return 2
     audit = Audit(trials=args.trials, repeats=args.repeats, timing_calls=args.timing_calls,
-                  confidence=args.confidence)
+                  confidence=args.confidence, client=client)
     started = time.monotonic()
     with Progress(TextColumn("{task.description:<28}"), BarColumn(), MofNCompleteColumn(),
                   TimeElapsedColumn(), console=Console(stderr=True), transient=True) as bar:
@@ -188,7 +208,8 @@ def run(args: argparse.Namespace) -> int:
                                     cluster=args.redis_cluster))
     failed = [r for r in results if not r.passed]
     if args.json:
-        json.dump({"passed": not failed, "trials": args.trials, "repeats": args.repeats,
+        json.dump({"passed": not failed, "client": args.client, "trials": args.trials,
+                   "repeats": args.repeats,
                    "confidence": args.confidence,
                    "seconds": round(time.monotonic() - started, 1),
                    "results": [r.to_dict() for r in results]}, sys.stdout, indent=2)
@@ -201,7 +222,8 @@ def run(args: argparse.Namespace) -> int:
 def _print_table(results: list[Any], args: argparse.Namespace, seconds: float) -> None:
     from rich.console import Console
     from rich.table import Table
-    table = Table(title=f"deniable audit: {args.trials:,} trials per input, "
+    table = Table(title=f"deniable audit of the {args.client} client: {args.trials:,} trials "
+                        f"per input, "
                         f"k = {args.repeats} repeated reports, {args.confidence:.6g} lower bounds")
     for column in ("subject", "check", "claim ε", "bound ε", "tightness", "verdict", "detail"):
         table.add_column(column, overflow="fold")

@@ -611,13 +611,17 @@ class AllParts implements Parts<unknown, DimensionValues> {
       const memo = kind.upFront && this.memoLayer(r, metric, m);
       if (!memo) continue;
       const id = `${metric}\u0000${m.id}`;
-      const answers = this.answers.get(id) ?? new Map<number, Payload>();
+      // One map per metric and mechanism, set before any await: two derivations at once
+      // (init's and a catalogue fetch's) and drainOne fill the same one.
+      let answers = this.answers.get(id);
+      if (answers === undefined) this.answers.set(id, answers = new Map<number, Payload>());
       for (const key of kind.upFront!(m)) {
-        if (!answers.has(key) && !spend(r.ledger, metric, await r.tag(metric, memo, key), 0, Infinity)) {
+        if (answers.has(key)) continue;
+        const tag = await r.tag(metric, memo, key);  // the ledger read after it, not before
+        if (!spend(r.ledger, metric, tag, 0, Infinity)) {
           answers.set(key, await derive(r.secret, metric, memo, key));  // paid for
         }
       }
-      this.answers.set(id, answers);
     }
   }
 }

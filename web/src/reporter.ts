@@ -970,7 +970,8 @@ export const BOOLEAN: Parts = {
       // Refused: the other value's answer if paid (here or, as last read, elsewhere), else
       // nothing: the same for both values, so silence never says "changed" (issue 26).
       const instead = other(value) as 0 | 1;
-      if (!spend(r.ledger, metric, await r.tag(metric, mechanism, instead), 0, Infinity)) {
+      const tag = await r.tag(metric, mechanism, instead);
+      if (!spend(r.ledger, metric, tag, 0, Infinity)) {
         r.put(metric, mechanism.id, await memoBit(r.secret, metric, mechanism, instead), dims);
       }
       return;
@@ -988,13 +989,16 @@ export const BOOLEAN: Parts = {
     for (const [metric, mechanism] of r.catalogue) {
       if (r.fresh.has(metric)) continue;
       const key = `${metric}\u0000${mechanism.id}`;
-      const bits = r.memo.get(key) ?? [undefined, undefined];
+      // One array per key, set before any await: two derivations at once (init's and a
+      // catalogue fetch's) and drainOne fill the same one, and none is set over another.
+      let bits = r.memo.get(key);
+      if (bits === undefined) r.memo.set(key, bits = [undefined, undefined]);
       for (const v of [0, 1] as const) {
-        if (!spend(r.ledger, metric, await r.tag(metric, mechanism, v), 0, Infinity)) {
+        const tag = await r.tag(metric, mechanism, v);  // the ledger read after it, not before
+        if (!spend(r.ledger, metric, tag, 0, Infinity)) {
           bits[v] ??= await memoBit(r.secret, metric, mechanism, v);
         }
       }
-      r.memo.set(key, bits);
     }
   },
 

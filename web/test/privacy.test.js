@@ -300,6 +300,79 @@ for (const [entry, lib] of [["default", core], ["all", all]]) {
     assert.equal(ledger.m.paid.length, 1);  // never past the cap
     assert.equal(BigInt(ledger.m.spent), units(Math.log(3)));
   });
+
+  test(`${entry}: a catalogue served while the state loads loses no paid answer (no report lost)`,
+       async (t) => {
+    // The flake behind "past the cap ... the other value's paid answer" (7 reports, 6 counted):
+    // the first catalogue fetch derives the paid answers (prepareMemo) beside init's. Its
+    // answers were a map of its own, set over init's once its HMACs came back, and it read the
+    // ledger before awaiting a tag: an answer paid meanwhile (the early report) was lost, and
+    // a later value the cap refused, having no paid answer to stand in, was sent as nothing.
+    // Ordered, not timed: every HMAC is held until the test lets it finish.
+    const gate = holdSigns();
+    t.after(gate.restore);
+    const v1 = "rr:1/2:1/2";
+    const {server, counted} = await collector(booleanDoc("m", v1));
+    t.after(() => server.close());
+    const store = new MemoryStore();
+    const r = new lib.Reporter(server.url, {
+      onePerPeriod: false, log: () => undefined, store, secret: new core.StoreSecret(store),
+      maxMetricEpsilon: Math.log(3), metrics: {m: v1}});
+    r.report("m", true);                  // early: derived and paid in drainOne
+    await gate.arrived(1);                // init's tag of false (prepareMemo)
+    await gate.arrived(2);                // the catalogue fetch's own tag of false
+    await gate.release(1, 3);             // init asks its tag of true
+    await gate.release(2, 4);             // the fetch asks its tag of true, not yet known
+    await gate.release(3, 5);             // init done; the early report's answer asked
+    await gate.release(5);                // ... derived, paid: true's answer is paid
+    await until(() => !r.waiting, "drained");
+    gate.open();                          // the fetch's derivation finishes last
+    assert.equal(await r.waitReady(5000), true);
+    r.report("m", false);                 // past the cap: sent as true's paid answer
+    assert.equal(await r.close(5000), true);
+    assert.equal(r.stats().capRefused, 1);
+    const bits = counted().map((x) => x.bit);
+    assert.equal(bits.length, 2);
+    assert.deepEqual(bits, [bits[0], bits[0]]);
+  });
+}
+
+/**
+ * Hold every crypto.subtle.sign (each HMAC: ledger tags, memoized answers) until released, in
+ * the order they were asked: `arrived(n)` waits for the n-th; `release(i, next)` lets the i-th
+ * finish and waits for the `next`-th to be asked; `open()` lets every one through from then on.
+ */
+function holdSigns() {
+  const subtle = globalThis.crypto.subtle;
+  const sign = subtle.sign;
+  const calls = [];
+  let open = false;
+  subtle.sign = function (...args) {
+    const done = sign.apply(subtle, args);
+    if (open) return done;
+    let go;
+    calls.push(new Promise((resolve) => { go = resolve; }));
+    calls[calls.length - 1].go = go;
+    return Promise.all([done, calls[calls.length - 1]]).then(([mac]) => mac);
+  };
+  const arrived = (n) => until(() => calls.length >= n, `HMAC ${n} asked`);
+  return {
+    arrived,
+    release: async (i, next) => {
+      calls[i - 1].go();
+      if (next !== undefined) await arrived(next);
+      else await sleep(20);
+    },
+    open: () => {
+      open = true;
+      for (const c of calls) c.go();
+    },
+    restore: () => {
+      open = true;
+      for (const c of calls) c.go();
+      subtle.sign = sign;
+    },
+  };
 }
 
 /** x * 2**1074, exactly (as the ledger stores sums). */

@@ -579,16 +579,22 @@
       printable(trend.string);
     return svg;
   }
+  /** One more view of an open metric's data (`key`=`value`: a period or a string), for the
+   * version shown; throws the problem document's detail when the collector refuses it. */
+  async function fetchOpen(doc, name, query, key, value) {
+    const q = new URLSearchParams(query); q.set("metric", name); q.set(key, value);
+    if (doc.version !== doc.current_version) q.set("version", String(doc.version));
+    const r = await fetch(`${document.getElementById("charts").dataset.endpoint}?${q}`,
+                          {headers: auth()});
+    const one = await r.json();
+    if (!r.ok) throw new Error(one.detail || r.statusText);
+    return one;
+  }
   async function showTrend(doc, name, query, value, box) {
     box.textContent = "";
     box.removeAttribute("data-ready");
-    const q = new URLSearchParams(query); q.set("metric", name); q.set("string", value);
-    if (doc.version !== doc.current_version) q.set("version", String(doc.version));
     try {
-      const r = await fetch(`${document.getElementById("charts").dataset.endpoint}?${q}`,
-                            {headers: auth()});
-      const one = await r.json();
-      if (!r.ok) throw new Error(one.detail || r.statusText);
+      const one = await fetchOpen(doc, name, query, "string", value);
       el("h3", {}, box).textContent = `\u201c${printable(value)}\u201d per ${doc.granularity}`;
       box.appendChild(trendChart(one, one.trend));
       el("p", {class: "summary"}, box).textContent = `Share of each ${doc.granularity}'s ` +
@@ -635,13 +641,8 @@
       fold.addEventListener("toggle", async () => {
         if (!fold.open || fold.dataset.loaded) return;
         fold.dataset.loaded = "1";
-        const q = new URLSearchParams(query); q.set("metric", name); q.set("day", d.day);
-        if (doc.version !== doc.current_version) q.set("version", String(doc.version));
         try {
-          const r = await fetch(`${document.getElementById("charts").dataset.endpoint}?${q}`,
-                                {headers: auth()});
-          const one = await r.json();
-          if (!r.ok) throw new Error(one.detail || r.statusText);
+          const one = await fetchOpen(doc, name, query, "day", d.day);
           el("p", {class: "summary"}, fold).textContent =
             foundLine(one.discovery, one, d.label || d.day);
           fold.appendChild(foundTable(one.discovery, one)).setAttribute("data-period", d.day);

@@ -189,7 +189,7 @@ def test_max_unique_share_is_a_share(bad: object) -> None:
 
 # -- the estimates stay unbiased with the new choice ----------------------------------------
 
-@pytest.mark.parametrize("epsilon, d", [(2.0, 64), (2.0, 1024)])
+@pytest.mark.parametrize("epsilon, d", [(2.0, 64), pytest.param(2.0, 1024, marks=pytest.mark.slow)])
 def test_estimates_from_memoized_answers_of_the_choice_are_unbiased(epsilon: float,
                                                                      d: int) -> None:
     # 20,000 devices, each its own secret, one memoized answer each (one period): the counts

@@ -17,33 +17,35 @@ from collections import Counter
 import pytest
 
 HEAVIEST = (
-    # Seconds per file (call + setup + teardown) in `pytest -n 2 --dist loadfile --durations=80`
-    # on the 2-core machine under load 9-18, 2026-11-26; heaviest first. Idle, about a fifth.
-    "tests/collector/test_schemathesis.py",       # 157
-    "tests/analysis/test_audit.py",               # 128
-    "tests/test_no_orphans.py",                   # 123
-    "tests/e2e/test_discovery_live.py",           # 99
-    "tests/e2e/test_cap_silence.py",              # 96
-    "tests/e2e/test_demo_lifecycle.py",           # 94
-    "tests/e2e/test_demo_changes.py",             # 64
-    "tests/e2e/test_hostile_catalogue.py",        # 56
-    "tests/e2e/test_web_client.py",               # 54
-    "tests/e2e/test_web_version_churn.py",        # 46
-    "tests/test_typing.py",                       # 37
-    "tests/client/test_longitudinal.py",          # 35
-    "tests/e2e/test_fault_injection.py",          # 31
-    "tests/e2e/test_hostile_leaks.py",            # 30
-    "tests/e2e/test_version_history.py",          # 29
-    "tests/e2e/test_dashboard.py",                # 29
-    "tests/e2e/test_web_contract.py",             # 27
-    "tests/e2e/test_version_churn.py",            # 26
-    "tests/test_packaging.py",                    # 23
-    "tests/analysis/test_dashboard_kinds_browser.py",  # 23
-    "tests/collector/test_upgrade.py",            # 22
-    "tests/client/test_interrupts.py",            # 22
-    "tests/e2e/test_web_install.py",              # 21
-    "tests/test_release.py",                      # 20
-    "tests/test_doc_samples.py",                  # 20
+    # Seconds per file (call + setup + teardown) in `CI=true ./dev test --durations=0` (2
+    # workers) on the 2-core machine beside other jobs (load 1-5), 2026-11-26 23:46; heaviest
+    # first (all files: 773 s, on two workers 405 s).
+    "tests/collector/test_schemathesis.py",         # 47
+    "tests/e2e/test_discovery_live.py",             # 32
+    "tests/test_no_orphans.py",                     # 28
+    "tests/analysis/test_audit_open.py",            # 27
+    "tests/analysis/test_audit_power.py",           # 24
+    "tests/analysis/test_audit_builtins.py",        # 24
+    "tests/e2e/test_hostile_leaks.py",              # 18
+    "tests/e2e/test_client_network.py",             # 17
+    "tests/client/test_reporter_kinds.py",          # 17
+    "tests/e2e/test_web_client.py",                 # 17
+    "tests/e2e/test_demo_lifecycle.py",             # 15
+    "tests/e2e/test_version_churn.py",              # 15
+    "tests/e2e/test_cap_silence.py",                # 14
+    "tests/analysis/test_audit.py",                 # 14
+    "tests/e2e/test_fault_injection.py",            # 14
+    "tests/collector/test_backup.py",               # 12
+    "tests/collector/test_cluster_failover.py",     # 12
+    "tests/e2e/test_hostile_catalogue.py",          # 12
+    "tests/e2e/test_web_doc_samples.py",            # 11
+    "tests/collector/test_vm_kit.py",               # 11
+    "tests/e2e/test_demo_changes.py",               # 10
+    "tests/client/test_declaration.py",             # 10
+    "tests/client/test_subset_selection.py",        # 10
+    "tests/client/test_guest.py",                   # 9
+    "tests/client/test_reporter.py",                # 9
+    "tests/collector/test_hostile_review.py",       # 9
 )
 """Test files, heaviest first: xdist queues these before every other file."""
 

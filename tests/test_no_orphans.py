@@ -10,6 +10,8 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -32,7 +34,9 @@ def test_hold(redis_server, live_collector, tmp_path):
     workers = [int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit()
                and _ppid(p) in masters]
     pids = [os.getpid(), redis_server.process.pid, *masters, *workers]
-    Path(os.environ["HOLD_PIDS"]).write_text(" ".join(map(str, pids)))
+    ready = Path(os.environ["HOLD_PIDS"])
+    ready.with_suffix(".part").write_text(" ".join(map(str, pids)))
+    ready.with_suffix(".part").rename(ready)  # whole or absent: the readiness signal
     time.sleep(600)
 
 def _ppid(proc):
@@ -41,6 +45,9 @@ def _ppid(proc):
     except (OSError, IndexError, ValueError):
         return -1
 '''
+
+SIGNALS = {"SIGKILL": signal.SIGKILL, "SIGTERM": signal.SIGTERM, "Ctrl-C": signal.SIGINT}
+MODES = {"one-process": [], "xdist": ["-n", "1"]}
 
 
 def alive(pid: int) -> bool:
@@ -52,50 +59,80 @@ def alive(pid: int) -> bool:
     return state not in ("Z", "X")
 
 
-@pytest.mark.parametrize("workers", [[], ["-n", "1"]], ids=["one-process", "xdist"])
-@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM, signal.SIGINT],
-                         ids=["SIGKILL", "SIGTERM", "Ctrl-C"])
-def test_a_killed_run_leaves_no_redis_collector_or_nginx_running(tmp_path: Path, sig: int,
-                                                                 workers: list[str]) -> None:
-    """Under pytest-xdist (./dev test) the signal goes to the controller: its worker, which
-    started the servers, must die too, and they with it. Ctrl-C is SIGINT to the terminal's
-    foreground process group: the run gets a group of its own, and the whole group the
-    signal (the collector and nginx, in sessions of their own, get none)."""
-    (tmp_path / "conftest.py").write_text("from tests.conftest import *  # noqa: F403\n")
-    (tmp_path / "test_hold.py").write_text(HOLDING_TEST)
-    (tmp_path / "pytest.ini").write_text("[pytest]\n")
-    pids_file = tmp_path / "pids"
-    pids: list[int] = []
-    env = {**os.environ, "HOLD_PIDS": str(pids_file), "PYTHONPATH": str(ROOT)}
-    log = tmp_path / "run.log"
-    with log.open("wb") as out:
-        run = subprocess.Popen([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                                *workers, str(tmp_path / "test_hold.py")],
-                               cwd=tmp_path, env=env, stdin=subprocess.DEVNULL,
-                               stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+@dataclass
+class HeldRun:
+    """A pytest run (in a process group of its own) holding a redis-server, a collector and
+    an nginx until it is killed."""
+
+    process: subprocess.Popen[bytes]
+    pids_file: Path
+    log: Path
+
+    @classmethod
+    def start(cls, root: Path, workers: list[str]) -> HeldRun:
+        (root / "conftest.py").write_text("from tests.conftest import *  # noqa: F403\n")
+        (root / "test_hold.py").write_text(HOLDING_TEST)
+        (root / "pytest.ini").write_text("[pytest]\n")
+        pids_file, log = root / "pids", root / "run.log"
+        env = {**os.environ, "HOLD_PIDS": str(pids_file), "PYTHONPATH": str(ROOT)}
+        with log.open("wb") as out:
+            process = subprocess.Popen(
+                [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *workers,
+                 str(root / "test_hold.py")], cwd=root, env=env, stdin=subprocess.DEVNULL,
+                stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        return cls(process, pids_file, log)
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+        if self.pids_file.exists():  # a failed test's survivors: stop them here, not never
+            for pid in map(int, self.pids_file.read_text().split()):
+                if alive(pid):
+                    os.kill(pid, signal.SIGKILL)
+
+
+@pytest.fixture(scope="module")
+def held_runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, HeldRun]]:
+    """One held run per signal and mode, all started at once: each start (pytest, Redis,
+    gunicorn, nginx) mostly waits, so the six overlap, and each test waits only for its own."""
+    runs: dict[str, HeldRun] = {}
     try:
-        deadline = time.monotonic() + 90
-        while not pids_file.exists() and run.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert pids_file.exists(), f"the held run never started: {log.read_text()[-2000:]}"
-        time.sleep(0.2)  # the file is written in one call; let it be complete
-        pids.extend(int(p) for p in pids_file.read_text().split())
-        assert len(pids) >= 7  # pytest (or its xdist worker), redis-server, gunicorn and its 2
-        # workers, nginx and its worker
-        assert all(alive(pid) for pid in pids)
-        if sig == signal.SIGINT:
-            os.killpg(run.pid, sig)
-        else:
-            run.send_signal(sig)
-        run.wait(timeout=30)
-        deadline = time.monotonic() + 30  # gunicorn's graceful stop; seconds under load
-        while any(alive(pid) for pid in pids) and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert [pid for pid in pids if alive(pid)] == []
+        for sig in SIGNALS:
+            for mode, workers in MODES.items():
+                runs[f"{sig}-{mode}"] = HeldRun.start(
+                    tmp_path_factory.mktemp(f"held-{sig}-{mode}"), workers)
+        yield runs
     finally:
-        if run.poll() is None:
-            run.kill()
-            run.wait()
-        for pid in pids:  # a failed run's survivors: stop them here, not never
-            if alive(pid):
-                os.kill(pid, signal.SIGKILL)
+        for run in runs.values():
+            run.stop()
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("sig_name", SIGNALS)
+def test_a_killed_run_leaves_no_redis_collector_or_nginx_running(
+        held_runs: dict[str, HeldRun], sig_name: str, mode: str) -> None:
+    """Under pytest-xdist (./dev test) the signal goes to the controller: its worker, which
+    started the servers, must die too, and they with it (execnet stops a worker whose
+    controller is gone after 5 s). Ctrl-C is SIGINT to the terminal's foreground process
+    group: the run gets a group of its own, and the whole group the signal (the collector and
+    nginx, in sessions of their own, get none)."""
+    held, sig = held_runs[f"{sig_name}-{mode}"], SIGNALS[sig_name]
+    run = held.process
+    deadline = time.monotonic() + 120  # six runs start at once; seconds each under load
+    while not held.pids_file.exists() and run.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert held.pids_file.exists(), f"the held run never started: {held.log.read_text()[-2000:]}"
+    pids = [int(p) for p in held.pids_file.read_text().split()]
+    assert len(pids) >= 7  # pytest (or its xdist worker), redis-server, gunicorn and its 2
+    # workers, nginx and its worker
+    assert all(alive(pid) for pid in pids)
+    if sig == signal.SIGINT:
+        os.killpg(run.pid, sig)
+    else:
+        run.send_signal(sig)
+    run.wait(timeout=30)
+    deadline = time.monotonic() + 30  # gunicorn's graceful stop; seconds under load
+    while any(alive(pid) for pid in pids) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert [pid for pid in pids if alive(pid)] == []

@@ -64,6 +64,7 @@ def test_replay_serves_the_draws_then_zeros() -> None:
 
 # -- the shipped mechanism passes -----------------------------------------------------------
 
+@pytest.mark.slow
 def test_the_shipped_open_mechanism_has_exactly_its_claimed_epsilon() -> None:
     result = check_open_exact(SHIPPED)
     assert result.passed, result.detail
@@ -73,6 +74,7 @@ def test_the_shipped_open_mechanism_has_exactly_its_claimed_epsilon() -> None:
     assert result.mechanism == SHIPPED.mechanism.id
 
 
+@pytest.mark.slow
 def test_a_family_whose_counts_are_no_powers_of_two_is_exact_too() -> None:
     # 12 levels x 1,000 seeds: below(12) and below(1000) reject some words, yet each is
     # enumerated at its values, so the enumeration is finite and exact.
@@ -159,6 +161,7 @@ class Misclaimed(OpenDomainSketch):
 ID = "od:16:1:1024:10:1/2"
 
 
+@pytest.mark.slow
 def test_a_p_above_the_ceiling_fails_the_exact_check() -> None:
     # p = 3/5, g = 10: p / q = 13.5, epsilon ln 13.5 = 2.60 over the declared ln 9.
     result = check_open_exact(subject_of(OpenDomainSketch.from_id("od:16:1:1024:10:3/5")))
@@ -166,6 +169,7 @@ def test_a_p_above_the_ceiling_fails_the_exact_check() -> None:
     assert result.bound == pytest.approx(math.log(13.5))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("broken", [LevelByValue, SeedByValue], ids=["level", "seed"])
 def test_a_value_dependent_level_or_seed_fails_exact_and_distribution(broken: type) -> None:
     subject = subject_of(broken(16, 1, 1024, 10, Fraction(1, 2)))
@@ -196,6 +200,7 @@ def test_an_uneven_level_and_seed_choice_fails_the_exact_check() -> None:
     assert not result.passed and "(level, seed) choice is not uniform" in result.detail
 
 
+@pytest.mark.slow
 def test_a_claim_that_is_not_the_enumerations_worst_case_fails() -> None:
     result = check_open_exact(subject_of(Misclaimed(16, 1, 1024, 10, Fraction(1, 2))))
     assert not result.passed and "claims likelihood ratio 4, the enumeration gives 9" \
@@ -204,6 +209,7 @@ def test_a_claim_that_is_not_the_enumerations_worst_case_fails() -> None:
 
 # -- the command ----------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_the_command_audits_open_metrics_and_names_mechanism_and_exact_epsilon(
         tmp_path, capsys: pytest.CaptureFixture[str]) -> None:  # type: ignore[no-untyped-def]
     path = tmp_path / "metrics.toml"

@@ -88,6 +88,7 @@ def test_an_open_metric_without_a_decoder_names_the_report(app, redis_client) ->
     assert answer.status_code == 422 and "deniable report" in answer.json["detail"]
 
 
+@pytest.mark.slow
 def test_an_open_metric_shows_what_the_analysis_discovers(app, redis_client) -> None:  # type: ignore[no-untyped-def]
     spec = SPECS["open"]
     _register(redis_client, "crash_sig", spec)

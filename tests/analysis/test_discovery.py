@@ -26,7 +26,7 @@ class _Seeded:
         return self._random.getrandbits(k) if k else 0
 
 
-@pytest.mark.parametrize("step", [1, 2])
+@pytest.mark.parametrize("step", [1, pytest.param(2, marks=pytest.mark.slow)])  # 2: 2-5 s
 def test_numpy_hash_is_the_clients(step: int) -> None:
     sketch = OpenDomainSketch(max_bytes=12, step=step, seeds=64, g=37, p=Fraction(1, 2))
     rng = np.random.default_rng(7)
@@ -56,6 +56,7 @@ def _counters(sketch: OpenDomainSketch, population: dict[str, int], seed: int) -
     return counters
 
 
+@pytest.mark.slow
 def test_discovers_the_known_top_set_and_nothing_outside_the_population() -> None:
     """30,000 devices through the real client at epsilon 4: five strings of 3-8 bytes hold
     20, 15, 10, 8 and 6 % of devices, 1,230 strings hold 0.033 % each.

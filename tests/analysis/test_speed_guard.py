@@ -90,6 +90,7 @@ def _timed(run: Callable[[], object]) -> float:
     return time.perf_counter() - began
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("spec", "count"), [(BOOLEAN, 400), (CATEGORICAL, 80)],
                          ids=["boolean", "categorical-16"])
 def test_the_analysis_stays_within_ten_times_the_numpy_floor(redis_client: redis.Redis,

@@ -74,6 +74,7 @@ def test_a_margin_is_read_in_what_the_metric_estimates_and_nonsense_is_refused( 
         assert bad.value.code == 2 and why in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_plan_collector_reads_a_numeric_margin_in_its_unit(redis_url, redis_client, tmp_path,  # type: ignore[no-untyped-def]
                                                           capsys) -> None:
     from deniable.collector.server import CollectorProcess

@@ -17,6 +17,7 @@ from tests.conftest import OPEN_ENV
 from tests.nginx_kit import private_ca, vm_nginx
 
 
+@pytest.mark.slow
 def test_report_trusts_a_private_ca_with_cacert(redis_url: str, redis_client, metrics_file: Path,  # type: ignore[no-untyped-def]
                                                 tmp_path: Path, capsys) -> None:
     tls = private_ca(tmp_path / "tls")

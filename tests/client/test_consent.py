@@ -63,6 +63,7 @@ def test_a_reporter_constructed_disabled_leaves_no_state(
     queue, state = tmp_path / "q.db", tmp_path / "q.db.privacy"
     with Reporter("http://127.0.0.1:9", metrics=METRICS, queue_path=queue) as earlier:
         earlier.report("dark_mode", True)  # an earlier run, with consent: state on disk
+        earlier.close(timeout=0)  # nothing listens on port 9: close now, not after 10 s
     assert (state / "secret").is_file() and (state / "periods.json").is_file()
     with Reporter("http://127.0.0.1:9", metrics=METRICS, queue_path=queue,
                   enabled=False) as reporter:

@@ -126,6 +126,7 @@ with Reporter(sys.argv[1], metrics=sys.argv[2]) as reporter:  # no queue_path, a
 """
 
 
+@pytest.mark.slow
 def test_a_short_lived_process_loses_nothing_run_after_run(tmp_path: Path) -> None:
     """Issue 26: a CLI run once a day without queue_path used to send nothing, run after run
     (``Stats(sent=0, not_ready=2)``): the catalogue never arrived in time and was never cached.

@@ -88,6 +88,7 @@ def test_the_formula_equals_the_enumeration_of_every_answer(mechanism: object,
 
 # -- the measurement through the real memo code -----------------------------------------------
 
+@pytest.mark.slow
 def test_ten_boolean_metrics_the_reference_figure() -> None:
     # The docs' example: ten metrics at the default rr:1/2:1/2, a device's ten permanent bits.
     # Exactly: sum_j C(10, j) p_j (1 - p_j)^(N - 1), p_j = (1/4)^j (3/4)^(10 - j) = 0.63 %.
@@ -132,6 +133,7 @@ def test_the_automatic_choice_leaves_at_most_one_percent_unique(kind: str, epsil
     assert unique / N <= MAX_UNIQUE_SHARE
 
 
+@pytest.mark.slow
 def test_a_numeric_value_held_constant_repeats_one_bit() -> None:
     # One grid point, one 1BitMean bit: two answers in all, so none is unique among 20,000
     # (each is held by a share a or 1 - a >= 0.27 at epsilon 1: expected singletons ~ 0).
@@ -139,6 +141,7 @@ def test_a_numeric_value_held_constant_repeats_one_bit() -> None:
     assert _measured(mechanism, Fraction(4321), seed=7) == 0
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mechanism, at_least", [
     (UnaryEncoding.from_epsilon(2.0, 64, TAG), 0.99),
     (SubsetSelection.from_epsilon(2.0, 64, TAG), 0.99)])
@@ -189,7 +192,7 @@ def test_max_unique_share_is_a_share(bad: object) -> None:
 
 # -- the estimates stay unbiased with the new choice ----------------------------------------
 
-@pytest.mark.parametrize("epsilon, d", [(2.0, 64), (2.0, 1024)])
+@pytest.mark.parametrize("epsilon, d", [(2.0, 64), pytest.param(2.0, 1024, marks=pytest.mark.slow)])
 def test_estimates_from_memoized_answers_of_the_choice_are_unbiased(epsilon: float,
                                                                      d: int) -> None:
     # 20,000 devices, each its own secret, one memoized answer each (one period): the counts

@@ -25,6 +25,7 @@ MECHANISM = BitMean.from_epsilon(1.0, 0, 10000)
 DEVICES, DAYS, DRIFT = 300, 30, 150
 
 
+@pytest.mark.slow
 def test_a_drifting_population_reports_every_day_and_the_ledger_stays_under_the_cap() -> None:
     truth = random.Random(26)
     guards = [LongitudinalGuard(IN_MEMORY) for _ in range(DEVICES)]

@@ -43,6 +43,7 @@ def test_the_client_imports_and_reports_without_fcntl(live_collector, tmp_path: 
     assert not any(p.name.endswith(".d") for p in state.iterdir())  # every lock released
 
 
+@pytest.mark.slow
 def test_the_fallback_lock_excludes_other_processes(tmp_path: Path) -> None:
     counter = tmp_path / "counter"
     counter.write_text("0")

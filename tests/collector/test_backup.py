@@ -119,6 +119,7 @@ def run(*command: str) -> str:
     return done.stdout
 
 
+@pytest.mark.slow
 def test_a_backup_restores_every_key_with_aof_on_and_the_report_is_identical(
         production_redis: ProductionRedis, live_client: redis.Redis, metrics_file: Path,
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

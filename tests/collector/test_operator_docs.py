@@ -12,6 +12,7 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 import redis
 import requests
 
@@ -41,6 +42,7 @@ def post(url: str, key: str) -> int:
                          headers={"Authorization": f"Bearer {key}"}).status_code
 
 
+@pytest.mark.slow
 def test_the_key_rotation_commands_of_the_docs_rotate_a_key(
         live_secure_collector: CollectorProcess, redis_url: str,
         redis_client: redis.Redis) -> None:
@@ -65,6 +67,7 @@ def test_the_key_rotation_commands_of_the_docs_rotate_a_key(
     assert listed[new.split("_")[1]].app == "rotating-app"
 
 
+@pytest.mark.slow
 def test_a_metrics_file_behind_the_admin_api_is_noted_once_in_json(
         metrics_file: Path, tmp_path: Path) -> None:
     with RedisServer(tmp_path / "redis") as own_redis:

@@ -45,6 +45,7 @@ def collector(tmp_path: Path, redis_url: str, redis_client: redis.Redis):  # typ
         yield process
 
 
+@pytest.mark.slow
 def test_the_valid_metrics_of_a_batch_are_counted_and_the_mismatched_one_is_kept(
         collector: CollectorProcess, redis_client: redis.Redis, tmp_path: Path) -> None:
     app_metrics = tmp_path / "app.toml"

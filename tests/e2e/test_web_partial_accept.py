@@ -60,6 +60,7 @@ def run(args: list[str]) -> dict[str, Any]:
     return result
 
 
+@pytest.mark.slow
 def test_a_node_devices_valid_metrics_are_counted_and_the_mismatched_one_is_kept(
         collector: CollectorProcess, redis_client: redis.Redis, tmp_path: Path) -> None:
     device = tmp_path / "device"

@@ -51,7 +51,9 @@ from deniable.client.categorical import (KaryRandomizedResponse, SubsetSelection
                                          UnaryEncoding)
 from deniable.client.composition import split
 from deniable.client.errors import DeniableError
+from deniable.client.kinds import kind_of
 from deniable.client.mechanism import RandomizedResponse
+from deniable.client.metrics import DECLARATION_FIELDS
 from deniable.client.numeric import BitMean
 from deniable.client.open_domain import OpenDomainSketch, bucket, normalise
 
@@ -315,12 +317,10 @@ def _declaration(subject: KindSubject | OpenSubject) -> dict[str, Any] | str:
         return {"kind": "open", "mechanism": mechanism.id, "max_bytes": mechanism.max_bytes}
     if isinstance(mechanism, BitMean) or spec is None:
         return mechanism.id
-    table: dict[str, Any] = {"kind": spec.kind, "mechanism": mechanism.id}
-    if spec.kind == "histogram":
-        table["edges"] = [str(e) for e in spec.edges]
-    else:
-        table["categories"] = list(spec.categories)
-    return table
+    # The kind's own catalogue fields that a metrics file declares.
+    fields = kind_of(spec.kind).describe(spec)
+    return {"kind": spec.kind, "mechanism": mechanism.id,
+            **{k: v for k, v in fields.items() if k in DECLARATION_FIELDS}}
 
 
 def _within(found: dict[str, Any], key: str, claimed: Fraction) -> tuple[bool, Fraction]:

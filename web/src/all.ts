@@ -31,24 +31,23 @@ import {FIELDS} from "./declaration.js";
 import {InvalidParameterError} from "./errors.js";
 import {alwaysFresh, KIND_TABLE, kindNamed} from "./kinds/table.js";
 import {boolean} from "./kinds/boolean.js";
-import {type Encoded, type Kind as KindModule, kindName, type Metric} from "./kinds/kind.js";
-import type {RandomBits} from "./random.js";
+import {kindName, type Reported, type Reporting} from "./kinds/kind.js";
 import {
   alphaThreshold, type AnyMetric, type Declared, declareMetric, type KindDeclaration, KINDS,
   MetricSpec, parseAllCatalogue,
 } from "./kinds.js";
 import {declaredLayer, split} from "./layers.js";
 import {Rr} from "./mechanism.js";
-import {memoBit} from "./memo.js";
 import {type Catalogue, lookup} from "./catalogue.js";
 import {spend} from "./privacy.js";
 import {type Budget, BUDGETS_KEY, BudgetExceededError, type BudgetLedger, chargeBudget, checkBudgets,
   periodStart} from "./budget.js";
 import {PrivacyLoss} from "./loss.js";
 import {identifying} from "./unique.js";
-import {type Parts, Reporter as Core, type ReporterOptions as BooleanOptions,
+import {Parts, Reporter as CoreReporter, type ReporterOptions as BooleanOptions,
   type Stats as BooleanStats} from "./reporter.js";
 import type {Dims, Payload} from "./wire.js";
+import type {DeadLetter} from "./queue.js";
 
 // The public API (docs/web.md, "What each entry exports"): the default entry's, this Reporter,
 // and what its declarations, methods and errors name.
@@ -145,15 +144,10 @@ const ONLY_FOR: [string, string[]][] = FIELDS.map((field): [string, string[]] =>
 /**
  * deniable-client/all's parts (reporter.ts, Parts): every kind (kinds.ts and kinds/*.ts), the
  * instantaneous layer (layers.ts), budgets (budget.ts) and public dimensions (dimensions.ts).
- * Every kind takes one path (report, drainOne, prepareMemo, charge), asking the kind (kindOf)
- * for the encoding, rounding, stand-ins and the answers derived up front.
+ * Every kind takes the reporter's one path (reporter.ts: report, drainOne, prepareMemo); these
+ * parts give it the kind of each metric (kindOf) and the features' hooks.
  */
-class AllParts implements Parts<unknown, DimensionValues> {
-  /** metric \0 mechanism id -> memo key (a boolean's bit, a category index or grid point) ->
-   * its paid answer (under the memo layer, for a boolean with an instantaneous layer). */
-  private readonly answers = new Map<string, Map<number, Payload>>();
-  /** metric -> the device's α-point rounding threshold (numeric metrics). */
-  private readonly alphas = new Map<string, bigint>();
+class AllParts extends Parts<unknown, DimensionValues> {
   private readonly device: Record<string, string>;
   /** The app's declared dimensions: metric -> Dimensions (metrics that declare none absent);
    * the only ones ever attached (a served list changes nothing). */
@@ -162,7 +156,7 @@ class AllParts implements Parts<unknown, DimensionValues> {
   /** Boolean metric -> its declared instantaneous layer (layers.ts). */
   private readonly irrs: Map<string, Rr>;
   /** metric \0 wire id -> its memo layer, or null if the layer cannot produce wire's reports. */
-  private readonly memoLayers = new Map<string, Metric | null>();
+  private readonly memoLayers = new Map<string, Reported | null>();
   /** metric -> [epsilon, period in seconds] (the budgets option). */
   private readonly budgets: Map<string, [number, number]>;
   private readonly clock: () => number;
@@ -178,6 +172,7 @@ class AllParts implements Parts<unknown, DimensionValues> {
    *   or `dimensions` that do not map dimension names to strings (DimensionError).
    */
   constructor(options: ReporterOptions) {
+    super();
     const device = deviceDimensions(options.dimensions);
     const budgets = checkBudgets(options.budgets);
     const declaredDims = new Map<string, Dimensions>();
@@ -233,12 +228,14 @@ class AllParts implements Parts<unknown, DimensionValues> {
         .then((read) => { this.spending = {...read, ...this.spending}; }, () => undefined);
     }
     for (const [name, m] of r.declared.metrics) {
-      if (isFresh(r, name, m)) Object.assign(r.declared.policies.get(name)!, {memoization: "fresh"});
+      // A kind that always draws fresh coins (open): reported as declared fresh.
+      if (this.kindOf(m).fresh) r.fresh.add(name);
+      if (r.fresh.has(name)) Object.assign(r.declared.policies.get(name)!, {memoization: "fresh"});
     }
     for (const [name, layer] of irrs) {
       Object.assign(r.declared.policies.get(name)!, {memoization: "instantaneous", irr: layer.id});
       try {
-        split(r.declared.metrics.get(name)!, layer);
+        split(r.declared.metrics.get(name) as Rr, layer);
       } catch (error) {
         throw new InvalidParameterError(`metric '${name}': instantaneous: ${(error as Error).message}`);
       }
@@ -246,12 +243,17 @@ class AllParts implements Parts<unknown, DimensionValues> {
   }
 
   /** A categorical mechanism's memoized answer may single the device out (unique.ts). */
-  identifying(m: Rr): string | undefined {
+  override identifying(m: Reported): string | undefined {
     return identifying(m);
   }
 
+  /** The kind of `m` (kinds/*.ts): a boolean's Rr is boolean, a MetricSpec knows its own. */
+  override kindOf(m: Reported): Reporting {
+    return (m instanceof MetricSpec ? m.kindOf : boolean) as Reporting;
+  }
+
   /** Every kind (kinds.ts, declareMetric). */
-  declare(name: string, value: unknown): Rr {
+  override declare(name: string, value: unknown): Reported {
     const table = value?.constructor === Object ? value as Record<string, unknown> : {};
     for (const [field, kinds] of ONLY_FOR) {
       if (field in table && !kinds.includes(table.kind as string)) {
@@ -259,61 +261,7 @@ class AllParts implements Parts<unknown, DimensionValues> {
                                         "metrics declare it");
       }
     }
-    return declareMetric(name, value as Declared) as Rr;
-  }
-
-  /**
-   * Perturb `trueValue` for `metric` and queue the perturbed report. Never touches the network.
-   *
-   * `trueValue` is what the metric's kind takes: a boolean (or 0/1), a declared category
-   * label, or a number (histogram: put in its bucket; numeric: in [lower, upper]), clamped
-   * only if the metric declares clamp.
-   *
-   * `dims` gives public dimension values for this report (e.g. `{platform: "ios"}`), over the
-   * device-wide `dimensions` option; only dimensions the metric declares are attached. They
-   * travel in clear: they are NOT protected by local differential privacy. A value off the
-   * list counts as `other` where the dimension declares it.
-   *
-   * @throws DimensionError (an InvalidParameterError) a dimension the metric does not
-   *   declare, a value that is not a string, or one off its list (without `other`), per call
-   *   or device-wide; `field` names the dimension. Checked first; nothing is queued or sent.
-   * @throws InvalidParameterError a value the metric does not take (the message never shows
-   *   it), or `dims` that is not an object; nothing is queued or sent.
-   * @throws UnknownMetricError the app does not declare `metric` (whatever the value);
-   *   nothing is queued or sent.
-   * @throws QueueError the reporter is closed.
-   */
-  report(r: Core, metric: string, trueValue: unknown, dims?: DimensionValues): void {
-    const m = r.declaredMetric(metric) as AnyMetric;
-    if (r.disabled || r.held(metric)) return;
-    // Public dimensions first, as in Python: a refused one spends nothing.
-    const stated = this.stated(metric, dims);
-    const kind = kindOf(m);
-    const encoded = kind.encode(m, trueValue);  // throws for a value the metric does not take
-    if (r.skipped(metric)) return;
-    const fresh = isFresh(r, metric, m);
-    // The memoized answer's mechanism: the metric's, or the memo layer under an instantaneous one.
-    const memo = fresh ? m : this.memoLayer(r, metric, m);
-    if (memo === undefined) return void r.counts.withheld++;
-    // Behind reports still waiting, it waits too: reports keep their call order; drainOne
-    // decides (and substitutes).
-    if (r.waiting) return this.wait(r, metric, trueValue, dims);
-    if (fresh) return this.putFresh(r, metric, m, perturb(m, encoded, r.rng), stated, true);
-    const alpha = kind.rounds ? this.alphas.get(metric) : 0n;
-    const key = alpha === undefined ? undefined : memoKey(m, encoded, alpha);
-    // Its memoized answer (through its instantaneous layer), if derived and paid for.
-    const known = this.answers.get(`${metric}\u0000${m.id}`);
-    const answer = key === undefined ? undefined : known?.get(key);
-    if (answer !== undefined) return r.put(metric, m.id, this.layered(r, metric, answer), stated);
-    // A kind whose paid answers are all derived up front (upFront: booleans) knows the cap's
-    // refusal now: the first paid stand-in (instead), else nothing (issue 26). Any other new
-    // answer is derived and charged asynchronously, and a refused one substituted there, so
-    // no kind is silent for one value once an answer is paid.
-    if (key === undefined || !kind.upFront || !r.refused(metric, memo, key)) {
-      return this.wait(r, metric, trueValue, dims);
-    }
-    const instead = kind.instead(m, key).map((k) => known?.get(k)).find((a) => a !== undefined);
-    if (instead !== undefined) r.put(metric, m.id, this.layered(r, metric, instead), stated);
+    return declareMetric(name, value as Declared);
   }
 
   /**
@@ -324,14 +272,14 @@ class AllParts implements Parts<unknown, DimensionValues> {
    */
   privacyLoss(r: Core, metric: string): PrivacyLoss {
     const m = lookup(r.catalogue, metric) as unknown as AnyMetric;
-    return new PrivacyLoss(metric, m instanceof MetricSpec ? m.mechanism : m, !isFresh(r, metric, m),
+    return new PrivacyLoss(metric, m instanceof MetricSpec ? m.mechanism : m, !r.fresh.has(metric),
                            this.irrs.get(metric));
   }
 
   /** The mechanism of boolean `metric`'s permanent answers under `wire`: wire itself, or
    * split(wire, its instantaneous layer); undefined (said once) if the layer cannot produce
    * reports that follow wire (a served version it cannot reach: withheld, as Python's guard). */
-  private memoLayer(r: Core, metric: string, wire: Metric): Metric | undefined {
+  override memoLayer(r: Core, metric: string, wire: Reported): Reported | undefined {
     const irr = this.irrs.get(metric);
     if (irr === undefined) return wire;
     const key = `${metric}\u0000${wire.id}`;
@@ -350,7 +298,7 @@ class AllParts implements Parts<unknown, DimensionValues> {
 
   /** What one report sends for the permanent answer `answer`: a fresh secure draw of the
    * metric's instantaneous layer over it (booleans), or the answer itself. */
-  private layered(r: Core, metric: string, answer: Payload): Payload {
+  override layered(r: Core, metric: string, answer: Payload): Payload {
     return this.irrs.get(metric)?.perturb(answer as 0 | 1, r.rng) ?? answer;
   }
 
@@ -360,7 +308,7 @@ class AllParts implements Parts<unknown, DimensionValues> {
    * @throws BudgetExceededError (if `sync`: from report()) the budget as last read refuses
    *   it; counted, nothing queued.
    */
-  private putFresh(r: Core, metric: string, m: {id: string; epsilon: number}, payload: Payload,
+  override putFresh(r: Core, metric: string, m: {id: string; epsilon: number}, payload: Payload,
                    stated: Dims | undefined, sync: boolean): void {
     const budget = this.budgets.get(metric);
     if (budget === undefined) return r.put(metric, m.id, payload, stated);
@@ -406,20 +354,18 @@ class AllParts implements Parts<unknown, DimensionValues> {
    * ledger: an answer paid for is free; the cap refuses first; the budget refuses as the cap
    * does (a paid answer is sent instead; counted in budgetRefused only if there is none, as
    * Python's budget_refused). */
-  async charge(r: Core, metric: string, m: {readonly id: string; readonly epsilon: number},
-               key: number, wire = this.metricsMap(r).get(metric)): Promise<boolean> {
+  override async charge(r: Core, metric: string, memo: Priced, key: number, m: Reported):
+      Promise<boolean> {
     const budget = this.budgets.get(metric);
     if (budget !== undefined) {
-      const tag = await r.tag(metric, m, key);
-      if (spend(r.ledger, metric, tag, m.epsilon, r.cap) === 1 &&
-          !await this.spend(r, metric, budget, m.epsilon)) {
-        if (wire === undefined || await this.paidInstead(r, metric, wire, m, key) === undefined) {
-          this.budgetRefused++;
-        }
+      const tag = await r.tag(metric, memo, key);
+      if (spend(r.ledger, metric, tag, memo.epsilon, r.cap) === 1 &&
+          !await this.spend(r, metric, budget, memo.epsilon)) {
+        if (await r.paidInstead(metric, m, memo, key) === undefined) this.budgetRefused++;
         return false;
       }
     }
-    return r.charge(metric, m, key);
+    return r.charge(metric, memo, key);
   }
 
   /** The public dimensions each metric declares: name -> Dimensions (metrics that declare
@@ -479,7 +425,7 @@ class AllParts implements Parts<unknown, DimensionValues> {
    * the metric declares, overridden by `dims`, as counted; undefined for none.
    * @throws DimensionError see report().
    */
-  private stated(metric: string, dims: DimensionValues | undefined): Dims | undefined {
+  override stated(metric: string, dims: DimensionValues | undefined): Dims | undefined {
     const route = this.route(metric);
     if (dims === undefined || dims === null || (checkStated(metric, dims),
                                                  Object.keys(dims).length === 0)) {
@@ -497,168 +443,28 @@ class AllParts implements Parts<unknown, DimensionValues> {
     return nonEmpty(counted);
   }
 
-  private metricsMap(r: Core): Metrics {
-    return r.catalogue as unknown as Metrics;
-  }
-
-  /** Hold a report in memory until it can be perturbed (never written anywhere). */
-  private wait(r: Core, metric: string, value: unknown, dims?: DimensionValues): void {
-    if (r.early.length >= r.opts.maxEarlyReports) {
-      r.counts.early++;
-      return;
-    }
-    r.early.push([metric, value as 0 | 1, dims === undefined || dims === null ? undefined
-      : {...dims}]);
-    r.schedule();
-  }
-
-  async drainOne(r: Core, metric: string, value: unknown, dims?: DimensionValues): Promise<void> {
-    if (r.held(metric)) return;
-    const m = this.metricsMap(r).get(metric);
-    // Never: a declared metric not held is reported (counted all the same).
-    if (m === undefined) return void r.counts.unknown++;
-    let stated: Dims | undefined;
-    try {
-      stated = this.stated(metric, dims);
-    } catch {
-      this.dropEarly(r, metric, "refuses the public dimensions of a report made before the " +
-                     "catalogue was known");
-      return;
-    }
-    let encoded: Encoded;
-    try {
-      encoded = kindOf(m).encode(m, value);
-    } catch {
-      this.dropEarly(r, metric, "does not take the value reported before the catalogue was known");
-      return;
-    }
-    if (r.skipped(metric)) return;
-    if (isFresh(r, metric, m)) {
-      this.putFresh(r, metric, m, perturb(m, encoded, r.rng), stated, false);
-      return;
-    }
-    const memo = this.memoLayer(r, metric, m);
-    if (memo === undefined) return void r.counts.withheld++;
-    if (r.secret === undefined) return void r.counts.noCatalogue++;
-    let alpha = kindOf(m).rounds ? this.alphas.get(metric) : 0n;
-    if (alpha === undefined) this.alphas.set(metric, alpha = await alphaThreshold(r.secret, metric));
-    const id = `${metric}\u0000${m.id}`;
-    const key = memoKey(m, encoded, alpha);
-    const answer = this.answers.get(id)?.get(key) ?? await derive(r.secret, metric, memo, key);
-    if (!await this.charge(r, metric, memo, key, m)) {
-      const instead = await this.paidInstead(r, metric, m, memo, key);
-      if (instead !== undefined) {
-        r.put(metric, m.id, this.layered(r, metric, this.answers.get(id)?.get(instead) ??
-                                          await derive(r.secret, metric, memo, instead)), stated);
-      }
-      return;
-    }
-    let answers = this.answers.get(id);
-    if (answers === undefined) this.answers.set(id, answers = new Map());
-    answers.set(key, answer);  // paid for: reported synchronously from now on
-    r.put(metric, m.id, this.layered(r, metric, answer), stated);
-  }
-
-  /**
-   * The first memo key its kind offers instead of `key` (the kind's `instead`: the other value;
-   * the nearest paid grid point or bucket, the lower on a tie; the lowest paid category) whose
-   * answer is paid for (here, or in another process as the ledger was last read), or undefined
-   * if none is: a value whose new answer the cap refuses is sent as that, free, so a drifting
-   * value never goes silent (as Python's guard; issue 26). The rule reads the ledger, never the
-   * value. `memo` is the mechanism answers are paid at (a boolean's memo layer).
-   */
-  private async paidInstead(r: Core, metric: string, m: AnyMetric, memo: Priced, key: number):
-      Promise<number | undefined> {
-    const known = this.answers.get(`${metric}\u0000${m.id}`);
-    for (const point of kindOf(m).instead(m, key)) {
-      if (known?.has(point)) return point;
-      const tag = await r.tag(metric, memo, point);
-      if (spend(r.ledger, metric, tag, memo.epsilon, r.cap) === 0) return point;
-    }
-    return undefined;
-  }
-
-  private dropEarly(r: Core, metric: string, why: string): void {
-    r.counts.unknown++;
-    r.once(`unknown:${metric}`, `metric '${metric}' ${why}; its early reports ` +
-              "were dropped");
-  }
-
   /** Every kind of a catalogue document (entries of kinds this client does not know left out).
    * @throws WireFormatError a malformed document: nothing of it is used. */
-  parse(doc: unknown): Catalogue {
-    return parseAllCatalogue(doc) as unknown as Catalogue;
+  override parse(doc: unknown): Catalogue<Reported> {
+    return parseAllCatalogue(doc);
   }
 
-  forget(): void {
+  /** Say each refused device-wide dimension value once. */
+  override prepare(r: Core): void {
+    for (const why of Object.values(this.problems(r))) r.once(why, why);
+  }
+
+  override forget(): void {
     this.spending = {};
-    this.answers.clear();
-    this.alphas.clear();
     this.memoLayers.clear();
   }
-
-  /** Each rounding metric's α, and the paid answers of the memo keys a kind derives up front
-   * (`upFront`: a boolean's two), derived at once, so report() is synchronous for them. */
-  async prepareMemo(r: Core): Promise<void> {
-    for (const why of Object.values(this.problems(r))) r.once(why, `${why}`);
-    if (r.secret === undefined) return;
-    for (const [metric, m] of this.metricsMap(r)) {
-      if (isFresh(r, metric, m)) continue;
-      const kind = kindOf(m);
-      if (kind.rounds && !this.alphas.has(metric)) {
-        this.alphas.set(metric, await alphaThreshold(r.secret, metric));
-      }
-      const memo = kind.upFront && this.memoLayer(r, metric, m);
-      if (!memo) continue;
-      const id = `${metric}\u0000${m.id}`;
-      // One map per metric and mechanism, set before any await: two derivations at once
-      // (init's and a catalogue fetch's) and drainOne fill the same one.
-      let answers = this.answers.get(id);
-      if (answers === undefined) this.answers.set(id, answers = new Map<number, Payload>());
-      for (const key of kind.upFront!(m)) {
-        if (answers.has(key)) continue;
-        const tag = await r.tag(metric, memo, key);  // the ledger read after it, not before
-        if (!spend(r.ledger, metric, tag, 0, Infinity)) {
-          answers.set(key, await derive(r.secret, metric, memo, key));  // paid for
-        }
-      }
-    }
-  }
 }
 
-/** The Reporter of every metric kind (see the module doc and ../reporter.ts): the default
- * entry's Reporter given AllParts. */
+/** The reporter these parts are given to. */
+type Core = CoreReporter<unknown, DimensionValues>;
+
 /** A priced mechanism: what the ledger needs of it. */
 type Priced = {readonly id: string; readonly epsilon: number};
-
-// A boolean's metric is its randomized response (Rr), every other kind's a MetricSpec: the
-// helpers below are the only places that tell them apart; the rest asks the kind.
-
-/** The kind of `m` (kinds/*.ts). */
-function kindOf(m: AnyMetric): KindModule<AnyMetric> {
-  return (m instanceof MetricSpec ? m.kindOf : boolean) as KindModule<AnyMetric>;
-}
-
-/** The memo key of an encoded value: its kind's (MetricSpec.memoKey), a boolean's its bit. */
-function memoKey(m: AnyMetric, encoded: Encoded, alpha: bigint): number {
-  return m instanceof MetricSpec ? m.memoKey(encoded, alpha) : encoded as number;
-}
-
-/** A fresh perturbed report of an encoded value. */
-function perturb(m: AnyMetric, encoded: Encoded, rng: RandomBits): Payload {
-  return m instanceof MetricSpec ? m.perturb(encoded, rng) : m.perturb(encoded as 0 | 1, rng);
-}
-
-/** The device's permanent answer for memo key `key` under `memo` (memo.memo_answer). */
-function derive(secret: CryptoKey, metric: string, memo: Metric, key: number): Promise<Payload> {
-  return memo instanceof MetricSpec ? memo.memoAnswer(secret, metric, key)
-    : memoBit(secret, metric, memo, key as 0 | 1);
-}
-
-/** Fresh coins for `metric`: declared or chosen fresh, or of a kind that always is (open). */
-function isFresh(r: Core, metric: string, m: unknown): boolean {
-  return r.fresh.has(metric) || (m instanceof MetricSpec && m.kindOf.fresh === true);
-}
 
 /**
  * A kind that always draws fresh coins (kinds/open.ts): a declared memoization other than
@@ -674,19 +480,102 @@ function freshOnly(name: string, table: MetricTable): void {
   }
 }
 
-export class Reporter extends Core<unknown, DimensionValues> {
-  private readonly all: AllParts;
+/**
+ * The Reporter of every metric kind (see the module doc): it composes the default entry's
+ * Reporter (reporter.ts), given AllParts, and adds privacyLoss, dimensions and the extra stats.
+ * Every other method is that Reporter's, with the same guarantees.
+ */
+export class Reporter {
+  /** @internal The reporter this one composes. */
+  readonly core: Core;
+  readonly #parts: AllParts;
 
   /**
+   * @param collectorUrl the collector's base URL.
    * @throws InvalidParameterError an option out of range, an invalid declared metric or
    *   declared dimensions, or `dimensions` that do not map dimension names to strings
-   *   (DimensionError, naming the dimension).
+   *   (DimensionError, naming the dimension). Never for network conditions.
    */
   constructor(collectorUrl: string, options: ReporterOptions = {}) {
     const parts = new AllParts(options);
-    super(collectorUrl, {...options, metrics: parts.metrics} as BooleanOptions, parts);
-    this.all = parts;
-    parts.attach(this);
+    this.core = new CoreReporter(collectorUrl, {...options, metrics: parts.metrics} as BooleanOptions,
+                                 parts);
+    this.#parts = parts;
+    parts.attach(this.core);
+  }
+
+  /** The collector's base URL. */
+  get collectorUrl(): string {
+    return this.core.collectorUrl;
+  }
+
+  /** The latest upload failure (undefined after a success), without any report content. */
+  get lastError(): string | undefined {
+    return this.core.lastError;
+  }
+
+  /** The metrics this reporter reports now: name -> mechanism id. */
+  get metrics(): Record<string, string> {
+    return this.core.metrics;
+  }
+
+  /**
+   * Perturb `trueValue` for `metric` and queue the perturbed report. Never touches the network.
+   *
+   * `trueValue` is what the metric's kind takes: a boolean (or 0/1), a declared category
+   * label, or a number (histogram: put in its bucket; numeric: in [lower, upper]), clamped
+   * only if the metric declares clamp.
+   *
+   * `dims` gives public dimension values for this report (e.g. `{platform: "ios"}`), over the
+   * device-wide `dimensions` option; only dimensions the metric declares are attached. They
+   * travel in clear: they are NOT protected by local differential privacy. A value off the
+   * list counts as `other` where the dimension declares it.
+   *
+   * @throws DimensionError (an InvalidParameterError) a dimension the metric does not
+   *   declare, a value that is not a string, or one off its list (without `other`), per call
+   *   or device-wide; `field` names the dimension. Checked first; nothing is queued or sent.
+   * @throws InvalidParameterError a value the metric does not take (the message never shows
+   *   it), or `dims` that is not an object; nothing is queued or sent.
+   * @throws UnknownMetricError the app does not declare `metric` (whatever the value);
+   *   nothing is queued or sent.
+   * @throws QueueError the reporter is closed.
+   */
+  report(metric: string, trueValue: unknown, dims?: DimensionValues): void {
+    this.core.report(metric, trueValue, dims);
+  }
+
+  /** Wait until the local state has loaded and the first catalogue fetch has answered or
+   * failed, at most `timeout` ms; whether a served catalogue is known (reporter.ts). */
+  waitReady(timeout?: number): Promise<boolean> {
+    return this.core.waitReady(timeout);
+  }
+
+  /** Commit, seal and upload everything now, waiting up to `timeout` ms; whether the queue
+   * was empty by then (reporter.ts). */
+  flush(timeout?: number): Promise<boolean> {
+    return this.core.flush(timeout);
+  }
+
+  /** Flush with a deadline, stop uploading and release the page hooks; idempotent; whether
+   * everything was sent (reporter.ts). */
+  close(timeout?: number): Promise<boolean> {
+    return this.core.close(timeout);
+  }
+
+  /** The app's consent switch: `false` stops collection and deletes the device's local state
+   * (reporter.ts). */
+  setEnabled(enabled: boolean): Promise<void> {
+    return this.core.setEnabled(enabled);
+  }
+
+  /** Batches the collector refused for good, with its reasons. */
+  deadLetters(): DeadLetter[] {
+    return this.core.deadLetters();
+  }
+
+  /** Queue the dead letters again (same batch ids) once their cause is fixed. */
+  retryDeadLetters(): Promise<number> {
+    return this.core.retryDeadLetters();
   }
 
   /**
@@ -696,19 +585,19 @@ export class Reporter extends Core<unknown, DimensionValues> {
    * @throws UnknownMetricError `metric` is not declared.
    */
   privacyLoss(metric: string): PrivacyLoss {
-    return this.all.privacyLoss(this, metric);
+    return this.#parts.privacyLoss(this.core, metric);
   }
 
   /** The public dimensions each metric declares: name -> Dimensions (metrics that declare
    * none are absent). The app's declaration only: a served list changes nothing. */
   get dimensions(): Record<string, Dimensions> {
-    return this.all.dimensions(this);
+    return this.#parts.dimensions(this.core);
   }
 
   /** What happened to the reports handed over: the default entry's figures, and the
    * dimension problems and budget refusals of these parts. */
-  override stats(): Stats {
-    return {...super.stats(), ...this.all.stats(this)};
+  stats(): Stats {
+    return {...this.core.stats(), ...this.#parts.stats(this.core)};
   }
 }
 

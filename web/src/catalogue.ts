@@ -6,7 +6,8 @@ import {kindName} from "./kinds/kind.js";
 import {type RandomizedResponse, Rr} from "./mechanism.js";
 import {isMetricName} from "./wire.js";
 
-export type Catalogue = Map<string, Rr>;
+/** name -> its metric (a boolean's Rr here; any kind's in deniable-client/all). */
+export type Catalogue<M = Rr> = Map<string, M>;
 
 /**
  * Parse a GET /v1/metrics document, refusing any entry whose stated P1 and Q do not match its
@@ -71,7 +72,7 @@ export function declareCatalogue(
 }
 
 /** The mechanism of `metric`, or UnknownMetricError. */
-export function lookup(catalogue: Catalogue, metric: string): Rr {
+export function lookup<M>(catalogue: Catalogue<M>, metric: string): M {
   const mechanism = catalogue.get(metric);
   if (mechanism === undefined) {
     throw new UnknownMetricError(

@@ -510,6 +510,11 @@ export class MetricSpec {
     return this.kindOf.memoKey(this, encoded, alpha, grid);
   }
 
+  /** The device's rounding threshold α for `metric` if its kind rounds (numeric), else 0. */
+  async alpha(secret: CryptoKey, metric: string): Promise<bigint> {
+    return this.kindOf.rounds ? alphaThreshold(secret, metric) : 0n;
+  }
+
   /** The device's permanent answer for memo key `key` (memo.memo_answer). */
   async memoAnswer(secret: CryptoKey, metric: string, key: number,
                    grid = DEFAULT_GRID): Promise<Payload> {
@@ -573,7 +578,7 @@ export function alphaThreshold(secret: CryptoKey, metric: string): Promise<bigin
 /** memo.memo_value: the permanent answer for an encoded value, as the client derives it. */
 export async function memoValue(secret: CryptoKey, metric: string, spec: MetricSpec,
                                 encoded: Encoded, grid = DEFAULT_GRID): Promise<Payload> {
-  const alpha = spec.kindOf.rounds ? await alphaThreshold(secret, metric) : 0n;
+  const alpha = await spec.alpha(secret, metric);
   return spec.memoAnswer(secret, metric, spec.memoKey(encoded, alpha, grid), grid);
 }
 

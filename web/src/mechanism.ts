@@ -11,6 +11,7 @@ import {InvalidParameterError} from "./errors.js";
 import {
   cmp, div, eq, frac, type Fraction, fracToString, mul, parseFraction, sub, toNumber,
 } from "./fraction.js";
+import {memoBit} from "./memo.js";
 import {below, belowSmall, bitsFor, type RandomBits, SYSTEM_BITS} from "./random.js";
 
 const ID_PATTERN = /^rr:([0-9]+\/[0-9]+):([0-9]+\/[0-9]+)$/;
@@ -144,6 +145,18 @@ export class Rr {
     }
     if (below(rng, this.truth.den) < this.truth.num) return trueBit ? 1 : 0;
     return below(rng, this.forcedYes.den) < this.forcedYes.num ? 1 : 0;
+  }
+
+  // As a boolean metric (kinds/kind.ts, Reported): its memo key is the bit itself.
+
+  /** The memo key of the true bit: the bit. */
+  memoKey(trueBit: 0 | 1): number {
+    return trueBit;
+  }
+
+  /** The device's permanent answer for the true bit `key` (memo.ts, memoBit). */
+  memoAnswer(secret: CryptoKey, metric: string, key: number): Promise<0 | 1> {
+    return memoBit(secret, metric, this, key as 0 | 1);
   }
 }
 

@@ -27,9 +27,8 @@ import {type Declared, declare, resolve} from "./declaration.js";
 import {InvalidParameterError, QueueError, UnknownMetricError, UploadError} from "./errors.js";
 import type {Fraction} from "./fraction.js";
 import {type RandomizedResponse, Rr} from "./mechanism.js";
-import {memoBit} from "./memo.js";
-import {bit, other, owns} from "./kinds/boolean.js";
-import {kindName} from "./kinds/kind.js";
+import {owns, reporting} from "./kinds/boolean.js";
+import {kindName, type Reported, type Reporting} from "./kinds/kind.js";
 import {
   aboveCeiling, DEFAULT_MAX_EPSILON, DEFAULT_MAX_METRIC_EPSILON, type Ledger, spend,
 } from "./privacy.js";
@@ -47,7 +46,9 @@ import {defaultStore, IdbStore, MemoryStore, type Store} from "./store.js";
 import {LEDGER_KEY, ledgerTag, retagLedger} from "./tags.js";
 import {PeriodGate} from "./period.js";
 import {setConsent, withdrawn} from "./consent.js";
-import {DEFAULT_MAX_REPORTS, type Dims, type Item, METRICS_PATH, REPORTS_PATH} from "./wire.js";
+import {
+  DEFAULT_MAX_REPORTS, type Dims, type Item, METRICS_PATH, type Payload, REPORTS_PATH,
+} from "./wire.js";
 
 export interface ReporterOptions {
   /**
@@ -165,7 +166,7 @@ export interface Stats {
 }
 
 /** A report held until its answer can be derived: its public dims as the call gave them. */
-type Early = [metric: string, value: unknown, dims?: Readonly<Record<string, string>>];
+type Early = [metric: string, value: unknown, dims?: unknown];
 
 const CATALOGUE_KEY = "catalogue";
 
@@ -195,7 +196,7 @@ export class Reporter<V = boolean, D = never> {
   /** The latest upload failure (undefined after a success), without any report content. */
   lastError: string | undefined;
 
-  private cat: Catalogue = new Map();
+  private cat: Catalogue<Reported> = new Map();
   /** Served metrics above the ceiling: metric -> why. */
   /** @internal */ over = new Map<string, string>();
   /** @internal */ readonly maxEpsilon: number;
@@ -206,12 +207,16 @@ export class Reporter<V = boolean, D = never> {
   private readonly tags = new Map<string, string>();
   /** The period gate (onePerPeriod), or undefined. */
   /** @internal */ readonly gate: PeriodGate | undefined;
-  /** @internal */ readonly declared: Declared<Rr>;
+  /** @internal */ readonly declared: Declared<Reported>;
   /** The latest served catalogue's ignored parts: metric -> field names. */
   private ignored = new Map<string, string[]>();
   private servedKnown = false;
   private fetched: Promise<void> | undefined;
-  /** @internal */ readonly memo = new Map<string, [0 | 1 | undefined, 0 | 1 | undefined]>();
+  /** metric \0 mechanism id -> memo key (a boolean's bit, a category index or grid point) ->
+   * its paid answer (under the memo layer, for a boolean with an instantaneous layer). */
+  private readonly answers = new Map<string, Map<number, Payload>>();
+  /** metric -> the device's rounding threshold α (Reported.alpha; 0 for most kinds). */
+  private readonly alphas = new Map<string, bigint>();
   /** @internal */ early: Early[] = [];
   private readonly queue: DurableQueue;
   /** @internal */ readonly store: Store;
@@ -262,7 +267,7 @@ export class Reporter<V = boolean, D = never> {
    *   Never for network conditions: construction does no I/O on the caller's time.
    */
   constructor(collectorUrl: string, options: ReporterOptions = {},
-              parts: Parts<V, D> = BOOLEAN as unknown as Parts<V, D>) {
+              parts: Parts<V, D> = new Parts() as Parts<V, D>) {
     if (typeof collectorUrl !== "string" || !/^https?:\/\//.test(collectorUrl)) {
       throw new InvalidParameterError(
         `collectorUrl must be an http(s) URL. Got ${JSON.stringify(collectorUrl)} instead.`);
@@ -293,7 +298,7 @@ export class Reporter<V = boolean, D = never> {
     this.maxEpsilon = nats("maxEpsilon", options.maxEpsilon ?? DEFAULT_MAX_EPSILON);
     this.cap = nats("maxMetricEpsilon", options.maxMetricEpsilon ?? DEFAULT_MAX_METRIC_EPSILON);
     this.parts = parts;
-    this.declared = declare(options.metrics, parts.declare);
+    this.declared = declare(options.metrics, (name, value) => parts.declare(name, value));
     for (const [name, m] of this.declared.metrics) {
       const why = above(m, this.maxEpsilon);
       if (why) throw new InvalidParameterError(`metric '${name}': ${why}`);
@@ -363,7 +368,44 @@ export class Reporter<V = boolean, D = never> {
    * @throws QueueError the reporter is closed.
    */
   report(metric: string, trueValue: V, dims?: D): void {
-    this.parts.report(this, metric, trueValue, dims);
+    const m = this.declaredMetric(metric);
+    if (this.disabled || this.held(metric)) return;
+    const parts = this.parts;
+    // Public dimensions first, as in Python: a refused one spends nothing.
+    const stated = parts.stated(metric, dims);
+    const kind = parts.kindOf(m);
+    const encoded = kind.encode(m, trueValue);  // throws for a value the metric does not take
+    if (this.skipped(metric)) return;
+    const fresh = this.fresh.has(metric);
+    // The memoized answer's mechanism: the metric's, or the memo layer under an instantaneous one.
+    const memo = fresh ? m : parts.memoLayer(this, metric, m);
+    if (memo === undefined) return void this.counts.withheld++;
+    // Behind reports still waiting, it waits too: reports keep their call order; drainOne
+    // decides (and substitutes).
+    if (this.waiting) return this.wait(metric, trueValue, dims);
+    if (fresh) return parts.putFresh(this, metric, m, m.perturb(encoded, this.rng), stated, true);
+    const alpha = this.alphas.get(metric);
+    const key = alpha === undefined ? undefined : m.memoKey(encoded, alpha);
+    // Its memoized answer (through its instantaneous layer), if derived and paid for.
+    const known = this.answers.get(`${metric}\u0000${m.id}`);
+    const answer = key === undefined ? undefined : known?.get(key);
+    if (answer !== undefined) return this.put(metric, m.id, parts.layered(this, metric, answer), stated);
+    // A kind whose paid answers are all derived up front (upFront: booleans) knows the cap's
+    // refusal now: the first paid stand-in (instead), else nothing (issue 26). Any other new
+    // answer is derived and charged asynchronously, and a refused one substituted there, so
+    // no kind is silent for one value once an answer is paid.
+    if (key === undefined || !kind.upFront || !this.refused(metric, memo, key)) {
+      return this.wait(metric, trueValue, dims);
+    }
+    const instead = kind.instead(m, key).map((k) => known?.get(k)).find((a) => a !== undefined);
+    if (instead !== undefined) this.put(metric, m.id, parts.layered(this, metric, instead), stated);
+  }
+
+  /** Hold a report in memory until it can be perturbed (never written anywhere). */
+  private wait(metric: string, value: unknown, dims: unknown): void {
+    if (this.early.length >= this.opts.maxEarlyReports) return void this.counts.early++;
+    this.early.push([metric, value, dims && {...dims}]);
+    this.schedule();
   }
 
   /**
@@ -388,7 +430,7 @@ export class Reporter<V = boolean, D = never> {
    * depends on the name alone, never on a value.
    * @throws QueueError closed; InvalidParameterError not a string; UnknownMetricError see report().
    */
-  /** @internal */ declaredMetric(metric: string): Rr {
+  /** @internal */ declaredMetric(metric: string): Reported {
     if (this.closed) throw new QueueError("the reporter is closed");
     if (typeof metric !== "string") {
       throw new InvalidParameterError(`metric must be a string. Got a ${typeof metric} instead.`);
@@ -461,7 +503,7 @@ export class Reporter<V = boolean, D = never> {
     if (enabled) {
       this.forget();  // nothing derived from the deleted secret survives
       this.secret = await this.secretStore.load();
-      await this.parts.prepareMemo(this);
+      await this.prepareMemo();
     }
   }
 
@@ -543,10 +585,10 @@ export class Reporter<V = boolean, D = never> {
   /** The catalogue report() routes by; setting it withholds every metric above the ceiling
    * (Python's resolve) and every memoized one whose answer would single the device out
    * (unique.ts, as Python's guard), saying so once per metric and mechanism. */
-  /** @internal */ get catalogue(): Catalogue {
+  /** @internal */ get catalogue(): Catalogue<Reported> {
     return this.cat;
   }
-  /** @internal */ set catalogue(catalogue: Catalogue) {
+  /** @internal */ set catalogue(catalogue: Catalogue<Reported>) {
     this.over = new Map();
     let kept = catalogue;
     for (const [name, m] of catalogue) {
@@ -659,11 +701,12 @@ export class Reporter<V = boolean, D = never> {
   /** Forget everything derived from the device secret and the ledger (consent withdrawn). */
   /** @internal */ forget(): void {
     this.secret = undefined;
-    this.memo.clear();
+    this.answers.clear();
+    this.alphas.clear();
     this.tags.clear();
     this.ledger = {};
     this.gate?.clear();
-    this.parts.forget?.(this);
+    this.parts.forget();
   }
 
   private async init(): Promise<void> {
@@ -691,7 +734,7 @@ export class Reporter<V = boolean, D = never> {
       // a bad cache is no catalogue: the declared metrics are used
     }
     this.fetched = this.refresh();
-    await this.parts.prepareMemo(this);
+    await this.prepareMemo();
     this.initDone = true;
     void this.commit(false);
   }
@@ -703,7 +746,7 @@ export class Reporter<V = boolean, D = never> {
       const doc = await this.transport.request("GET", METRICS_PATH, undefined, this.halt.signal);
       this.serve(doc);
       if (!this.disabled) await this.store.set(CATALOGUE_KEY, doc).catch(() => undefined);
-      await this.parts.prepareMemo(this);
+      await this.prepareMemo();
     } catch (error) {
       if (this.halt.signal.aborted) return;  // close() abandoned it: nothing went wrong
       if (error instanceof UploadError && error.authRefused) this.keyRefused = true;
@@ -734,7 +777,106 @@ export class Reporter<V = boolean, D = never> {
   /** Reports that arrived before their memoized answer was known. */
   /** @internal */ async drain(): Promise<void> {
     await this.initialised;
-    while (this.early.length > 0) await this.parts.drainOne(this, ...this.early.shift()!);
+    while (this.early.length > 0) await this.drainOne(...this.early.shift()!);
+  }
+
+  /** One early report, once the local state has loaded: perturbed (and its answer derived and
+   * paid for), or, refused by the cap or a budget, a paid answer instead or nothing. */
+  private async drainOne(metric: string, value: unknown, dims?: unknown): Promise<void> {
+    if (this.held(metric)) return;
+    const m = this.catalogue.get(metric);
+    // Never: a declared metric not held is reported (counted all the same).
+    if (m === undefined) return void this.counts.unknown++;
+    const parts = this.parts;
+    let stated: Dims | undefined;
+    let encoded: unknown;
+    try {
+      stated = parts.stated(metric, dims as D);
+      encoded = parts.kindOf(m).encode(m, value);
+    } catch {
+      this.counts.unknown++;
+      this.once(`unknown:${metric}`, `metric '${metric}' does not take a report made before the ` +
+                "catalogue was known (its value or public dimensions); its early reports were dropped");
+      return;
+    }
+    if (this.skipped(metric)) return;
+    if (this.fresh.has(metric)) {
+      return parts.putFresh(this, metric, m, m.perturb(encoded, this.rng), stated, false);
+    }
+    const memo = parts.memoLayer(this, metric, m);
+    const secret = this.secret;
+    if (memo === undefined) return void this.counts.withheld++;
+    if (secret === undefined) return void this.counts.noCatalogue++;
+    const key = m.memoKey(encoded, await this.alpha(metric, m, secret));
+    const answers = this.paid(metric, m);
+    const answer = answers.get(key) ?? await memo.memoAnswer(secret, metric, key);
+    if (await parts.charge(this, metric, memo, key, m)) {
+      answers.set(key, answer);  // paid for: reported synchronously from now on
+      return this.put(metric, m.id, parts.layered(this, metric, answer), stated);
+    }
+    const instead = await this.paidInstead(metric, m, memo, key);
+    if (instead !== undefined) {
+      this.put(metric, m.id, parts.layered(this, metric, answers.get(instead) ??
+                                            await memo.memoAnswer(secret, metric, instead)), stated);
+    }
+  }
+
+  /**
+   * The first memo key its kind offers instead of `key` (the kind's `instead`: the other value;
+   * the nearest paid grid point or bucket, the lower on a tie; the lowest paid category) whose
+   * answer is paid for (here, or in another process as the ledger was last read), or undefined
+   * if none is: a value whose new answer the cap refuses is sent as that, free, so a drifting
+   * value never goes silent (as Python's guard; issue 26). The rule reads the ledger, never the
+   * value. `memo` is the mechanism answers are paid at (a boolean's memo layer).
+   */
+  /** @internal */ async paidInstead(metric: string, m: Reported, memo: Priced, key: number):
+      Promise<number | undefined> {
+    const known = this.paid(metric, m);
+    for (const point of this.parts.kindOf(m).instead(m, key)) {
+      if (known.has(point)) return point;
+      const tag = await this.tag(metric, memo, point);
+      if (spend(this.ledger, metric, tag, memo.epsilon, this.cap) === 0) return point;
+    }
+    return undefined;
+  }
+
+  /** The paid answers of `metric` under `m`: one map per metric and mechanism, made before
+   * any await, so derivations at once (init's, a catalogue fetch's, drainOne) fill the same. */
+  private paid(metric: string, m: Reported): Map<number, Payload> {
+    const id = `${metric}\u0000${m.id}`;
+    let answers = this.answers.get(id);
+    if (answers === undefined) this.answers.set(id, answers = new Map());
+    return answers;
+  }
+
+  /** `metric`'s rounding threshold α (Reported.alpha), derived once. */
+  private async alpha(metric: string, m: Reported, secret: CryptoKey): Promise<bigint> {
+    let alpha = this.alphas.get(metric);
+    if (alpha === undefined) this.alphas.set(metric, alpha = await m.alpha?.(secret, metric) ?? 0n);
+    return alpha;
+  }
+
+  /** Derive each memoized metric's α and the paid answers of the memo keys its kind derives
+   * up front (`upFront`: a boolean's two), so report() is synchronous for them. */
+  private async prepareMemo(): Promise<void> {
+    this.parts.prepare(this);
+    const secret = this.secret;
+    if (secret === undefined) return;
+    for (const [metric, m] of this.catalogue) {
+      if (this.fresh.has(metric)) continue;
+      await this.alpha(metric, m, secret);
+      const kind = this.parts.kindOf(m);
+      const memo = kind.upFront && this.parts.memoLayer(this, metric, m);
+      if (!memo) continue;
+      const answers = this.paid(metric, m);
+      for (const key of kind.upFront!(m)) {
+        if (answers.has(key)) continue;
+        const tag = await this.tag(metric, memo, key);  // the ledger read after it, not before
+        if (!spend(this.ledger, metric, tag, 0, Infinity)) {
+          answers.set(key, await memo.memoAnswer(secret, metric, key));  // paid for
+        }
+      }
+    }
   }
 
 
@@ -863,42 +1005,17 @@ type Core = Reporter<any, any>;
 
 /**
  * What an entry's Reporter reports and how, given to it at construction: the kinds, and
- * features such as the instantaneous layer, budgets and public dimensions. BOOLEAN here (the
- * default entry, asking kinds/boolean.ts); deniable-client/all's in all.ts (every kind, booleans
- * included, on one path). Each
- * hook gets the reporter; what a hook may use of it is marked internal (public to the parts,
- * left out of the published types).
+ * features around the one reporting path (report, drainOne, prepareMemo, above) such as the
+ * instantaneous layer, budgets and public dimensions. This base is the default entry's: boolean
+ * metrics (kinds/boolean.ts) and none of the features; deniable-client/all's AllParts (all.ts)
+ * extends it with every kind and the features. A hook may use what the reporter marks internal
+ * (public to the parts, left out of the published types).
  */
-export interface Parts<V = boolean, D = never> {
+export class Parts<V = boolean, D = never> {
   /** The declared metric `value` (a table, an id or a mechanism), or its kind if these parts
    * do not report it. Called by the constructor, before any field of the reporter is set.
    * @throws InvalidParameterError an invalid declaration. */
-  declare(name: string, value: unknown): Rr | string;
-  /** A catalogue document's entries these parts can parse (others left out).
-   * @throws WireFormatError a malformed document: nothing of it is used. */
-  parse(doc: unknown): Catalogue;
-  /** Why a memoized answer under `m` would single the device out (unique.ts), or undefined;
-   * absent, none does (one bit identifies no one). */
-  identifying?(m: Rr): string | undefined;
-  /** report(): check, perturb and queue, or hold the report until its answer is known. */
-  report(r: Core, metric: string, value: V, dims?: D): void;
-  /** One early report, once the local state has loaded; `dims` as the call gave them. */
-  drainOne(r: Core, metric: string, value: unknown, dims?: Readonly<Record<string, string>>):
-    Promise<void>;
-  /** Pay for memoized answer `key` of `metric` under `m` before its report is queued. */
-  charge(r: Core, metric: string, m: Priced, key: number): Promise<boolean>;
-  /** Derive the memoized answers already paid for, so report() is synchronous for them. */
-  prepareMemo(r: Core): Promise<void>;
-  /** Forget what these parts derived from the device secret and the ledger (consent
-   * withdrawn; the reporter forgets its own). */
-  forget?(r: Core): void;
-}
-
-/** The default entry's parts: boolean metrics under randomized response, memoized bits. */
-export const BOOLEAN: Parts = {
-  /** The declared metric `value` (a table, an id or a mechanism), or its kind if this entry
-   * does not report it. Called by the constructor: it may not use instance fields. */
-  declare(name: string, value: unknown): Rr | string {
+  declare(name: string, value: unknown): Reported | string {
     if (value instanceof Rr) return value;
     const table = value?.constructor === Object ? value as {kind?: unknown; mechanism?: unknown}
       : undefined;
@@ -909,101 +1026,62 @@ export const BOOLEAN: Parts = {
     } catch (error) {
       throw new InvalidParameterError(`metric '${name}': mechanism: ${(error as Error).message}`);
     }
-  },
+  }
 
-  /** A catalogue document's boolean entries (others left out).
+  /** A catalogue document's entries these parts can parse (others left out).
    * @throws WireFormatError a malformed document: nothing of it is used. */
-  parse: parseCatalogue,
+  parse(doc: unknown): Catalogue<Reported> {
+    return parseCatalogue(doc);
+  }
 
-  /**
-   * Perturb `trueValue` for `metric` and queue the perturbed bit. Never touches the network.
-   *
-   * @throws InvalidParameterError `trueValue` is not a boolean (or 0/1), or `metric` not a string.
-   * @throws UnknownMetricError the app does not declare `metric` (whatever the value), or
-   *   declares it in a kind this entry does not report (categorical, histogram, numeric:
-   *   deniable-client/all reports every kind).
-   * @throws QueueError the reporter is closed.
-   */
-  report(r, metric, trueValue): void {
-    const mechanism = r.declaredMetric(metric);
-    const value = bit(trueValue);
-    if (r.disabled || r.held(metric) || r.skipped(metric)) return;
-    if (!r.waiting && r.fresh.has(metric)) {
-      r.put(metric, mechanism.id, mechanism.perturb(value, r.rng));
-      return;
-    }
-    // The memo holds answers already paid for; another is derived and charged in drainOne.
-    // Refused by the cap: the other value's paid answer, if any, else nothing (issue 26).
-    const bits = r.memo.get(`${metric}\u0000${mechanism.id}`);
-    if (!r.waiting) {  // (and not fresh: that returned above)
-      const refused = bits?.[value] === undefined && r.refused(metric, mechanism, value);
-      const answer = bits?.[refused ? other(value) : value];
-      if (answer !== undefined) r.put(metric, mechanism.id, answer);
-      if (answer !== undefined || refused) return;
-    }
-    if (r.early.length >= r.opts.maxEarlyReports) {
-      r.counts.early++;
-      return;
-    }
-    r.early.push([metric, value]);
-    r.schedule();
-  },
+  /** The kind of `m` (kinds/*.ts), as reporting needs it. */
+  kindOf(_m: Reported): Reporting {
+    return reporting as Reporting;
+  }
 
-  /** One early report: perturbed (and memoized) once the local state has loaded (this entry
-   * has no public dimensions: `dims` is never given). */
-  async drainOne(r, metric, value: 0 | 1, dims?: Dims): Promise<void> {
-    const mechanism = r.catalogue.get(metric);
-    if (r.held(metric) || r.skipped(metric)) return;
-    // Never: a declared metric not held is reported (counted all the same).
-    if (mechanism === undefined) return void r.counts.unknown++;
-    if (r.fresh.has(metric)) {
-      r.put(metric, mechanism.id, mechanism.perturb(value, r.rng), dims);
-      return;
-    }
-    if (r.secret === undefined) {
-      r.counts.noCatalogue++;
-      return;
-    }
-    const key = `${metric}\u0000${mechanism.id}`;
-    const answer = r.memo.get(key)?.[value] ?? await memoBit(r.secret, metric, mechanism, value);
-    if (!await r.parts.charge(r, metric, mechanism, value)) {
-      // Refused: the other value's answer if paid (here or, as last read, elsewhere), else
-      // nothing: the same for both values, so silence never says "changed" (issue 26).
-      const instead = other(value) as 0 | 1;
-      const tag = await r.tag(metric, mechanism, instead);
-      if (!spend(r.ledger, metric, tag, 0, Infinity)) {
-        r.put(metric, mechanism.id, await memoBit(r.secret, metric, mechanism, instead), dims);
-      }
-      return;
-    }
-    let bits = r.memo.get(key);
-    if (bits === undefined) r.memo.set(key, bits = [undefined, undefined]);
-    bits[value] = answer;  // paid for: reported synchronously from now on
-    r.put(metric, mechanism.id, answer, dims);
-  },
+  /** Why a memoized answer under `m` would single the device out (unique.ts), or undefined:
+   * one bit identifies no one. */
+  identifying(_m: Reported): string | undefined {
+    return undefined;
+  }
 
-  /** Derive the memoized answers already paid for of every known metric, so report() is
-   * synchronous for them. */
-  async prepareMemo(r): Promise<void> {
-    if (r.secret === undefined) return;
-    for (const [metric, mechanism] of r.catalogue) {
-      if (r.fresh.has(metric)) continue;
-      const key = `${metric}\u0000${mechanism.id}`;
-      // One array per key, set before any await: two derivations at once (init's and a
-      // catalogue fetch's) and drainOne fill the same one, and none is set over another.
-      let bits = r.memo.get(key);
-      if (bits === undefined) r.memo.set(key, bits = [undefined, undefined]);
-      for (const v of [0, 1] as const) {
-        const tag = await r.tag(metric, mechanism, v);  // the ledger read after it, not before
-        if (!spend(r.ledger, metric, tag, 0, Infinity)) {
-          bits[v] ??= await memoBit(r.secret, metric, mechanism, v);
-        }
-      }
-    }
-  },
+  /** The public dims one report of `metric` carries, undefined for none (all.ts).
+   * @throws DimensionError a refused dimension; nothing is reported. */
+  stated(_metric: string, _dims?: D): Dims | undefined {
+    return undefined;
+  }
 
-  charge: (r, metric, m, key) => r.charge(metric, m, key),
-};
+  /** The mechanism `metric`'s memoized answers are paid at under `m`: `m`, or a boolean's memo
+   * layer under its instantaneous one (all.ts); undefined if the metric is withheld. */
+  memoLayer(_r: Core, _metric: string, m: Reported): Reported | undefined {
+    return m;
+  }
+
+  /** What one report of `metric` sends for its permanent answer (the answer, or a fresh draw
+   * of its instantaneous layer over it: all.ts). */
+  layered(_r: Core, _metric: string, answer: Payload): Payload {
+    return answer;
+  }
+
+  /** Queue a fresh report (all.ts: once its budget, if any, admits it; `sync`: from report()). */
+  putFresh(r: Core, metric: string, m: Priced, payload: Payload, stated: Dims | undefined,
+           _sync: boolean): void {
+    r.put(metric, m.id, payload, stated);
+  }
+
+  /** Pay for memoized answer `key` of `metric` under `memo` (`m`: the metric's mechanism)
+   * before its report is queued: the cap's charge (all.ts: and its budget's). */
+  charge(r: Core, metric: string, memo: Priced, key: number, _m: Reported): Promise<boolean> {
+    return r.charge(metric, memo, key);
+  }
+
+  /** Before the memoized answers are derived (init, a new catalogue, consent given again). */
+  prepare(_r: Core): void {}
+
+  /** Forget what these parts derived from the device secret and the ledger (consent
+   * withdrawn; the reporter forgets its own). */
+  forget(): void {}
+}
 
 /** Reporters not closed yet: Node's exit hook closes them with their exitTimeout. */
 const OPEN = new Map<Core, number>();

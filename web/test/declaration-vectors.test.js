@@ -71,7 +71,7 @@ if (cases === undefined) {
         const mismatch = stats.mechanismMismatch[name];
         assert.equal(mismatch !== undefined && mismatch.using === mismatch.declared, want.floored,
                      name);
-        const policy = r.declared.policies.get(name);  // internal: what the gate and memo follow
+        const policy = r.core.declared.policies.get(name);  // internal: what the gate and memo follow
         assert.deepEqual([policy.memoization, policy.irr ?? null, policy.period],
                          [want.memoization, want.instantaneous, want.period]);
         assert.deepEqual(describe(r.dimensions[name]), want.dimensions, name);

@@ -69,7 +69,7 @@ test("dims vectors: the dims a Reporter attaches (device-wide, per call, refused
         metrics: {m: declared[v.declared]}, dimensions: v.device, fresh: ["m"],
         store: new MemoryStore(), fetch: async () => { throw new Error("offline"); },
         log: () => undefined, flushOnHide: false});
-      reporter.put = (...item) => reporter.items.push(item);  // what the queue would get
+      reporter.core.put = (...item) => reporter.items.push(item);  // what the queue would get
       reporter.items = [];
       reporters.set(key, reporter);
     }

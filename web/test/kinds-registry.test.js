@@ -6,7 +6,7 @@ import {readdirSync, readFileSync} from "node:fs";
 import {test} from "node:test";
 
 import {InvalidParameterError} from "../dist/errors.js";
-import {bit, isBit, other, owns} from "../dist/kinds/boolean.js";
+import {bit, isBit, owns, reporting} from "../dist/kinds/boolean.js";
 import {kindName} from "../dist/kinds/kind.js";
 import {alwaysFresh, KIND_TABLE, kindNamed} from "../dist/kinds/table.js";
 
@@ -87,7 +87,11 @@ test("each kind states its rules: layers, fresh coins, substitutes", () => {
   assert.ok(alwaysFresh({kind: "open"}) && alwaysFresh({mechanism: "od:16:1:1024:10:1/2"}));
   assert.ok(!alwaysFresh({kind: "numeric", mechanism: "bm:1:0:10"}) && !alwaysFresh({}));
   assert.deepEqual(kindNamed("boolean").instead(undefined, 1), [0]);
-  assert.deepEqual([other(0), other(1)], [1, 0]);
+  assert.deepEqual([0, 1].map((key) => reporting.instead(undefined, key)), [[1], [0]]);
+  // The default entry's booleans report as the registered kind does: the same functions.
+  for (const hook of ["encode", "instead", "upFront"]) {
+    assert.equal(reporting[hook], kindNamed("boolean")[hook], hook);
+  }
   assert.deepEqual(kindNamed("open").instead(undefined, 3), []);
 });
 

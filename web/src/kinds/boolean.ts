@@ -4,11 +4,11 @@
  * answer stands in. They alone take an instantaneous layer (layers.ts). A catalogue entry
  * states P1 and Q as `p_yes_given_yes` and `p_yes_given_no` (and maybe `p1`, `q`).
  *
- * The default entry (reporter.ts's BOOLEAN, catalogue.ts) imports the functions below, not the
- * `boolean` object, so that its bundle does not carry RandomizedResponse's estimator.
+ * The default entry (parts.ts, catalogue.ts) imports `reporting` and the functions below, not
+ * the `boolean` object, so that its bundle does not carry RandomizedResponse's estimator.
  */
-import {RandomizedResponse} from "../mechanism.js";
-import {type Kind, kindName} from "./kind.js";
+import {RandomizedResponse, type Rr} from "../mechanism.js";
+import {type Kind, kindName, type Reporting} from "./kind.js";
 import {fail, show} from "./values.js";
 
 /** Whether a catalogue entry or declaration table declares a boolean metric (kind "boolean",
@@ -31,10 +31,27 @@ export function bit(value: unknown): 0 | 1 {
   return value ? 1 : 0;
 }
 
-/** The other value's paid answer stands in for a refused one (issue 26). */
-export const other = (key: number): number => 1 - key;
+/** How a boolean is reported: its bit; past the cap, the other value's paid answer stands in
+ * (issue 26); both answers derived up front. The default entry's kind (`boolean` adds the
+ * declaration and catalogue parts; spelled out, not spread, so bundles can leave it out). */
+export const reporting: Reporting<Rr> = {encode, instead, upFront};
+
+function encode(_m: unknown, value: unknown): 0 | 1 {
+  return bit(value);
+}
+
+function instead(_m: unknown, key: number): number[] {
+  return [1 - key];
+}
+
+function upFront(): number[] {
+  return [0, 1];
+}
 
 export const boolean: Kind<RandomizedResponse> = {
+  encode,
+  instead,
+  upFront,
   families: ["rr"],
   fields: [],
   entry(e) {
@@ -49,7 +66,4 @@ export const boolean: Kind<RandomizedResponse> = {
   declare: (table) => RandomizedResponse.fromId(table.mechanism as string),
   bare: true,
   layered: true,
-  encode: (_m, value) => bit(value),
-  instead: (_m, key) => [other(key)],
-  upFront: () => [0, 1],
 };

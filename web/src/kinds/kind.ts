@@ -7,16 +7,51 @@
 import type {Fraction} from "../fraction.js";
 import type {Rr} from "../mechanism.js";
 import type {MetricSpec, ValueMechanism} from "../kinds.js";
+import type {RandomBits} from "../random.js";
+import type {Payload} from "../wire.js";
 
 /** A metric of any kind: randomized response (booleans) or a spec (the other kinds). */
 export type Metric = Rr | MetricSpec;
+
+/** What the reporter asks of a metric (reporter.ts): a boolean's Rr and a MetricSpec alike. */
+export interface Reported {
+  readonly id: string;
+  readonly epsilon: number;
+  readonly likelihoodRatio: Fraction;
+  /** A fresh perturbed report of `encoded` (what its kind's encode made). */
+  perturb(encoded: any, rng: RandomBits): Payload;
+  /** The memo key of `encoded` under the device's rounding threshold `alpha`. */
+  memoKey(encoded: any, alpha: bigint): number;
+  /** The device's permanent answer for memo key `key` (memo.memo_answer). */
+  memoAnswer(secret: CryptoKey, metric: string, key: number): Promise<Payload>;
+  /** The device's rounding threshold α for `metric` (numeric); absent, 0. */
+  alpha?(secret: CryptoKey, metric: string): Promise<bigint>;
+}
+
+/** What the reporter asks of a metric's kind (reporter.ts): the default entry's booleans give
+ * this only (boolean.ts, `reporting`), without the declaration and catalogue parts. */
+export interface Reporting<M = Reported> {
+  /** Whether its reports always draw fresh coins, never memoized (open). */
+  readonly fresh?: boolean;
+  /**
+   * The true value as the mechanism takes it; never shows the value in an error.
+   * @throws InvalidParameterError a value the metric does not take.
+   */
+  encode(metric: M, value: unknown): Encoded;
+  /** The memo keys whose paid answer is sent instead of a new one the cap refuses, in order. */
+  instead(metric: M, key: number): number[];
+  /** The memo keys whose paid answers are derived as soon as the secret and the ledger are
+   * read, so that report() sends them, and knows the cap's refusals, synchronously (booleans:
+   * both values); absent, each answer is derived when first reported. */
+  upFront?(metric: M): number[];
+}
 
 /** The kind a catalogue entry or declaration table states: none is boolean (collectors and
  * metrics files from before metric kinds). */
 export const kindName = (e: {kind?: unknown} | undefined): string => String(e?.kind ?? "boolean");
 
 /** One metric kind: what every kind defines (M: its metrics). */
-export interface Kind<M extends Metric = Metric> {
+export interface Kind<M extends Metric = Metric> extends Reporting<M> {
   /** The mechanism families (id prefixes) its metrics are reported under. */
   readonly families: readonly string[];
   /** The declaration fields only some kinds take that this one does. */
@@ -34,19 +69,6 @@ export interface Kind<M extends Metric = Metric> {
   readonly bare?: boolean;
   /** Whether it takes an instantaneous layer (layers.ts; booleans). */
   readonly layered?: boolean;
-  /** Whether its reports always draw fresh coins, never memoized (open). */
-  readonly fresh?: boolean;
-  /**
-   * The true value as the mechanism takes it; never shows the value in an error.
-   * @throws InvalidParameterError a value the metric does not take.
-   */
-  encode(metric: M, value: unknown): Encoded;
-  /** The memo keys whose paid answer is sent instead of a new one the cap refuses, in order. */
-  instead(metric: M, key: number): number[];
-  /** The memo keys whose paid answers are derived as soon as the secret and the ledger are
-   * read, so that report() sends them, and knows the cap's refusals, synchronously (booleans:
-   * both values); absent, each answer is derived when first reported. */
-  upFront?(metric: M): number[];
 }
 
 /** A kind beyond boolean: its metrics are MetricSpecs (kinds.ts), and it defines their domain,

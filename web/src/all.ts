@@ -232,6 +232,8 @@ class AllParts extends Parts<unknown, DimensionValues> {
       if (this.kindOf(m).fresh) r.fresh.add(name);
       if (r.fresh.has(name)) Object.assign(r.declared.policies.get(name)!, {memoization: "fresh"});
     }
+    // Each refused device-wide dimension value, said once (it depends on the declaration only).
+    for (const why of Object.values(this.problems(r))) r.once(why, why);
     for (const [name, layer] of irrs) {
       Object.assign(r.declared.policies.get(name)!, {memoization: "instantaneous", irr: layer.id});
       try {
@@ -447,11 +449,6 @@ class AllParts extends Parts<unknown, DimensionValues> {
    * @throws WireFormatError a malformed document: nothing of it is used. */
   override parse(doc: unknown): Catalogue<Reported> {
     return parseAllCatalogue(doc);
-  }
-
-  /** Say each refused device-wide dimension value once. */
-  override prepare(r: Core): void {
-    for (const why of Object.values(this.problems(r))) r.once(why, why);
   }
 
   override forget(): void {

@@ -368,37 +368,31 @@ export class Reporter<V = boolean, D = never> {
    * @throws QueueError the reporter is closed.
    */
   report(metric: string, trueValue: V, dims?: D): void {
-    const m = this.declaredMetric(metric);
-    if (this.disabled || this.held(metric)) return;
-    const parts = this.parts;
-    // Public dimensions first, as in Python: a refused one spends nothing.
-    const stated = parts.stated(metric, dims);
-    const kind = parts.kindOf(m);
-    const encoded = kind.encode(m, trueValue);  // throws for a value the metric does not take
-    if (this.skipped(metric)) return;
-    const fresh = this.fresh.has(metric);
-    // The memoized answer's mechanism: the metric's, or the memo layer under an instantaneous one.
-    const memo = fresh ? m : parts.memoLayer(this, metric, m);
-    if (memo === undefined) return void this.counts.withheld++;
+    this.check(metric);
+    if (this.disabled) return;
+    const ready = this.ready(metric, trueValue, dims);  // throws for a value it does not take
     // Behind reports still waiting, it waits too: reports keep their call order; drainOne
     // decides (and substitutes).
+    if (ready === undefined) return;
     if (this.waiting) return this.wait(metric, trueValue, dims);
-    if (fresh) return parts.putFresh(this, metric, m, m.perturb(encoded, this.rng), stated, true);
-    const alpha = this.alphas.get(metric);
-    const key = alpha === undefined ? undefined : m.memoKey(encoded, alpha);
-    // Its memoized answer (through its instantaneous layer), if derived and paid for.
-    const known = this.answers.get(`${metric}\u0000${m.id}`);
-    const answer = key === undefined ? undefined : known?.get(key);
-    if (answer !== undefined) return this.put(metric, m.id, parts.layered(this, metric, answer), stated);
-    // A kind whose paid answers are all derived up front (upFront: booleans) knows the cap's
-    // refusal now: the first paid stand-in (instead), else nothing (issue 26). Any other new
-    // answer is derived and charged asynchronously, and a refused one substituted there, so
-    // no kind is silent for one value once an answer is paid.
-    if (key === undefined || !kind.upFront || !this.refused(metric, memo, key)) {
-      return this.wait(metric, trueValue, dims);
+    const [m, encoded, stated] = ready;
+    if (this.fresh.has(metric)) {
+      return this.parts.putFresh(this, metric, m, m.perturb(encoded, this.rng), stated, true);
     }
-    const instead = kind.instead(m, key).map((k) => known?.get(k)).find((a) => a !== undefined);
-    if (instead !== undefined) this.put(metric, m.id, parts.layered(this, metric, instead), stated);
+    const alpha = this.alphas.get(metric);
+    // Its memoized answer (through its instantaneous layer), if derived and paid for; else a
+    // new answer is derived and charged asynchronously (drainOne), and one the cap refuses is
+    // substituted there, so no value is silent once an answer is paid (issue 26).
+    const answer = alpha === undefined ? undefined
+      : this.answers.get(`${metric}\u0000${m.id}`)?.get(m.memoKey(encoded, alpha));
+    if (answer === undefined) return this.wait(metric, trueValue, dims);
+    this.send(metric, m, answer, stated);
+  }
+
+  /** Queue `metric`'s report of its permanent answer `answer` under `m` (through its
+   * instantaneous layer, if any). */
+  private send(metric: string, m: Reported, answer: Payload, stated: Dims | undefined): void {
+    this.put(metric, m.id, this.parts.layered(this, metric, answer), stated);
   }
 
   /** Hold a report in memory until it can be perturbed (never written anywhere). */
@@ -430,7 +424,7 @@ export class Reporter<V = boolean, D = never> {
    * depends on the name alone, never on a value.
    * @throws QueueError closed; InvalidParameterError not a string; UnknownMetricError see report().
    */
-  /** @internal */ declaredMetric(metric: string): Reported {
+  /** @internal */ check(metric: string): void {
     if (this.closed) throw new QueueError("the reporter is closed");
     if (typeof metric !== "string") {
       throw new InvalidParameterError(`metric must be a string. Got a ${typeof metric} instead.`);
@@ -440,8 +434,29 @@ export class Reporter<V = boolean, D = never> {
       throw new UnknownMetricError(`${JSON.stringify(metric)} is ${kind}: boolean metrics ` +
                                    'only; import {Reporter} from "deniable-client/all"');
     }
-    // A withheld metric is declared all the same: its reports are counted (held), not thrown.
-    return this.catalogue.get(metric) ?? lookup(this.declared.metrics, metric);
+    lookup(this.declared.metrics, metric);
+  }
+
+  /**
+   * What one report of `metric` needs, asked of its kind and the parts: its metric now, kind,
+   * encoded value, public dims and the mechanism its memoized answer is paid at (the metric's,
+   * or a boolean's memo layer under its instantaneous one); undefined if it is not sent
+   * (withheld, its period reported, no state: counted).
+   * @throws InvalidParameterError (DimensionError) refused public dims, checked first as in
+   *   Python, so a refused one spends nothing; a value the metric does not take.
+   */
+  private ready(metric: string, value: unknown, dims: unknown):
+      [Reported, unknown, Dims | undefined, Reported] | undefined {
+    if (this.held(metric)) return;
+    const m = this.catalogue.get(metric)!;  // a declared metric not held
+    const parts = this.parts;
+    const stated = parts.stated?.(metric, dims as D);
+    const kind = parts.kindOf(m);
+    const encoded = kind.encode(m, value);
+    if (this.skipped(metric)) return;
+    const memo = this.fresh.has(metric) ? m : parts.memoLayer(this, metric, m);
+    if (memo === undefined) return void this.counts.withheld++;
+    return [m, encoded, stated, memo];
   }
 
 
@@ -616,14 +631,6 @@ export class Reporter<V = boolean, D = never> {
     return this.gate?.closed(metric) ?? false;
   }
 
-  /** Whether the cap refuses the memoized answer `key` of `metric` under `m`, as the ledger
-   * last read says (counted, said once); else it is derived and charged in drainOne. */
-  /** @internal */ refused(metric: string, m: Priced, key: number): boolean {
-    const tag = this.tags.get(`${metric}\u0000${m.id}\u0000${key}`);  // else: decided in charge
-    return tag !== undefined && spend(this.ledger, metric, tag, m.epsilon, this.cap) > 1 &&
-      this.capped(metric);
-  }
-
   /** The ledger tag of memoized answer `key` of `metric` under `m` (tags.ts); needs the
    * secret. */
   /** @internal */ async tag(metric: string, m: Priced, key: number): Promise<string> {
@@ -706,7 +713,7 @@ export class Reporter<V = boolean, D = never> {
     this.tags.clear();
     this.ledger = {};
     this.gate?.clear();
-    this.parts.forget();
+    this.parts.forget?.();
   }
 
   private async init(): Promise<void> {
@@ -783,41 +790,33 @@ export class Reporter<V = boolean, D = never> {
   /** One early report, once the local state has loaded: perturbed (and its answer derived and
    * paid for), or, refused by the cap or a budget, a paid answer instead or nothing. */
   private async drainOne(metric: string, value: unknown, dims?: unknown): Promise<void> {
-    if (this.held(metric)) return;
-    const m = this.catalogue.get(metric);
-    // Never: a declared metric not held is reported (counted all the same).
-    if (m === undefined) return void this.counts.unknown++;
-    const parts = this.parts;
-    let stated: Dims | undefined;
-    let encoded: unknown;
+    let ready: ReturnType<typeof this.ready>;
     try {
-      stated = parts.stated(metric, dims as D);
-      encoded = parts.kindOf(m).encode(m, value);
-    } catch {
+      ready = this.ready(metric, value, dims);
+    } catch (error) {
+      // Never for a declared metric (a served version asks the same question); said once.
       this.counts.unknown++;
-      this.once(`unknown:${metric}`, `metric '${metric}' does not take a report made before the ` +
-                "catalogue was known (its value or public dimensions); its early reports were dropped");
-      return;
+      return this.once(`early:${metric}`, `early report dropped: ${String(error)}`);
     }
-    if (this.skipped(metric)) return;
+    if (ready === undefined) return;
+    const [m, encoded, stated, memo] = ready;
+    const parts = this.parts;
     if (this.fresh.has(metric)) {
       return parts.putFresh(this, metric, m, m.perturb(encoded, this.rng), stated, false);
     }
-    const memo = parts.memoLayer(this, metric, m);
     const secret = this.secret;
-    if (memo === undefined) return void this.counts.withheld++;
     if (secret === undefined) return void this.counts.noCatalogue++;
     const key = m.memoKey(encoded, await this.alpha(metric, m, secret));
     const answers = this.paid(metric, m);
     const answer = answers.get(key) ?? await memo.memoAnswer(secret, metric, key);
     if (await parts.charge(this, metric, memo, key, m)) {
       answers.set(key, answer);  // paid for: reported synchronously from now on
-      return this.put(metric, m.id, parts.layered(this, metric, answer), stated);
+      return this.send(metric, m, answer, stated);
     }
     const instead = await this.paidInstead(metric, m, memo, key);
     if (instead !== undefined) {
-      this.put(metric, m.id, parts.layered(this, metric, answers.get(instead) ??
-                                            await memo.memoAnswer(secret, metric, instead)), stated);
+      this.send(metric, m, answers.get(instead) ?? await memo.memoAnswer(secret, metric, instead),
+                stated);
     }
   }
 
@@ -859,7 +858,6 @@ export class Reporter<V = boolean, D = never> {
   /** Derive each memoized metric's α and the paid answers of the memo keys its kind derives
    * up front (`upFront`: a boolean's two), so report() is synchronous for them. */
   private async prepareMemo(): Promise<void> {
-    this.parts.prepare(this);
     const secret = this.secret;
     if (secret === undefined) return;
     for (const [metric, m] of this.catalogue) {
@@ -1039,17 +1037,13 @@ export class Parts<V = boolean, D = never> {
     return reporting as Reporting;
   }
 
-  /** Why a memoized answer under `m` would single the device out (unique.ts), or undefined:
-   * one bit identifies no one. */
-  identifying(_m: Reported): string | undefined {
-    return undefined;
-  }
+  /** Why a memoized answer under `m` would single the device out (unique.ts), or undefined;
+   * absent, none does (one bit identifies no one). */
+  identifying?(m: Reported): string | undefined;
 
-  /** The public dims one report of `metric` carries, undefined for none (all.ts).
-   * @throws DimensionError a refused dimension; nothing is reported. */
-  stated(_metric: string, _dims?: D): Dims | undefined {
-    return undefined;
-  }
+  /** The public dims one report of `metric` carries, undefined for none (all.ts); absent,
+   * none. @throws DimensionError a refused dimension; nothing is reported. */
+  stated?(metric: string, dims?: D): Dims | undefined;
 
   /** The mechanism `metric`'s memoized answers are paid at under `m`: `m`, or a boolean's memo
    * layer under its instantaneous one (all.ts); undefined if the metric is withheld. */
@@ -1075,12 +1069,9 @@ export class Parts<V = boolean, D = never> {
     return r.charge(metric, memo, key);
   }
 
-  /** Before the memoized answers are derived (init, a new catalogue, consent given again). */
-  prepare(_r: Core): void {}
-
   /** Forget what these parts derived from the device secret and the ledger (consent
    * withdrawn; the reporter forgets its own). */
-  forget(): void {}
+  forget?(): void;
 }
 
 /** Reporters not closed yet: Node's exit hook closes them with their exitTimeout. */

@@ -212,9 +212,9 @@ export class Reporter<V = boolean, D = never> {
   private ignored = new Map<string, string[]>();
   private servedKnown = false;
   private fetched: Promise<void> | undefined;
-  /** metric \0 mechanism id -> memo key (a boolean's bit, a category index or grid point) ->
+  /** metric \0 mechanism id \0 memo key (a boolean's bit, a category index or grid point) ->
    * its paid answer (under the memo layer, for a boolean with an instantaneous layer). */
-  private readonly answers = new Map<string, Map<number, Payload>>();
+  private readonly answers = new Map<string, Payload>();
   /** metric -> the device's rounding threshold α (Reported.alpha; 0 for most kinds). */
   private readonly alphas = new Map<string, bigint>();
   /** @internal */ early: Early[] = [];
@@ -384,7 +384,7 @@ export class Reporter<V = boolean, D = never> {
     // new answer is derived and charged asynchronously (drainOne), and one the cap refuses is
     // substituted there, so no value is silent once an answer is paid (issue 26).
     const answer = alpha === undefined ? undefined
-      : this.answers.get(`${metric}\u0000${m.id}`)?.get(m.memoKey(encoded, alpha));
+      : this.answers.get(at(metric, m, m.memoKey(encoded, alpha)));
     if (answer === undefined) return this.wait(metric, trueValue, dims);
     this.send(metric, m, answer, stated);
   }
@@ -634,9 +634,10 @@ export class Reporter<V = boolean, D = never> {
   /** The ledger tag of memoized answer `key` of `metric` under `m` (tags.ts); needs the
    * secret. */
   /** @internal */ async tag(metric: string, m: Priced, key: number): Promise<string> {
-    const at = `${metric}\u0000${m.id}\u0000${key}`;
-    let tag = this.tags.get(at);
-    if (tag === undefined) this.tags.set(at, tag = await ledgerTag(this.secret!, metric, m.id, key));
+    let tag = this.tags.get(at(metric, m, key));
+    if (tag === undefined) {
+      this.tags.set(at(metric, m, key), tag = await ledgerTag(this.secret!, metric, m.id, key));
+    }
     return tag;
   }
 
@@ -807,16 +808,15 @@ export class Reporter<V = boolean, D = never> {
     const secret = this.secret;
     if (secret === undefined) return void this.counts.noCatalogue++;
     const key = m.memoKey(encoded, await this.alpha(metric, m, secret));
-    const answers = this.paid(metric, m);
-    const answer = answers.get(key) ?? await memo.memoAnswer(secret, metric, key);
+    const answer = this.answers.get(at(metric, m, key)) ?? await memo.memoAnswer(secret, metric, key);
     if (await parts.charge(this, metric, memo, key, m)) {
-      answers.set(key, answer);  // paid for: reported synchronously from now on
+      this.answers.set(at(metric, m, key), answer);  // paid for: reported synchronously from now on
       return this.send(metric, m, answer, stated);
     }
     const instead = await this.paidInstead(metric, m, memo, key);
     if (instead !== undefined) {
-      this.send(metric, m, answers.get(instead) ?? await memo.memoAnswer(secret, metric, instead),
-                stated);
+      this.send(metric, m, this.answers.get(at(metric, m, instead)) ??
+                await memo.memoAnswer(secret, metric, instead), stated);
     }
   }
 
@@ -830,22 +830,12 @@ export class Reporter<V = boolean, D = never> {
    */
   /** @internal */ async paidInstead(metric: string, m: Reported, memo: Priced, key: number):
       Promise<number | undefined> {
-    const known = this.paid(metric, m);
     for (const point of this.parts.kindOf(m).instead(m, key)) {
-      if (known.has(point)) return point;
+      if (this.answers.has(at(metric, m, point))) return point;
       const tag = await this.tag(metric, memo, point);
       if (spend(this.ledger, metric, tag, memo.epsilon, this.cap) === 0) return point;
     }
     return undefined;
-  }
-
-  /** The paid answers of `metric` under `m`: one map per metric and mechanism, made before
-   * any await, so derivations at once (init's, a catalogue fetch's, drainOne) fill the same. */
-  private paid(metric: string, m: Reported): Map<number, Payload> {
-    const id = `${metric}\u0000${m.id}`;
-    let answers = this.answers.get(id);
-    if (answers === undefined) this.answers.set(id, answers = new Map());
-    return answers;
   }
 
   /** `metric`'s rounding threshold α (Reported.alpha), derived once. */
@@ -866,13 +856,13 @@ export class Reporter<V = boolean, D = never> {
       const kind = this.parts.kindOf(m);
       const memo = kind.upFront && this.parts.memoLayer(this, metric, m);
       if (!memo) continue;
-      const answers = this.paid(metric, m);
       for (const key of kind.upFront!(m)) {
-        if (answers.has(key)) continue;
+        if (this.answers.has(at(metric, m, key))) continue;
         const tag = await this.tag(metric, memo, key);  // the ledger read after it, not before
-        if (!spend(this.ledger, metric, tag, 0, Infinity)) {
-          answers.set(key, await memo.memoAnswer(secret, metric, key));  // paid for
-        }
+        if (spend(this.ledger, metric, tag, 0, Infinity)) continue;  // not paid for
+        const answer = await memo.memoAnswer(secret, metric, key);
+        // Never one of a secret forgotten meanwhile (consent withdrawn, given again).
+        if (this.secret === secret) this.answers.set(at(metric, m, key), answer);
       }
     }
   }
@@ -1072,6 +1062,11 @@ export class Parts<V = boolean, D = never> {
   /** Forget what these parts derived from the device secret and the ledger (consent
    * withdrawn; the reporter forgets its own). */
   forget?(): void;
+}
+
+/** The key of memo key `key` of `metric` under `m` in the reporter's maps. */
+function at(metric: string, m: {readonly id: string}, key: number): string {
+  return `${metric}\u0000${m.id}\u0000${key}`;
 }
 
 /** Reporters not closed yet: Node's exit hook closes them with their exitTimeout. */

@@ -510,9 +510,19 @@ export class MetricSpec {
     return this.kindOf.memoKey(this, encoded, alpha, grid);
   }
 
-  /** The device's rounding threshold α for `metric` if its kind rounds (numeric), else 0. */
-  async alpha(secret: CryptoKey, metric: string): Promise<bigint> {
-    return this.kindOf.rounds ? alphaThreshold(secret, metric) : 0n;
+  /** The memo key of `encoded` on the device with `secret` (reporter.ts), or undefined if
+   * its kind rounds (numeric) and `prepare` has not derived the device's α yet. */
+  keyOf(encoded: Encoded, secret: CryptoKey | undefined, metric: string): number | undefined {
+    const alpha = this.kindOf.rounds ? secret && ALPHAS.get(secret)?.get(metric) : 0n;
+    return alpha === undefined ? undefined : this.memoKey(encoded, alpha);
+  }
+
+  /** Derive the device's α for `metric` once per secret, if its kind rounds (numeric). */
+  async prepare(secret: CryptoKey, metric: string): Promise<void> {
+    if (!this.kindOf.rounds) return;
+    let alphas = ALPHAS.get(secret);
+    if (alphas === undefined) ALPHAS.set(secret, alphas = new Map());
+    if (!alphas.has(metric)) alphas.set(metric, await alphaThreshold(secret, metric));
   }
 
   /** The device's permanent answer for memo key `key` (memo.memo_answer). */
@@ -570,6 +580,10 @@ async function hmacStream<T>(secret: CryptoKey, context: Uint8Array, fn: (bits: 
   }
 }
 
+/** Each device secret's rounding thresholds (metric -> α), derived once (MetricSpec.prepare);
+ * a forgotten secret's go with it. */
+const ALPHAS = new WeakMap<CryptoKey, Map<string, bigint>>();
+
 /** The device's secret rounding threshold for `metric` (memo.alpha_threshold): 64 bits. */
 export function alphaThreshold(secret: CryptoKey, metric: string): Promise<bigint> {
   return hmacStream(secret, memoPrefix("alpha", metric, ""), (bits) => bits.bigBits(64));
@@ -578,7 +592,7 @@ export function alphaThreshold(secret: CryptoKey, metric: string): Promise<bigin
 /** memo.memo_value: the permanent answer for an encoded value, as the client derives it. */
 export async function memoValue(secret: CryptoKey, metric: string, spec: MetricSpec,
                                 encoded: Encoded, grid = DEFAULT_GRID): Promise<Payload> {
-  const alpha = await spec.alpha(secret, metric);
+  const alpha = spec.kindOf.rounds ? await alphaThreshold(secret, metric) : 0n;
   return spec.memoAnswer(secret, metric, spec.memoKey(encoded, alpha, grid), grid);
 }
 

@@ -150,7 +150,7 @@ export class Rr {
   // As a boolean metric (kinds/kind.ts, Reported): its memo key is the bit itself.
 
   /** The memo key of the true bit: the bit. */
-  memoKey(trueBit: 0 | 1): number {
+  keyOf(trueBit: 0 | 1): number {
     return trueBit;
   }
 

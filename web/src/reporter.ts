@@ -215,8 +215,6 @@ export class Reporter<V = boolean, D = never> {
   /** metric \0 mechanism id \0 memo key (a boolean's bit, a category index or grid point) ->
    * its paid answer (under the memo layer, for a boolean with an instantaneous layer). */
   private readonly answers = new Map<string, Payload>();
-  /** metric -> the device's rounding threshold α (Reported.alpha; 0 for most kinds). */
-  private readonly alphas = new Map<string, bigint>();
   /** @internal */ early: Early[] = [];
   private readonly queue: DurableQueue;
   /** @internal */ readonly store: Store;
@@ -379,12 +377,11 @@ export class Reporter<V = boolean, D = never> {
     if (this.fresh.has(metric)) {
       return this.parts.putFresh(this, metric, m, m.perturb(encoded, this.rng), stated, true);
     }
-    const alpha = this.alphas.get(metric);
+    const key = m.keyOf(encoded, this.secret, metric);
     // Its memoized answer (through its instantaneous layer), if derived and paid for; else a
     // new answer is derived and charged asynchronously (drainOne), and one the cap refuses is
     // substituted there, so no value is silent once an answer is paid (issue 26).
-    const answer = alpha === undefined ? undefined
-      : this.answers.get(at(metric, m, m.memoKey(encoded, alpha)));
+    const answer = key === undefined ? undefined : this.answers.get(at(metric, m, key));
     if (answer === undefined) return this.wait(metric, trueValue, dims);
     this.send(metric, m, answer, stated);
   }
@@ -710,7 +707,6 @@ export class Reporter<V = boolean, D = never> {
   /** @internal */ forget(): void {
     this.secret = undefined;
     this.answers.clear();
-    this.alphas.clear();
     this.tags.clear();
     this.ledger = {};
     this.gate?.clear();
@@ -807,7 +803,8 @@ export class Reporter<V = boolean, D = never> {
     }
     const secret = this.secret;
     if (secret === undefined) return void this.counts.noCatalogue++;
-    const key = m.memoKey(encoded, await this.alpha(metric, m, secret));
+    await m.prepare?.(secret, metric);
+    const key = m.keyOf(encoded, secret, metric)!;
     const answer = this.answers.get(at(metric, m, key)) ?? await memo.memoAnswer(secret, metric, key);
     if (await parts.charge(this, metric, memo, key, m)) {
       this.answers.set(at(metric, m, key), answer);  // paid for: reported synchronously from now on
@@ -838,13 +835,6 @@ export class Reporter<V = boolean, D = never> {
     return undefined;
   }
 
-  /** `metric`'s rounding threshold α (Reported.alpha), derived once. */
-  private async alpha(metric: string, m: Reported, secret: CryptoKey): Promise<bigint> {
-    let alpha = this.alphas.get(metric);
-    if (alpha === undefined) this.alphas.set(metric, alpha = await m.alpha?.(secret, metric) ?? 0n);
-    return alpha;
-  }
-
   /** Derive each memoized metric's α and the paid answers of the memo keys its kind derives
    * up front (`upFront`: a boolean's two), so report() is synchronous for them. */
   private async prepareMemo(): Promise<void> {
@@ -852,7 +842,7 @@ export class Reporter<V = boolean, D = never> {
     if (secret === undefined) return;
     for (const [metric, m] of this.catalogue) {
       if (this.fresh.has(metric)) continue;
-      await this.alpha(metric, m, secret);
+      await m.prepare?.(secret, metric);
       const kind = this.parts.kindOf(m);
       const memo = kind.upFront && this.parts.memoLayer(this, metric, m);
       if (!memo) continue;

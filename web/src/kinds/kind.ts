@@ -20,12 +20,13 @@ export interface Reported {
   readonly likelihoodRatio: Fraction;
   /** A fresh perturbed report of `encoded` (what its kind's encode made). */
   perturb(encoded: any, rng: RandomBits): Payload;
-  /** The memo key of `encoded` under the device's rounding threshold `alpha`. */
-  memoKey(encoded: any, alpha: bigint): number;
+  /** The memo key of `encoded` on the device with `secret`, or undefined until `prepare` has
+   * derived what it needs (a numeric metric's rounding threshold α). */
+  keyOf(encoded: any, secret: CryptoKey | undefined, metric: string): number | undefined;
   /** The device's permanent answer for memo key `key` (memo.memo_answer). */
   memoAnswer(secret: CryptoKey, metric: string, key: number): Promise<Payload>;
-  /** The device's rounding threshold α for `metric` (numeric); absent, 0. */
-  alpha?(secret: CryptoKey, metric: string): Promise<bigint>;
+  /** Derive, once per secret, what `keyOf` needs (numeric: α); absent, nothing. */
+  prepare?(secret: CryptoKey, metric: string): Promise<void>;
 }
 
 /** What the reporter asks of a metric's kind (reporter.ts): the default entry's booleans give

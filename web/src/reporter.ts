@@ -369,21 +369,20 @@ export class Reporter<V = boolean, D = never> {
     this.check(metric);
     if (this.disabled) return;
     const ready = this.ready(metric, trueValue, dims);  // throws for a value it does not take
-    // Behind reports still waiting, it waits too: reports keep their call order; drainOne
-    // decides (and substitutes).
     if (ready === undefined) return;
-    if (this.waiting) return this.wait(metric, trueValue, dims);
-    const [m, encoded, stated] = ready;
-    if (this.fresh.has(metric)) {
-      return this.parts.putFresh(this, metric, m, m.perturb(encoded, this.rng), stated, true);
+    // Behind reports still waiting, it waits too: reports keep their call order.
+    if (!this.waiting) {
+      const [m, encoded, stated] = ready;
+      if (this.fresh.has(metric)) {
+        return this.parts.putFresh(this, metric, m, m.perturb(encoded, this.rng), stated, true);
+      }
+      // Its memoized answer (through its instantaneous layer), if derived and paid for; else a
+      // new answer is derived and charged asynchronously (drainOne), and one the cap refuses
+      // is substituted there, so no value is silent once an answer is paid (issue 26).
+      const answer = this.answers.get(at(metric, m, m.keyOf(encoded, this.secret, metric)));
+      if (answer !== undefined) return this.send(metric, m, answer, stated);
     }
-    const key = m.keyOf(encoded, this.secret, metric);
-    // Its memoized answer (through its instantaneous layer), if derived and paid for; else a
-    // new answer is derived and charged asynchronously (drainOne), and one the cap refuses is
-    // substituted there, so no value is silent once an answer is paid (issue 26).
-    const answer = key === undefined ? undefined : this.answers.get(at(metric, m, key));
-    if (answer === undefined) return this.wait(metric, trueValue, dims);
-    this.send(metric, m, answer, stated);
+    this.wait(metric, trueValue, dims);
   }
 
   /** Queue `metric`'s report of its permanent answer `answer` under `m` (through its
@@ -515,7 +514,6 @@ export class Reporter<V = boolean, D = never> {
     if (enabled) {
       this.forget();  // nothing derived from the deleted secret survives
       this.secret = await this.secretStore.load();
-      await this.prepareMemo();
     }
   }
 
@@ -738,7 +736,6 @@ export class Reporter<V = boolean, D = never> {
       // a bad cache is no catalogue: the declared metrics are used
     }
     this.fetched = this.refresh();
-    await this.prepareMemo();
     this.initDone = true;
     void this.commit(false);
   }
@@ -750,7 +747,6 @@ export class Reporter<V = boolean, D = never> {
       const doc = await this.transport.request("GET", METRICS_PATH, undefined, this.halt.signal);
       this.serve(doc);
       if (!this.disabled) await this.store.set(CATALOGUE_KEY, doc).catch(() => undefined);
-      await this.prepareMemo();
     } catch (error) {
       if (this.halt.signal.aborted) return;  // close() abandoned it: nothing went wrong
       if (error instanceof UploadError && error.authRefused) this.keyRefused = true;
@@ -781,20 +777,20 @@ export class Reporter<V = boolean, D = never> {
   /** Reports that arrived before their memoized answer was known. */
   /** @internal */ async drain(): Promise<void> {
     await this.initialised;
-    while (this.early.length > 0) await this.drainOne(...this.early.shift()!);
+    for (let early; (early = this.early.shift());) {
+      // A report its metric no longer takes (never for a declared one: a served version asks
+      // the same question) is dropped, counted and said once; the drain goes on.
+      await this.drainOne(...early).catch((error) => {
+        this.counts.unknown++;
+        this.once(`early:${early![0]}`, `early report dropped: ${String(error)}`);
+      });
+    }
   }
 
   /** One early report, once the local state has loaded: perturbed (and its answer derived and
    * paid for), or, refused by the cap or a budget, a paid answer instead or nothing. */
   private async drainOne(metric: string, value: unknown, dims?: unknown): Promise<void> {
-    let ready: ReturnType<typeof this.ready>;
-    try {
-      ready = this.ready(metric, value, dims);
-    } catch (error) {
-      // Never for a declared metric (a served version asks the same question); said once.
-      this.counts.unknown++;
-      return this.once(`early:${metric}`, `early report dropped: ${String(error)}`);
-    }
+    const ready = this.ready(metric, value, dims);
     if (ready === undefined) return;
     const [m, encoded, stated, memo] = ready;
     const parts = this.parts;
@@ -835,27 +831,6 @@ export class Reporter<V = boolean, D = never> {
     return undefined;
   }
 
-  /** Derive each memoized metric's α and the paid answers of the memo keys its kind derives
-   * up front (`upFront`: a boolean's two), so report() is synchronous for them. */
-  private async prepareMemo(): Promise<void> {
-    const secret = this.secret;
-    if (secret === undefined) return;
-    for (const [metric, m] of this.catalogue) {
-      if (this.fresh.has(metric)) continue;
-      await m.prepare?.(secret, metric);
-      const kind = this.parts.kindOf(m);
-      const memo = kind.upFront && this.parts.memoLayer(this, metric, m);
-      if (!memo) continue;
-      for (const key of kind.upFront!(m)) {
-        if (this.answers.has(at(metric, m, key))) continue;
-        const tag = await this.tag(metric, memo, key);  // the ledger read after it, not before
-        if (spend(this.ledger, metric, tag, 0, Infinity)) continue;  // not paid for
-        const answer = await memo.memoAnswer(secret, metric, key);
-        // Never one of a secret forgotten meanwhile (consent withdrawn, given again).
-        if (this.secret === secret) this.answers.set(at(metric, m, key), answer);
-      }
-    }
-  }
 
 
   /** The upload loop: oldest sealed batch first, one at a time. */
@@ -1054,8 +1029,9 @@ export class Parts<V = boolean, D = never> {
   forget?(): void;
 }
 
-/** The key of memo key `key` of `metric` under `m` in the reporter's maps. */
-function at(metric: string, m: {readonly id: string}, key: number): string {
+/** The key of memo key `key` of `metric` under `m` in the reporter's maps (undefined, a key
+ * not known yet: in none). */
+function at(metric: string, m: {readonly id: string}, key: number | undefined): string {
   return `${metric}\u0000${m.id}\u0000${key}`;
 }
 

@@ -81,15 +81,12 @@ test("each kind states its rules: layers, fresh coins, substitutes", () => {
   const fresh = KINDS.filter((name) => kindNamed(name).fresh === true);
   assert.deepEqual(layered, ["boolean"]);
   assert.deepEqual(fresh, ["open"]);
-  // Answers derived up front (report() then synchronous for them): a boolean's two values only.
-  assert.deepEqual(KINDS.filter((name) => kindNamed(name).upFront), ["boolean"]);
-  assert.deepEqual(kindNamed("boolean").upFront(), [0, 1]);
   assert.ok(alwaysFresh({kind: "open"}) && alwaysFresh({mechanism: "od:16:1:1024:10:1/2"}));
   assert.ok(!alwaysFresh({kind: "numeric", mechanism: "bm:1:0:10"}) && !alwaysFresh({}));
   assert.deepEqual(kindNamed("boolean").instead(undefined, 1), [0]);
   assert.deepEqual([0, 1].map((key) => reporting.instead(undefined, key)), [[1], [0]]);
   // The default entry's booleans report as the registered kind does: the same functions.
-  for (const hook of ["encode", "instead", "upFront"]) {
+  for (const hook of ["encode", "instead"]) {
     assert.equal(reporting[hook], kindNamed("boolean")[hook], hook);
   }
   assert.deepEqual(kindNamed("open").instead(undefined, 3), []);

@@ -304,11 +304,11 @@ for (const [entry, lib] of [["default", core], ["all", all]]) {
   test(`${entry}: a catalogue served while the state loads loses no paid answer (no report lost)`,
        async (t) => {
     // The flake behind "past the cap ... the other value's paid answer" (7 reports, 6 counted):
-    // the first catalogue fetch derives the paid answers (prepareMemo) beside init's. Its
-    // answers were a map of its own, set over init's once its HMACs came back, and it read the
-    // ledger before awaiting a tag: an answer paid meanwhile (the early report) was lost, and
-    // a later value the cap refused, having no paid answer to stand in, was sent as nothing.
-    // Ordered, not timed: every HMAC is held until the test lets it finish.
+    // a catalogue served while an answer was being derived set a new map of paid answers over
+    // the one the early report's answer went into, so a later value the cap refused had no paid
+    // answer to stand in for it and was sent as nothing. Paid answers are now one map the
+    // reporter keeps, whatever is served meanwhile. Ordered, not timed: the early report's
+    // HMACs are held until the catalogue has been served.
     const gate = holdSigns();
     t.after(gate.restore);
     const v1 = "rr:1/2:1/2";
@@ -319,14 +319,10 @@ for (const [entry, lib] of [["default", core], ["all", all]]) {
       onePerPeriod: false, log: () => undefined, store, secret: new core.StoreSecret(store),
       maxMetricEpsilon: Math.log(3), metrics: {m: v1}});
     r.report("m", true);                  // early: derived and paid in drainOne
-    await gate.arrived(1);                // init's tag of false (prepareMemo)
-    await gate.arrived(2);                // the catalogue fetch's own tag of false
-    await gate.release(1, 3);             // init asks its tag of true
-    await gate.release(2, 4);             // the fetch asks its tag of true, not yet known
-    await gate.release(3, 5);             // init done; the early report's answer asked
-    await gate.release(5);                // ... derived, paid: true's answer is paid
+    await gate.arrived(1);                // its answer's HMAC, held
+    await until(() => r.stats().catalogueKnown, "the catalogue served");
+    gate.open();                          // derived and paid after the catalogue came
     await until(() => !r.waiting, "drained");
-    gate.open();                          // the fetch's derivation finishes last
     assert.equal(await r.waitReady(5000), true);
     r.report("m", false);                 // past the cap: sent as true's paid answer
     assert.equal(await r.close(5000), true);

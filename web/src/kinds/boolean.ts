@@ -32,9 +32,9 @@ export function bit(value: unknown): 0 | 1 {
 }
 
 /** How a boolean is reported: its bit; past the cap, the other value's paid answer stands in
- * (issue 26); both answers derived up front. The default entry's kind (`boolean` adds the
+ * (issue 26). The default entry's kind (`boolean` adds the
  * declaration and catalogue parts; spelled out, not spread, so bundles can leave it out). */
-export const reporting: Reporting<Rr> = {encode, instead, upFront};
+export const reporting: Reporting<Rr> = {encode, instead};
 
 function encode(_m: unknown, value: unknown): 0 | 1 {
   return bit(value);
@@ -44,14 +44,9 @@ function instead(_m: unknown, key: number): number[] {
   return [1 - key];
 }
 
-function upFront(): number[] {
-  return [0, 1];
-}
-
 export const boolean: Kind<RandomizedResponse> = {
   encode,
   instead,
-  upFront,
   families: ["rr"],
   fields: [],
   entry(e) {

@@ -41,10 +41,6 @@ export interface Reporting<M = Reported> {
   encode(metric: M, value: unknown): Encoded;
   /** The memo keys whose paid answer is sent instead of a new one the cap refuses, in order. */
   instead(metric: M, key: number): number[];
-  /** The memo keys whose paid answers are derived as soon as the secret and the ledger are
-   * read, so that report() sends them, and knows the cap's refusals, synchronously (booleans:
-   * both values); absent, each answer is derived when first reported. */
-  upFront?(metric: M): number[];
 }
 
 /** The kind a catalogue entry or declaration table states: none is boolean (collectors and

@@ -120,7 +120,7 @@ export function numberIn(value: unknown, low: Fraction, high: Fraction, clamp: b
   return cmp(number, low) < 0 ? low : high;
 }
 
-const MAX_ID = 1n << 64n;
+const MAX_ID = 18446744073709551616n;  // 2**64 (a literal: bundles leave an unused one out)
 
 /**
  * One exact number of a mechanism id, as Python's `fraction_field`: `num/den` (or `num` where

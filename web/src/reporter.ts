@@ -445,12 +445,10 @@ export class Reporter<V = boolean, D = never> {
       [Reported, unknown, Dims | undefined, Reported] | undefined {
     if (this.held(metric)) return;
     const m = this.catalogue.get(metric)!;  // a declared metric not held
-    const parts = this.parts;
-    const stated = parts.stated?.(metric, dims as D);
-    const kind = parts.kindOf(m);
-    const encoded = kind.encode(m, value);
+    const stated = this.parts.stated?.(metric, dims as D);
+    const encoded = this.parts.kindOf(m).encode(m, value);  // throws for a value not taken
     if (this.skipped(metric)) return;
-    const memo = this.fresh.has(metric) ? m : parts.memoLayer(this, metric, m);
+    const memo = this.fresh.has(metric) ? m : this.parts.memoLayer(this, metric, m);
     if (memo === undefined) return void this.counts.withheld++;
     return [m, encoded, stated, memo];
   }
@@ -793,24 +791,22 @@ export class Reporter<V = boolean, D = never> {
     const ready = this.ready(metric, value, dims);
     if (ready === undefined) return;
     const [m, encoded, stated, memo] = ready;
-    const parts = this.parts;
     if (this.fresh.has(metric)) {
-      return parts.putFresh(this, metric, m, m.perturb(encoded, this.rng), stated, false);
+      return this.parts.putFresh(this, metric, m, m.perturb(encoded, this.rng), stated, false);
     }
     const secret = this.secret;
     if (secret === undefined) return void this.counts.noCatalogue++;
     await m.prepare?.(secret, metric);
     const key = m.keyOf(encoded, secret, metric)!;
-    const answer = this.answers.get(at(metric, m, key)) ?? await memo.memoAnswer(secret, metric, key);
-    if (await parts.charge(this, metric, memo, key, m)) {
-      this.answers.set(at(metric, m, key), answer);  // paid for: reported synchronously from now on
-      return this.send(metric, m, answer, stated);
-    }
-    const instead = await this.paidInstead(metric, m, memo, key);
-    if (instead !== undefined) {
-      this.send(metric, m, this.answers.get(at(metric, m, instead)) ??
-                await memo.memoAnswer(secret, metric, instead), stated);
-    }
+    // Its answer, paid for now (or before); else, refused by the cap or a budget, the first
+    // paid answer its kind offers instead, or nothing.
+    const paid = await this.parts.charge(this, metric, memo, key, m) ? key
+      : await this.paidInstead(metric, m, memo, key);
+    if (paid === undefined) return;
+    const answer = this.answers.get(at(metric, m, paid)) ??
+      await memo.memoAnswer(secret, metric, paid);
+    this.answers.set(at(metric, m, paid), answer);  // paid for: reported synchronously from now on
+    this.send(metric, m, answer, stated);
   }
 
   /**

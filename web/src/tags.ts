@@ -18,6 +18,7 @@
 import {memoContext} from "./memo.js";
 import type {Ledger} from "./privacy.js";
 import type {Store} from "./store.js";
+import {hex} from "./wire.js";
 
 /** The store key of the ledger. */
 export const LEDGER_KEY = "ledger";
@@ -42,7 +43,7 @@ export async function ledgerTag(secret: CryptoKey, metric: string, mechanismId: 
                                 key: number): Promise<string> {
   const mac = await globalThis.crypto.subtle.sign(
     "HMAC", secret, tagContext(metric, mechanismId, key) as Uint8Array<ArrayBuffer>);
-  return [...new Uint8Array(mac, 0, 16)].map((b) => b.toString(16).padStart(2, "0")).join("");
+  return hex(new Uint8Array(mac, 0, 16));
 }
 
 /**

@@ -40,8 +40,11 @@ export function isMetricName(name: unknown): name is string {
 
 /** A fresh random batch id: 128 bits from crypto.getRandomValues, as 32 lowercase hex. */
 export function newBatchId(): string {
-  const bytes = new Uint8Array(16);
-  globalThis.crypto.getRandomValues(bytes);
+  return hex(globalThis.crypto.getRandomValues(new Uint8Array(16)));
+}
+
+/** `bytes` as lowercase hex, two digits each (batch ids, ledger tags). */
+export function hex(bytes: Uint8Array): string {
   let out = "";
   for (const b of bytes) out += (b < 16 ? "0" : "") + b.toString(16);
   return out;

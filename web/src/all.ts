@@ -20,11 +20,11 @@
  * report (RAPPOR's IRR, src/layers.ts), here only.
  *
  * The default entry point (`deniable-client`) reports boolean metrics only and stays small;
- * this one gives the same Reporter (reporter.ts) other parts at construction: AllParts, below,
- * which holds the kinds (kinds.ts, kinds/*.ts; booleans one of them, on the same path as the
- * others), the instantaneous layer, budgets and public dimensions. Its
- * Reporter class only passes them and adds privacyLoss, dimensions and the extra stats.
- * Everything else (queue, sender, the rules) is the same Reporter's.
+ * this one composes the same Reporter (reporter.ts), given other parts at construction:
+ * AllParts, below, which holds the kinds (kinds.ts, kinds/*.ts; booleans one of them, every
+ * kind on the reporter's one path), the instantaneous layer, budgets and public dimensions.
+ * Its Reporter class holds that Reporter, passes every call through and adds privacyLoss,
+ * dimensions and the extra stats. Everything else (queue, sender, the rules) is the same.
  */
 import {DIMENSION_NAME, DimensionError, Dimensions, NONE} from "./dimensions.js";
 import {FIELDS} from "./declaration.js";
@@ -144,7 +144,7 @@ const ONLY_FOR: [string, string[]][] = FIELDS.map((field): [string, string[]] =>
 /**
  * deniable-client/all's parts (reporter.ts, Parts): every kind (kinds.ts and kinds/*.ts), the
  * instantaneous layer (layers.ts), budgets (budget.ts) and public dimensions (dimensions.ts).
- * Every kind takes the reporter's one path (reporter.ts: report, drainOne, prepareMemo); these
+ * Every kind takes the reporter's one path (reporter.ts: report, ready, drainOne); these
  * parts give it the kind of each metric (kindOf) and the features' hooks.
  */
 class AllParts extends Parts<unknown, DimensionValues> {

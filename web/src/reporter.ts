@@ -954,7 +954,7 @@ type Core = Reporter<any, any>;
 
 /**
  * What an entry's Reporter reports and how, given to it at construction: the kinds, and
- * features around the one reporting path (report, drainOne, prepareMemo, above) such as the
+ * features around the one reporting path (report, ready, drainOne, above) such as the
  * instantaneous layer, budgets and public dimensions. This base is the default entry's: boolean
  * metrics (kinds/boolean.ts) and none of the features; deniable-client/all's AllParts (all.ts)
  * extends it with every kind and the features. A hook may use what the reporter marks internal

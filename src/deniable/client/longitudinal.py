@@ -56,7 +56,7 @@ import os
 import threading
 import time
 import weakref
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
@@ -71,8 +71,8 @@ from deniable.client.categorical import (MAX_UNIQUE_SHARE, UNIQUE_SHARE_DEVICES,
                                          unique_share)
 from deniable.client.mechanism import RandomizedResponse
 from deniable.client.kinds import kind_of_mechanism
-from deniable.client.memo import (DEFAULT_GRID, Grid, ValueMechanism, alpha_threshold,
-                                  check_grid, memo_answer, memo_bit, new_secret, spend_tag,
+from deniable.client.memo import (DEFAULT_GRID, Grid, MemoMechanism, ValueMechanism,
+                                  alpha_threshold, check_grid, memo_answer, new_secret,
                                   value_tag)
 from deniable.client.numeric import BitMean
 from deniable.client.open_domain import OpenDomainSketch
@@ -212,6 +212,15 @@ def _checked(mechanism: ValueMechanism, value: object) -> int | Fraction:
     return value
 
 
+def _nearest(key: int, last: int) -> Iterator[int]:
+    """Memo keys 0..last by distance from ``key``, the lower first on a tie (a number's grid
+    points, a histogram's buckets)."""
+    for distance in range(1, last + 1):
+        for point in (key - distance, key + distance):
+            if 0 <= point <= last:
+                yield point
+
+
 def _p_answers_differ(memo: AnyMechanism) -> Fraction:
     """P(the permanent answers of two values differ), exact; for 1BitMean the largest over
     pairs of values (the two ends of the range)."""
@@ -245,19 +254,20 @@ def _channel(mechanism: AnyMechanism) -> tuple[Fraction, Fraction]:
 
 class _Route:
     """One (metric, wire mechanism): its layers, and this process's cache of the memoized
-    answers already paid for (index = true bit; memory only, never written anywhere)."""
+    answers already paid for (memory only, never written anywhere)."""
 
     __slots__ = ("layers", "epsilon", "memo_bits", "memo_flags", "pools", "answers", "grid")
 
     def __init__(self, layers: Layers) -> None:
         self.layers = layers
         self.epsilon = layers.wire.epsilon
+        # A boolean's paid answers again, indexed by the true bit, for perturb's constant-time
+        # lookup: as ints, and as bools for the instantaneous layer to index by.
         self.memo_bits: list[int | None] = [None, None]
-        # The same answers as bools, for the instantaneous layer to index by (see perturb).
         self.memo_flags: list[bool | None] = [None, None]
         # "wire" / "irr" -> that layer's PerturbationPool, or None if its coins do not fit one.
         self.pools: dict[str, PerturbationPool | None] = {}
-        # Other kinds: category index or grid point -> the memoized answer (memory only).
+        # Memo key (true bit, category index or grid point) -> its paid memoized answer.
         self.answers: dict[int, int] = {}
         self.grid: Grid | None = None  # numeric: alpha-point rounding, in integers
 
@@ -450,8 +460,8 @@ class LongitudinalGuard:
         HMAC tag of it (under the device secret) reaches the ledger.
 
         A value whose new answer the cap or a budget refuses is reported as the other
-        value's answer if that one is paid for (``_paid_bit``): free, so the device sends
-        whatever its value and silence never says "the value changed".
+        value's answer if that one is paid for (``_memoized``, the path of every kind): free,
+        so the device sends whatever its value and silence never says "the value changed".
 
         Raises:
             BudgetExceededError: the report would exceed the metric's budget for the period
@@ -483,46 +493,17 @@ class LongitudinalGuard:
         answers = route.memo_bits if layers.irr is None else route.memo_flags
         answer = answers[true_bit]
         if answer is None:
-            # First report of this value in this process: pay for it (or find it paid), then
-            # derive the permanent answer. Both are fixed from then on, so they are cached.
-            tag = spend_tag(self._secret, metric, memo, true_bit)
-            if not self._ledger.is_paid(metric, tag):
-                try:
-                    self._ledger.charge(metric, memo.epsilon, tag)
-                except BudgetExceededError:
-                    # Refused (the cap or a budget): send the other value's answer if it is
-                    # paid, else nothing; either way the same for both values (not cached:
-                    # a budget renews).
-                    paid = self._paid_bit(route, metric, memo, not true_bit)
-                    if paid is None:
-                        raise
-                    return paid if layers.irr is None else self._fresh_draw(
-                        route, "irr", layers.irr, _BOOLS[paid])
-            bit = memo_bit(self._secret, metric, memo, true_bit)
-            route.memo_bits[true_bit] = bit
-            route.memo_flags[true_bit] = _BOOLS[bit]
+            # First report of this value in this process: its answer, paid for now (or
+            # before), or the other value's paid answer if the cap or a budget refuses it.
+            bit = self._memoized(route, metric, memo, int(true_bit), (1 - true_bit,))
+            own = route.answers.get(true_bit)
+            if own is not None:  # fixed from now on: cached for the constant-time lookup
+                route.memo_bits[true_bit] = own
+                route.memo_flags[true_bit] = _BOOLS[own]
             answer = bit if layers.irr is None else _BOOLS[bit]
         if layers.irr is not None:
             return self._fresh_draw(route, "irr", layers.irr, answer)
         return answer
-
-    def _paid_bit(self, route: _Route, metric: str, memo: RandomizedResponse,
-                  value: bool) -> int | None:
-        """The permanent answer of boolean ``value`` if it is paid for under ``memo`` (by this
-        or another process), else None.
-
-        A boolean whose new answer the cap or a budget refuses is sent as the other value's
-        paid answer (the only other one, so the rule is "the lowest paid index" as for a
-        category), free: the device then sends one report whatever its value, and stays
-        silent for both values while neither is paid, so silence never says "changed".
-        """
-        bit = route.memo_bits[_BOOLS[value]]
-        if bit is None and self._ledger.is_paid(metric, spend_tag(self._secret, metric, memo,
-                                                                  _BOOLS[value])):
-            bit = memo_bit(self._secret, metric, memo, _BOOLS[value])
-            route.memo_bits[_BOOLS[value]] = bit
-            route.memo_flags[_BOOLS[value]] = _BOOLS[bit]
-        return bit
 
     def _fresh_draw(self, route: _Route, layer: str, mechanism: RandomizedResponse,
                     true_bit: int) -> int:
@@ -553,9 +534,8 @@ class LongitudinalGuard:
 
         A memoized numeric value (or bucket, ``ordered``) whose grid point is new and refused
         by the cap or a budget is reported as the nearest point (bucket) already paid for
-        (``_nearest_paid_point``), a category as the lowest category index paid for
-        (``_lowest_paid_index``): free, and the same behaviour for every value, so silence
-        never marks a drift or a change.
+        (``_memoized``), a category as the lowest category index paid for: free, and the
+        same behaviour for every value, so silence never marks a drift or a change.
 
         Raises:
             BudgetExceededError, MetricCapError: as ``perturb``; nothing is spent. Raised
@@ -585,22 +565,56 @@ class LongitudinalGuard:
             key = grid.point(Fraction(value), alpha)  # raises out of range
         else:
             key = _checked(mechanism, value)  # type: ignore[assignment]
+        last = self._grid if isinstance(mechanism, BitMean) else mechanism.d - 1
+        instead = (_nearest(key, last) if ordered or isinstance(mechanism, BitMean)
+                   else range(mechanism.d))
+        return self._memoized(route, metric, mechanism, key, instead)
+
+    def _memoized(self, route: _Route, metric: str, memo: MemoMechanism, key: int,
+                  instead: Iterable[int]) -> int:
+        """The permanent answer for memo ``key`` (a true bit, category index or grid point)
+        under ``memo``, paid for now in the ledger or before; every kind's one path.
+
+        Refused by the cap or a budget, the first key of ``instead`` whose answer is paid for
+        (by this or another process) is sent in its place: free, and the rule reads the
+        ledger, never the value, so the device sends one report whatever its value once one
+        answer is paid, and none for every value before (silence never says "changed"). The
+        kind gives the order: a boolean the other value; a category the lowest index; a
+        number (or histogram bucket) the nearest paid point, the lower on a tie. Lowest or
+        nearest, not "the last one sent": it needs no state beyond the ledger, so processes
+        sharing a state dir and the web client (reporter.ts, paidInstead) choose alike.
+
+        Raises:
+            BudgetExceededError, MetricCapError: refused, and no answer of ``instead`` paid.
+        """
         answer = route.answers.get(key)
         if answer is None:
-            tag = value_tag(self._secret, metric, mechanism, key, self._grid)
+            tag = value_tag(self._secret, metric, memo, key, self._grid)
             if not self._ledger.is_paid(metric, tag):
                 try:
-                    self._ledger.charge(metric, mechanism.epsilon, tag)
+                    self._ledger.charge(metric, memo.epsilon, tag)
                 except BudgetExceededError:
-                    paid = (self._nearest_paid_point(route, metric, mechanism, key)
-                            if ordered or isinstance(mechanism, BitMean)
-                            else self._lowest_paid_index(route, metric, mechanism))
+                    paid = self._paid_answer(route, metric, memo, instead)
                     if paid is None:
                         raise
                     return paid
-            answer = memo_answer(self._secret, metric, mechanism, key, self._grid)
+            answer = memo_answer(self._secret, metric, memo, key, self._grid)
             route.answers[key] = answer
         return answer
+
+    def _paid_answer(self, route: _Route, metric: str, memo: MemoMechanism,
+                     keys: Iterable[int]) -> int | None:
+        """The memoized answer of the first of ``keys`` paid for under ``memo`` (here or, as
+        the ledger says, by another process), or None if none is."""
+        for key in keys:
+            answer = route.answers.get(key)
+            if answer is None and self._ledger.is_paid(
+                    metric, value_tag(self._secret, metric, memo, key, self._grid)):
+                answer = memo_answer(self._secret, metric, memo, key, self._grid)
+                route.answers[key] = answer
+            if answer is not None:
+                return answer
+        return None
 
     def perturb_string(self, metric: str, mechanism: OpenDomainSketch, padded: bytes) -> int:
         """The answer (a cell) to report for an open-domain metric's value, given as its
@@ -623,54 +637,6 @@ class LongitudinalGuard:
         route = self._route(metric, mechanism)
         self._ledger.charge(metric, route.epsilon)
         return mechanism.perturb_padded(padded, self._rng)
-
-    def _nearest_paid_point(self, route: _Route, metric: str, mechanism: ValueMechanism,
-                            key: int) -> int | None:
-        """The memoized answer of the paid grid point (or histogram bucket) nearest ``key``
-        (the lower one on a tie), or None if no point of this mechanism is paid for.
-
-        A numeric value whose new grid point the cap or a budget refuses is reported as the
-        nearest point already paid for, so a drifting value never makes the device go silent
-        (which would say "moved to a new grid cell"): once one point is paid, every value is
-        reported. It repeats a paid answer, so it costs nothing and draws no new coins; the
-        reported point is at most the distance to the nearest paid one from the true value
-        (a bias of the mean, stated in docs/privacy.md).
-        """
-        last = self._grid if isinstance(mechanism, BitMean) else mechanism.d - 1
-        for distance in range(1, last + 1):
-            for point in (key - distance, key + distance):
-                if not 0 <= point <= last:
-                    continue
-                answer = route.answers.get(point)
-                if answer is None and self._ledger.is_paid(
-                        metric, value_tag(self._secret, metric, mechanism, point, self._grid)):
-                    answer = memo_answer(self._secret, metric, mechanism, point, self._grid)
-                    route.answers[point] = answer
-                if answer is not None:
-                    return answer
-        return None
-
-    def _lowest_paid_index(self, route: _Route, metric: str,
-                           mechanism: ValueMechanism) -> int | None:
-        """The memoized answer of the lowest category index paid for under ``mechanism``
-        (by this or another process), or None if none is.
-
-        A category whose new answer the cap or a budget refuses is sent as that, free: the
-        rule reads the ledger, never the value, so the device sends one report whatever its
-        value once one category is paid, and none for every value before. Lowest index, not
-        "the last one sent": it needs no state beyond the ledger, so processes sharing a
-        state dir and the web client (all.ts) choose alike.
-        """
-        assert not isinstance(mechanism, BitMean)  # a number takes the nearest paid point
-        for index in range(mechanism.d):
-            answer = route.answers.get(index)
-            if answer is None and self._ledger.is_paid(
-                    metric, value_tag(self._secret, metric, mechanism, index, self._grid)):
-                answer = memo_answer(self._secret, metric, mechanism, index, self._grid)
-                route.answers[index] = answer
-            if answer is not None:
-                return answer
-        return None
 
     # -- guarantees and accounting --------------------------------------------------------
 

@@ -53,6 +53,10 @@ from deniable.client.numeric import BitMean
 ValueMechanism = Union[KaryRandomizedResponse, UnaryEncoding, SubsetSelection, BitMean]
 """The mechanisms of the kinds beyond boolean: memoized per value (``memo_answer``)."""
 
+MemoMechanism = Union[RandomizedResponse, ValueMechanism]
+"""Every mechanism a memoized answer follows: ``memo_answer`` and ``value_tag`` take each, a
+boolean's keyed by its true bit (the same answer and tag as ``memo_bit`` and ``spend_tag``)."""
+
 SECRET_BYTES = 32
 """Length of the device secret in bytes (256 bits, the HMAC-SHA256 key size)."""
 
@@ -92,11 +96,16 @@ def _prefix(label: bytes, metric: str, mechanism_id: str) -> bytes:
     return b"".join(len(f).to_bytes(4, "big") + f for f in fields)
 
 
-def _value_context(label: bytes, metric: str, mechanism: ValueMechanism, key: int,
+def _value_context(label: bytes, metric: str, mechanism: MemoMechanism, key: int,
                    grid: int) -> bytes:
-    """The context of a categorical index (``key``), or of grid point ``key`` of ``grid``."""
-    value = key.to_bytes(4, "big") if not isinstance(mechanism, BitMean) else \
-        grid.to_bytes(4, "big") + key.to_bytes(4, "big")
+    """The context of a true bit (one byte), a categorical index (``key``, 4 bytes), or grid
+    point ``key`` of ``grid`` (4 + 4 bytes)."""
+    if isinstance(mechanism, RandomizedResponse):
+        return _context(label, metric, mechanism.id, 1 if key else 0)
+    if isinstance(mechanism, BitMean):
+        value = grid.to_bytes(4, "big") + key.to_bytes(4, "big")
+    else:
+        value = key.to_bytes(4, "big")
     return _prefix(label, metric, mechanism.id) + value
 
 
@@ -133,23 +142,23 @@ class HmacBits:
 
 
 def memo_bit(secret: bytes, metric: str, mechanism: RandomizedResponse, true_bit: int) -> int:
-    """The device's permanent perturbed answer for (metric, mechanism, true_bit).
+    """The device's permanent perturbed answer for (metric, mechanism, true_bit)
+    (``memo_answer`` of a boolean).
 
     Always the same for the same secret; over random secrets, 1 with probability exactly
     ``mechanism.p_yes_given_yes`` (true 1) or ``mechanism.p_yes_given_no`` (true 0).
     """
-    bit = 1 if true_bit else 0
-    return mechanism.perturb(bit, HmacBits(secret, _context(b"prr", metric, mechanism.id, bit)))
+    return memo_answer(secret, metric, mechanism, true_bit)
 
 
 def spend_tag(secret: bytes, metric: str, mechanism: RandomizedResponse, true_bit: int) -> str:
-    """An opaque 128-bit name (hex) for (metric, mechanism, true_bit), for the budget ledger.
+    """An opaque 128-bit name (hex) for (metric, mechanism, true_bit), for the budget ledger
+    (``value_tag`` of a boolean).
 
     Independent of the memoized bit (a separate HMAC input), so the tag says nothing about
     the answer; without the secret it says nothing about the value either.
     """
-    bit = 1 if true_bit else 0
-    return hmac.digest(secret, _context(b"tag", metric, mechanism.id, bit), "sha256")[:16].hex()
+    return value_tag(secret, metric, mechanism, true_bit)
 
 
 def check_grid(grid: object) -> int:
@@ -226,11 +235,11 @@ def memo_key(secret: bytes, metric: str, mechanism: ValueMechanism, value: int |
     return Grid(mechanism, grid).point(Fraction(value), alpha)
 
 
-def memo_answer(secret: bytes, metric: str, mechanism: ValueMechanism, key: int,
+def memo_answer(secret: bytes, metric: str, mechanism: MemoMechanism, key: int,
                 grid: int = DEFAULT_GRID) -> int:
-    """The device's permanent perturbed answer for (metric, mechanism, ``key``): a GRR index,
-    an OUE bitset (as an int) or a 1BitMean bit, for the category index or grid point ``key``
-    (``memo_key``).
+    """The device's permanent perturbed answer for (metric, mechanism, ``key``): a boolean's
+    bit (``memo_bit``), a GRR index, an OUE bitset (as an int) or a 1BitMean bit, for the true
+    bit, category index or grid point ``key`` (``memo_key``).
 
     Always the same for the same secret; over random secrets it follows ``mechanism`` exactly
     for the category (or the grid point's value), and the answers of different keys are
@@ -239,13 +248,14 @@ def memo_answer(secret: bytes, metric: str, mechanism: ValueMechanism, key: int,
     rng = HmacBits(secret, _value_context(b"prr", metric, mechanism, key, grid))
     if isinstance(mechanism, BitMean):
         return mechanism.perturb(grid_value(mechanism, key, grid), rng)
-    return mechanism.perturb(key, rng)
+    return mechanism.perturb(1 if key else 0, rng) if isinstance(mechanism, RandomizedResponse) \
+        else mechanism.perturb(key, rng)
 
 
-def value_tag(secret: bytes, metric: str, mechanism: ValueMechanism, key: int,
+def value_tag(secret: bytes, metric: str, mechanism: MemoMechanism, key: int,
               grid: int = DEFAULT_GRID) -> str:
-    """``spend_tag`` for a category index or grid point ``key``: an opaque 128-bit name (hex)
-    for the budget ledger, independent of the answer."""
+    """``spend_tag`` for any memoized answer (a true bit, category index or grid point
+    ``key``): an opaque 128-bit name (hex) for the budget ledger, independent of the answer."""
     return hmac.digest(secret, _value_context(b"tag", metric, mechanism, key, grid),
                        "sha256")[:16].hex()
 

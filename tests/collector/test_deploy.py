@@ -134,6 +134,18 @@ def test_one_gunicorn_config_ships_in_the_package(monkeypatch, tmp_path: Path) -
     register(serve)
     args = serve.choices["serve"].parse_args([])
     assert (args.host, args.port) == (DEFAULT_HOST, DEFAULT_PORT)
+    # DENIABLE_PORT is read as --port is: a bad one is refused by `serve`, naming the option.
+    monkeypatch.setenv("DENIABLE_PORT", "8443")
+    serve = argparse.ArgumentParser().add_subparsers()
+    register(serve)
+    assert serve.choices["serve"].parse_args([]).port == 8443
+    monkeypatch.setenv("DENIABLE_PORT", "eighty")
+    serve = argparse.ArgumentParser().add_subparsers()
+    register(serve)  # every command's parser is built: a bad port must not stop them
+    with pytest.raises(SystemExit) as exit_:
+        serve.choices["serve"].parse_args([])
+    assert exit_.value.code == 2
+    monkeypatch.delenv("DENIABLE_PORT")
     # No control socket shared between instances ($HOME/.gunicorn/gunicorn.ctl): off unless
     # this instance names its own.
     assert settings["control_socket_disable"] is True

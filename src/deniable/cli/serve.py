@@ -18,7 +18,9 @@ def register(commands: argparse._SubParsersAction) -> None:  # type: ignore[type
         "environment variable; other settings are read from the environment (see README).")
     parser.add_argument("--host", default=env_default("HOST", "127.0.0.1"),
                         help="address to bind (DENIABLE_HOST; default %(default)s)")
-    parser.add_argument("--port", type=positive_int, default=int(env_default("PORT", "8000")),
+    # A string default goes through `type` when used: a bad DENIABLE_PORT is a usage error of
+    # `serve` (exit 2, naming --port), not a crash of every command at start.
+    parser.add_argument("--port", type=positive_int, default=env_default("PORT", "8000"),
                         help="port to bind (DENIABLE_PORT; default %(default)s)")
     parser.add_argument("--redis-url", default=env_default("REDIS_URL"),
                         help="Redis holding the counters (DENIABLE_REDIS_URL)")

@@ -3,7 +3,6 @@ dated time axes, y-axis titles and units, visible interval bands, a time chart p
 and an axis on which a five-point shift shows. Screenshots go to the test's tmp dir."""
 from __future__ import annotations
 
-import base64
 import re
 import time
 from datetime import datetime, timedelta, timezone
@@ -63,23 +62,13 @@ Array.from(document.querySelectorAll("svg.series, svg.timechart, svg.bars, svg.c
 def _look(browser: Any, url: str, shot: Path, opener: str) -> list[dict[str, Any]]:
     """Load ``url``, run ``opener`` (it opens what draws on demand), wait for the charts,
     write a full-page screenshot to ``shot`` and return what CHARTS finds."""
-    for domain in ("Page", "Runtime"):
-        browser.call(f"{domain}.enable")
-    browser.call("Emulation.setDeviceMetricsOverride", width=1100, height=900,
-                 deviceScaleFactor=1, mobile=False)
-    browser.call("Page.navigate", url=url)
-    browser.wait_for("document.readyState === 'complete'")
+    browser.open(url, "document.readyState === 'complete'")
     browser.evaluate(opener)
     browser.wait_for("document.querySelectorAll('svg').length > 0 && "
                      "(document.body.dataset.ready === undefined || "
                      "document.body.dataset.ready === '1')")
     time.sleep(0.3)
-    height = int(browser.evaluate("document.documentElement.scrollHeight"))
-    browser.call("Emulation.setDeviceMetricsOverride", width=1100, height=min(height, 12000),
-                 deviceScaleFactor=1, mobile=False)
-    shot.write_bytes(base64.b64decode(browser.call("Page.captureScreenshot",
-                                                   format="png")["data"]))
-    assert shot.stat().st_size > 20_000
+    browser.screenshot(shot, 12000)
     return browser.evaluate(CHARTS)  # type: ignore[no-any-return]
 
 

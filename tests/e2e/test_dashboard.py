@@ -7,6 +7,7 @@ what the analysis package computes from the same counts. A screenshot goes to ar
 from __future__ import annotations
 
 import json
+import base64
 import os
 import re
 import select
@@ -87,6 +88,29 @@ class DevTools:
     def evaluate(self, expression: str) -> Any:
         result = self.call("Runtime.evaluate", expression=expression, returnByValue=True)
         return result["result"].get("value")
+
+    def open(self, url: str, ready: str, width: int = 1100) -> None:
+        """Load ``url`` in a ``width`` x 900 px viewport and wait until ``ready`` (an
+        expression) holds."""
+        for domain in ("Page", "Runtime"):
+            self.call(f"{domain}.enable")
+        self.call("Emulation.setDeviceMetricsOverride", width=width, height=900,
+                  deviceScaleFactor=1, mobile=False)
+        self.call("Page.navigate", url=url)
+        self.wait_for(ready)
+
+    def screenshot(self, path: Path, max_height: int, width: int = 1100) -> Path:
+        """A full-page screenshot (at most ``max_height`` px) written to ``path``, for a person
+        to look at; a page that drew nothing fails."""
+        height = int(self.evaluate("document.documentElement.scrollHeight"))
+        self.call("Emulation.setDeviceMetricsOverride", width=width,
+                  height=min(height, max_height), deviceScaleFactor=1, mobile=False)
+        time.sleep(0.3)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(base64.b64decode(self.call("Page.captureScreenshot",
+                                                    format="png")["data"]))
+        assert path.stat().st_size > 20_000
+        return path
 
     def wait_for(self, expression: str, timeout: float = 60.0) -> Any:
         deadline = time.monotonic() + timeout

@@ -9,7 +9,6 @@ decoder on the very counters in Redis, so no false-failure rate applies.
 """
 from __future__ import annotations
 
-import base64
 import re
 import time
 from collections.abc import Iterator
@@ -82,16 +81,7 @@ def _rows(browser, selector: str) -> list[list[str]]:  # type: ignore[no-untyped
 
 def _shot(browser: Any, name: str) -> Path:
     """A full-page screenshot at 1,100 px wide, to artifacts/ (looked at by a person)."""
-    height = int(browser.evaluate("document.documentElement.scrollHeight"))
-    browser.call("Emulation.setDeviceMetricsOverride", width=1100, height=min(height, 8000),
-                 deviceScaleFactor=1, mobile=False)
-    time.sleep(0.3)
-    ARTIFACTS.mkdir(exist_ok=True)
-    path = ARTIFACTS / name
-    path.write_bytes(base64.b64decode(browser.call("Page.captureScreenshot",
-                                                   format="png")["data"]))
-    assert path.stat().st_size > 20_000
-    return path
+    return browser.screenshot(ARTIFACTS / name, 8000)  # type: ignore[no-any-return]
 
 
 def _overlapping_ticks(browser: Any, chart: str) -> list[list[str]]:
@@ -104,12 +94,7 @@ def _overlapping_ticks(browser: Any, chart: str) -> list[list[str]]:
 
 
 def _start(browser: Any, url: str) -> None:
-    for domain in ("Page", "Runtime"):
-        browser.call(f"{domain}.enable")
-    browser.call("Emulation.setDeviceMetricsOverride", width=1100, height=900,
-                 deviceScaleFactor=1, mobile=False)
-    browser.call("Page.navigate", url=url)
-    browser.wait_for("document.body && document.body.dataset.ready === '1'")
+    browser.open(url, "document.body && document.body.dataset.ready === '1'")
     assert browser.evaluate("document.querySelectorAll('.error').length") == 0
 
 

@@ -11,7 +11,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
@@ -59,6 +59,16 @@ def alive(pid: int) -> bool:
     return state not in ("Z", "X")
 
 
+def started_at(pid: int) -> int | None:
+    """When process ``pid`` started (clock ticks since boot), or None if there is none: with
+    the pid, who it is. Pids are reused (32,768 of them here, and the suite starts thousands of
+    processes), so a pid alone may name another test's server by the end of a run."""
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
 @dataclass
 class HeldRun:
     """A pytest run (in a process group of its own) holding a redis-server, a collector and
@@ -67,6 +77,21 @@ class HeldRun:
     process: subprocess.Popen[bytes]
     pids_file: Path
     log: Path
+    # pid -> when it started, taken as soon as the pids are read: what stop() may kill.
+    held: dict[int, int | None] = field(default_factory=dict)
+
+    def pids(self) -> list[int]:
+        """The held run's processes, from its pids file; who they are is noted at once."""
+        pids = [int(p) for p in self.pids_file.read_text().split()]
+        for pid in pids:
+            self.held.setdefault(pid, started_at(pid))
+        return pids
+
+    def survivors(self) -> list[int]:
+        """The held processes still running: alive, and not another process under a pid that
+        one of them left."""
+        return [pid for pid in self.pids()
+                if alive(pid) and self.held[pid] is not None and started_at(pid) == self.held[pid]]
 
     @classmethod
     def start(cls, root: Path, workers: list[str]) -> HeldRun:
@@ -86,10 +111,9 @@ class HeldRun:
         if self.process.poll() is None:
             self.process.kill()
             self.process.wait()
-        if self.pids_file.exists():  # a failed test's survivors: stop them here, not never
-            for pid in map(int, self.pids_file.read_text().split()):
-                if alive(pid):
-                    os.kill(pid, signal.SIGKILL)
+        if self.pids_file.exists():  # a failed test's survivors: stop them here, not never,
+            for pid in self.survivors():  # never one that took a dead one's pid since
+                os.kill(pid, signal.SIGKILL)
 
 
 @pytest.fixture(scope="module")
@@ -123,7 +147,7 @@ def test_a_killed_run_leaves_no_redis_collector_or_nginx_running(
     while not held.pids_file.exists() and run.poll() is None and time.monotonic() < deadline:
         time.sleep(0.05)
     assert held.pids_file.exists(), f"the held run never started: {held.log.read_text()[-2000:]}"
-    pids = [int(p) for p in held.pids_file.read_text().split()]
+    pids = held.pids()
     assert len(pids) >= 7  # pytest (or its xdist worker), redis-server, gunicorn and its 2
     # workers, nginx and its worker
     assert all(alive(pid) for pid in pids)
@@ -133,6 +157,6 @@ def test_a_killed_run_leaves_no_redis_collector_or_nginx_running(
         run.send_signal(sig)
     run.wait(timeout=30)
     deadline = time.monotonic() + 30  # gunicorn's graceful stop; seconds under load
-    while any(alive(pid) for pid in pids) and time.monotonic() < deadline:
+    while held.survivors() and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert [pid for pid in pids if alive(pid)] == []
+    assert held.survivors() == []

@@ -416,8 +416,8 @@ export class Reporter<V = boolean, D = never> {
   }
 
   /**
-   * The mechanism `metric` is reported under now: the check every report() makes first; it
-   * depends on the name alone, never on a value.
+   * The check every report() makes first: on the name alone, never on a value (a withheld
+   * metric is declared all the same: its reports are counted, not thrown).
    * @throws QueueError closed; InvalidParameterError not a string; UnknownMetricError see report().
    */
   /** @internal */ check(metric: string): void {
@@ -434,7 +434,7 @@ export class Reporter<V = boolean, D = never> {
   }
 
   /**
-   * What one report of `metric` needs, asked of its kind and the parts: its metric now, kind,
+   * What one report of `metric` needs, asked of its kind and the parts: its metric now, the
    * encoded value, public dims and the mechanism its memoized answer is paid at (the metric's,
    * or a boolean's memo layer under its instantaneous one); undefined if it is not sent
    * (withheld, its period reported, no state: counted).

@@ -147,7 +147,7 @@ const ONLY_FOR: [string, string[]][] = FIELDS.map((field): [string, string[]] =>
  * Every kind takes the reporter's one path (reporter.ts: report, ready, drainOne); these
  * parts give it the kind of each metric (kindOf) and the features' hooks.
  */
-class AllParts extends Parts<unknown, DimensionValues> {
+class AllParts extends Parts<DimensionValues> {
   private readonly device: Record<string, string>;
   /** The app's declared dimensions: metric -> Dimensions (metrics that declare none absent);
    * the only ones ever attached (a served list changes nothing). */

@@ -191,7 +191,7 @@ export function above(m: Priced & {readonly likelihoodRatio: Fraction}, max: num
 
 export class Reporter<V = boolean, D = never> {
   /** @internal What this reporter reports and how (given at construction). */
-  readonly parts: Parts<V, D>;
+  readonly parts: Parts<D>;
   readonly collectorUrl: string;
   /** The latest upload failure (undefined after a success), without any report content. */
   lastError: string | undefined;
@@ -265,7 +265,7 @@ export class Reporter<V = boolean, D = never> {
    *   Never for network conditions: construction does no I/O on the caller's time.
    */
   constructor(collectorUrl: string, options: ReporterOptions = {},
-              parts: Parts<V, D> = new Parts() as Parts<V, D>) {
+              parts: Parts<D> = new Parts() as Parts<D>) {
     if (typeof collectorUrl !== "string" || !/^https?:\/\//.test(collectorUrl)) {
       throw new InvalidParameterError(
         `collectorUrl must be an http(s) URL. Got ${JSON.stringify(collectorUrl)} instead.`);
@@ -958,9 +958,9 @@ type Core = Reporter<any, any>;
  * instantaneous layer, budgets and public dimensions. This base is the default entry's: boolean
  * metrics (kinds/boolean.ts) and none of the features; deniable-client/all's AllParts (all.ts)
  * extends it with every kind and the features. A hook may use what the reporter marks internal
- * (public to the parts, left out of the published types).
+ * (public to the parts, left out of the published types). D: the public dims report() takes.
  */
-export class Parts<V = boolean, D = never> {
+export class Parts<D = never> {
   /** The declared metric `value` (a table, an id or a mechanism), or its kind if these parts
    * do not report it. Called by the constructor, before any field of the reporter is set.
    * @throws InvalidParameterError an invalid declaration. */
